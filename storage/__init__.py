@@ -1,0 +1,1 @@
+"""The SQLite layer: schema migrations and queries that return domain objects."""

@@ -1,0 +1,120 @@
+"""Opening a study database: version checks, backup before upgrade, one connection per thread."""
+
+from __future__ import annotations
+
+import datetime
+import sqlite3
+import threading
+from pathlib import Path
+
+from sqlite_utils import Database
+
+from storage import schema
+from workbench.errors import SchemaTooNew, WorkbenchError
+
+BUSY_TIMEOUT_S = 10.0
+"""How long a writer waits for another process's lock before giving up."""
+
+
+def _connect(path: Path) -> Database:
+    try:
+        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S)
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+    except sqlite3.Error as exc:
+        raise WorkbenchError(f"{path}: cannot open the database ({exc})") from None
+    return Database(conn, execute_plugins=False)
+
+
+class StudyDatabase:
+    """A study's SQLite file. `db` gives the calling thread its own connection."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._local = threading.local()
+        self._connections: list[Database] = []
+        self._lock = threading.Lock()
+
+    @property
+    def db(self) -> Database:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = _connect(self.path)
+            self._local.db = db
+            with self._lock:
+                self._connections.append(db)
+        return db
+
+    def close(self) -> None:
+        with self._lock:
+            for db in self._connections:
+                db.close()
+            self._connections.clear()
+        self._local = threading.local()
+
+    def data_version(self) -> int:
+        """Changes when another connection commits: cheap polling for other reviewers' writes."""
+        return self.db.execute("PRAGMA data_version").fetchone()[0]
+
+
+def open_study(path: Path | str, *, create: bool = False) -> StudyDatabase:
+    """Open (or with `create`, make) a study database, upgrading an older schema in place.
+
+    An older database is backed up beside itself first; a newer one is refused.
+    """
+    path = Path(path)
+    if not path.exists():
+        if not create:
+            raise WorkbenchError(f"{path}: no such study database")
+        path.parent.mkdir(parents=True, exist_ok=True)
+    elif not path.is_file():
+        raise WorkbenchError(f"{path}: not a file")
+    study = StudyDatabase(path)
+    try:
+        _prepare(study)
+    except sqlite3.DatabaseError as exc:
+        study.close()
+        raise WorkbenchError(f"{path}: not a readable study database ({exc})") from None
+    except BaseException:
+        study.close()
+        raise
+    return study
+
+
+def _prepare(study: StudyDatabase) -> None:
+    db = study.db
+    applied = [m.name for m in schema.migrations.applied(db)]
+    known = schema.known()
+    unknown = [name for name in applied if name not in known]
+    if unknown:
+        raise SchemaTooNew(
+            f"{study.path}: written by a newer workbench (schema {len(applied)}, this one knows"
+            f" {len(known)}: unknown {', '.join(unknown)}); upgrade workbench to open it"
+        )
+    if not applied and db.table_names():
+        raise WorkbenchError(f"{study.path}: an SQLite file, but not a workbench study database")
+    pending = schema.migrations.pending(db)
+    if not pending:
+        _enable_wal(db)
+        return
+    if applied:
+        backup(study, f"schema{len(applied)}")
+    _enable_wal(db)
+    schema.migrations.apply(db)
+
+
+def _enable_wal(db: Database) -> None:
+    if db.journal_mode != "wal":
+        db.enable_wal()
+
+
+def backup(study: StudyDatabase, label: str) -> Path:
+    """Copy the database with SQLite's online backup, safe while others read it."""
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
+    target = study.path.with_name(f"{study.path.name}.{label}-{stamp}.bak")
+    dest = sqlite3.connect(str(target))
+    try:
+        study.db.conn.backup(dest)
+    finally:
+        dest.close()
+    return target

@@ -1,0 +1,165 @@
+"""Logs stored in fixed-size chunks with a sparse line index.
+
+A 1 GB log is never read whole: showing its end or line N reads one index row and the
+chunks that hold the wanted lines. Bytes are stored as they came (a non-UTF-8 or binary log
+loses nothing); decoding happens only for display, with replacement characters.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from sqlite_utils import Database
+
+CHUNK = 256 * 1024
+"""Bytes per stored chunk."""
+INDEX_EVERY = 1024
+"""Every INDEX_EVERY-th line start is indexed..."""
+INDEX_GAP = CHUNK
+"""...and any line start this many bytes past the last indexed one, so huge lines stay cheap."""
+MAX_LINE_BYTES = 16 * 1024
+"""Longer lines are cut for display; the stored log keeps them whole."""
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while block := fh.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def store_log(db: Database, path: Path) -> int:
+    """Store the file's bytes once (deduplicated by content); returns the log id.
+
+    Call inside the caller's transaction.
+    """
+    sha = file_sha256(path)
+    row = db.execute("SELECT id FROM log WHERE sha256 = ?", [sha]).fetchone()
+    if row:
+        return row[0]
+    with path.open("rb") as fh:
+        return _store_stream(db, fh, sha)
+
+
+def _store_stream(db: Database, fh: BinaryIO, sha: str) -> int:
+    log_id = db.execute(
+        "INSERT INTO log (sha256, size, line_count) VALUES (?, 0, 0)", [sha]
+    ).lastrowid
+    offset = 0
+    newlines = 0
+    last_indexed_line, last_indexed_offset = 0, 0
+    index_rows = [(log_id, 0, 0)]
+    last_byte = b""
+    seq = 0
+    while block := fh.read(CHUNK):
+        db.execute(
+            "INSERT INTO log_chunk (log_id, seq, data) VALUES (?, ?, ?)", [log_id, seq, block]
+        )
+        pos = block.find(b"\n")
+        while pos != -1:
+            newlines += 1
+            start = offset + pos + 1
+            if newlines - last_indexed_line >= INDEX_EVERY or start - last_indexed_offset >= INDEX_GAP:
+                index_rows.append((log_id, newlines, start))
+                last_indexed_line, last_indexed_offset = newlines, start
+            pos = block.find(b"\n", pos + 1)
+        offset += len(block)
+        last_byte = block[-1:]
+        seq += 1
+    line_count = newlines + (1 if offset and last_byte != b"\n" else 0)
+    if index_rows[-1][1] >= line_count and line_count:
+        index_rows.pop()  # an index entry past the last line points at nothing
+    db.conn.executemany("INSERT INTO log_line (log_id, line, offset) VALUES (?, ?, ?)", index_rows)
+    db.execute(
+        "UPDATE log SET size = ?, line_count = ? WHERE id = ?", [offset, line_count, log_id]
+    )
+    return log_id
+
+
+class LogReader:
+    """Reads lines of a stored log by number, touching only the chunks it needs."""
+
+    def __init__(self, db: Database, log_id: int) -> None:
+        self.db = db
+        self.log_id = log_id
+        row = db.execute("SELECT size, line_count FROM log WHERE id = ?", [log_id]).fetchone()
+        if row is None:
+            raise KeyError(f"log {log_id} does not exist")
+        self.size, self.line_count = row
+
+    def _bytes_from(self, offset: int) -> Iterator[bytes]:
+        seq, skip = divmod(offset, CHUNK)
+        while True:
+            row = self.db.execute(
+                "SELECT data FROM log_chunk WHERE log_id = ? AND seq = ?", [self.log_id, seq]
+            ).fetchone()
+            if row is None:
+                return
+            yield row[0][skip:]
+            skip = 0
+            seq += 1
+
+    def _next_indexed(self, line: int) -> tuple[int, int] | None:
+        return self.db.execute(
+            "SELECT line, offset FROM log_line WHERE log_id = ? AND line > ? ORDER BY line LIMIT 1",
+            [self.log_id, line],
+        ).fetchone()
+
+    def raw_lines(self, start: int, count: int) -> list[bytes]:
+        """Lines start..start+count-1 (0-based) without their newline, each cut at MAX_LINE_BYTES."""
+        start = max(0, start)
+        end = min(self.line_count, start + count)
+        if start >= end:
+            return []
+        line, offset = self.db.execute(
+            "SELECT line, offset FROM log_line WHERE log_id = ? AND line <= ?"
+            " ORDER BY line DESC LIMIT 1",
+            [self.log_id, start],
+        ).fetchone()
+        out: list[bytes] = []
+        while line < end:
+            text, offset = self._read_line(offset, line)
+            if line >= start:
+                out.append(text)
+            line += 1
+        return out
+
+    def _read_line(self, offset: int, line: int) -> tuple[bytes, int]:
+        """One line starting at offset (cut for display), and the offset of the next line."""
+        parts: list[bytes] = []
+        kept = 0
+        position = offset
+        line_end = None
+        for block in self._bytes_from(offset):
+            pos = block.find(b"\n")
+            piece = block if pos == -1 else block[:pos]
+            if kept < MAX_LINE_BYTES:
+                parts.append(piece[: MAX_LINE_BYTES - kept])
+                kept += len(parts[-1])
+            if pos != -1:
+                line_end = position + pos
+                break
+            position += len(block)
+            if kept >= MAX_LINE_BYTES:
+                jump = self._next_indexed(line)
+                if jump is not None and jump[0] == line + 1:
+                    line_end = jump[1] - 1
+                    break
+        if line_end is None:
+            line_end = position
+        text = b"".join(parts).rstrip(b"\r")
+        cut = line_end - offset - kept
+        if cut > 0:
+            text += f" … [{cut} more bytes]".encode()
+        return text, line_end + 1
+
+    def lines(self, start: int, count: int) -> list[str]:
+        """Decoded lines for display; invalid UTF-8 becomes U+FFFD, nothing is dropped."""
+        return [raw.decode("utf-8", errors="replace") for raw in self.raw_lines(start, count)]
+
+    def tail(self, count: int) -> list[str]:
+        return self.lines(self.line_count - count, count)

@@ -1,0 +1,223 @@
+"""The study database schema, as sqlite-utils migrations applied in order.
+
+Never edit an applied migration: add a new one. Each runs in a transaction; a failed one
+stays pending. `KNOWN` lists their names so a database from a newer workbench is refused.
+"""
+
+from __future__ import annotations
+
+from sqlite_utils import Database, Migrations
+
+migrations = Migrations("workbench")
+
+APPEND_ONLY = ("intervention", "decision", "verdict_override", "review_session", "audit")
+"""Human records and the audit trail: a correction is a new row, never an edit."""
+
+
+@migrations()
+def m001_study_and_attempts(db: Database) -> None:
+    db["study"].create(
+        {
+            "id": int,
+            "slug": str,
+            "title": str,
+            "staff_hourly_rate": float,
+            "reviewers": str,
+            "prices": str,
+        },
+        pk="id",
+        not_null={"slug", "title"},
+        defaults={"staff_hourly_rate": 0.0, "reviewers": "[]", "prices": "{}"},
+    )
+    db["migration"].create(
+        {
+            "id": int,
+            "slug": str,
+            "title": str,
+            "repo": str,
+            "base_commit": str,
+            "accelerator": str,
+            "chips": int,
+            "runtime": str,
+            "goal_metric": str,
+            "goal_reference": float,
+            "goal_direction": str,
+            "goal_tolerance": float,
+            "budget_compute_dollars": float,
+            "budget_staff_hours": float,
+            "budget_attempts": int,
+            "budget_calendar_days": float,
+            "acceptance_level": int,
+            "status": str,
+        },
+        pk="id",
+        not_null={"slug", "title", "repo", "base_commit", "accelerator", "chips", "status"},
+    )
+    db["migration"].create_index(["slug"], unique=True)
+    db["log"].create(
+        {"id": int, "sha256": str, "size": int, "line_count": int},
+        pk="id",
+        not_null={"sha256", "size", "line_count"},
+    )
+    db["log"].create_index(["sha256"], unique=True)
+    db.execute(
+        "CREATE TABLE log_chunk (log_id INTEGER NOT NULL REFERENCES log(id),"
+        " seq INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY (log_id, seq)) WITHOUT ROWID"
+    )
+    db.execute(
+        "CREATE TABLE log_line (log_id INTEGER NOT NULL REFERENCES log(id),"
+        " line INTEGER NOT NULL, offset INTEGER NOT NULL, PRIMARY KEY (log_id, line)) WITHOUT ROWID"
+    )
+    db["attempt"].create(
+        {
+            "id": int,
+            "migration_id": int,
+            "seq": int,
+            "source": str,
+            "commit_sha": str,
+            "argv": str,
+            "cwd": str,
+            "env": str,
+            "started_at": str,
+            "ended_at": str,
+            "status": str,
+            "exit_code": int,
+            "exit_code_source": str,
+            "expected_level": int,
+            "claim": str,
+            "intended_kind": str,
+            "intended_count": int,
+            "observed_kind": str,
+            "observed_count": int,
+            "log_id": int,
+            "rerun_of": int,
+        },
+        pk="id",
+        not_null={"migration_id", "seq", "source", "commit_sha", "argv", "status"},
+        foreign_keys=[
+            ("migration_id", "migration", "id"),
+            ("log_id", "log", "id"),
+            ("rerun_of", "attempt", "id"),
+        ],
+    )
+    db["attempt"].create_index(["migration_id", "seq"], unique=True)
+    db.execute(
+        "CREATE TABLE metric_point (attempt_id INTEGER NOT NULL REFERENCES attempt(id),"
+        " name TEXT NOT NULL, step INTEGER NOT NULL, value REAL NOT NULL,"
+        " PRIMARY KEY (attempt_id, name, step)) WITHOUT ROWID"
+    )
+
+
+@migrations()
+def m002_verdicts_and_failures(db: Database) -> None:
+    db["verdict"].create(
+        {
+            "id": int,
+            "attempt_id": int,
+            "level": int,
+            "outcome": str,
+            "reason": str,
+            "evidence": str,
+            "verifier": str,
+            "verifier_version": str,
+        },
+        pk="id",
+        not_null={"attempt_id", "level", "outcome", "verifier", "verifier_version"},
+        foreign_keys=[("attempt_id", "attempt", "id")],
+    )
+    db["verdict"].create_index(["attempt_id", "level"], unique=True)
+    db["failure"].create(
+        {"id": int, "attempt_id": int, "cause": str, "silent": int, "note": str},
+        pk="id",
+        not_null={"attempt_id", "cause", "silent"},
+        foreign_keys=[("attempt_id", "attempt", "id")],
+    )
+    db["failure"].create_index(["attempt_id"], unique=True)
+
+
+@migrations()
+def m003_human_records_and_audit(db: Database) -> None:
+    db["intervention"].create(
+        {
+            "id": int,
+            "migration_id": int,
+            "attempt_id": int,
+            "kind": str,
+            "minutes": float,
+            "note": str,
+            "reviewer": str,
+            "at": str,
+            "corrects": int,
+        },
+        pk="id",
+        not_null={"migration_id", "kind", "minutes", "reviewer", "at"},
+        foreign_keys=[
+            ("migration_id", "migration", "id"),
+            ("attempt_id", "attempt", "id"),
+            ("corrects", "intervention", "id"),
+        ],
+    )
+    db["decision"].create(
+        {
+            "id": int,
+            "migration_id": int,
+            "kind": str,
+            "reason": str,
+            "figures": str,
+            "reviewer": str,
+            "at": str,
+        },
+        pk="id",
+        not_null={"migration_id", "kind", "reason", "reviewer", "at"},
+        foreign_keys=[("migration_id", "migration", "id")],
+    )
+    db["verdict_override"].create(
+        {
+            "id": int,
+            "verdict_id": int,
+            "outcome": str,
+            "justification": str,
+            "reviewer": str,
+            "at": str,
+        },
+        pk="id",
+        not_null={"verdict_id", "outcome", "justification", "reviewer", "at"},
+        foreign_keys=[("verdict_id", "verdict", "id")],
+    )
+    db["review_session"].create(
+        {
+            "id": int,
+            "reviewer": str,
+            "migration_id": int,
+            "started_at": str,
+            "active_seconds": float,
+        },
+        pk="id",
+        not_null={"reviewer", "migration_id", "started_at", "active_seconds"},
+        foreign_keys=[("migration_id", "migration", "id")],
+    )
+    db["audit"].create(
+        {
+            "id": int,
+            "at": str,
+            "reviewer": str,
+            "action": str,
+            "entity": str,
+            "entity_id": int,
+            "detail": str,
+        },
+        pk="id",
+        not_null={"at", "reviewer", "action", "entity"},
+    )
+    for table in APPEND_ONLY:
+        for event in ("UPDATE", "DELETE"):
+            db.execute(
+                f"CREATE TRIGGER {table}_append_only_{event.lower()} BEFORE {event} ON {table}"
+                f" BEGIN SELECT RAISE(ABORT, '{table} records are append-only:"
+                f" record a correction instead'); END"
+            )
+
+
+def known() -> list[str]:
+    """Every migration this workbench knows, oldest first."""
+    return [m.name for m in migrations.pending(Database(memory=True))]

@@ -1,0 +1,165 @@
+"""Shared builders: real git repositories, real bundle folders, real SQLite files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "Test Agent",
+    "GIT_AUTHOR_EMAIL": "agent@example.com",
+    "GIT_COMMITTER_NAME": "Test Agent",
+    "GIT_COMMITTER_EMAIL": "agent@example.com",
+    "GIT_AUTHOR_DATE": "2026-11-01T10:00:00Z",
+    "GIT_COMMITTER_DATE": "2026-11-01T10:00:00Z",
+}
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **GIT_ENV},
+    ).stdout.strip()
+
+
+def make_repo(path: Path, versions: list[dict[str, str]]) -> list[str]:
+    """A git repository with one commit per version (file name to content); returns the SHAs."""
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    shas = []
+    for number, files in enumerate(versions):
+        for name, content in files.items():
+            (path / name).write_text(content)
+        git(path, "add", "-A")
+        git(path, "commit", "-q", "--allow-empty", "-m", f"version {number}")
+        shas.append(git(path, "rev-parse", "HEAD"))
+    return shas
+
+
+@dataclass
+class BundleBuilder:
+    """Writes a bundle folder as docs/bundle-format.md describes it."""
+
+    root: Path
+    study: dict[str, Any] = field(
+        default_factory=lambda: {
+            "slug": "study",
+            "title": "Test study",
+            "staff_hourly_rate": 100.0,
+            "reviewers": ["ana"],
+        }
+    )
+    prices: dict[str, float] = field(default_factory=lambda: {"tpu-v5e": 1.2, "cpu": 0.05})
+
+    def write_study(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        lines = ["format = 1", "", "[study]"]
+        lines += [f"{k} = {json.dumps(v)}" for k, v in self.study.items()]
+        lines += ["", "[prices]"] + [f'"{k}" = {v}' for k, v in self.prices.items()]
+        (self.root / "study.toml").write_text("\n".join(lines) + "\n")
+
+    def add_migration(
+        self,
+        slug: str,
+        *,
+        commits: int = 3,
+        repo_as_bundle: bool = False,
+        title: str = "MLP to torch_xla",
+    ) -> tuple[Path, list[str]]:
+        folder = self.root / "migrations" / slug
+        folder.mkdir(parents=True)
+        source = folder / "repo" if not repo_as_bundle else self.root.parent / f"{slug}-src"
+        shas = make_repo(
+            source, [{"train.py": f"print('version {n}')\n"} for n in range(commits)]
+        )
+        repo = "repo"
+        if repo_as_bundle:
+            git(source, "bundle", "create", str(folder / "repo.bundle"), "--all")
+            repo = "repo.bundle"
+        (folder / "migration.toml").write_text(
+            f'title = "{title}"\nrepo = "{repo}"\nbase_commit = "{shas[0]}"\n'
+            "[target]\naccelerator = \"tpu-v5e\"\nchips = 4\nruntime = \"torch_xla\"\n"
+            "[goal]\nmetric = \"eval_accuracy\"\nreference = 0.9\ndirection = \"max\"\n"
+            "tolerance = 0.01\n[budgets]\ncompute_dollars = 50.0\nattempts = 10\n"
+        )
+        (folder / "logs").mkdir()
+        (folder / "metrics").mkdir()
+        (folder / "attempts.jsonl").write_text("")
+        return folder, shas
+
+    @staticmethod
+    def attempt(seq: int, commit: str, **overrides: Any) -> dict[str, Any]:
+        record = {
+            "seq": seq,
+            "source": "reference" if seq == 0 else "agent",
+            "commit": commit,
+            "command": {"argv": ["python", "train.py"], "cwd": ".", "env": {"PJRT_DEVICE": "CPU"}},
+            "started_at": f"2026-11-01T10:0{seq % 10}:00Z",
+            "ended_at": f"2026-11-01T10:0{seq % 10}:30Z",
+            "status": "ok",
+            "exit_code": 0,
+            "exit_code_source": "process",
+            "expected_level": None if seq == 0 else 2,
+            "claim": "" if seq == 0 else "Runs on 4 chips and matches the GPU numbers.",
+            "intended_hardware": {"kind": "tpu-v5e", "count": 4},
+            "observed_hardware": None,
+            "log": f"logs/{seq}.log",
+            "metrics": f"metrics/{seq}.jsonl",
+        }
+        record.update(overrides)
+        return record
+
+    @staticmethod
+    def write_attempts(folder: Path, records: list[dict[str, Any] | str]) -> None:
+        """Records as JSON lines; a str is written as it is (for malformed lines)."""
+        for record in records:
+            if isinstance(record, dict):
+                if record.get("log"):
+                    log = folder / record["log"]
+                    if not log.exists():
+                        log.write_text(f"step 1 loss 0.5\nrun {record['seq']} done\n")
+                if record.get("metrics"):
+                    metrics = folder / record["metrics"]
+                    if not metrics.exists():
+                        metrics.write_text(
+                            "".join(
+                                json.dumps({"name": "loss", "step": s, "value": 1.0 / (s + 1)}) + "\n"
+                                for s in range(5)
+                            )
+                        )
+        (folder / "attempts.jsonl").write_text(
+            "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records)
+        )
+
+
+@pytest.fixture
+def bundle(tmp_path: Path) -> BundleBuilder:
+    builder = BundleBuilder(tmp_path / "bundle")
+    builder.write_study()
+    return builder
+
+
+@pytest.fixture
+def small_bundle(bundle: BundleBuilder) -> BundleBuilder:
+    """Two migrations: one with a reference and three agent attempts, one with none."""
+    folder, shas = bundle.add_migration("mlp-xla")
+    bundle.write_attempts(
+        folder,
+        [
+            bundle.attempt(0, shas[0]),
+            bundle.attempt(1, shas[1], status="nonzero_exit", exit_code=1),
+            bundle.attempt(2, shas[2]),
+            bundle.attempt(3, shas[2], source="rerun", rerun_of=2),
+        ],
+    )
+    bundle.add_migration("cnn-xla", commits=1, title="CNN to torch_xla")
+    return bundle

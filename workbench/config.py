@@ -1,0 +1,37 @@
+"""Where things live and who is working: the default database and the reviewer's name."""
+
+from __future__ import annotations
+
+import getpass
+import os
+from pathlib import Path
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+DEMO_BUNDLE = ASSETS / "demo" / "bundle"
+
+
+def data_dir() -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("workbench", appauthor=False))
+
+
+def default_db() -> Path:
+    """`WORKBENCH_DB` if set, else study.db in the user data dir."""
+    env = os.environ.get("WORKBENCH_DB")
+    return Path(env) if env else data_dir() / "study.db"
+
+
+def demo_db() -> Path:
+    return data_dir() / "demo.db"
+
+
+def reviewer() -> str:
+    """`WORKBENCH_REVIEWER` if set, else the login name."""
+    name = os.environ.get("WORKBENCH_REVIEWER")
+    if name:
+        return name
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"

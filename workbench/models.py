@@ -1,0 +1,311 @@
+"""The domain: what a study of agent-driven GPU-to-TPU migrations is made of.
+
+Frozen dataclasses only; storage/ maps them to rows and back. Nothing here imports
+Textual, Rich, git or torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class MigrationStatus(StrEnum):
+    IN_PROGRESS = "in_progress"
+    ACCEPTED = "accepted"
+    STOPPED = "stopped"
+
+
+class AttemptSource(StrEnum):
+    AGENT = "agent"
+    RERUN = "rerun"
+    REFERENCE = "reference"
+
+
+class AttemptStatus(StrEnum):
+    """How an execution ended, as far as the record shows (see the transcript notes)."""
+
+    OK = "ok"
+    NONZERO_EXIT = "nonzero_exit"
+    INTERRUPTED = "interrupted"
+    BACKGROUNDED = "backgrounded"
+    BLOCKED = "blocked"
+    NO_RESULT = "no_result"
+
+
+class Outcome(StrEnum):
+    PASS = "pass"
+    FAIL = "fail"
+    UNKNOWN = "unknown"
+
+
+class Direction(StrEnum):
+    MAX = "max"
+    MIN = "min"
+
+
+class DecisionKind(StrEnum):
+    CONTINUE = "continue"
+    ACCEPT = "accept"
+    STOP = "stop"
+
+
+class FailureCause(StrEnum):
+    """The failure taxonomy; docs/failure-taxonomy.md defines each cause."""
+
+    ENVIRONMENT = "environment"
+    API_MISUSE = "api_misuse"
+    RECOMPILATION = "recompilation"
+    CPU_FALLBACK = "cpu_fallback"
+    HOST_SYNC = "host_sync"
+    NUMERICAL_MISMATCH = "numerical_mismatch"
+    WRONG_CONFIGURATION = "wrong_configuration"
+    OUT_OF_MEMORY = "out_of_memory"
+    TIMEOUT = "timeout"
+    GOAL_NOT_MET = "goal_not_met"
+    INCOMPLETE = "incomplete"
+    OTHER = "other"
+
+
+LADDER = {
+    1: "runs",
+    2: "matches reference",
+    3: "intended hardware",
+    4: "project goal",
+    5: "time and cost",
+}
+"""The study's acceptance ladder, level to short name."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    accelerator: str
+    """Accelerator kind, a key of the study's price table, e.g. `tpu-v5e`."""
+    chips: int
+    runtime: str
+    """e.g. `torch_xla`."""
+
+    def describe(self) -> str:
+        return f"{self.accelerator} x {self.chips}"
+
+
+@dataclass(frozen=True, slots=True)
+class Goal:
+    metric: str
+    reference: float
+    direction: Direction
+    tolerance: float
+    """Absolute slack allowed on the wrong side of the reference value."""
+
+    def met_by(self, value: float) -> bool:
+        if self.direction is Direction.MAX:
+            return value >= self.reference - self.tolerance
+        return value <= self.reference + self.tolerance
+
+
+@dataclass(frozen=True, slots=True)
+class Budgets:
+    """Limits a migration is stopped against; None means no limit."""
+
+    compute_dollars: float | None = None
+    staff_hours: float | None = None
+    attempts: int | None = None
+    calendar_days: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Study:
+    slug: str
+    title: str
+    prices: dict[str, float] = field(default_factory=dict)
+    """Dollars per chip-hour by accelerator kind."""
+    staff_hourly_rate: float = 0.0
+    reviewers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    id: int
+    slug: str
+    title: str
+    repo: str
+    """Path of the git repository holding the original and the migrated code."""
+    base_commit: str
+    """The original GPU code."""
+    target: Target
+    goal: Goal
+    budgets: Budgets
+    status: MigrationStatus
+    acceptance_level: int = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    argv: tuple[str, ...]
+    cwd: str = "."
+    env: dict[str, str] = field(default_factory=dict)
+    """Only the environment that matters to the run (PJRT_DEVICE and the like)."""
+
+    def display(self) -> str:
+        import shlex
+
+        prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
+        line = shlex.join(self.argv)
+        return f"{prefix} {line}" if prefix else line
+
+
+@dataclass(frozen=True, slots=True)
+class Hardware:
+    kind: str
+    count: int
+
+    def describe(self) -> str:
+        return f"{self.kind} x {self.count}"
+
+
+@dataclass(frozen=True, slots=True)
+class MetricPoint:
+    name: str
+    step: int
+    value: float
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    id: int
+    migration_id: int
+    seq: int
+    source: AttemptSource
+    commit: str
+    command: Command
+    status: AttemptStatus
+    started_at: str | None = None
+    ended_at: str | None = None
+    exit_code: int | None = None
+    exit_code_source: str | None = None
+    """Where the exit code came from: process, transcript, task_output, task_notification."""
+    expected_level: int | None = None
+    """The ladder level the agent said it expected; None when it said nothing checkable."""
+    claim: str = ""
+    intended_hardware: Hardware | None = None
+    observed_hardware: Hardware | None = None
+    log_id: int | None = None
+    rerun_of: int | None = None
+    """Id of the attempt this one re-ran."""
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """A pointer into what a verdict rests on: a log line, a metric point or a probe field."""
+
+    kind: str
+    """`log_line`, `metric` or `probe`."""
+    ref: str
+    """Line number, `name@step` or field name."""
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictOverride:
+    id: int
+    verdict_id: int
+    outcome: Outcome
+    justification: str
+    reviewer: str
+    at: str
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    id: int
+    attempt_id: int
+    level: int
+    outcome: Outcome
+    reason: str
+    evidence: tuple[Evidence, ...]
+    verifier: str
+    verifier_version: str
+    overrides: tuple[VerdictOverride, ...] = ()
+
+    @property
+    def effective(self) -> Outcome:
+        """The latest human override wins; the automated outcome stays visible beside it."""
+        return self.overrides[-1].outcome if self.overrides else self.outcome
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    id: int
+    attempt_id: int
+    cause: FailureCause
+    silent: bool
+    """True when the run raised no error: exit 0 and no traceback, yet it failed."""
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Intervention:
+    id: int
+    migration_id: int
+    kind: str
+    minutes: float
+    note: str
+    reviewer: str
+    at: str
+    attempt_id: int | None = None
+    corrects: int | None = None
+    """Id of the intervention this record corrects; the original stays in history."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    id: int
+    migration_id: int
+    kind: DecisionKind
+    reason: str
+    figures: dict[str, float | int | None]
+    """The budget figures at the moment of the decision."""
+    reviewer: str
+    at: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewSession:
+    id: int
+    reviewer: str
+    migration_id: int
+    started_at: str
+    active_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class MigrationSummary:
+    """One row of the study screen and of `workbench migrations`."""
+
+    migration: Migration
+    attempts: int
+    failed: int
+    silent_failures: int
+    interventions: int
+    highest_level: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptSummary:
+    """One row of the migration screen and of `workbench attempts`."""
+
+    attempt: Attempt
+    ladder: tuple[Outcome | None, ...]
+    """Effective outcome per level 1-5; None where no verdict exists yet."""
+    failure: Failure | None
+    interventions: int
+
+    @property
+    def highest_level(self) -> int:
+        """The highest L for which levels 1 to L all pass; 0 when level 1 does not."""
+        level = 0
+        for outcome in self.ladder:
+            if outcome is not Outcome.PASS:
+                break
+            level += 1
+        return level
