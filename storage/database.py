@@ -18,7 +18,8 @@ BUSY_TIMEOUT_S = 10.0
 
 def _connect(path: Path) -> Database:
     try:
-        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S)
+        # Each thread gets its own connection; check_same_thread=False only lets close() run anywhere.
+        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, check_same_thread=False)
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
     except sqlite3.Error as exc:

@@ -8,6 +8,7 @@ loses nothing); decoding happens only for display, with replacement characters.
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -20,6 +21,7 @@ INDEX_EVERY = 1024
 """Every INDEX_EVERY-th line start is indexed..."""
 INDEX_GAP = CHUNK
 """...and any line start this many bytes past the last indexed one, so huge lines stay cheap."""
+CACHED_CHUNKS = 8
 MAX_LINE_BYTES = 16 * 1024
 """Longer lines are cut for display; the stored log keeps them whole."""
 
@@ -90,17 +92,29 @@ class LogReader:
         if row is None:
             raise KeyError(f"log {log_id} does not exist")
         self.size, self.line_count = row
+        self._cache: OrderedDict[int, bytes] = OrderedDict()
 
-    def _bytes_from(self, offset: int) -> Iterator[bytes]:
-        seq, skip = divmod(offset, CHUNK)
-        while True:
-            row = self.db.execute(
-                "SELECT data FROM log_chunk WHERE log_id = ? AND seq = ?", [self.log_id, seq]
-            ).fetchone()
-            if row is None:
-                return
-            yield row[0][skip:]
-            skip = 0
+    def _chunk(self, seq: int) -> bytes | None:
+        """A chunk, from a small cache: neighbouring lines share their chunk."""
+        if seq in self._cache:
+            self._cache.move_to_end(seq)
+            return self._cache[seq]
+        row = self.db.execute(
+            "SELECT data FROM log_chunk WHERE log_id = ? AND seq = ?", [self.log_id, seq]
+        ).fetchone()
+        if row is None:
+            return None
+        self._cache[seq] = row[0]
+        if len(self._cache) > CACHED_CHUNKS:
+            self._cache.popitem(last=False)
+        return row[0]
+
+    def _blocks_from(self, offset: int) -> Iterator[tuple[bytes, int]]:
+        """(chunk, position in it) from offset on, without copying chunks."""
+        seq, start = divmod(offset, CHUNK)
+        while (data := self._chunk(seq)) is not None:
+            yield data, start
+            start = 0
             seq += 1
 
     def _next_indexed(self, line: int) -> tuple[int, int] | None:
@@ -134,16 +148,16 @@ class LogReader:
         kept = 0
         position = offset
         line_end = None
-        for block in self._bytes_from(offset):
-            pos = block.find(b"\n")
-            piece = block if pos == -1 else block[:pos]
+        for block, start in self._blocks_from(offset):
+            pos = block.find(b"\n", start)
+            stop = len(block) if pos == -1 else pos
             if kept < MAX_LINE_BYTES:
-                parts.append(piece[: MAX_LINE_BYTES - kept])
+                parts.append(block[start : min(stop, start + MAX_LINE_BYTES - kept)])
                 kept += len(parts[-1])
             if pos != -1:
-                line_end = position + pos
+                line_end = position + pos - start
                 break
-            position += len(block)
+            position += len(block) - start
             if kept >= MAX_LINE_BYTES:
                 jump = self._next_indexed(line)
                 if jump is not None and jump[0] == line + 1:

@@ -170,3 +170,19 @@ def interventions(db: Database, migration_id: int) -> list[Intervention]:
             db, "SELECT * FROM intervention WHERE migration_id = ? ORDER BY id", [migration_id]
         )
     ]
+
+
+def iter_migration_summaries(db: Database, page: int = 500):
+    """Every migration, a page at a time."""
+    after = None
+    while batch := migration_summaries(db, after=after, limit=page):
+        yield from batch
+        after = batch[-1].migration.slug
+
+
+def iter_attempt_summaries(db: Database, migration_id: int, page: int = 500):
+    """Every attempt of a migration, a page at a time."""
+    after = None
+    while batch := attempt_summaries(db, migration_id, after=after, limit=page):
+        yield from batch
+        after = batch[-1].attempt.seq

@@ -280,20 +280,23 @@ def utf8_problem(path: Path) -> str | None:
 
 
 class BundleImporter:
-    def __init__(self, study_db: StudyDatabase, bundle: Path, reviewer: str) -> None:
-        self.study_db = study_db
+    """Checks the bundle's study file on creation, before any database is touched."""
+
+    def __init__(self, bundle: Path) -> None:
+        if not bundle.is_dir():
+            raise WorkbenchError(f"{bundle}: not a directory")
         self.bundle = bundle
-        self.reviewer = reviewer
-        self.report = ImportReport()
+        self.study = parse_study(bundle / "study.toml")
 
     @property
     def db(self):
         return self.study_db.db
 
-    def run(self) -> ImportReport:
-        if not self.bundle.is_dir():
-            raise WorkbenchError(f"{self.bundle}: not a directory")
-        study = parse_study(self.bundle / "study.toml")
+    def run(self, study_db: StudyDatabase, reviewer: str) -> ImportReport:
+        self.study_db = study_db
+        self.reviewer = reviewer
+        self.report = ImportReport()
+        study = self.study
         migrations_dir = self.bundle / "migrations"
         folders = sorted(p for p in migrations_dir.iterdir() if p.is_dir()) if migrations_dir.is_dir() else []
         with self.db.atomic():
@@ -406,4 +409,4 @@ class BundleImporter:
 
 
 def import_bundle(study_db: StudyDatabase, bundle: Path, reviewer: str) -> ImportReport:
-    return BundleImporter(study_db, bundle, reviewer).run()
+    return BundleImporter(bundle).run(study_db, reviewer)

@@ -1,0 +1,217 @@
+"""The `workbench` command. Importing this module loads neither Textual nor Rich."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import click
+
+from workbench import config
+from workbench.errors import WorkbenchError
+from workbench.untrusted import clean
+
+DB_PATH = click.Path(dir_okay=False, path_type=Path)
+
+
+class Group(click.Group):
+    """Turns a user's error into one line on stderr and exit status 2, never a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except WorkbenchError as exc:
+            click.echo(f"workbench: {clean(str(exc))}", err=True)
+            ctx.exit(2)
+        except sqlite3.Error as exc:
+            click.echo(f"workbench: database error: {clean(str(exc))}", err=True)
+            ctx.exit(2)
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="workbench")
+def main() -> None:
+    """Review coding-agent migrations of PyTorch projects from GPUs to TPUs.
+
+    One SQLite file holds a study. Without a database argument, commands use
+    WORKBENCH_DB, else study.db in the user data directory.
+    """
+
+
+def _open(path: Path, *, create: bool = False):
+    from storage.database import open_study
+
+    return open_study(path, create=create)
+
+
+def _run_app(path: Path) -> None:
+    _open(path).close()  # refuse a missing or foreign database before the screen takes over
+    from screens.app import WorkbenchApp
+
+    WorkbenchApp(path).run()
+
+
+@main.command()
+@click.option("--rebuild", is_flag=True, help="Build the demo database again from the bundle.")
+@click.option("--no-open", is_flag=True, help="Only build the demo database and print its path.")
+def demo(rebuild: bool, no_open: bool) -> None:
+    """Open the app on the bundled demo study (built once in the user data dir)."""
+    from workbench.bundle import import_bundle
+
+    path = config.demo_db()
+    if rebuild and path.exists():
+        for stale in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+            stale.unlink(missing_ok=True)
+    if not path.exists():
+        if not config.DEMO_BUNDLE.is_dir():
+            raise WorkbenchError(f"{config.DEMO_BUNDLE}: the demo bundle is missing from this install")
+        study = _open(path, create=True)
+        try:
+            report = import_bundle(study, config.DEMO_BUNDLE, config.reviewer())
+        finally:
+            study.close()
+        if report.problems:
+            path.unlink(missing_ok=True)
+            raise WorkbenchError(f"the demo bundle did not import cleanly: {report.problems[0]}")
+    if no_open:
+        click.echo(str(path))
+        return
+    _run_app(path)
+
+
+@main.command("open")
+@click.argument("db", type=DB_PATH, required=False)
+def open_(db: Path | None) -> None:
+    """Open the app on a study database."""
+    _run_app(db or config.default_db())
+
+
+@main.group("import")
+def import_() -> None:
+    """Bring records into a study database."""
+
+
+@import_.command("bundle")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--db", type=DB_PATH, help="Study database (created if missing).")
+def import_bundle_cmd(directory: Path, db: Path | None) -> None:
+    """Import a study bundle (see docs/bundle-format.md).
+
+    Bad records are reported as FILE:LINE and skipped; the rest import. Exit status 2
+    when anything was reported.
+    """
+    from workbench.bundle import BundleImporter
+
+    importer = BundleImporter(directory)
+    study = _open(db or config.default_db(), create=True)
+    try:
+        report = importer.run(study, config.reviewer())
+    finally:
+        study.close()
+    for problem in report.problems:
+        click.echo(clean(problem), err=True)
+    click.echo(
+        f"{report.inserted} new, {report.updated} updated, {report.unchanged} unchanged"
+        + (f"; {len(report.problems)} problem(s) reported" if report.problems else "")
+    )
+    if report.problems:
+        sys.exit(2)
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> str:
+    cells = [[clean("" if v is None else str(v)) for v in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in cells]
+    return "\n".join(lines)
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+@main.command()
+@click.argument("db", type=DB_PATH)
+@click.option("--json", "as_json", is_flag=True, help="One JSON array instead of a table.")
+def migrations(db: Path, as_json: bool) -> None:
+    """List a study's migrations."""
+    from storage.queries import iter_migration_summaries
+
+    study = _open(db)
+    try:
+        summaries = list(iter_migration_summaries(study.db))
+    finally:
+        study.close()
+    if as_json:
+        click.echo(json.dumps([_jsonable(asdict(s)) for s in summaries], indent=2))
+        return
+    click.echo(
+        _table(
+            ["migration", "status", "target", "attempts", "failed", "silent", "interventions", "level"],
+            [
+                [
+                    s.migration.slug,
+                    s.migration.status.value,
+                    s.migration.target.describe(),
+                    s.attempts,
+                    s.failed,
+                    s.silent_failures,
+                    s.interventions,
+                    "-" if s.highest_level is None else s.highest_level,
+                ]
+                for s in summaries
+            ],
+        )
+    )
+
+
+@main.command()
+@click.argument("db", type=DB_PATH)
+@click.argument("migration")
+@click.option("--json", "as_json", is_flag=True, help="One JSON array instead of a table.")
+def attempts(db: Path, migration: str, as_json: bool) -> None:
+    """List a migration's attempts, the reference runs included."""
+    from storage.queries import get_migration, iter_attempt_summaries
+
+    study = _open(db)
+    try:
+        found = get_migration(study.db, migration)
+        if found is None:
+            raise WorkbenchError(f"{db}: no migration {migration!r}")
+        summaries = list(iter_attempt_summaries(study.db, found.id))
+    finally:
+        study.close()
+    if as_json:
+        click.echo(
+            json.dumps(
+                [
+                    {**_jsonable(asdict(s.attempt)), "ladder": s.ladder, "highest_level": s.highest_level,
+                     "failure": _jsonable(asdict(s.failure)) if s.failure else None,
+                     "interventions": s.interventions}
+                    for s in summaries
+                ],
+                indent=2,
+            )
+        )
+        return
+    click.echo(
+        _table(
+            ["seq", "source", "status", "exit", "commit", "expected", "command"],
+            [
+                [
+                    s.attempt.seq,
+                    s.attempt.source.value,
+                    s.attempt.status.value,
+                    "" if s.attempt.exit_code is None else s.attempt.exit_code,
+                    s.attempt.commit[:10],
+                    s.attempt.expected_level or "",
+                    s.attempt.command.display()[:60],
+                ]
+                for s in summaries
+            ],
+        )
+    )
