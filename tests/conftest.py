@@ -86,7 +86,7 @@ class BundleBuilder:
             git(source, "bundle", "create", str(folder / "repo.bundle"), "--all")
             repo = "repo.bundle"
         (folder / "migration.toml").write_text(
-            f'title = "{title}"\nrepo = "{repo}"\nbase_commit = "{shas[0]}"\n'
+            f'title = {json.dumps(title)}\nrepo = "{repo}"\nbase_commit = "{shas[0]}"\n'
             "[target]\naccelerator = \"tpu-v5e\"\nchips = 4\nruntime = \"torch_xla\"\n"
             "[goal]\nmetric = \"eval_accuracy\"\nreference = 0.9\ndirection = \"max\"\n"
             "tolerance = 0.01\n[budgets]\ncompute_dollars = 50.0\nattempts = 10\n"

@@ -242,7 +242,7 @@ def parse_metrics(path: Path) -> list[tuple[str, int, float]]:
             if not raw.strip():
                 continue
             try:
-                point = json.loads(raw)
+                point = json.loads(raw.strip())
                 if not isinstance(point, dict):
                     raise BadRecord("expected a JSON object")
                 name = take(point, "name", str)
@@ -257,7 +257,7 @@ def parse_metrics(path: Path) -> list[tuple[str, int, float]]:
 
 def _json_error(exc: Exception) -> str:
     if isinstance(exc, json.JSONDecodeError):
-        return f"not valid JSON ({exc.msg} at column {exc.colno})"
+        return f"not valid JSON ({exc.msg.removesuffix(' at')}, column {exc.colno})"
     if isinstance(exc, UnicodeDecodeError):
         return "not valid UTF-8"
     return str(exc)
@@ -350,7 +350,7 @@ class BundleImporter:
                 if not raw.strip():
                     continue
                 try:
-                    record = json.loads(raw)
+                    record = json.loads(raw.strip())
                     with self.db.atomic():
                         self._import_attempt(folder, migration_id, record, resolver)
                 except (ValueError, BadRecord) as exc:

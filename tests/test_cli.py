@@ -1,0 +1,152 @@
+"""The `workbench` command, run as a real subprocess the way a user or a script runs it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from workbench import config
+
+
+def workbench(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "workbench", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "WORKBENCH_REVIEWER": "ana", **(env or {})},
+        timeout=120,
+    )
+
+
+def fails_cleanly(result: subprocess.CompletedProcess[str], *expected: str) -> None:
+    """Exit status 2, one line on stderr naming what is wrong, no traceback."""
+    assert result.returncode == 2, result
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    for text in expected:
+        assert text in lines[0]
+
+
+def test_importing_the_cli_loads_neither_textual_nor_rich() -> None:
+    code = (
+        "import sys, workbench.cli; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'textual', 'rich', 'git', 'torch', 'anthropic'}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_every_command_has_help() -> None:
+    for args in ([], ["demo"], ["open"], ["import"], ["import", "bundle"], ["migrations"], ["attempts"]):
+        result = workbench(*args, "--help")
+        assert result.returncode == 0 and "Usage:" in result.stdout, args
+
+
+def test_import_then_list_migrations_and_attempts(small_bundle, tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    result = workbench("import", "bundle", str(small_bundle.root), "--db", str(db))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "7 new, 0 updated, 0 unchanged"
+    again = workbench("import", "bundle", str(small_bundle.root), "--db", str(db))
+    assert again.stdout.strip() == "0 new, 0 updated, 7 unchanged"
+
+    table = workbench("migrations", str(db)).stdout.splitlines()
+    assert table[0].split() == ["migration", "status", "target", "attempts", "failed", "silent", "interventions", "level"]
+    assert table[1].split()[:6] == ["cnn-xla", "in_progress", "tpu-v5e", "x", "4", "0"]
+    assert table[2].split()[:6] == ["mlp-xla", "in_progress", "tpu-v5e", "x", "4", "3"]
+
+    listed = json.loads(workbench("attempts", str(db), "mlp-xla", "--json").stdout)
+    assert [(a["seq"], a["source"], a["status"], a["exit_code"]) for a in listed] == [
+        (0, "reference", "ok", 0), (1, "agent", "nonzero_exit", 1), (2, "agent", "ok", 0), (3, "rerun", "ok", 0)
+    ]
+    plain = workbench("attempts", str(db), "mlp-xla").stdout.splitlines()
+    assert plain[2].split()[:4] == ["1", "agent", "nonzero_exit", "1"]
+
+
+def test_default_database_comes_from_workbench_db(small_bundle, tmp_path: Path) -> None:
+    db = tmp_path / "env.db"
+    result = workbench("import", "bundle", str(small_bundle.root), env={"WORKBENCH_DB": str(db)})
+    assert result.returncode == 0 and db.exists()
+
+
+def test_bad_input_gives_one_line_and_exit_status_2(small_bundle, tmp_path: Path) -> None:
+    fails_cleanly(workbench("migrations", str(tmp_path / "missing.db")), "missing.db", "no such study database")
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"\x00\x01 not sqlite at all" * 50)
+    fails_cleanly(workbench("attempts", str(garbage), "x"), "garbage.db", "not a readable study database")
+    fails_cleanly(workbench("open", str(tmp_path / "nope.db")), "nope.db", "no such study database")
+
+    db = tmp_path / "s.db"
+    assert workbench("import", "bundle", str(small_bundle.root), "--db", str(db)).returncode == 0
+    fails_cleanly(workbench("attempts", str(db), "no-such-migration"), "no migration 'no-such-migration'")
+
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    toml = small_bundle.root / "study.toml"
+    toml.write_text(toml.read_text().replace("staff_hourly_rate = 100.0", 'staff_hourly_rate = "lots"'))
+    fails_cleanly(
+        workbench("import", "bundle", str(small_bundle.root), "--db", str(db)),
+        "study.toml", "'staff_hourly_rate' must be a number",
+    )
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+    fails_cleanly(workbench("import", "bundle", str(tmp_path / "nowhere"), "--db", str(tmp_path / "new.db")), "not a directory")
+    assert not (tmp_path / "new.db").exists()
+
+
+def test_bad_records_print_one_line_each_and_exit_2(bundle, tmp_path: Path) -> None:
+    folder, shas = bundle.add_migration("mlp-xla")
+    bundle.write_attempts(folder, [bundle.attempt(0, shas[0]), bundle.attempt(1, "f" * 40)])
+    (folder / "logs" / "0.log").write_bytes(b"ok\n\xc3\x28 broken utf-8\n")
+    db = tmp_path / "s.db"
+    result = workbench("import", "bundle", str(bundle.root), "--db", str(db))
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"{folder / 'logs/0.log'}: not valid UTF-8 (byte 3); stored as bytes, shown with replacement characters",
+        f"{folder / 'attempts.jsonl'}:2: commit '{'f' * 40}' is not in the repository",
+    ]
+    assert result.stdout.strip() == "3 new, 0 updated, 0 unchanged; 2 problem(s) reported"
+
+
+def test_a_newer_database_is_refused_by_the_cli(tmp_path: Path) -> None:
+    from sqlite_utils import Database
+
+    from storage.database import open_study
+
+    db = tmp_path / "s.db"
+    open_study(db, create=True).close()
+    Database(db)["_sqlite_migrations"].insert({"migration_set": "workbench", "name": "m900_new", "applied_at": "x"})
+    fails_cleanly(workbench("migrations", str(db)), "newer workbench", "upgrade workbench")
+
+
+def test_control_characters_in_names_never_reach_the_terminal(bundle, tmp_path: Path) -> None:
+    folder, shas = bundle.add_migration("evil", title="x\x1b]0;pwned\x07[/] title")
+    bundle.write_attempts(folder, [bundle.attempt(1, shas[1], command={"argv": ["python", "\x1b[2Jtrain.py"]})])
+    db = tmp_path / "s.db"
+    assert workbench("import", "bundle", str(bundle.root), "--db", str(db)).returncode == 0
+    out = workbench("attempts", str(db), "evil").stdout
+    assert "\x1b" not in out and "\u241b[2Jtrain.py" in out
+
+
+@pytest.mark.skipif(not config.DEMO_BUNDLE.is_dir(), reason="the demo bundle is not generated yet")
+def test_demo_builds_its_database_once_from_the_bundle(tmp_path: Path) -> None:
+    env = {"XDG_DATA_HOME": str(tmp_path / "data"), "HOME": str(tmp_path)}
+    first = workbench("demo", "--no-open", env=env)
+    assert first.returncode == 0, first.stderr
+    path = Path(first.stdout.strip())
+    assert path.is_file() and str(tmp_path) in str(path)
+    stamp = path.stat().st_mtime_ns
+    assert workbench("demo", "--no-open", env=env).returncode == 0
+    assert path.stat().st_mtime_ns == stamp
+    migrations = workbench("migrations", str(path)).stdout.splitlines()
+    assert len(migrations) >= 2
+    slug = migrations[1].split()[0]
+    attempts = json.loads(workbench("attempts", str(path), slug, "--json").stdout)
+    assert {"reference", "agent"} <= {a["source"] for a in attempts}
+    assert any(a["status"] == "nonzero_exit" and a["exit_code"] not in (0, None) for a in attempts)
+    assert any(a["status"] == "ok" and a["exit_code"] == 0 for a in attempts)
