@@ -1,0 +1,50 @@
+"""What every workbench screen shares: worker error handling and keyset paging state."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from rich.text import Text
+from textual.screen import Screen
+from textual.widgets import Static
+from textual.worker import Worker, WorkerState
+
+from screens.data import describe_error
+from screens.messages import LoadFailed
+
+K = TypeVar("K")
+
+PAGE_SIZE = 100
+"""Rows per page; the next page loads when the cursor comes within `PREFETCH` of the end."""
+PREFETCH = 20
+
+
+@dataclass
+class Pager(Generic[K]):
+    """Where a keyset-paged table stands: the key of its last row, and whether more may follow."""
+
+    size: int = PAGE_SIZE
+    after: K | None = None
+    complete: bool = False
+    loading: bool = False
+
+    def wants_more(self, cursor_row: int, row_count: int) -> bool:
+        if self.complete or self.loading:
+            return False
+        return cursor_row >= row_count - min(PREFETCH, max(self.size // 2, 1))
+
+
+class WorkbenchScreen(Screen):
+    """A screen whose database workers report failures in its `#problem` line."""
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state is WorkerState.ERROR and event.worker.error is not None:
+            self.post_message(LoadFailed(describe_error(event.worker.error)))
+
+    def on_load_failed(self, message: LoadFailed) -> None:
+        problem = self.query_one("#problem", Static)
+        problem.update(Text(message.problem))
+        problem.display = True
+        self.app.notify(message.problem, title="Cannot read the study", severity="error",
+                        markup=False)

@@ -1,0 +1,38 @@
+"""Database access for the UI's worker threads.
+
+Every read runs in a thread worker and opens the study for the length of that read, in
+that thread: sqlite3 connections must be used and closed in the thread that made them, and
+a thread worker's thread ends with the worker. Opening costs under a millisecond (WAL).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from sqlite_utils import Database
+
+from storage.database import open_study
+from workbench.errors import WorkbenchError
+from workbench.untrusted import clean
+
+
+@contextmanager
+def reading(path: Path) -> Iterator[Database]:
+    """The study at `path`, open for this thread only; never creates a database."""
+    study = open_study(path)
+    try:
+        yield study.db
+    finally:
+        study.close()
+
+
+def describe_error(error: BaseException) -> str:
+    """One line for the user, with control characters made visible."""
+    if isinstance(error, WorkbenchError):
+        return clean(str(error))
+    if isinstance(error, sqlite3.Error):
+        return f"database error: {clean(str(error))}"
+    return f"unexpected error: {type(error).__name__}: {clean(str(error))}"

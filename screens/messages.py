@@ -1,0 +1,48 @@
+"""Messages that cross screens: what the database workers post back to the UI thread."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.message import Message
+
+from workbench.models import AttemptSummary, MigrationSummary, Study
+
+
+@dataclass
+class StudyLoaded(Message):
+    """The study record and its totals, read when the study screen opens."""
+
+    study: Study | None
+    """None when the database holds no study record yet (nothing imported)."""
+    migrations: int
+    """How many migrations the study holds (the table only loads pages of them)."""
+
+
+@dataclass
+class MigrationsPage(Message):
+    """One keyset page of the study's migrations."""
+
+    after: str | None
+    """The slug this page follows; None for the first page."""
+    rows: list[MigrationSummary]
+    complete: bool
+    """True when there is nothing after this page."""
+
+
+@dataclass
+class AttemptsPage(Message):
+    """One keyset page of a migration's attempts."""
+
+    migration_id: int
+    after: int | None
+    """The sequence number this page follows; None for the first page."""
+    rows: list[AttemptSummary]
+    complete: bool
+
+
+@dataclass
+class LoadFailed(Message):
+    """A worker could not read the database; `problem` is one line, already cleaned."""
+
+    problem: str

@@ -1,0 +1,229 @@
+"""Domain objects to Rich `Text` for table cells and detail panes.
+
+Every string that came from a bundle (titles, claims, commands, notes) goes through
+`workbench.untrusted`, so it is shown literally: never parsed as markup, never able to
+reach the terminal as a control sequence.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+from rich.text import Text
+
+from workbench.models import (
+    LADDER,
+    AttemptSource,
+    AttemptStatus,
+    AttemptSummary,
+    Direction,
+    Migration,
+    MigrationStatus,
+    MigrationSummary,
+    Outcome,
+)
+from workbench.untrusted import clean, text
+
+NONE = "–"
+"""Shown where there is no value (an en dash, so it is not read as a minus sign)."""
+
+MARKS = {
+    Outcome.PASS: ("✓", "green"),
+    Outcome.FAIL: ("✗", "bold red"),
+    Outcome.UNKNOWN: ("?", "yellow"),
+    None: ("·", "dim"),
+}
+"""One mark per ladder level: pass, fail, unknown, and no verdict yet."""
+
+MIGRATION_STATUS = {
+    MigrationStatus.IN_PROGRESS: ("in progress", ""),
+    MigrationStatus.ACCEPTED: ("accepted", "green"),
+    MigrationStatus.STOPPED: ("stopped", "dim"),
+}
+
+SOURCE = {
+    AttemptSource.REFERENCE: ("ref", "bold cyan"),
+    AttemptSource.AGENT: ("agent", ""),
+    AttemptSource.RERUN: ("rerun", "magenta"),
+}
+
+
+def truncate(value: str, width: int) -> str:
+    return value if len(value) <= width else value[: max(width - 1, 0)] + "…"
+
+
+def number(value: int, *, alarm: str = "") -> Text:
+    """A right-aligned count; zero is dimmed, a non-zero count takes `alarm`'s style."""
+    if not value:
+        return Text("0", style="dim", justify="right")
+    return Text(str(value), style=alarm, justify="right")
+
+
+def level(value: int | None) -> Text:
+    if value is None:
+        return Text(NONE, style="dim", justify="center")
+    return Text(f"L{value}", style="green" if value >= 4 else "", justify="center")
+
+
+def migration_status(status: MigrationStatus) -> Text:
+    word, style = MIGRATION_STATUS.get(status, (str(status), ""))
+    return Text(word, style=style)
+
+
+def migration_row(summary: MigrationSummary) -> tuple[Text, ...]:
+    m = summary.migration
+    return (
+        text(m.slug, "bold"),
+        migration_status(m.status),
+        text(m.target.describe()),
+        number(summary.attempts),
+        number(summary.failed, alarm="red"),
+        number(summary.silent_failures, alarm="bold red"),
+        number(summary.interventions, alarm="yellow"),
+        level(summary.highest_level),
+    )
+
+
+def goal(m: Migration) -> str:
+    sign = "≥" if m.goal.direction is Direction.MAX else "≤"
+    slack = f" ± {m.goal.tolerance:g}" if m.goal.tolerance else ""
+    return f"{m.goal.metric} {sign} {m.goal.reference:g}{slack}"
+
+
+def migration_detail(summary: MigrationSummary) -> Text:
+    return migration_detail_lines(summary.migration)
+
+
+def migration_detail_lines(m: Migration) -> Text:
+    """Two lines about a migration: its title, then its target, goal and acceptance level."""
+    out = Text()
+    out.append_text(text(m.slug, "bold"))
+    out.append("  ")
+    out.append_text(text(m.title))
+    out.append("\n")
+    out.append_text(text(f"{m.target.describe()} ({m.target.runtime})"))
+    out.append(" · goal ", style="dim")
+    out.append_text(text(goal(m)))
+    out.append(" · accept at ", style="dim")
+    out.append(f"L{m.acceptance_level} {LADDER.get(m.acceptance_level, '')}")
+    return out
+
+
+def ladder(summary: AttemptSummary) -> Text:
+    out = Text()
+    for outcome in summary.ladder:
+        mark, style = MARKS.get(outcome, MARKS[None])
+        out.append(mark, style=style)
+    return out
+
+
+def attempt_status(summary: AttemptSummary) -> Text:
+    a = summary.attempt
+    if a.status is AttemptStatus.OK:
+        word, style = "ok", "green"
+    elif a.status is AttemptStatus.NONZERO_EXIT:
+        word, style = "exit", "red"
+    else:
+        word, style = str(a.status).replace("_", " "), "yellow"
+    if a.exit_code is not None and not (a.status is AttemptStatus.OK and a.exit_code == 0):
+        word = f"{word} {a.exit_code}"
+    return Text(word, style=style)
+
+
+def failure(summary: AttemptSummary) -> Text:
+    f = summary.failure
+    if f is None:
+        return Text(NONE, style="dim")
+    out = text(str(f.cause), "red")
+    if f.silent:
+        out.append(" silent", style="bold red reverse")
+    return out
+
+
+def source(summary: AttemptSummary) -> Text:
+    word, style = SOURCE.get(summary.attempt.source, (str(summary.attempt.source), ""))
+    return Text(word, style=style)
+
+
+def attempt_row(summary: AttemptSummary, *, command_width: int = 40) -> tuple[Text, ...]:
+    a = summary.attempt
+    return (
+        Text(str(a.seq), justify="right"),
+        source(summary),
+        attempt_status(summary),
+        ladder(summary),
+        failure(summary),
+        level(a.expected_level),
+        text(a.commit[:7], "dim"),
+        text(truncate(a.command.display(), command_width)),
+    )
+
+
+def _parse_time(value: str | None) -> datetime.datetime | None:
+    if not value:
+        return None
+    try:
+        return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def duration(started: str | None, ended: str | None) -> str:
+    start, end = _parse_time(started), _parse_time(ended)
+    if start is None or end is None:
+        return ""
+    try:
+        seconds = int((end - start).total_seconds())
+    except TypeError:  # one has a time zone, the other not
+        return ""
+    if seconds < 0:
+        return ""
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{seconds // 60} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def attempt_detail(summary: AttemptSummary) -> Text:
+    """The highlighted attempt: command, times, hardware, failure and the agent's claim."""
+    a = summary.attempt
+    out = Text()
+    out.append(f"#{a.seq} ", style="bold")
+    out.append_text(source(summary))
+    out.append(" · ")
+    out.append_text(attempt_status(summary))
+    if a.exit_code_source:
+        out.append_text(text(f" (exit code from {a.exit_code_source})", "dim"))
+    out.append(" · commit ", style="dim")
+    out.append_text(text(a.commit[:12]))
+    out.append("\n$ ", style="dim")
+    out.append_text(text(a.command.display()))
+    if a.command.cwd not in ("", "."):
+        out.append("  in ", style="dim")
+        out.append_text(text(a.command.cwd))
+    out.append("\n")
+    times = [clean(t) for t in (a.started_at, a.ended_at) if t]
+    out.append("time ", style="dim")
+    out.append(" → ".join(times) if times else NONE)
+    took = duration(a.started_at, a.ended_at)
+    if took:
+        out.append(f" ({took})")
+    out.append(" · hardware ", style="dim")
+    intended = a.intended_hardware.describe() if a.intended_hardware else NONE
+    observed = a.observed_hardware.describe() if a.observed_hardware else NONE
+    out.append_text(text(f"{intended} intended, {observed} observed"))
+    if summary.failure is not None:
+        out.append("\nfailure ", style="dim")
+        out.append_text(failure(summary))
+        if summary.failure.note:
+            out.append(" ")
+            out.append_text(text(summary.failure.note))
+    out.append("\nclaim ", style="dim")
+    if a.expected_level is not None:
+        out.append(f"(expects L{a.expected_level} {LADDER.get(a.expected_level, '')}) ")
+    if a.claim:
+        out.append_text(text(a.claim, keep_newlines=False))
+    else:
+        out.append(NONE, style="dim")
+    return out

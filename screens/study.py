@@ -1,0 +1,154 @@
+"""The base screen: the study's migrations, a keyset page at a time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import DataTable, Footer, Header, Static
+
+from screens import render
+from screens.base import PAGE_SIZE, Pager, WorkbenchScreen
+from screens.data import reading
+from screens.messages import MigrationsPage, StudyLoaded
+from screens.widgets import NavTable
+from storage import queries
+from workbench.models import MigrationSummary
+from workbench.untrusted import clean
+
+COLUMNS = (
+    ("Migration", "slug"),
+    ("Status", "status"),
+    ("Target", "target"),
+    ("Att", "attempts"),
+    ("Fail", "failed"),
+    ("Silent", "silent"),
+    ("Intv", "interventions"),
+    ("Best", "level"),
+)
+"""Header and key per column; `Best` is the highest ladder level any attempt verified."""
+
+
+class MigrationTable(NavTable):
+    """The study's migrations; `enter` opens the highlighted one."""
+
+    BINDINGS = [
+        Binding("enter", "select_cursor", "Open", id="study.open",
+                tooltip="Open the highlighted migration's attempts"),
+    ]
+
+
+class StudyScreen(WorkbenchScreen):
+    """Lists the migrations; the app's base screen, so `q` quits here and only here."""
+
+    BINDINGS = [
+        Binding("q", "app.quit", "Quit", id="study.quit", tooltip="Quit workbench"),
+    ]
+
+    def __init__(self, *, page_size: int = PAGE_SIZE) -> None:
+        super().__init__(id="study")
+        self.pager: Pager[str] = Pager(size=page_size)
+        self.summaries: dict[str, MigrationSummary] = {}
+        """The loaded migrations by slug, in table order."""
+        self.total: int | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(Text("Loading the study…", style="dim"), id="study-counts")
+        yield Static(id="problem", classes="problem")
+        table = MigrationTable(id="migrations")
+        for label, key in COLUMNS:
+            table.add_column(label, key=key)
+        yield table
+        yield Static(id="migration-detail", classes="detail")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#problem").display = False
+        self.pager.loading = True
+        self.load_study(self.app.db_path)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="study")
+    def load_study(self, path: Path) -> None:
+        """The study record, its totals and the first page of migrations."""
+        with reading(path) as db:
+            study = queries.get_study(db)
+            total = queries.count_migrations(db)
+            rows = queries.migration_summaries(db, after=None, limit=self.pager.size)
+        self.post_message(StudyLoaded(study, total))
+        self.post_message(MigrationsPage(None, rows, len(rows) < self.pager.size))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="migrations")
+    def load_page(self, path: Path, after: str) -> None:
+        with reading(path) as db:
+            rows = queries.migration_summaries(db, after=after, limit=self.pager.size)
+        self.post_message(MigrationsPage(after, rows, len(rows) < self.pager.size))
+
+    def on_study_loaded(self, message: StudyLoaded) -> None:
+        self.total = message.migrations
+        if message.study is not None:
+            self.app.title = clean(message.study.title)
+        self._show_counts()
+
+    def on_migrations_page(self, message: MigrationsPage) -> None:
+        if message.after != self.pager.after:
+            return  # a page for a position the table has moved past
+        table = self.query_one(MigrationTable)
+        with self.app.batch_update():
+            for summary in message.rows:
+                slug = summary.migration.slug
+                if slug in self.summaries:
+                    continue
+                self.summaries[slug] = summary
+                table.add_row(*render.migration_row(summary), key=slug)
+        if message.rows:
+            self.pager.after = message.rows[-1].migration.slug
+        self.pager.complete = message.complete
+        self.pager.loading = False
+        self._show_counts()
+        if message.after is None:
+            self._show_detail(0)
+        self._maybe_load_more(table)
+
+    def _show_counts(self) -> None:
+        line = Text()
+        if self.total is None:
+            line.append("Loading the study…", style="dim")
+        elif self.total == 0:
+            line.append("No migrations in this study yet: import a bundle with ", style="dim")
+            line.append("workbench import")
+        else:
+            line.append(f"{self.total} migration{'s' if self.total != 1 else ''}", style="bold")
+            loaded = len(self.summaries)
+            if loaded < self.total:
+                line.append(f" · {loaded} loaded, more as you scroll", style="dim")
+        self.query_one("#study-counts", Static).update(line)
+
+    def _show_detail(self, row: int) -> None:
+        detail = self.query_one("#migration-detail", Static)
+        table = self.query_one(MigrationTable)
+        if not 0 <= row < table.row_count:
+            detail.update("")
+            return
+        key = table.coordinate_to_cell_key((row, 0)).row_key.value
+        summary = self.summaries.get(key or "")
+        detail.update(render.migration_detail(summary) if summary else "")
+
+    def _maybe_load_more(self, table: DataTable) -> None:
+        if self.pager.after is not None and self.pager.wants_more(table.cursor_row, table.row_count):
+            self.pager.loading = True
+            self.load_page(self.app.db_path, self.pager.after)
+
+    @on(DataTable.RowHighlighted, "#migrations")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_detail(event.cursor_row)
+        self._maybe_load_more(event.data_table)
+
+    @on(DataTable.RowSelected, "#migrations")
+    def _selected(self, event: DataTable.RowSelected) -> None:
+        summary = self.summaries.get(event.row_key.value or "")
+        if summary is not None:
+            self.app.open_migration(summary.migration.slug)
