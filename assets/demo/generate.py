@@ -165,6 +165,35 @@ def mlp_claim(seq: int, runs: dict) -> tuple[str, int | None]:
     raise ValueError(seq)
 
 
+def _step_time_sum(p):
+    return sum(t for _, _, _, t in p["steps"])
+
+
+def bow_claim(seq: int, runs: dict) -> tuple[str, int | None]:
+    p = runs[seq]["parsed"]
+    ref = runs[0]["parsed"]
+    if seq == 0:
+        return (f"Reference run of the original project on the CPU: final loss {_final(p)}, "
+                f"eval_accuracy {p['eval_accuracy_text']}.", None)
+    hw = p["hardware"] or {}
+    if seq == 1:
+        return ("Ported to torch_xla with SPMD: the batch is sharded over a 1-D mesh of "
+                f"{hw.get('used')} devices ({hw.get('devices')}). Exits 0, "
+                f"{_agreement(p, ref)} (final loss {_final(p)} vs {_final(ref)}), eval_accuracy "
+                f"{p['eval_accuracy_text']} (reference {ref['eval_accuracy_text']}). Done.", 4)
+    if seq == 2:
+        prev = runs[1]["parsed"]
+        return ("Follow-up on performance: batches were padded to the longest sequence of each "
+                "batch, so nearly every step had new shapes and XLA recompiled (UncachedCompile "
+                f"{prev['counters'].get('UncachedCompile')} over {len(prev['steps'])} steps). Now "
+                f"every batch is padded to MAX_LEN: UncachedCompile "
+                f"{p['counters'].get('UncachedCompile')}, and the {len(p['steps'])} steps take "
+                f"{_step_time_sum(p):.2f} s in all instead of {_step_time_sum(prev):.2f} s. Still on "
+                f"{hw.get('used')} devices; {_agreement(p, ref)} (final loss {_final(p)}), "
+                f"eval_accuracy {p['eval_accuracy_text']}.", 5)
+    raise ValueError(seq)
+
+
 # --------------------------------------------------------------------------- migrations
 
 MIGRATIONS = [
@@ -191,6 +220,23 @@ MIGRATIONS = [
         "claim": mlp_claim,
         "budgets": {"compute_dollars": 5.0, "staff_hours": 4.0, "attempts": 10,
                     "calendar_days": 3},
+    },
+    {
+        "slug": "bow-classifier",
+        "project": "bow",
+        "title": "Bag-of-embeddings text classifier to torch_xla SPMD on 4 chips "
+                 "(XLA:CPU with 4 virtual devices standing in for 4 TPU chips)",
+        "common_files": ["README.md"],
+        "attempts": [
+            (0, "v0", "reference", "Original GPU project: bag-of-embeddings classifier",
+             "2026-11-28T14:00:00+00:00", {}),
+            (1, "v1", "agent", "Port to torch_xla: SPMD, batch sharded over all devices",
+             "2026-12-01T13:00:00+00:00", XLA_4),
+            (2, "v2", "agent", "Pad every batch to MAX_LEN: fixed shapes, one compiled step",
+             "2026-12-01T13:30:00+00:00", XLA_4),
+        ],
+        "claim": bow_claim,
+        "budgets": {"compute_dollars": 2.0, "staff_hours": 2.0, "attempts": 6},
     },
 ]
 
