@@ -212,3 +212,24 @@ def test_a_study_database_holds_one_study(small_bundle, tmp_path: Path) -> None:
     with pytest.raises(WorkbenchError, match="holds study 'study'; the bundle is study 'another'"):
         import_bundle(study, small_bundle.root, "ana")
     study.close()
+
+
+def test_secrets_in_commands_and_claims_never_reach_the_database(bundle, tmp_path: Path) -> None:
+    folder, shas = bundle.add_migration("mlp-xla")
+    key = "sk-ant-api03-" + "Q" * 40
+    bundle.write_attempts(
+        folder,
+        [bundle.attempt(1, shas[1], claim=f"I set ANTHROPIC_API_KEY={key} and it runs.",
+                        command={"argv": ["python", "train.py", "--hf-token", "hf_" + "x1" * 20],
+                                 "env": {"WANDB_API_KEY": "0123456789abcdef", "PJRT_DEVICE": "CPU"}})],
+    )
+    study = open_study(tmp_path / "s.db", create=True)
+    assert import_bundle(study, bundle.root, "ana").problems == []
+    study.close()
+    raw = b"".join(p.read_bytes() for p in tmp_path.glob("s.db*"))
+    assert key.encode() not in raw and b"hf_x1x1" not in raw and b"0123456789abcdef" not in raw
+    study = open_study(tmp_path / "s.db")
+    attempt = next(queries.iter_attempt_summaries(study.db, queries.get_migration(study.db, "mlp-xla").id)).attempt
+    assert attempt.command.env == {"WANDB_API_KEY": "[REDACTED:secret]", "PJRT_DEVICE": "CPU"}
+    assert "[REDACTED:anthropic]" in attempt.claim
+    study.close()

@@ -34,6 +34,7 @@ from workbench.models import (
     Study,
     Target,
 )
+from workbench.redact import redact, redact_env
 from workbench.repos import CommitResolver, materialise
 
 FORMAT = 1
@@ -212,14 +213,18 @@ def parse_attempt(record: Any, migration_id: int) -> tuple[Attempt, int | None, 
         seq=seq,
         source=choice(record, "source", AttemptSource),
         commit=take(record, "commit", str),
-        command=Command(tuple(argv), take(command, "cwd", str, required=False, default="."), env),
+        command=Command(
+            tuple(redact(a) for a in argv),
+            take(command, "cwd", str, required=False, default="."),
+            redact_env(env),
+        ),
         status=choice(record, "status", AttemptStatus),
         started_at=take(record, "started_at", str, required=False),
         ended_at=take(record, "ended_at", str, required=False),
         exit_code=take(record, "exit_code", int, required=False),
         exit_code_source=take(record, "exit_code_source", str, required=False),
         expected_level=expected,
-        claim=take(record, "claim", str, required=False, default=""),
+        claim=redact(take(record, "claim", str, required=False, default="")),
         intended_hardware=_hardware(record, "intended_hardware"),
         observed_hardware=_hardware(record, "observed_hardware"),
     )

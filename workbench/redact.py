@@ -47,3 +47,14 @@ def redact_bytes(data: bytes) -> bytes:
     """The same on bytes, leaving bytes that are not UTF-8 untouched."""
     text = data.decode("utf-8", errors="surrogateescape")
     return redact(text).encode("utf-8", errors="surrogateescape")
+
+
+_SECRET_NAME_ONLY = re.compile(rf"^{_SECRET_NAME}$", re.IGNORECASE)
+
+
+def redact_env(env: dict[str, str]) -> dict[str, str]:
+    """An environment whose secret-named variables and key-shaped values are replaced."""
+    return {
+        name: "[REDACTED:secret]" if _SECRET_NAME_ONLY.match(name) and value else redact(value)
+        for name, value in env.items()
+    }
