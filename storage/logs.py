@@ -47,6 +47,17 @@ def store_log(db: Database, path: Path) -> int:
         return _store_stream(db, fh, sha)
 
 
+def store_log_bytes(db: Database, data: bytes) -> int:
+    """`store_log` for bytes already in memory (a transcript's tool output)."""
+    import io
+
+    sha = hashlib.sha256(data).hexdigest()
+    row = db.execute("SELECT id FROM log WHERE sha256 = ?", [sha]).fetchone()
+    if row:
+        return row[0]
+    return _store_stream(db, io.BytesIO(data), sha)
+
+
 def _store_stream(db: Database, fh: BinaryIO, sha: str) -> int:
     log_id = db.execute(
         "INSERT INTO log (sha256, size, line_count) VALUES (?, 0, 0)", [sha]

@@ -218,6 +218,59 @@ def m003_human_records_and_audit(db: Database) -> None:
             )
 
 
+@migrations()
+def m005_transcript_imports(db: Database) -> None:
+    """Attempts imported from agent transcripts: their key, the edits and the other tool calls."""
+    db["attempt"].add_column("external_id", str)
+    # The transcript's tool_use id (or `git:<sha>`): the key for idempotent re-imports.
+    db["attempt"].add_column("session_id", str)
+    db["attempt"].add_column("agent_id", str)
+    # The sub-agent that ran it; NULL for the main session.
+    db["attempt"].add_column("commit_basis", str)
+    # How the commit was found: agent_commit, built, built_partial, base, git.
+    db["attempt"].add_column("result_note", str)
+    # e.g. the transcript's returnCodeInterpretation for a benign non-zero exit.
+    db.execute(
+        "CREATE UNIQUE INDEX idx_attempt_external ON attempt (migration_id, external_id)"
+        " WHERE external_id IS NOT NULL"
+    )
+    db["attempt_edit"].create(
+        {
+            "attempt_id": int,
+            "ord": int,
+            "tool_use_id": str,
+            "tool": str,
+            "file_path": str,
+            "old_text": str,
+            "new_text": str,
+            "replace_all": int,
+            "patch": str,
+            "at": str,
+        },
+        pk=("attempt_id", "ord"),
+        not_null={"attempt_id", "ord", "tool"},
+        foreign_keys=[("attempt_id", "attempt", "id")],
+    )
+    db["attempt_tool_call"].create(
+        {
+            "attempt_id": int,
+            "ord": int,
+            "tool_use_id": str,
+            "name": str,
+            "input": str,
+            "result": str,
+            "is_error": int,
+            "called_at": str,
+            "result_at": str,
+            "agent_id": str,
+            "spawned_agent_id": str,
+        },
+        pk=("attempt_id", "ord"),
+        not_null={"attempt_id", "ord", "name"},
+        foreign_keys=[("attempt_id", "attempt", "id")],
+    )
+
+
 def known() -> list[str]:
     """Every migration this workbench knows, oldest first."""
     return [m.name for m in migrations.pending(Database(memory=True))]

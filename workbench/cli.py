@@ -122,6 +122,76 @@ def import_bundle_cmd(directory: Path, db: Path | None) -> None:
         sys.exit(2)
 
 
+@import_.command("claude-code")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--db", type=DB_PATH, help="Study database (it must hold the migration).")
+@click.option("--migration", "slug", required=True, help="Slug of the migration the session worked on.")
+@click.option("--repo", type=click.Path(file_okay=False, path_type=Path),
+              help="The project's git repository: ties each attempt to a commit.")
+@click.option("--all-bash", is_flag=True, help="Count every Bash call as an attempt, not only workload runs.")
+@click.option("--workload", "patterns", multiple=True, metavar="REGEX",
+              help="A Bash command matching this regular expression is an attempt (repeatable;"
+                   " replaces the default rule).")
+def import_claude_code_cmd(
+    paths: tuple[Path, ...], db: Path | None, slug: str, repo: Path | None, all_bash: bool,
+    patterns: tuple[str, ...],
+) -> None:
+    """Import attempts from Claude Code session transcripts (see docs/claude-code-import.md).
+
+    PATH is a session .jsonl, a project folder under ~/.claude/projects, or a folder holding
+    several. Prints one summary line per transcript. Exit status 0 when attempts were
+    imported (or were already there), 2 when none were.
+    """
+    import re
+
+    from workbench.importers.claude_code import ClaudeCodeImporter
+    from workbench.importers.rules import WorkloadRule
+
+    try:
+        rule = WorkloadRule(all_bash=all_bash, patterns=patterns)
+    except re.error as exc:
+        raise WorkbenchError(f"--workload: not a regular expression ({exc})") from None
+    study = _open(db or config.default_db())
+    try:
+        total = sum(p.stat().st_size for p in _jsonl_files(paths))
+        show = sys.stderr.isatty() and total > (8 << 20)
+        with click.progressbar(length=total, label="reading transcripts", file=sys.stderr,
+                               show_eta=True) if show else _NoBar() as bar:
+            importer = ClaudeCodeImporter(study, slug, config.reviewer(), rule=rule, repo=repo,
+                                          progress=bar.update)
+            report = importer.run(list(paths))
+    finally:
+        study.close()
+    for problem in report.problems:
+        click.echo(clean(problem), err=True)
+    for file in report.files:
+        click.echo(clean(file.summary()))
+        for problem in file.problems:
+            click.echo(f"  {clean(problem)}")
+    click.echo(f"{report.inserted} new, {report.updated} updated, {report.unchanged} unchanged")
+    if report.imported == 0:
+        sys.exit(2)
+
+
+class _NoBar:
+    def __enter__(self) -> _NoBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def update(self, n: int) -> None:
+        return None
+
+
+def _jsonl_files(paths: tuple[Path, ...]):
+    for path in paths:
+        if path.is_file():
+            yield path
+        elif path.is_dir():
+            yield from (p for p in path.rglob("*.jsonl") if p.is_file())
+
+
 def _table(headers: list[str], rows: list[list[Any]]) -> str:
     cells = [[clean("" if v is None else str(v)) for v in row] for row in rows]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]

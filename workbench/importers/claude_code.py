@@ -1,0 +1,846 @@
+"""Import agent attempts from Claude Code session transcripts (docs/claude-code-import.md).
+
+A transcript is read one line at a time, never whole. Every Bash call the workload rule
+accepts becomes an attempt; the other tool calls and the edits made since the previous attempt
+are kept beside it; the assistant's words after it are its claim. Each attempt (its row, log,
+edits and tool calls) is written in its own transaction, keyed by the Bash call's tool_use id,
+so a re-import changes nothing and a resumed session adds only what is new.
+
+Bad lines, unknown record types and calls without results are counted per file and reported;
+they never stop an import.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from storage import records
+from storage.converters import attempt_to_row
+from storage.database import StudyDatabase
+from storage.logs import store_log_bytes
+from storage.queries import get_migration
+from workbench.errors import WorkbenchError
+from workbench.importers.rules import (
+    WorkloadRule,
+    bash_writes,
+    command_parts,
+    expected_level,
+    redact,
+)
+from workbench.models import (
+    Attempt,
+    AttemptSource,
+    AttemptStatus,
+    Command,
+    Edit,
+    ToolCall,
+)
+
+KNOWN_TYPES = {
+    "user", "assistant", "system", "summary", "progress", "file-history-snapshot",
+    "queue-operation", "attachment", "custom-title", "tag", "result",
+}
+"""Record types understood or knowingly ignored; any other type is counted as unknown."""
+CLAIM_MAX = 20_000
+"""Characters of claim kept per attempt (the rest is cut with a note)."""
+CONTEXT_TEXT_MAX = 4_000
+"""Characters of a context tool call's input and result kept."""
+TASK_TOOLS = {"Task", "Agent"}
+EDIT_TOOLS = {"Edit", "Write", "MultiEdit"}
+OUTPUT_TOOLS = {"TaskOutput", "BashOutput"}
+
+_EXIT = re.compile(r"^(?:Error: )?Exit code (-?\d+)")
+_BACKGROUND = re.compile(r"running in background with ID: (\w+)")
+_AGENT_ID = re.compile(r"agentId: (\w+)")
+_TASK_ID = re.compile(r"<task-id>\s*(\w+)\s*</task-id>")
+_NOTIFIED_EXIT = re.compile(r"\(exit code (-?\d+)\)|<exit[-_]code>\s*(-?\d+)\s*</exit[-_]code>")
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_SPILLED = re.compile(r"(?:tool-results/)([\w.\-]+)")
+
+
+@dataclass
+class FileReport:
+    """What one transcript file gave, for the summary line."""
+
+    path: Path
+    session_id: str | None = None
+    agent_id: str | None = None
+    lines: int = 0
+    records: int = 0
+    bad_lines: int = 0
+    first_bad: str = ""
+    unknown_types: Counter[str] = field(default_factory=Counter)
+    attempts_new: int = 0
+    attempts_updated: int = 0
+    attempts_unchanged: int = 0
+    attempts_failed: int = 0
+    tool_calls: int = 0
+    no_result: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    def bad(self, line: int, why: str) -> None:
+        self.bad_lines += 1
+        if not self.first_bad:
+            self.first_bad = f"line {line}: {why}"
+
+    @property
+    def attempts(self) -> int:
+        return self.attempts_new + self.attempts_updated + self.attempts_unchanged
+
+    def summary(self) -> str:
+        who = f"sub-agent {self.agent_id}" if self.agent_id else f"session {self.session_id or '?'}"
+        parts = [
+            f"{who} ({self.path.name}): {self.attempts} attempt(s): {self.attempts_new} new,"
+            f" {self.attempts_updated} updated, {self.attempts_unchanged} unchanged;"
+            f" {self.tool_calls} other tool call(s)"
+        ]
+        if self.records == 0 and self.bad_lines == 0:
+            parts.append("not a Claude Code transcript (no records)")
+        if self.bad_lines:
+            parts.append(f"{self.bad_lines} bad line(s) skipped (first at {self.first_bad})")
+        if self.unknown_types:
+            kinds = ", ".join(f"{k} x{n}" for k, n in sorted(self.unknown_types.items()))
+            parts.append(f"{sum(self.unknown_types.values())} record(s) of unknown type ({kinds})")
+        if self.no_result:
+            parts.append(f"{self.no_result} call(s) without a result")
+        if self.attempts_failed:
+            parts.append(f"{self.attempts_failed} attempt(s) not written")
+        return "; ".join(parts)
+
+
+@dataclass
+class ImportReport:
+    files: list[FileReport] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def inserted(self) -> int:
+        return sum(f.attempts_new for f in self.files)
+
+    @property
+    def updated(self) -> int:
+        return sum(f.attempts_updated for f in self.files)
+
+    @property
+    def unchanged(self) -> int:
+        return sum(f.attempts_unchanged for f in self.files)
+
+    @property
+    def imported(self) -> int:
+        """Attempts the database now holds from these transcripts (new, updated or already there)."""
+        return self.inserted + self.updated + self.unchanged
+
+
+# ---------------------------------------------------------------- finding transcripts
+
+
+@dataclass
+class SessionFile:
+    path: Path
+    subagent_dirs: tuple[Path, ...] = ()
+
+
+def _is_auxiliary(path: Path) -> bool:
+    return path.name.startswith("agent-") or "subagents" in path.parts or "tool-results" in path.parts
+
+
+def discover(paths: list[Path]) -> tuple[list[Path], list[str]]:
+    """Session transcripts under the given files and folders; sub-agent files are found later."""
+    found: list[Path] = []
+    problems: list[str] = []
+    for path in paths:
+        if path.is_file():
+            found.append(path)
+        elif path.is_dir():
+            sessions = sorted(p for p in path.rglob("*.jsonl") if p.is_file() and not _is_auxiliary(p.relative_to(path)))
+            if not sessions:
+                problems.append(f"{path}: no session transcripts (*.jsonl) in this folder")
+            found.extend(sessions)
+        else:
+            problems.append(f"{path}: no such file or folder")
+    unique = list(dict.fromkeys(p.resolve() for p in found))
+    return unique, problems
+
+
+def subagent_files(session_path: Path, agent_id: str) -> list[Path]:
+    """The sub-agent's transcript: `<session>/subagents/agent-<id>.jsonl` or the flat older layout."""
+    name = f"agent-{agent_id}.jsonl"
+    candidates = [session_path.with_suffix("") / "subagents" / name, session_path.parent / name]
+    return [p for p in candidates if p.is_file()]
+
+
+# ---------------------------------------------------------------- reading lines
+
+
+def read_records(path: Path, report: FileReport, progress: Callable[[int], None] | None = None) -> Iterator[dict[str, Any]]:
+    """The file's JSON objects, one per line; every other line is counted as bad, never raised."""
+    pending_progress = 0
+    with path.open("rb") as fh:
+        for number, raw in enumerate(fh, 1):
+            report.lines = number
+            if progress is not None:
+                pending_progress += len(raw)
+                if pending_progress >= 1 << 20:
+                    progress(pending_progress)
+                    pending_progress = 0
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw)
+            except UnicodeDecodeError:
+                report.bad(number, "not valid UTF-8")
+                continue
+            except ValueError as exc:
+                msg = getattr(exc, "msg", str(exc)).removesuffix(" at")
+                col = getattr(exc, "colno", None)
+                truncated = not raw.endswith(b"\n")
+                report.bad(number, f"{'truncated, ' if truncated else ''}not valid JSON ({msg}{f', column {col}' if col else ''})")
+                continue
+            except RecursionError:
+                report.bad(number, "JSON nested too deeply")
+                continue
+            if not isinstance(record, dict):
+                report.bad(number, f"JSON {type(record).__name__}, not an object")
+                continue
+            if _SURROGATE_ESCAPE.search(raw):
+                try:
+                    json.dumps(record, ensure_ascii=False).encode("utf-8")
+                except UnicodeEncodeError:
+                    report.bad(number, "lone surrogate in a string")
+                    continue
+            report.records += 1
+            yield record
+    if progress is not None and pending_progress:
+        progress(pending_progress)
+
+
+def _text(content: Any) -> str:
+    """A tool_result's or message's content as text: a string, or the text of its blocks."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, dict) and isinstance(block.get("text"), str):
+                parts.append(block["text"])
+            elif isinstance(block, str):
+                parts.append(block)
+        return "\n".join(parts)
+    return ""
+
+
+def _blocks(record: dict[str, Any]) -> list[dict[str, Any]]:
+    message = record.get("message")
+    if not isinstance(message, dict):
+        return []
+    content = message.get("content")
+    if isinstance(content, list):
+        return [b for b in content if isinstance(b, dict)]
+    if isinstance(content, str) and record.get("type") == "assistant":
+        return [{"type": "text", "text": content}]
+    return []
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + f" … [{len(text) - limit} more characters]"
+
+
+# ---------------------------------------------------------------- the state of a session
+
+
+@dataclass
+class PendingEdit:
+    edit: Edit
+    failed: bool = False
+
+
+@dataclass
+class PendingCall:
+    tool_use_id: str
+    name: str
+    input: dict[str, Any]
+    called_at: str | None
+    agent_id: str | None
+    result: str = ""
+    is_error: bool = False
+    result_at: str | None = None
+    spawned_agent_id: str | None = None
+    answered: bool = False
+
+    def to_model(self) -> ToolCall:
+        return ToolCall(
+            tool_use_id=self.tool_use_id,
+            name=self.name,
+            input=_cut(redact(json.dumps(self.input, ensure_ascii=False, sort_keys=True)), CONTEXT_TEXT_MAX),
+            result=_cut(redact(self.result), CONTEXT_TEXT_MAX),
+            is_error=self.is_error,
+            called_at=self.called_at,
+            result_at=self.result_at,
+            agent_id=self.agent_id,
+            spawned_agent_id=self.spawned_agent_id,
+        )
+
+
+@dataclass
+class PendingAttempt:
+    tool_use_id: str
+    seq: int
+    command: str
+    cwd: str
+    session_id: str | None
+    agent_id: str | None
+    started_at: str | None
+    report: FileReport
+    edits: list[Edit]
+    calls: list[PendingCall]
+    commit: str = ""
+    commit_basis: str | None = None
+    ended_at: str | None = None
+    status: AttemptStatus = AttemptStatus.NO_RESULT
+    exit_code: int | None = None
+    exit_code_source: str | None = None
+    result_note: str | None = None
+    output: list[str] = field(default_factory=list)
+    claim: list[str] = field(default_factory=list)
+    claim_chars: int = 0
+    answered: bool = False
+    claim_closed: bool = False
+    background_id: str | None = None
+
+    def add_claim(self, text: str) -> None:
+        if self.claim_chars < CLAIM_MAX and text.strip():
+            self.claim.append(text.strip())
+            self.claim_chars += len(text)
+
+    @property
+    def ready(self) -> bool:
+        return self.answered and self.claim_closed and self.background_id is None
+
+
+class SessionImporter:
+    """Reads one session (its transcript and its sub-agents') into one migration."""
+
+    def __init__(self, owner: ClaudeCodeImporter, path: Path) -> None:
+        self.owner = owner
+        self.path = path
+        self.calls: dict[str, PendingCall | PendingAttempt | PendingEdit | list[PendingEdit]] = {}
+        self.call_names: dict[str, str] = {}
+        self.seen: set[str] = set()
+        self.edits: list[PendingEdit] = []
+        self.context: list[PendingCall] = []
+        self.open_by_thread: dict[str | None, PendingAttempt] = {}
+        self.waiting: list[PendingAttempt] = []
+        self.background: dict[str, PendingAttempt] = {}
+        self.agents_seen: set[str] = set()
+        self.agents_linked: dict[str, str] = {}
+        self.session_id: str | None = None
+        self.cwd: str | None = None
+
+    # -- driving
+
+    def run(self) -> list[FileReport]:
+        main = FileReport(self.path)
+        reports = [main]
+        self._read(self.path, main, reports)
+        self._finish(reports)
+        return reports
+
+    def _read(self, path: Path, report: FileReport, reports: list[FileReport], agent_hint: str | None = None) -> None:
+        try:
+            for record in read_records(path, report, self.owner.progress):
+                self._record(record, report, reports)
+        except OSError as exc:
+            report.problems.append(f"{path}: cannot read ({exc.strerror})")
+        if report.session_id is None:
+            report.session_id = self.session_id
+        if agent_hint:
+            report.agent_id = agent_hint
+
+    def _finish(self, reports: list[FileReport]) -> None:
+        for thread in list(self.open_by_thread):
+            self._close_claim(thread)
+        for attempt in list(self.background.values()):
+            attempt.background_id = None
+        for attempt in self.waiting:
+            if not attempt.answered:
+                attempt.report.no_result += 1
+            attempt.answered = attempt.claim_closed = True
+        self._flush(force=True)
+        for call_id, pending in self.calls.items():
+            if isinstance(pending, PendingCall) and not pending.answered:
+                reports[0].no_result += 1
+        trailing = len(self.context)
+        if trailing and self.owner.verbose:
+            reports[0].problems.append(f"{trailing} tool call(s) after the last attempt are left for a later import")
+
+    # -- records
+
+    def _record(self, record: dict[str, Any], report: FileReport, reports: list[FileReport]) -> None:
+        kind = record.get("type")
+        if not isinstance(kind, str) or kind not in KNOWN_TYPES:
+            report.unknown_types[str(kind)[:40] if kind is not None else "(none)"] += 1
+            return
+        if self.session_id is None:
+            self.session_id = _str(record.get("sessionId"))
+        if report.session_id is None:
+            report.session_id = _str(record.get("sessionId"))
+        if self.cwd is None and isinstance(record.get("cwd"), str):
+            self.cwd = record["cwd"]
+        thread = _str(record.get("agentId")) if record.get("isSidechain") else None
+        if thread:
+            self.agents_seen.add(thread)
+        stamp = _str(record.get("timestamp"))
+        if kind == "assistant":
+            for block in _blocks(record):
+                btype = block.get("type")
+                if btype == "tool_use":
+                    self._tool_use(block, stamp, thread, record, report)
+                elif btype == "text" and isinstance(block.get("text"), str):
+                    attempt = self.open_by_thread.get(thread)
+                    if attempt is not None:
+                        attempt.add_claim(block["text"])
+        elif kind == "user":
+            extra = record.get("toolUseResult")
+            for block in _blocks(record):
+                if block.get("type") == "tool_result":
+                    self._tool_result(block, extra, stamp, report, reports)
+        elif kind == "queue-operation":
+            self._notification(_text(record.get("content")))
+        elif kind == "progress":
+            data = record.get("data")
+            if isinstance(data, dict) and data.get("type") == "agent_progress":
+                agent, parent = _str(data.get("agentId")), _str(record.get("parentToolUseID"))
+                if agent and parent:
+                    self._link_agent(parent, agent)
+
+    def _tool_use(self, block: dict[str, Any], stamp: str | None, thread: str | None,
+                  record: dict[str, Any], report: FileReport) -> None:
+        call_id = _str(block.get("id"))
+        name = _str(block.get("name")) or "?"
+        tool_input = block.get("input") if isinstance(block.get("input"), dict) else {}
+        if not call_id or call_id in self.seen:
+            return
+        self.seen.add(call_id)
+        self.call_names[call_id] = name
+        cwd = _str(record.get("cwd")) or self.cwd or ""
+        if name == "Bash" and isinstance(tool_input.get("command"), str):
+            command = tool_input["command"]
+            if self.owner.rule.matches(command):
+                self._start_attempt(call_id, command, cwd, stamp, thread, report)
+                return
+            written = bash_writes(command)
+            if written:
+                pending = [
+                    PendingEdit(Edit("Bash", self._relative(target, cwd), patch=redact(command), tool_use_id=call_id, at=stamp))
+                    for target in written
+                ]
+                self.edits.extend(pending)
+        elif name in EDIT_TOOLS:
+            pending = self._edits(name, tool_input, call_id, stamp, cwd)
+            self.edits.extend(pending)
+            self.calls[call_id] = pending
+            return
+        call = PendingCall(call_id, name, tool_input, stamp, thread)
+        self.context.append(call)
+        self.calls[call_id] = call
+        report.tool_calls += 1
+
+    def _relative(self, path: str, cwd: str) -> str:
+        root = (self.cwd or cwd).rstrip("/")
+        if root and path.startswith(root + "/"):
+            return path[len(root) + 1:]
+        return path
+
+    def _edits(self, name: str, tool_input: dict[str, Any], call_id: str, stamp: str | None, cwd: str) -> list[PendingEdit]:
+        path = self._relative(_str(tool_input.get("file_path")) or "", cwd)
+        if name == "Write":
+            return [PendingEdit(Edit("Write", path, None, _str(tool_input.get("content")) or "", tool_use_id=call_id, at=stamp))]
+        items = tool_input.get("edits") if name == "MultiEdit" else [tool_input]
+        out = []
+        for item in items if isinstance(items, list) else []:
+            if isinstance(item, dict):
+                out.append(PendingEdit(Edit(
+                    name, path, _str(item.get("old_string")) or "", _str(item.get("new_string")) or "",
+                    bool(item.get("replace_all")), tool_use_id=call_id, at=stamp,
+                )))
+        return out
+
+    def _start_attempt(self, call_id: str, command: str, cwd: str, stamp: str | None,
+                       thread: str | None, report: FileReport) -> None:
+        self._close_claim(thread)
+        edits = [p.edit for p in self.edits if not p.failed]
+        calls, self.context, self.edits = self.context, [], []
+        seq = self.owner.seq_for(call_id)
+        root = (self.cwd or "").rstrip("/")
+        where = "." if not cwd or cwd.rstrip("/") == root else self._relative(cwd, cwd)
+        attempt = PendingAttempt(call_id, seq, command, where, self.session_id, thread, stamp, report, edits, calls)
+        link = self.owner.link(seq, stamp, edits)
+        if link is not None:
+            attempt.commit, attempt.commit_basis = link
+        self.calls[call_id] = attempt
+        self.open_by_thread[thread] = attempt
+        self.waiting.append(attempt)
+
+    def _close_claim(self, thread: str | None) -> None:
+        attempt = self.open_by_thread.pop(thread, None)
+        if attempt is not None:
+            attempt.claim_closed = True
+            self._flush()
+
+    def _tool_result(self, block: dict[str, Any], extra: Any, stamp: str | None,
+                     report: FileReport, reports: list[FileReport]) -> None:
+        call_id = _str(block.get("tool_use_id"))
+        pending = self.calls.pop(call_id, None) if call_id else None
+        if pending is None:
+            return
+        content = _text(block.get("content"))
+        is_error = block.get("is_error") is True
+        if isinstance(pending, list):  # an edit tool: a failed edit changed nothing
+            if is_error:
+                for edit in pending:
+                    edit.failed = True
+            elif isinstance(extra, dict) and isinstance(extra.get("structuredPatch"), list) and len(pending) == 1:
+                pending[0].edit = _with_patch(pending[0].edit, extra["structuredPatch"])
+            return
+        if isinstance(pending, PendingAttempt):
+            self._attempt_result(pending, content, is_error, extra, stamp)
+            return
+        pending.answered = True
+        pending.result, pending.is_error, pending.result_at = content, is_error, stamp
+        if pending.name in TASK_TOOLS:
+            agent = _str(extra.get("agentId")) if isinstance(extra, dict) else None
+            if agent is None:
+                found = _AGENT_ID.search(content)
+                agent = found.group(1) if found else None
+            if agent:
+                pending.spawned_agent_id = agent
+                self._link_agent(pending.tool_use_id, agent)
+                self._read_subagent(agent, report, reports)
+                self._close_claim(agent)  # the sub-agent has finished: its last claim ends here
+        elif pending.name in OUTPUT_TOOLS:
+            self._task_output(pending, content, extra)
+
+    def _attempt_result(self, attempt: PendingAttempt, content: str, is_error: bool, extra: Any, stamp: str | None) -> None:
+        attempt.answered = True
+        attempt.ended_at = stamp
+        output = content
+        if isinstance(extra, dict) and isinstance(extra.get("stdout"), str):
+            output = extra["stdout"]
+            if isinstance(extra.get("stderr"), str) and extra["stderr"]:
+                output += ("\n" if output and not output.endswith("\n") else "") + extra["stderr"]
+        attempt.output.append(self._spilled(content) or output)
+        exit_match = _EXIT.match(content) or (_EXIT.match(extra) if isinstance(extra, str) else None)
+        background = None
+        if isinstance(extra, dict):
+            background = _str(extra.get("backgroundTaskId"))
+        if background is None:
+            found = _BACKGROUND.search(content)
+            background = found.group(1) if found and not is_error else None
+        if isinstance(extra, dict) and extra.get("interrupted") is True:
+            attempt.status = AttemptStatus.INTERRUPTED
+        elif is_error and exit_match:
+            attempt.status = AttemptStatus.NONZERO_EXIT
+            attempt.exit_code, attempt.exit_code_source = int(exit_match.group(1)), "transcript"
+        elif is_error:
+            attempt.status = AttemptStatus.BLOCKED
+            attempt.result_note = _cut(content.strip(), 200)
+        elif background:
+            attempt.status = AttemptStatus.BACKGROUNDED
+            attempt.background_id = background
+            self.background[background] = attempt
+        else:
+            attempt.status = AttemptStatus.OK
+            note = extra.get("returnCodeInterpretation") if isinstance(extra, dict) else None
+            if isinstance(note, str) and note:
+                attempt.result_note = note  # a benign non-zero exit: the number is not kept
+            else:
+                attempt.exit_code, attempt.exit_code_source = 0, "transcript"
+        self._flush()
+
+    def _spilled(self, content: str) -> str | None:
+        """The full output Claude Code spilled to `<session>/tool-results/`, when it is there."""
+        found = _SPILLED.search(content)
+        if not found:
+            return None
+        candidate = self.path.with_suffix("") / "tool-results" / found.group(1)
+        try:
+            return candidate.read_bytes().decode("utf-8", errors="replace")
+        except OSError:
+            return None
+
+    def _resolve_background(self, task_id: str, code: int | None, source: str, output: str | None) -> None:
+        attempt = self.background.get(task_id)
+        if attempt is None:
+            return
+        if code is not None:
+            attempt.exit_code, attempt.exit_code_source = code, source
+            attempt.status = AttemptStatus.OK if code == 0 else AttemptStatus.NONZERO_EXIT
+        if output:
+            attempt.output.append(output)
+        if code is not None or source == "task_output":
+            del self.background[task_id]
+            attempt.background_id = None
+            self._flush()
+
+    def _task_output(self, call: PendingCall, content: str, extra: Any) -> None:
+        task_id = _str(call.input.get("task_id")) or _str(call.input.get("bash_id")) or _str(call.input.get("shell_id"))
+        if not task_id:
+            return
+        task = extra.get("task") if isinstance(extra, dict) and isinstance(extra.get("task"), dict) else extra
+        code = output = None
+        if isinstance(task, dict):
+            raw = task.get("exitCode", task.get("exit_code"))
+            code = raw if isinstance(raw, int) and not isinstance(raw, bool) else None
+            output = _str(task.get("output")) or _str(task.get("stdout"))
+            status = _str(task.get("status"))
+            if code is None and status in ("running", "pending"):
+                return
+        if code is None:
+            found = _NOTIFIED_EXIT.search(content)
+            code = int(found.group(1) or found.group(2)) if found else None
+        self._resolve_background(task_id, code, "task_output", output)
+
+    def _notification(self, content: str) -> None:
+        task = _TASK_ID.search(content)
+        if not task:
+            return
+        found = _NOTIFIED_EXIT.search(content)
+        if found:
+            attempt = self.background.get(task.group(1))
+            if attempt is not None and attempt.exit_code_source != "task_output":
+                self._resolve_background(task.group(1), int(found.group(1) or found.group(2)), "task_notification", None)
+
+    # -- sub-agents
+
+    def _link_agent(self, tool_use_id: str, agent_id: str) -> None:
+        self.agents_linked[agent_id] = tool_use_id
+        pending = self.calls.get(tool_use_id)
+        if isinstance(pending, PendingCall):
+            pending.spawned_agent_id = agent_id
+        for call in self.context:
+            if call.tool_use_id == tool_use_id:
+                call.spawned_agent_id = agent_id
+        self.owner.link_agent(tool_use_id, agent_id)
+
+    def _read_subagent(self, agent_id: str, report: FileReport, reports: list[FileReport]) -> None:
+        files = subagent_files(self.path, agent_id)
+        if not files:
+            if agent_id not in self.agents_seen:
+                report.problems.append(f"sub-agent {agent_id}: its transcript is missing (looked in"
+                                       f" {self.path.with_suffix('').name}/subagents/ and beside the session)")
+            return
+        if any(r.path == files[0] for r in reports):
+            return
+        sub = FileReport(files[0], session_id=self.session_id, agent_id=agent_id)
+        reports.append(sub)
+        self._read(files[0], sub, reports, agent_hint=agent_id)
+
+    # -- writing
+
+    def _flush(self, force: bool = False) -> None:
+        still = []
+        for attempt in self.waiting:
+            if attempt.ready or force:
+                self.owner.write(attempt)
+            else:
+                still.append(attempt)
+        self.waiting = still
+
+
+def _with_patch(edit: Edit, hunks: list[Any]) -> Edit:
+    lines = []
+    for hunk in hunks:
+        if not isinstance(hunk, dict):
+            continue
+        lines.append(
+            f"@@ -{hunk.get('oldStart')},{hunk.get('oldLines')} +{hunk.get('newStart')},{hunk.get('newLines')} @@"
+        )
+        lines.extend(str(line) for line in hunk.get("lines") or [] if isinstance(line, str))
+    if not lines:
+        return edit
+    header = f"--- a/{edit.file_path}\n+++ b/{edit.file_path}\n"
+    return Edit(edit.tool, edit.file_path, edit.old_text, edit.new_text, edit.replace_all,
+                header + "\n".join(lines) + "\n", edit.tool_use_id, edit.at)
+
+
+class ClaudeCodeImporter:
+    """Imports Claude Code transcripts into one existing migration."""
+
+    def __init__(
+        self,
+        study_db: StudyDatabase,
+        migration: str,
+        reviewer: str,
+        *,
+        rule: WorkloadRule | None = None,
+        repo: Path | None = None,
+        progress: Callable[[int], None] | None = None,
+        verbose: bool = False,
+    ) -> None:
+        self.study_db = study_db
+        self.db = study_db.db
+        self.reviewer = reviewer
+        self.rule = rule or WorkloadRule()
+        self.progress = progress
+        self.verbose = verbose
+        found = get_migration(self.db, migration)
+        if found is None:
+            raise WorkbenchError(f"{study_db.path}: no migration {migration!r}; import its bundle first")
+        self.migration = found
+        self.next_seq = (self.db.execute(
+            "SELECT COALESCE(MAX(seq), 0) FROM attempt WHERE migration_id = ?", [found.id]
+        ).fetchone()[0]) + 1
+        self.linker = None
+        if repo is not None:
+            from workbench.importers.gitlink import GitLinker
+
+            self.linker = GitLinker(repo, found.base_commit, found.slug)
+
+    def run(self, paths: list[Path]) -> ImportReport:
+        report = ImportReport()
+        files, report.problems = discover(paths)
+        for path in files:
+            session = SessionImporter(self, path)
+            report.files.extend(session.run())
+        return report
+
+    def seq_for(self, tool_use_id: str) -> int:
+        row = self.db.execute(
+            "SELECT seq FROM attempt WHERE migration_id = ? AND external_id = ?", [self.migration.id, tool_use_id]
+        ).fetchone()
+        if row:
+            return row[0]
+        seq = self.next_seq
+        self.next_seq += 1
+        return seq
+
+    def link(self, seq: int, started_at: str | None, edits: list[Edit]) -> tuple[str, str] | None:
+        if self.linker is None:
+            return None
+        try:
+            found = self.linker.link(seq, started_at, edits)
+        except WorkbenchError:
+            return None
+        return found.sha, found.basis
+
+    def link_agent(self, tool_use_id: str, agent_id: str) -> None:
+        """Tool calls already written (by an earlier import) learn the sub-agent they started."""
+        self.db.execute(
+            "UPDATE attempt_tool_call SET spawned_agent_id = ? WHERE tool_use_id = ? AND spawned_agent_id IS NULL"
+            " AND attempt_id IN (SELECT id FROM attempt WHERE migration_id = ?)",
+            [agent_id, tool_use_id, self.migration.id],
+        )
+
+    def write(self, pending: PendingAttempt) -> None:
+        """One attempt, with its log, edits and tool calls, in one transaction."""
+        report = pending.report
+        claim = redact("\n\n".join(pending.claim))
+        if pending.claim_chars > CLAIM_MAX:
+            claim = _cut(claim, CLAIM_MAX)
+        argv, env = command_parts(pending.command)
+        attempt = Attempt(
+            id=0,
+            migration_id=self.migration.id,
+            seq=pending.seq,
+            source=AttemptSource.AGENT,
+            commit=pending.commit,
+            command=Command(argv, pending.cwd, env),
+            status=pending.status,
+            started_at=pending.started_at,
+            ended_at=pending.ended_at,
+            exit_code=pending.exit_code,
+            exit_code_source=pending.exit_code_source,
+            expected_level=expected_level(claim),
+            claim=claim,
+        )
+        try:
+            with self.db.atomic():
+                log_id = None
+                if pending.answered and pending.output:
+                    data = redact("\n".join(pending.output)).encode("utf-8", errors="replace")
+                    log_id = store_log_bytes(self.db, data)
+                row = attempt_to_row(attempt)
+                row.update(
+                    log_id=log_id,
+                    session_id=pending.session_id,
+                    agent_id=pending.agent_id,
+                    commit_basis=pending.commit_basis,
+                    result_note=pending.result_note,
+                )
+                key = {"migration_id": self.migration.id, "external_id": pending.tool_use_id}
+                del row["migration_id"]
+                attempt_id, what = records.upsert_by_key(self.db, "attempt", key, row, self.reviewer, keep=("seq",))
+                changed = self._replace(attempt_id, "attempt_edit", _edit_rows(pending.edits))
+                changed |= self._replace(attempt_id, "attempt_tool_call", _call_rows(pending.calls))
+                if changed and what == "same":
+                    what = "update"
+        except Exception as exc:  # noqa: BLE001 - one attempt's failure never stops the import
+            report.attempts_failed += 1
+            report.problems.append(f"attempt {pending.tool_use_id}: not written ({type(exc).__name__}: {exc})")
+            return
+        if what == "insert":
+            report.attempts_new += 1
+        elif what == "update":
+            report.attempts_updated += 1
+        else:
+            report.attempts_unchanged += 1
+
+    def _replace(self, attempt_id: int, table: str, rows: list[dict[str, Any]]) -> bool:
+        columns = list(rows[0]) if rows else []
+        current = [
+            {k: r[k] for k in columns}
+            for r in self.db.query(f"SELECT * FROM {table} WHERE attempt_id = ? ORDER BY ord", [attempt_id])
+        ]
+        if rows == current or (not rows and not current):
+            return False
+        self.db.execute(f"DELETE FROM {table} WHERE attempt_id = ?", [attempt_id])
+        for row in rows:
+            self.db[table].insert({**row, "attempt_id": attempt_id})
+        records.audit(self.db, self.reviewer, "replace", table, attempt_id, {"rows": len(rows)})
+        return True
+
+
+def _edit_rows(edits: list[Edit]) -> list[dict[str, Any]]:
+    return [
+        {
+            "ord": n,
+            "tool_use_id": e.tool_use_id,
+            "tool": e.tool,
+            "file_path": e.file_path,
+            "old_text": redact(e.old_text) if e.old_text is not None else None,
+            "new_text": redact(e.new_text) if e.new_text is not None else None,
+            "replace_all": int(e.replace_all),
+            "patch": redact(e.patch),
+            "at": e.at,
+        }
+        for n, e in enumerate(edits)
+    ]
+
+
+def _call_rows(calls: list[PendingCall]) -> list[dict[str, Any]]:
+    rows = []
+    for n, call in enumerate(calls):
+        model = call.to_model()
+        rows.append({
+            "ord": n,
+            "tool_use_id": model.tool_use_id,
+            "name": model.name,
+            "input": model.input,
+            "result": model.result,
+            "is_error": int(model.is_error),
+            "called_at": model.called_at,
+            "result_at": model.result_at,
+            "agent_id": model.agent_id,
+            "spawned_agent_id": model.spawned_agent_id,
+        })
+    return rows
