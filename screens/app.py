@@ -10,8 +10,9 @@ from textual.binding import Binding
 
 from screens.base import PAGE_SIZE
 from screens.commands import WorkbenchCommands
-from screens.data import reading
+from screens.data import read
 from screens.help import HelpScreen
+from screens.messages import LoadFailed
 from screens.migration import MigrationScreen
 from screens.study import StudyScreen
 from storage import queries
@@ -62,9 +63,10 @@ class WorkbenchApp(App[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="find-migration")
     def _find_migration(self, path: Path, slug: str) -> None:
-        with reading(path) as db:
-            migration = queries.get_migration(db, slug)
-        if migration is None:
+        migration = read(path, lambda db: queries.get_migration(db, slug))
+        if isinstance(migration, LoadFailed):
+            self.call_from_thread(self.screen.post_message, migration)
+        elif migration is None:
             self.call_from_thread(
                 self.notify, f"No migration {clean(slug)!r} in this study",
                 severity="warning", markup=False,
@@ -86,13 +88,16 @@ class WorkbenchApp(App[None]):
             return
         rows = []
         seen = set()
-        for key, active in self.screen.active_bindings.items():
+        for active in self.screen.active_bindings.values():
             binding = active.binding
-            if binding.system or not binding.description:
+            # Ours carry ids; the widgets' own (arrows, tab) are summed up in one line.
+            if binding.id is None and binding.action != "command_palette":
                 continue
-            entry = (self.get_key_display(binding), binding.description, binding.tooltip or "")
+            entry = (self.get_key_display(binding), binding.description.capitalize(),
+                     binding.tooltip or "")
             if entry not in seen:
                 seen.add(entry)
                 rows.append(entry)
+        rows.append(("↑ ↓ pgup pgdn", "Move", "Arrow and page keys move the cursor too"))
         title = "Keys: " + ("migration" if isinstance(self.screen, MigrationScreen) else "study")
         self.push_screen(HelpScreen(title, rows))

@@ -46,5 +46,3 @@ class WorkbenchScreen(Screen):
         problem = self.query_one("#problem", Static)
         problem.update(Text(message.problem))
         problem.display = True
-        self.app.notify(message.problem, title="Cannot read the study", severity="error",
-                        markup=False)

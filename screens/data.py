@@ -8,15 +8,19 @@ a thread worker's thread ends with the worker. Opening costs under a millisecond
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 from sqlite_utils import Database
 
 from storage.database import open_study
 from workbench.errors import WorkbenchError
+from screens.messages import LoadFailed
 from workbench.untrusted import clean
+
+T = TypeVar("T")
 
 
 @contextmanager
@@ -36,3 +40,13 @@ def describe_error(error: BaseException) -> str:
     if isinstance(error, sqlite3.Error):
         return f"database error: {clean(str(error))}"
     return f"unexpected error: {type(error).__name__}: {clean(str(error))}"
+
+
+def read(path: Path, query: Callable[[Database], T]) -> T | LoadFailed:
+    """`query` run on the study at `path`; a problem the user can act on comes back as a
+    `LoadFailed` message to post, so a worker only fails on a bug."""
+    try:
+        with reading(path) as db:
+            return query(db)
+    except (WorkbenchError, sqlite3.Error) as exc:
+        return LoadFailed(describe_error(exc))

@@ -12,8 +12,8 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from screens import render
 from screens.base import PAGE_SIZE, Pager, WorkbenchScreen
-from screens.data import reading
-from screens.messages import AttemptsPage
+from screens.data import read
+from screens.messages import AttemptsPage, LoadFailed
 from screens.widgets import NavTable
 from storage import queries
 from workbench.models import AttemptSource, AttemptSummary, Migration
@@ -31,7 +31,8 @@ COLUMNS = (
 """`L1-5` is the ladder (✓ pass, ✗ fail, ? unknown, · no verdict); `Exp` the level the agent
 said it expected."""
 
-COMMAND_WIDTH = 40
+FIXED_WIDTH = 62
+"""Roughly what the columns before `Command` take, so the command fits the screen."""
 
 
 class AttemptTable(NavTable):
@@ -65,7 +66,7 @@ class MigrationScreen(WorkbenchScreen):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static(render.migration_detail_lines(self.migration), id="migration-header")
+        yield Static(render.migration_header(self.migration), id="migration-header")
         yield Static(id="problem", classes="problem")
         table = AttemptTable(id="attempts")
         for label, key in COLUMNS:
@@ -82,10 +83,13 @@ class MigrationScreen(WorkbenchScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="attempts")
     def load_page(self, path: Path, after: int | None) -> None:
-        with reading(path) as db:
-            rows = queries.attempt_summaries(
-                db, self.migration.id, after=after, limit=self.pager.size
-            )
+        migration_id, size = self.migration.id, self.pager.size
+        rows = read(
+            path, lambda db: queries.attempt_summaries(db, migration_id, after=after, limit=size)
+        )
+        if isinstance(rows, LoadFailed):
+            self.post_message(rows)
+            return
         self.post_message(
             AttemptsPage(self.migration.id, after, rows, len(rows) < self.pager.size)
         )
@@ -94,6 +98,7 @@ class MigrationScreen(WorkbenchScreen):
         if message.migration_id != self.migration.id or message.after != self.pager.after:
             return
         table = self.query_one(AttemptTable)
+        width = max(12, self.app.size.width - FIXED_WIDTH)
         late_reference = False
         with self.app.batch_update():
             for summary in message.rows:
@@ -103,7 +108,7 @@ class MigrationScreen(WorkbenchScreen):
                 if summary.attempt.source is AttemptSource.REFERENCE and table.row_count:
                     late_reference = True
                 self.summaries[key] = summary
-                table.add_row(*render.attempt_row(summary, command_width=COMMAND_WIDTH), key=key)
+                table.add_row(*render.attempt_row(summary, command_width=width), key=key)
             if late_reference or (message.after is None and self._reference_not_first()):
                 table.sort("seq", "source", key=_pin_key)
         if message.rows:

@@ -91,21 +91,33 @@ def goal(m: Migration) -> str:
 
 
 def migration_detail(summary: MigrationSummary) -> Text:
-    return migration_detail_lines(summary.migration)
+    """The study screen's lines about the highlighted migration: title, goal, acceptance."""
+    m = summary.migration
+    out = Text()
+    out.append_text(text(m.slug, "bold"))
+    out.append("  ")
+    out.append_text(text(m.title))
+    out.append("\ngoal ", style="dim")
+    out.append_text(text(goal(m)))
+    out.append(" · accept at ", style="dim")
+    out.append(f"L{m.acceptance_level} {LADDER.get(m.acceptance_level, '')}")
+    return out
 
 
-def migration_detail_lines(m: Migration) -> Text:
-    """Two lines about a migration: its title, then its target, goal and acceptance level."""
+def migration_header(m: Migration) -> Text:
+    """The migration screen's heading: title, then status, target, goal and acceptance."""
     out = Text()
     out.append_text(text(m.slug, "bold"))
     out.append("  ")
     out.append_text(text(m.title))
     out.append("\n")
-    out.append_text(text(f"{m.target.describe()} ({m.target.runtime})"))
-    out.append(" · goal ", style="dim")
+    out.append_text(migration_status(m.status))
+    out.append(" · ", style="dim")
+    out.append_text(text(f"{m.target.describe()} {m.target.runtime}"))
+    out.append(" · ", style="dim")
     out.append_text(text(goal(m)))
-    out.append(" · accept at ", style="dim")
-    out.append(f"L{m.acceptance_level} {LADDER.get(m.acceptance_level, '')}")
+    out.append(" · accept ", style="dim")
+    out.append(f"L{m.acceptance_level}")
     return out
 
 
@@ -185,6 +197,18 @@ def duration(started: str | None, ended: str | None) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+def when(started: str | None, ended: str | None) -> str:
+    """`2026-11-01 10:00:00 → 10:00:30 (30 s)`: the end's date only when it differs."""
+    if not started and not ended:
+        return NONE
+    start = clean(started or "?").replace("T", " ").removesuffix("Z")
+    end = clean(ended or "?").replace("T", " ").removesuffix("Z")
+    if start[:10] == end[:10] and len(end) > 11:
+        end = end[11:]
+    took = duration(started, ended)
+    return f"{start} → {end}" + (f" ({took})" if took else "")
+
+
 def attempt_detail(summary: AttemptSummary) -> Text:
     """The highlighted attempt: command, times, hardware, failure and the agent's claim."""
     a = summary.attempt
@@ -203,16 +227,13 @@ def attempt_detail(summary: AttemptSummary) -> Text:
         out.append("  in ", style="dim")
         out.append_text(text(a.command.cwd))
     out.append("\n")
-    times = [clean(t) for t in (a.started_at, a.ended_at) if t]
-    out.append("time ", style="dim")
-    out.append(" → ".join(times) if times else NONE)
-    took = duration(a.started_at, a.ended_at)
-    if took:
-        out.append(f" ({took})")
-    out.append(" · hardware ", style="dim")
-    intended = a.intended_hardware.describe() if a.intended_hardware else NONE
-    observed = a.observed_hardware.describe() if a.observed_hardware else NONE
-    out.append_text(text(f"{intended} intended, {observed} observed"))
+    out.append_text(text(when(a.started_at, a.ended_at)))
+    out.append(" · on ", style="dim")
+    out.append_text(text(a.observed_hardware.describe() if a.observed_hardware else "?"))
+    if a.intended_hardware:
+        out.append(" (meant ", style="dim")
+        out.append_text(text(a.intended_hardware.describe()))
+        out.append(")", style="dim")
     if summary.failure is not None:
         out.append("\nfailure ", style="dim")
         out.append_text(failure(summary))
@@ -223,7 +244,7 @@ def attempt_detail(summary: AttemptSummary) -> Text:
     if a.expected_level is not None:
         out.append(f"(expects L{a.expected_level} {LADDER.get(a.expected_level, '')}) ")
     if a.claim:
-        out.append_text(text(a.claim, keep_newlines=False))
+        out.append_text(text(a.claim))
     else:
         out.append(NONE, style="dim")
     return out

@@ -12,8 +12,8 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from screens import render
 from screens.base import PAGE_SIZE, Pager, WorkbenchScreen
-from screens.data import reading
-from screens.messages import MigrationsPage, StudyLoaded
+from screens.data import read
+from screens.messages import LoadFailed, MigrationsPage, StudyLoaded
 from screens.widgets import NavTable
 from storage import queries
 from workbench.models import MigrationSummary
@@ -74,17 +74,26 @@ class StudyScreen(WorkbenchScreen):
     @work(thread=True, exclusive=True, exit_on_error=False, group="study")
     def load_study(self, path: Path) -> None:
         """The study record, its totals and the first page of migrations."""
-        with reading(path) as db:
-            study = queries.get_study(db)
-            total = queries.count_migrations(db)
-            rows = queries.migration_summaries(db, after=None, limit=self.pager.size)
+        size = self.pager.size
+        result = read(path, lambda db: (
+            queries.get_study(db),
+            queries.count_migrations(db),
+            queries.migration_summaries(db, after=None, limit=size),
+        ))
+        if isinstance(result, LoadFailed):
+            self.post_message(result)
+            return
+        study, total, rows = result
         self.post_message(StudyLoaded(study, total))
         self.post_message(MigrationsPage(None, rows, len(rows) < self.pager.size))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="migrations")
     def load_page(self, path: Path, after: str) -> None:
-        with reading(path) as db:
-            rows = queries.migration_summaries(db, after=after, limit=self.pager.size)
+        size = self.pager.size
+        rows = read(path, lambda db: queries.migration_summaries(db, after=after, limit=size))
+        if isinstance(rows, LoadFailed):
+            self.post_message(rows)
+            return
         self.post_message(MigrationsPage(after, rows, len(rows) < self.pager.size))
 
     def on_study_loaded(self, message: StudyLoaded) -> None:
@@ -112,6 +121,15 @@ class StudyScreen(WorkbenchScreen):
         if message.after is None:
             self._show_detail(0)
         self._maybe_load_more(table)
+
+    def on_load_failed(self, message: LoadFailed) -> None:
+        super().on_load_failed(message)
+        if not self.summaries:
+            self.query_one(MigrationTable).display = False
+            self.query_one("#migration-detail").display = False
+            self.query_one("#study-counts", Static).update(
+                Text("Cannot read the study. Press q to quit.", style="bold")
+            )
 
     def _show_counts(self) -> None:
         line = Text()

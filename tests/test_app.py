@@ -1,0 +1,380 @@
+"""The Textual app, driven by Pilot over real study databases built from real bundles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from textual.widgets import DataTable
+
+from conftest import BundleBuilder, make_repo
+from screens.app import WorkbenchApp
+from screens.help import HelpScreen
+from screens.migration import MigrationScreen
+from screens.study import StudyScreen
+from storage.database import open_study
+from workbench.bundle import import_bundle
+
+SIZE = (80, 24)
+EVIL = "[/] [@click=app.quit]x[/] \x1b]0;x\x07"
+EVIL_SHOWN = ("[/]", "[@click=app.quit]x[/]", "␛]0;x␇")
+"""How EVIL must read on screen: literally, the escape and bell as visible stand-ins."""
+
+
+def build(bundle: BundleBuilder, tmp_path: Path) -> Path:
+    path = tmp_path / "study.db"
+    study = open_study(path, create=True)
+    try:
+        report = import_bundle(study, bundle.root, "ana")
+    finally:
+        study.close()
+    assert report.problems == []
+    return path
+
+
+def screen_text(app: WorkbenchApp) -> str:
+    """What the terminal shows now, as plain text."""
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+
+
+def widget_text(app: WorkbenchApp, selector: str) -> str:
+    """A widget's whole text, however it wraps on screen."""
+    return app.screen.query_one(selector).render().plain
+
+
+async def settle(pilot) -> None:
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+def table(app: WorkbenchApp) -> DataTable:
+    return app.screen.query_one(DataTable)
+
+
+def column(app: WorkbenchApp, key: str) -> list[str]:
+    t = table(app)
+    return [t.get_cell_at((row, t.get_column_index(key))).plain for row in range(t.row_count)]
+
+
+@pytest.fixture
+def small_db(small_bundle: BundleBuilder, tmp_path: Path) -> Path:
+    return build(small_bundle, tmp_path)
+
+
+@pytest.fixture
+def evil_db(bundle: BundleBuilder, tmp_path: Path) -> Path:
+    """Untrusted text in the study title, a migration title, an attempt's claim and command."""
+    bundle.study["title"] = f"Study {EVIL}"
+    bundle.write_study()
+    folder, shas = bundle.add_migration("evil", title=f"Title {EVIL}")
+    bundle.write_attempts(
+        folder,
+        [
+            bundle.attempt(0, shas[0]),
+            bundle.attempt(
+                1,
+                shas[1],
+                claim=f"Claim {EVIL}",
+                command={"argv": ["python", EVIL], "env": {"X": EVIL}},
+            ),
+        ],
+    )
+    return build(bundle, tmp_path)
+
+
+def shared_repo_bundle(bundle: BundleBuilder, tmp_path: Path, migrations: int) -> list[str]:
+    """Many migration folders whose migration.toml all name one repository: quick to import."""
+    repo = tmp_path / "shared-repo"
+    shas = make_repo(repo, [{"train.py": "print(0)\n"}, {"train.py": "print(1)\n"}])
+    for n in range(migrations):
+        folder = bundle.root / "migrations" / f"m{n:03d}"
+        folder.mkdir(parents=True)
+        (folder / "migration.toml").write_text(
+            f'title = "Migration {n}"\nrepo = "{repo}"\nbase_commit = "{shas[0]}"\n'
+            '[target]\naccelerator = "tpu-v5e"\nchips = 4\nruntime = "torch_xla"\n'
+            '[goal]\nmetric = "eval_accuracy"\nreference = 0.9\ndirection = "max"\n'
+        )
+        (folder / "attempts.jsonl").write_text("")
+    return shas
+
+
+async def test_study_screen_lists_the_migrations(small_db: Path) -> None:
+    app = WorkbenchApp(small_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert isinstance(app.screen, StudyScreen)
+        assert column(app, "slug") == ["cnn-xla", "mlp-xla"]
+        assert column(app, "attempts") == ["0", "3"]  # the reference run is not an attempt
+        assert column(app, "level") == ["–", "–"]  # nothing verified yet
+        assert app.title == "Test study"
+        assert app.sub_title == "study.db"
+        text = screen_text(app)
+        assert "2 migrations" in text
+        assert "tpu-v5e x 4" in text
+        assert "Best" in text  # the last column fits at 80 columns
+        assert "CNN to torch_xla" in text  # the highlighted migration's title, below
+
+
+async def test_enter_opens_attempts_escape_goes_back_q_quits(small_db: Path) -> None:
+    app = WorkbenchApp(small_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("j", "enter")
+        await settle(pilot)
+        assert isinstance(app.screen, MigrationScreen)
+        assert app.screen.migration.slug == "mlp-xla"
+        assert column(app, "seq") == ["0", "1", "2", "3"]
+        assert column(app, "source") == ["ref", "agent", "agent", "rerun"]
+        assert column(app, "status") == ["ok", "exit 1", "ok", "ok"]
+        assert column(app, "ladder") == ["·····"] * 4
+        text = screen_text(app)
+        assert "MLP to torch_xla" in text
+        assert "Commit" in text
+        assert "$ PJRT_DEVICE=CPU python train.py" in text  # the highlighted attempt's detail
+        await pilot.press("j")
+        await pilot.pause()
+        assert "(expects L2 matches reference) Runs on 4 chips" in screen_text(app)
+        await pilot.press("q")  # quits only on the study screen
+        await pilot.pause()
+        assert app.is_running and isinstance(app.screen, MigrationScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, StudyScreen)
+        assert table(app).cursor_row == 1  # where the reviewer left it
+        await pilot.press("q")
+        await pilot.pause()
+        assert not app.is_running
+
+
+async def test_reference_runs_are_pinned_first(bundle: BundleBuilder, tmp_path: Path) -> None:
+    folder, shas = bundle.add_migration("late-ref")
+    bundle.write_attempts(
+        folder,
+        [
+            bundle.attempt(1, shas[1]),
+            bundle.attempt(2, shas[0], source="reference", expected_level=None, claim=""),
+            bundle.attempt(3, shas[2]),
+        ],
+    )
+    app = WorkbenchApp(build(bundle, tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert column(app, "seq") == ["2", "1", "3"]
+        assert column(app, "source") == ["ref", "agent", "agent"]
+
+
+async def test_verdicts_and_failures_show_in_the_ladder(small_db: Path) -> None:
+    study = open_study(small_db)
+    db = study.db
+    (attempt_id,) = db.execute(
+        "SELECT a.id FROM attempt a JOIN migration m ON m.id = a.migration_id"
+        " WHERE m.slug = 'mlp-xla' AND a.seq = 2"
+    ).fetchone()
+    for level, outcome in ((1, "pass"), (2, "pass"), (3, "fail")):
+        db["verdict"].insert(
+            {"attempt_id": attempt_id, "level": level, "outcome": outcome, "reason": "",
+             "evidence": "[]", "verifier": "test", "verifier_version": "1"}
+        )
+    db["failure"].insert(
+        {"attempt_id": attempt_id, "cause": "cpu_fallback", "silent": 1, "note": "ran on CPU"}
+    )
+    db.conn.commit()
+    study.close()
+    app = WorkbenchApp(small_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert column(app, "level") == ["–", "L2"]
+        assert column(app, "silent") == ["0", "1"]
+        await pilot.press("G", "enter")
+        await settle(pilot)
+        assert column(app, "ladder")[2] == "✓✓✗··"
+        assert column(app, "failure")[2] == "cpu_fallback silent"
+        await pilot.press("j", "j")
+        await pilot.pause()
+        assert "failure cpu_fallback silent ran on CPU" in screen_text(app)
+
+
+async def test_help_opens_with_question_mark_and_f1(small_db: Path) -> None:
+    app = WorkbenchApp(small_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        text = screen_text(app)
+        assert "Quit" in text and "Open" in text and "Bottom" in text
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, StudyScreen)
+        await pilot.press("enter")
+        await settle(pilot)
+        await pilot.press("f1")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        assert "Back" in screen_text(app)
+        await pilot.press("q")  # q never quits from the help screen
+        await pilot.pause()
+        assert app.is_running
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, MigrationScreen)
+
+
+async def test_palette_opens_a_migration(small_db: Path) -> None:
+    app = WorkbenchApp(small_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"Open migration mlp-xla")
+        await settle(pilot)
+        assert "Open migration mlp-xla" in screen_text(app)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, MigrationScreen)
+        assert app.screen.migration.slug == "mlp-xla"
+        # From a migration, the palette goes back too.
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"Go back")
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, StudyScreen)
+
+
+async def test_migrations_load_a_page_at_a_time(bundle: BundleBuilder, tmp_path: Path) -> None:
+    shared_repo_bundle(bundle, tmp_path, 25)
+    app = WorkbenchApp(build(bundle, tmp_path), page_size=10)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert table(app).row_count == 10
+        assert "25 migrations · 10 loaded" in screen_text(app)
+        await pilot.press("j", "j")
+        await settle(pilot)
+        assert table(app).row_count == 10  # far from the end: nothing more yet
+        await pilot.press(*"jjjj")
+        await settle(pilot)
+        assert table(app).row_count == 20
+        await pilot.press("G")
+        await settle(pilot)
+        assert table(app).row_count == 25
+        assert column(app, "slug") == [f"m{n:03d}" for n in range(25)]
+        await pilot.press("G")
+        await settle(pilot)
+        assert table(app).row_count == 25
+        assert "25 migrations" in screen_text(app)
+        assert "loaded" not in screen_text(app)
+        # The palette offers what is loaded.
+        await pilot.press("ctrl+p")
+        await pilot.press(*"m024")
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert app.screen.migration.slug == "m024"
+
+
+async def test_attempts_load_a_page_at_a_time(bundle: BundleBuilder, tmp_path: Path) -> None:
+    folder, shas = bundle.add_migration("many", commits=2)
+    bundle.write_attempts(folder, [bundle.attempt(seq, shas[1]) for seq in range(25)])
+    app = WorkbenchApp(build(bundle, tmp_path), page_size=10)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert table(app).row_count == 10
+        await pilot.press("G")
+        await settle(pilot)
+        assert table(app).row_count == 20
+        await pilot.press("G")
+        await settle(pilot)
+        assert column(app, "seq") == [str(n) for n in range(25)]
+
+
+async def test_untrusted_text_is_shown_literally_everywhere(evil_db: Path) -> None:
+    app = WorkbenchApp(evil_db)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(pilot)
+        assert app.title == "Study [/] [@click=app.quit]x[/] ␛]0;x␇"
+        text = screen_text(app)
+        for shown in EVIL_SHOWN:
+            assert shown in text  # the header and the migration's title
+        assert "\x1b" not in text and "\x07" not in text
+        await pilot.click("#migration-detail")
+        await pilot.press("enter")
+        await settle(pilot)
+        await pilot.press("j")
+        await pilot.pause()
+        text = screen_text(app)
+        assert "Claim [/] [@click=app.quit]x[/] ␛]0;x␇" in text
+        assert "python '[/] [@click=app.quit]x[/] ␛]0;x␇'" in text
+        assert "Title [/] [@click=app.quit]x[/] ␛]0;x␇" in text
+        assert "\x1b" not in text and "\x07" not in text
+        await pilot.click("#attempt-detail")
+        await pilot.click("#migration-header")
+        await pilot.press("question_mark")
+        await pilot.pause()
+        await pilot.press("escape")
+        await pilot.press("ctrl+p")
+        await pilot.press(*"evil")
+        await settle(pilot)
+        text = screen_text(app)
+        assert "Open migration evil" in text
+        assert "Title [/] [@click=app.quit]x[/] ␛]0;x␇" in text  # the palette's help line
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.is_running
+        assert isinstance(app.screen, MigrationScreen)
+
+
+async def test_untrusted_text_at_80_by_24(evil_db: Path) -> None:
+    app = WorkbenchApp(evil_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert "[@click=app.quit]x[/]" in screen_text(app)
+        await pilot.press("enter")
+        await settle(pilot)
+        await pilot.press("j")
+        await pilot.pause()
+        assert "Claim [/] [@click=app.quit]x[/]" in screen_text(app)
+        assert app.is_running
+
+
+async def test_a_missing_database_is_a_message_not_a_traceback(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.db"
+    app = WorkbenchApp(missing)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert app.is_running
+        assert "Cannot read the study" in screen_text(app)
+        assert widget_text(app, "#problem") == f"{missing}: no such study database"
+        await pilot.press("q")
+        await pilot.pause()
+    assert not missing.exists()
+
+
+async def test_a_file_that_is_not_a_database_is_a_message(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"this is not sqlite [/] \x1b]0;x\x07" * 100)
+    app = WorkbenchApp(junk)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert app.is_running
+        assert "Cannot read the study" in screen_text(app)
+        assert "not a readable study database" in widget_text(app, "#problem")
+
+
+async def test_an_empty_study_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "empty.db"
+    open_study(path, create=True).close()
+    app = WorkbenchApp(path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert "No migrations in this study yet" in screen_text(app)
+        await pilot.press("enter", "j", "G", "g")
+        await pilot.pause()
+        assert isinstance(app.screen, StudyScreen)
