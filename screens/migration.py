@@ -38,11 +38,6 @@ FIXED_WIDTH = 62
 class AttemptTable(NavTable):
     """A migration's attempts."""
 
-    BINDINGS = [
-        Binding("enter", "select_cursor", "Select", show=False, id="migration.select",
-                tooltip="Select the highlighted attempt"),
-    ]
-
 
 def _pin_key(values: tuple[Text, Text]) -> tuple[bool, int]:
     seq, source = values

@@ -62,7 +62,8 @@ def number(value: int, *, alarm: str = "") -> Text:
 def level(value: int | None) -> Text:
     if value is None:
         return Text(NONE, style="dim", justify="center")
-    return Text(f"L{value}", style="green" if value >= 4 else "", justify="center")
+    style = "green" if value >= 4 else "red" if value == 0 else ""
+    return Text(f"L{value}", style=style, justify="center")
 
 
 def migration_status(status: MigrationStatus) -> Text:
@@ -228,7 +229,7 @@ def attempt_detail(summary: AttemptSummary) -> Text:
         out.append_text(text(a.command.cwd))
     out.append("\n")
     out.append_text(text(when(a.started_at, a.ended_at)))
-    out.append(" · on ", style="dim")
+    out.append(" · ran on ", style="dim")
     out.append_text(text(a.observed_hardware.describe() if a.observed_hardware else "?"))
     if a.intended_hardware:
         out.append(" (meant ", style="dim")

@@ -7,11 +7,9 @@ from textual.widgets import DataTable
 
 
 class NavTable(DataTable):
-    """A row-cursor DataTable with vim keys; `enter` opens (shown in the footer)."""
+    """A row-cursor DataTable with vim keys."""
 
     BINDINGS = [
-        Binding("enter", "select_cursor", "Open", id="table.open",
-                tooltip="Open the highlighted row"),
         Binding("j", "cursor_down", "Down", show=False, id="table.down",
                 tooltip="Move the cursor down a row"),
         Binding("k", "cursor_up", "Up", show=False, id="table.up",
