@@ -378,3 +378,18 @@ async def test_an_empty_study_says_so(tmp_path: Path) -> None:
         await pilot.press("enter", "j", "G", "g")
         await pilot.pause()
         assert isinstance(app.screen, StudyScreen)
+
+
+def test_every_binding_can_be_remapped_and_none_steals_typing() -> None:
+    """Each of our bindings has an id (for `set_keymap`) and a tooltip; no single-letter
+    binding is priority, so none fires while the reviewer types in an input."""
+    from screens.help import HelpScreen as Help
+    from screens.migration import AttemptTable
+    from screens.study import MigrationTable
+    from screens.widgets import NavTable
+
+    for owner in (WorkbenchApp, StudyScreen, MigrationScreen, Help, NavTable, MigrationTable,
+                  AttemptTable):
+        for binding in owner.__dict__.get("BINDINGS", []):
+            assert binding.id and binding.tooltip, (owner.__name__, binding.key)
+            assert not (binding.priority and len(binding.key) == 1), (owner.__name__, binding.key)
