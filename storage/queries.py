@@ -10,6 +10,7 @@ from sqlite_utils import Database
 from storage.converters import attempt_from_row, migration_from_row, study_from_row
 from workbench.models import (
     AttemptSummary,
+    Evidence,
     Failure,
     FailureCause,
     Intervention,
@@ -18,6 +19,9 @@ from workbench.models import (
     MigrationSummary,
     Outcome,
     Study,
+    Verdict,
+    VerdictOverride,
+    Verification,
 )
 
 EFFECTIVE_VERDICTS = """
@@ -25,9 +29,10 @@ effective AS (
     SELECT v.attempt_id, v.level,
            COALESCE((SELECT o.outcome FROM verdict_override o WHERE o.verdict_id = v.id
                      ORDER BY o.id DESC LIMIT 1), v.outcome) AS outcome
-    FROM verdict v
+    FROM verdict v WHERE v.superseded_by IS NULL
 )"""
-"""A human override, the latest one, replaces the automated outcome in every count."""
+"""A human override, the latest one, replaces the automated outcome in every count. Only current
+verdicts count: a re-verification supersedes the old ones, which stay in history."""
 
 CURRENT_INTERVENTIONS = """
 current_intervention AS (
@@ -68,7 +73,8 @@ def migration_summaries(
                       UNION ALL SELECT 4 UNION ALL SELECT 5) n
                 WHERE NOT EXISTS (SELECT 1 FROM effective e WHERE e.attempt_id = a.id
                                   AND e.level = n.level AND e.outcome = 'pass')) AS level,
-               EXISTS (SELECT 1 FROM verdict v WHERE v.attempt_id = a.id) AS verified
+               EXISTS (SELECT 1 FROM verdict v WHERE v.attempt_id = a.id
+                       AND v.superseded_by IS NULL) AS verified
         FROM attempt a WHERE a.source != 'reference'
     ),
     {CURRENT_INTERVENTIONS}
@@ -76,9 +82,11 @@ def migration_summaries(
         (SELECT count(*) FROM attempt a WHERE a.migration_id = m.id
             AND a.source != 'reference') AS n_attempts,
         (SELECT count(*) FROM failure f JOIN attempt a ON a.id = f.attempt_id
-            WHERE a.migration_id = m.id AND a.source != 'reference') AS n_failed,
+            WHERE a.migration_id = m.id AND a.source != 'reference'
+            AND f.superseded_by IS NULL) AS n_failed,
         (SELECT count(*) FROM failure f JOIN attempt a ON a.id = f.attempt_id
-            WHERE a.migration_id = m.id AND f.silent AND a.source != 'reference') AS n_silent,
+            WHERE a.migration_id = m.id AND f.silent AND a.source != 'reference'
+            AND f.superseded_by IS NULL) AS n_silent,
         (SELECT count(*) FROM current_intervention i WHERE i.migration_id = m.id)
             AS n_interventions,
         (SELECT MAX(level) FROM attempt_level l WHERE l.migration_id = m.id AND l.verified)
@@ -110,10 +118,10 @@ def attempt_summaries(
         (SELECT json_group_object(e.level, e.outcome) FROM effective e
             WHERE e.attempt_id = a.id) AS ladder,
         f.id AS failure_id, f.cause AS failure_cause, f.silent AS failure_silent,
-        f.note AS failure_note,
+        f.note AS failure_note, f.evidence AS failure_evidence,
         (SELECT count(*) FROM current_intervention i WHERE i.attempt_id = a.id)
             AS n_interventions
-    FROM attempt a LEFT JOIN failure f ON f.attempt_id = a.id
+    FROM attempt a LEFT JOIN failure f ON f.attempt_id = a.id AND f.superseded_by IS NULL
     WHERE a.migration_id = :migration AND (:after IS NULL OR a.seq > :after)
     ORDER BY a.seq LIMIT :limit
     """
@@ -128,6 +136,7 @@ def attempt_summaries(
                 cause=FailureCause(row["failure_cause"]),
                 silent=bool(row["failure_silent"]),
                 note=row["failure_note"] or "",
+                evidence=_evidence(row["failure_evidence"]),
             )
         out.append(
             AttemptSummary(
@@ -186,3 +195,88 @@ def iter_attempt_summaries(db: Database, migration_id: int, page: int = 500):
     while batch := attempt_summaries(db, migration_id, after=after, limit=page):
         yield from batch
         after = batch[-1].attempt.seq
+
+
+def _evidence(text: str | None) -> tuple[Evidence, ...]:
+    return tuple(Evidence(e["kind"], e["ref"], e.get("text", "")) for e in json.loads(text or "[]"))
+
+
+def verify_settings(db: Database, migration_id: int) -> dict[str, Any]:
+    """A migration's verify overrides: the latest `verify_setting` record, else none."""
+    row = db.execute(
+        "SELECT settings FROM verify_setting WHERE migration_id = ? ORDER BY id DESC LIMIT 1", [migration_id]
+    ).fetchone()
+    return json.loads(row[0]) if row else {}
+
+
+def _verification(row: dict[str, Any]) -> Verification:
+    return Verification(
+        id=row["id"],
+        attempt_id=row["attempt_id"],
+        verifier=row["verifier"],
+        verifier_version=row["verifier_version"],
+        inputs_hash=row["inputs_hash"],
+        at=row["at"],
+        highest_level=row["highest_level"],
+        cause=FailureCause(row["cause"]) if row["cause"] else None,
+        silent=bool(row["silent"]),
+        over_claim=None if row["over_claim"] is None else bool(row["over_claim"]),
+        reference_attempt_id=row["reference_attempt_id"],
+        wall_seconds=row["wall_seconds"],
+        cost_dollars=row["cost_dollars"],
+        time_ratio=row["time_ratio"],
+        cost_ratio=row["cost_ratio"],
+        current=row["superseded_by"] is None,
+    )
+
+
+def current_verification(db: Database, attempt_id: int) -> Verification | None:
+    rows = _rows(
+        db, "SELECT * FROM verification WHERE attempt_id = ? AND superseded_by IS NULL", [attempt_id]
+    )
+    return _verification(rows[0]) if rows else None
+
+
+def verifications(db: Database, attempt_id: int) -> list[Verification]:
+    """Every verification of an attempt, oldest first: the history."""
+    return [_verification(r) for r in _rows(
+        db, "SELECT * FROM verification WHERE attempt_id = ? ORDER BY id", [attempt_id]
+    )]
+
+
+def verdicts(db: Database, attempt_id: int, *, verification_id: int | None = None) -> list[Verdict]:
+    """An attempt's current verdicts by level (or those of one verification), with overrides."""
+    if verification_id is None:
+        rows = _rows(db, "SELECT * FROM verdict WHERE attempt_id = ? AND superseded_by IS NULL"
+                     " ORDER BY level", [attempt_id])
+    else:
+        rows = _rows(db, "SELECT * FROM verdict WHERE verification_id = ? ORDER BY level", [verification_id])
+    out = []
+    for row in rows:
+        overrides = tuple(
+            VerdictOverride(o["id"], o["verdict_id"], Outcome(o["outcome"]), o["justification"],
+                            o["reviewer"], o["at"])
+            for o in _rows(db, "SELECT * FROM verdict_override WHERE verdict_id = ? ORDER BY id", [row["id"]])
+        )
+        out.append(Verdict(
+            id=row["id"],
+            attempt_id=row["attempt_id"],
+            level=row["level"],
+            outcome=Outcome(row["outcome"]),
+            reason=row["reason"] or "",
+            evidence=_evidence(row["evidence"]),
+            verifier=row["verifier"],
+            verifier_version=row["verifier_version"],
+            overrides=overrides,
+            verification_id=row["verification_id"],
+        ))
+    return out
+
+
+def current_failure(db: Database, attempt_id: int) -> Failure | None:
+    rows = _rows(db, "SELECT * FROM failure WHERE attempt_id = ? AND superseded_by IS NULL", [attempt_id])
+    if not rows:
+        return None
+    row = rows[0]
+    return Failure(row["id"], row["attempt_id"], FailureCause(row["cause"]), bool(row["silent"]),
+                   row["note"] or "", _evidence(row["evidence"]))

@@ -145,3 +145,117 @@ def upsert_by_key(
     db[table].update(current["id"], changes)
     audit(db, reviewer, "update", table, current["id"], changes)
     return current["id"], "update"
+
+
+def _evidence_json(evidence: Any) -> str:
+    return json.dumps([{"kind": e.kind, "ref": e.ref, "text": e.text} for e in evidence])
+
+
+def record_verification(
+    db: Database,
+    *,
+    attempt_id: int,
+    reference_attempt_id: int | None,
+    verifier: str,
+    verifier_version: str,
+    inputs_hash: str,
+    inputs: dict[str, Any],
+    settings: dict[str, Any],
+    judgement: Any,
+    reviewer: str,
+) -> int:
+    """Store one verification run: its five verdicts, the failure (if any) and the derived facts.
+
+    The attempt's current verification, verdicts and failure are marked superseded by the new
+    ones, never deleted; verdict overrides keep pointing at the verdict they judged.
+    """
+    at = now()
+    with db.atomic():
+        previous = db.execute(
+            "SELECT id FROM verification WHERE attempt_id = ? AND superseded_by IS NULL", [attempt_id]
+        ).fetchone()
+        row = {
+            "attempt_id": attempt_id,
+            "reference_attempt_id": reference_attempt_id,
+            "verifier": verifier,
+            "verifier_version": verifier_version,
+            "inputs_hash": inputs_hash,
+            "inputs": json.dumps(inputs, sort_keys=True, default=str),
+            "settings": json.dumps(settings, sort_keys=True),
+            "at": at,
+            "reviewer": reviewer,
+            "highest_level": judgement.highest_level,
+            "cause": judgement.cause.value if judgement.cause else None,
+            "silent": int(judgement.silent),
+            "over_claim": None if judgement.over_claim is None else int(judgement.over_claim),
+            "wall_seconds": judgement.wall_seconds,
+            "cost_dollars": judgement.cost_dollars,
+            "time_ratio": judgement.time_ratio,
+            "cost_ratio": judgement.cost_ratio,
+        }
+        if previous is not None:
+            # free the "current" slot first (pointing at itself); the new row's id is set below
+            db.execute("UPDATE verification SET superseded_by = id WHERE id = ?", [previous[0]])
+        verification_id = db["verification"].insert(row).last_pk
+        audit(db, reviewer, "insert", "verification", verification_id,
+              {k: v for k, v in row.items() if k not in ("inputs", "settings")})
+        if previous is not None:
+            db.execute("UPDATE verification SET superseded_by = ? WHERE id = ?", [verification_id, previous[0]])
+            for table in ("verdict", "failure"):
+                old = [r[0] for r in db.execute(
+                    f"SELECT id FROM {table} WHERE attempt_id = ? AND superseded_by IS NULL", [attempt_id]
+                ).fetchall()]
+                db.execute(
+                    f"UPDATE {table} SET superseded_by = ? WHERE attempt_id = ? AND superseded_by IS NULL",
+                    [verification_id, attempt_id],
+                )
+                for old_id in old:
+                    audit(db, reviewer, "supersede", table, old_id, {"superseded_by": verification_id})
+            audit(db, reviewer, "supersede", "verification", previous[0], {"superseded_by": verification_id})
+        for result in judgement.levels:
+            verdict = {
+                "attempt_id": attempt_id,
+                "level": result.level,
+                "outcome": result.outcome.value,
+                "reason": result.reason,
+                "evidence": _evidence_json(result.evidence),
+                "verifier": verifier,
+                "verifier_version": verifier_version,
+                "verification_id": verification_id,
+            }
+            verdict_id = db["verdict"].insert(verdict).last_pk
+            audit(db, reviewer, "insert", "verdict", verdict_id,
+                  {"attempt_id": attempt_id, "level": result.level, "outcome": result.outcome.value})
+        if judgement.cause is not None:
+            failure = {
+                "attempt_id": attempt_id,
+                "cause": judgement.cause.value,
+                "silent": int(judgement.silent),
+                "note": judgement.cause_note,
+                "evidence": _evidence_json(judgement.cause_evidence),
+                "verification_id": verification_id,
+            }
+            failure_id = db["failure"].insert(failure).last_pk
+            audit(db, reviewer, "insert", "failure", failure_id,
+                  {"attempt_id": attempt_id, "cause": judgement.cause.value, "silent": judgement.silent})
+    return verification_id
+
+
+def add_verify_settings(
+    db: Database, *, migration_id: int, settings: dict[str, Any], source: str, reviewer: str
+) -> int | None:
+    """Record a migration's verify overrides (the whole table); None when they are unchanged."""
+    current = db.execute(
+        "SELECT settings FROM verify_setting WHERE migration_id = ? ORDER BY id DESC LIMIT 1", [migration_id]
+    ).fetchone()
+    text = json.dumps(settings, sort_keys=True)
+    if current is not None and current[0] == text:
+        return None
+    if current is None and not settings:
+        return None
+    return _insert(
+        db,
+        "verify_setting",
+        {"migration_id": migration_id, "settings": text, "source": source, "reviewer": reviewer, "at": now()},
+        reviewer,
+    )

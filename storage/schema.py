@@ -219,6 +219,70 @@ def m003_human_records_and_audit(db: Database) -> None:
 
 
 @migrations()
+def m004_verification_history(db: Database) -> None:
+    """Verifier runs, with history: a re-verification supersedes verdicts, never deletes them."""
+    db["verification"].create(
+        {
+            "id": int,
+            "attempt_id": int,
+            "reference_attempt_id": int,
+            "verifier": str,
+            "verifier_version": str,
+            "inputs_hash": str,
+            "inputs": str,
+            "settings": str,
+            "at": str,
+            "reviewer": str,
+            "superseded_by": int,
+            "highest_level": int,
+            "cause": str,
+            "silent": int,
+            "over_claim": int,
+            "wall_seconds": float,
+            "cost_dollars": float,
+            "time_ratio": float,
+            "cost_ratio": float,
+        },
+        pk="id",
+        not_null={"attempt_id", "verifier", "verifier_version", "inputs_hash", "at", "highest_level"},
+        foreign_keys=[
+            ("attempt_id", "attempt", "id"),
+            ("reference_attempt_id", "attempt", "id"),
+            ("superseded_by", "verification", "id"),
+        ],
+    )
+    db.execute(
+        "CREATE UNIQUE INDEX idx_verification_current ON verification (attempt_id)"
+        " WHERE superseded_by IS NULL"
+    )
+    for table in ("verdict", "failure"):
+        db[table].add_column("verification_id", int, fk="verification", fk_col="id")
+        db[table].add_column("superseded_by", int)
+    db["failure"].add_column("evidence", str)
+    db.execute("DROP INDEX IF EXISTS idx_verdict_attempt_id_level")
+    db.execute("DROP INDEX IF EXISTS idx_failure_attempt_id")
+    db.execute(
+        "CREATE UNIQUE INDEX idx_verdict_current ON verdict (attempt_id, level)"
+        " WHERE superseded_by IS NULL"
+    )
+    db.execute(
+        "CREATE UNIQUE INDEX idx_failure_current ON failure (attempt_id) WHERE superseded_by IS NULL"
+    )
+    db["verify_setting"].create(
+        {"id": int, "migration_id": int, "settings": str, "source": str, "reviewer": str, "at": str},
+        pk="id",
+        not_null={"migration_id", "settings", "source", "reviewer", "at"},
+        foreign_keys=[("migration_id", "migration", "id")],
+    )
+    for event in ("UPDATE", "DELETE"):
+        db.execute(
+            f"CREATE TRIGGER verify_setting_append_only_{event.lower()} BEFORE {event} ON verify_setting"
+            " BEGIN SELECT RAISE(ABORT, 'verify_setting records are append-only:"
+            " record a new one instead'); END"
+        )
+
+
+@migrations()
 def m005_transcript_imports(db: Database) -> None:
     """Attempts imported from agent transcripts: their key, the edits and the other tool calls."""
     db["attempt"].add_column("external_id", str)

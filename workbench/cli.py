@@ -285,3 +285,104 @@ def attempts(db: Path, migration: str, as_json: bool) -> None:
             ],
         )
     )
+
+
+_MARK = {"pass": "✓", "fail": "✗", "unknown": "?"}
+
+
+@main.command()
+@click.argument("db", type=DB_PATH)
+@click.option("--migration", "slug", help="Only this migration (its slug).")
+@click.option("--attempt", "seq", type=int, help="Only the attempt with this sequence number.")
+@click.option("--set", "assignments", multiple=True, metavar="KEY=VALUE",
+              help="Override a verify setting for --migration (recorded, then re-verifies); repeatable.")
+@click.option("--force", is_flag=True, help="Verify again even when the evidence is unchanged.")
+@click.option("--reasons", is_flag=True, help="Print each level's reason and evidence under the table.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON array instead of a table.")
+def verify(db: Path, slug: str | None, seq: int | None, assignments: tuple[str, ...], force: bool,
+           reasons: bool, as_json: bool) -> None:
+    """Verify attempts on the five-level ladder from the evidence in the database.
+
+    Unchanged evidence, settings and verifier change nothing; otherwise new verdicts
+    supersede the current ones, which stay in history. See docs/verification.md.
+    """
+    from storage import queries, records
+    from workbench.verify import verify_study
+    from workbench.verify.settings import apply_assignment, parse_assignment
+
+    if seq is not None and slug is None:
+        raise WorkbenchError("--attempt needs --migration")
+    study = _open(db)
+    try:
+        sdb = study.db
+        if assignments:
+            if slug is None:
+                raise WorkbenchError("--set needs --migration")
+            migration = queries.get_migration(sdb, slug)
+            if migration is None:
+                raise WorkbenchError(f"{db}: no migration {slug!r}")
+            overrides = queries.verify_settings(sdb, migration.id)
+            try:
+                for text in assignments:
+                    overrides = apply_assignment(overrides, *parse_assignment(text))
+            except ValueError as exc:
+                raise WorkbenchError(str(exc)) from None
+            records.add_verify_settings(sdb, migration_id=migration.id, settings=overrides,
+                                        source="reviewer", reviewer=config.reviewer())
+        report = verify_study(sdb, config.reviewer(), slug=slug, seq=seq, force=force)
+        rows = []
+        for outcome in report.outcomes:
+            a = outcome.attempt
+            v = queries.current_verification(sdb, a.id)
+            verdicts = queries.verdicts(sdb, a.id)
+            failure = queries.current_failure(sdb, a.id)
+            slug_of = sdb.execute("SELECT slug FROM migration WHERE id = ?", [a.migration_id]).fetchone()[0]
+            rows.append((slug_of, a, v, verdicts, failure, outcome.changed))
+    finally:
+        study.close()
+    if as_json:
+        click.echo(json.dumps([
+            {
+                "migration": slug_of,
+                "seq": a.seq,
+                "changed": changed,
+                "verification": _jsonable(asdict(v)),
+                "levels": [
+                    {"level": d.level, "outcome": d.outcome.value, "effective": d.effective.value,
+                     "reason": d.reason, "evidence": [asdict(e) for e in d.evidence]}
+                    for d in verdicts
+                ],
+                "failure": _jsonable(asdict(failure)) if failure else None,
+                "expected_level": a.expected_level,
+            }
+            for slug_of, a, v, verdicts, failure, changed in rows
+        ], indent=2))
+        return
+    click.echo(_table(
+        ["migration", "seq", "L1-5", "level", "expected", "cause", "silent", "over-claim", "time", "cost", "new"],
+        [
+            [
+                slug_of,
+                a.seq,
+                "".join(_MARK[d.effective.value] for d in verdicts),
+                v.highest_level,
+                a.expected_level or "",
+                v.cause.value if v.cause else "",
+                "yes" if v.silent else "",
+                "" if v.over_claim is None else ("yes" if v.over_claim else "no"),
+                "" if v.time_ratio is None else f"x{v.time_ratio:.2f}",
+                "" if v.cost_ratio is None else f"x{v.cost_ratio:.2f}",
+                "yes" if changed else "",
+            ]
+            for slug_of, a, v, verdicts, failure, changed in rows
+        ],
+    ))
+    if reasons:
+        for slug_of, a, v, verdicts, failure, _ in rows:
+            click.echo(f"\n{slug_of} #{a.seq}")
+            for d in verdicts:
+                click.echo(clean(f"  L{d.level} {d.effective.value}: {d.reason}"))
+                for e in d.evidence[:4]:
+                    click.echo(clean(f"      {e.kind} {e.ref}: {e.text}"))
+            if failure is not None:
+                click.echo(clean(f"  cause {failure.cause.value}{' (silent)' if failure.silent else ''}: {failure.note}"))

@@ -64,6 +64,8 @@ class FailureCause(StrEnum):
     TIMEOUT = "timeout"
     GOAL_NOT_MET = "goal_not_met"
     INCOMPLETE = "incomplete"
+    CRASH = "crash"
+    SLOWER_OR_COSTLIER = "slower_or_costlier"
     OTHER = "other"
 
 
@@ -199,9 +201,9 @@ class Evidence:
     """A pointer into what a verdict rests on: a log line, a metric point or a probe field."""
 
     kind: str
-    """`log_line`, `metric` or `probe`."""
+    """`log_line`, `metric`, `probe`, `record` (a field of the attempt record) or `tensor`."""
     ref: str
-    """Line number, `name@step` or field name."""
+    """1-based line number, `name@step`, field name or tensor name."""
     text: str = ""
 
 
@@ -226,6 +228,8 @@ class Verdict:
     verifier: str
     verifier_version: str
     overrides: tuple[VerdictOverride, ...] = ()
+    verification_id: int | None = None
+    """The verification run that made it; older runs' verdicts stay in history."""
 
     @property
     def effective(self) -> Outcome:
@@ -241,6 +245,34 @@ class Failure:
     silent: bool
     """True when the run raised no error: exit 0 and no traceback, yet it failed."""
     note: str = ""
+    evidence: tuple[Evidence, ...] = ()
+    """The log lines or metric points behind the cause."""
+
+
+@dataclass(frozen=True, slots=True)
+class Verification:
+    """One verifier run over one attempt: the facts derived beside its five verdicts."""
+
+    id: int
+    attempt_id: int
+    verifier: str
+    verifier_version: str
+    inputs_hash: str
+    """SHA-256 over the evidence, the settings and the verifier version: same hash, same result."""
+    at: str
+    highest_level: int
+    cause: FailureCause | None
+    silent: bool
+    over_claim: bool | None
+    """The agent's expected level is above the highest verified one; None when it named none."""
+    reference_attempt_id: int | None = None
+    wall_seconds: float | None = None
+    cost_dollars: float | None = None
+    time_ratio: float | None = None
+    """Wall time over the reference run's."""
+    cost_ratio: float | None = None
+    """Cost (chip-hours times price) over the reference run's."""
+    current: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,185 @@
+"""Verification: every attempt on the five-level ladder, from evidence the workbench reads itself.
+
+`verify_study` loads each attempt's record, scans its stored log in one streaming pass, takes its
+metric series (stored, else extracted from the log), compares it with the migration's reference
+run and stores five verdicts, a failure cause and the derived flags. Verifying again with the
+same evidence, settings and verifier changes nothing; anything else supersedes the current
+verdicts and keeps the old ones in history. docs/verification.md is the specification.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from workbench.models import Attempt, AttemptSource, Migration, Study
+
+VERIFIER = "workbench.ladder"
+VERSION = "1.0.0"
+"""Bump on any change to what a level checks: stored verdicts of an older version are redone."""
+
+EXTRACT_LIMIT = 64 << 20
+"""Logs up to this size are scanned for metric lines even when series are stored, so verdicts
+can cite the log line of a metric point; larger ones are scanned for errors and counters only."""
+
+
+@dataclass
+class AttemptResult:
+    """What verifying one attempt did."""
+
+    attempt: Attempt
+    verification_id: int
+    changed: bool
+    judgement: Any = None
+
+
+@dataclass
+class Report:
+    outcomes: list[AttemptResult] = field(default_factory=list)
+
+    @property
+    def changed(self) -> int:
+        return sum(1 for o in self.outcomes if o.changed)
+
+
+def _series_from_db(db: Any, attempt_id: int) -> dict[str, dict[int, float]]:
+    out: dict[str, dict[int, float]] = {}
+    for name, step, value in db.execute(
+        "SELECT name, step, value FROM metric_point WHERE attempt_id = ? ORDER BY name, step", [attempt_id]
+    ).fetchall():
+        out.setdefault(name, {})[step] = value
+    return out
+
+
+def load_run(db: Any, attempt: Attempt, settings: dict[str, Any]):
+    """The attempt's evidence: log facts from one streaming pass, and its metric series."""
+    from workbench.verify.ladder import Run
+    from workbench.verify.logscan import LogScanner, compile_patterns, stored_chunks
+
+    stored = _series_from_db(db, attempt.id)
+    facts = None
+    if attempt.log_id is not None:
+        size = db.execute("SELECT size FROM log WHERE id = ?", [attempt.log_id]).fetchone()[0]
+        patterns = compile_patterns(settings.get("patterns") or (), defaults=settings.get("default_patterns", True))
+        scanner = LogScanner(patterns, extract_metrics=not stored or size <= EXTRACT_LIMIT)
+        for chunk in stored_chunks(db, attempt.log_id):
+            scanner.feed(chunk)
+        facts = scanner.finish()
+    if stored:
+        return Run(attempt, facts, stored, "stored")
+    return Run(attempt, facts, facts.point_series() if facts else {}, "log")
+
+
+def _input_digest(db: Any, attempt: Attempt) -> dict[str, Any]:
+    row = db.execute("SELECT * FROM attempt WHERE id = ?", [attempt.id]).fetchone()
+    columns = [d[0] for d in db.execute("SELECT * FROM attempt LIMIT 0").description]
+    record = {k: v for k, v in zip(columns, row) if k not in ("id",)}
+    log = None
+    if attempt.log_id is not None:
+        log = db.execute("SELECT sha256 FROM log WHERE id = ?", [attempt.log_id]).fetchone()[0]
+    digest = hashlib.sha256()
+    for point in db.execute(
+        "SELECT name, step, value FROM metric_point WHERE attempt_id = ? ORDER BY name, step", [attempt.id]
+    ):
+        digest.update(repr(tuple(point)).encode())
+    return {
+        "record": hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest(),
+        "log_sha256": log,
+        "metrics_sha256": digest.hexdigest(),
+    }
+
+
+def inputs_for(db: Any, migration: Migration, study: Study, attempt: Attempt, reference: Attempt | None,
+               settings: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """Hashes of every input a verdict depends on, and one hash over them all."""
+    inputs = {
+        "verifier": VERIFIER,
+        "version": VERSION,
+        "settings": settings,
+        "attempt": _input_digest(db, attempt),
+        "reference": _input_digest(db, reference) if reference else None,
+        "migration": {
+            "goal": [migration.goal.metric, migration.goal.reference, migration.goal.direction.value,
+                     migration.goal.tolerance],
+            "target": [migration.target.accelerator, migration.target.chips],
+        },
+        "prices": study.prices,
+    }
+    text = json.dumps(inputs, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest(), inputs
+
+
+def reference_of(db: Any, migration_id: int) -> Attempt | None:
+    """The migration's reference run: its latest attempt with source `reference`."""
+    from storage.converters import attempt_from_row
+
+    rows = list(db.query(
+        "SELECT * FROM attempt WHERE migration_id = ? AND source = 'reference' ORDER BY seq DESC LIMIT 1",
+        [migration_id],
+    ))
+    return attempt_from_row(rows[0]) if rows else None
+
+
+def verify_migration(db: Any, migration: Migration, study: Study, reviewer: str, *,
+                     seq: int | None = None, force: bool = False) -> Report:
+    """Verify a migration's agent attempts (or the one with `seq`)."""
+    from storage import queries, records
+    from storage.converters import attempt_from_row
+    from workbench.verify.ladder import judge
+    from workbench.verify.settings import merge
+
+    settings = merge(queries.verify_settings(db, migration.id))
+    reference = reference_of(db, migration.id)
+    ref_run = load_run(db, reference, settings) if reference else None
+    report = Report()
+    sql = "SELECT * FROM attempt WHERE migration_id = ? AND source != ?"
+    params: list[Any] = [migration.id, AttemptSource.REFERENCE.value]
+    if seq is not None:
+        sql += " AND seq = ?"
+        params.append(seq)
+    for row in list(db.query(sql + " ORDER BY seq", params)):
+        attempt = attempt_from_row(row)
+        digest, inputs = inputs_for(db, migration, study, attempt, reference, settings)
+        current = queries.current_verification(db, attempt.id)
+        if current is not None and current.inputs_hash == digest and not force:
+            report.outcomes.append(AttemptResult(attempt, current.id, False))
+            continue
+        run = load_run(db, attempt, settings)
+        judgement = judge(run, ref_run, migration, study, settings)
+        verification_id = records.record_verification(
+            db,
+            attempt_id=attempt.id,
+            reference_attempt_id=reference.id if reference else None,
+            verifier=VERIFIER,
+            verifier_version=VERSION,
+            inputs_hash=digest,
+            inputs=inputs,
+            settings=settings,
+            judgement=judgement,
+            reviewer=reviewer,
+        )
+        report.outcomes.append(AttemptResult(attempt, verification_id, True, judgement))
+    return report
+
+
+def verify_study(db: Any, reviewer: str, *, slug: str | None = None, seq: int | None = None,
+                 force: bool = False) -> Report:
+    from storage import queries
+    from workbench.errors import WorkbenchError
+
+    study = queries.get_study(db)
+    if study is None:
+        raise WorkbenchError("the database holds no study yet: import a bundle first")
+    if slug is not None:
+        migration = queries.get_migration(db, slug)
+        if migration is None:
+            raise WorkbenchError(f"no migration {slug!r}")
+        migrations = [migration]
+    else:
+        migrations = [s.migration for s in queries.iter_migration_summaries(db)]
+    report = Report()
+    for migration in migrations:
+        report.outcomes += verify_migration(db, migration, study, reviewer, seq=seq, force=force).outcomes
+    return report

@@ -1,0 +1,592 @@
+"""The five levels, the failure cause and the per-attempt flags, from evidence alone.
+
+Pure functions: `judge` takes what storage and the log scan found and returns a `Judgement`;
+nothing here reads the database or the agent's claim (only its expected level, to flag an
+over-claim). docs/verification.md says what each level checks.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from workbench.models import (
+    Attempt,
+    AttemptStatus,
+    Evidence,
+    FailureCause,
+    Hardware,
+    Migration,
+    Outcome,
+    Study,
+)
+from workbench.verify.logscan import LogFacts
+
+PASS, FAIL, UNKNOWN = Outcome.PASS, Outcome.FAIL, Outcome.UNKNOWN
+
+
+@dataclass
+class Run:
+    """One run's evidence: its record, its log facts (None without a log) and metric series."""
+
+    attempt: Attempt
+    facts: LogFacts | None
+    series: dict[str, dict[int, float]]
+    """name -> step -> value: the stored series when present, else extracted from the log."""
+    series_source: str = "stored"
+    """`stored` (from the bundle) or `log` (extracted by the scan)."""
+
+    def metric_evidence(self, name: str, step: int, extra: str = "") -> Evidence:
+        value = self.series.get(name, {}).get(step)
+        line = None
+        if self.facts is not None and name in self.facts.points and step in self.facts.points[name]:
+            line = self.facts.points[name][step][1]
+        text = f"{name} = {value:.6g}" if value is not None else f"{name}: none"
+        if line is not None:
+            text += f" (log line {line})"
+        return Evidence("metric", f"{name}@{step}", text + (f"; {extra}" if extra else ""))
+
+
+@dataclass
+class LevelResult:
+    level: int
+    outcome: Outcome
+    reason: str
+    evidence: list[Evidence] = field(default_factory=list)
+    causes: list[tuple[FailureCause, list[Evidence]]] = field(default_factory=list)
+    """Candidate causes when the level fails, most specific first."""
+
+
+@dataclass
+class Judgement:
+    levels: list[LevelResult]
+    highest_level: int
+    cause: FailureCause | None
+    cause_evidence: list[Evidence]
+    cause_note: str
+    silent: bool
+    over_claim: bool | None
+    raised_error: bool
+    wall_seconds: float | None = None
+    cost_dollars: float | None = None
+    time_ratio: float | None = None
+    cost_ratio: float | None = None
+    notes: list[Evidence] = field(default_factory=list)
+    """Inefficiencies that did not fail a level (host syncs), kept for the reviewer."""
+
+
+def _log(hit: Any, prefix: str = "") -> Evidence:
+    return Evidence("log_line", str(hit.line), (prefix + hit.text)[:300])
+
+
+def _record(field_name: str, value: Any) -> Evidence:
+    return Evidence("record", field_name, f"{field_name} = {value}")
+
+
+# --------------------------------------------------------------------------- level 1
+
+
+def _expected_steps(run: Run, reference: Run | None, settings: dict[str, Any]) -> tuple[int | None, str]:
+    if settings.get("expected_steps"):
+        return int(settings["expected_steps"]), "the migration's expected_steps setting"
+    if run.facts is not None and run.facts.total_steps:
+        return run.facts.total_steps, "the `step N/M` total in the log"
+    if reference is not None:
+        steps = _last_step(reference)
+        if steps is not None:
+            return steps, "the reference run's last step"
+    return None, ""
+
+
+def _last_step(run: Run) -> int | None:
+    candidates = [max(points) for name, points in run.series.items() if points and name in ("loss", "grad_norm")]
+    if not candidates:
+        candidates = [max(points) for points in run.series.values() if points]
+    if run.facts is not None and run.facts.last_step is not None:
+        candidates.append(run.facts.last_step)
+    return max(candidates) if candidates else None
+
+
+def errors_raised(run: Run) -> list[Evidence]:
+    """Tracebacks and fatal lines in the log, and a non-zero exit."""
+    out: list[Evidence] = []
+    a = run.attempt
+    if a.exit_code not in (None, 0):
+        out.append(_record("exit_code", a.exit_code))
+    if run.facts is not None:
+        for hit in run.facts.exceptions[:3]:
+            out.append(_log(hit))
+        if run.facts.tracebacks and not run.facts.exceptions:
+            out.append(_log(run.facts.tracebacks[0]))
+        for kind, hit in run.facts.fatal[:3]:
+            if kind != "timeout":
+                out.append(_log(hit, f"{kind}: "))
+    return out
+
+
+def level1(run: Run, reference: Run | None, goal_metric: str, settings: dict[str, Any]) -> LevelResult:
+    a = run.attempt
+    errors = errors_raised(run)
+    if errors:
+        what = "exited with status %s" % a.exit_code if a.exit_code not in (None, 0) else "exited 0"
+        tb = run.facts is not None and (run.facts.tracebacks or run.facts.fatal)
+        reason = what + (" and its log holds a traceback or fatal error" if tb else "")
+        return LevelResult(1, FAIL, reason, errors)
+    if a.exit_code is None:
+        if a.status is AttemptStatus.INTERRUPTED:
+            return LevelResult(1, FAIL, "interrupted before it exited", [_record("status", a.status.value)])
+        if a.status is AttemptStatus.NONZERO_EXIT:
+            return LevelResult(1, FAIL, "ended with a non-zero exit (code unknown)", [_record("status", a.status.value)])
+        return LevelResult(1, UNKNOWN, f"no exit code (status {a.status.value})", [_record("status", a.status.value)])
+    if run.facts is None:
+        return LevelResult(1, UNKNOWN, "exited 0, but there is no log to check for errors and its end",
+                           [_record("exit_code", 0)])
+    expected, source = _expected_steps(run, reference, settings)
+    last = _last_step(run)
+    evidence = [_record("exit_code", 0)]
+    if expected is not None:
+        if last is None or last < expected:
+            return LevelResult(1, FAIL, f"exited 0 without an error but stopped at step {last or 0} of {expected} ({source})",
+                               evidence + _last_step_evidence(run, last))
+        return LevelResult(1, PASS, f"exited 0, no traceback or fatal error, reached step {last} of {expected}",
+                           evidence + _last_step_evidence(run, last))
+    if goal_metric in run.series:
+        step = max(run.series[goal_metric])
+        return LevelResult(1, PASS, f"exited 0, no traceback or fatal error, printed its final {goal_metric}",
+                           evidence + [run.metric_evidence(goal_metric, step)])
+    return LevelResult(1, FAIL, "exited 0 but shows no step count or final metric: its end is not reached", evidence)
+
+
+def _last_step_evidence(run: Run, last: int | None) -> list[Evidence]:
+    if last is None:
+        return []
+    for name in ("loss", "grad_norm"):
+        if last in run.series.get(name, {}):
+            return [run.metric_evidence(name, last)]
+    return []
+
+
+# --------------------------------------------------------------------------- level 2
+
+
+def _agree(a: float, r: float, rtol: float, atol: float) -> bool:
+    if math.isnan(a) or math.isnan(r):
+        return math.isnan(a) and math.isnan(r)
+    return abs(a - r) <= atol + rtol * abs(r)
+
+
+def _compared_metrics(reference: Run, goal_metric: str, settings: dict[str, Any]) -> tuple[list[str], list[str]]:
+    per_step = [m for m in settings["compare"] if m in reference.series]
+    per_step += [m for m in settings.get("metrics", {}) if m in reference.series and m not in per_step
+                 and not _is_eval(m, goal_metric)]
+    at_end: list[str] = []
+    if settings["compare_eval"]:
+        at_end = sorted(m for m in reference.series if _is_eval(m, goal_metric))
+    return per_step, at_end
+
+
+def _is_eval(name: str, goal_metric: str) -> bool:
+    return name == goal_metric or bool(re.match(r"(eval|val|valid|test|final)[_/]", name))
+
+
+def level2(run: Run, reference: Run | None, goal_metric: str, settings: dict[str, Any],
+           tensors: LevelResult | None = None) -> LevelResult:
+    if reference is None:
+        return LevelResult(2, UNKNOWN, "no reference run to compare with")
+    from workbench.verify.settings import tolerance
+
+    per_step, at_end = _compared_metrics(reference, goal_metric, settings)
+    if not per_step and not at_end:
+        return LevelResult(2, UNKNOWN, "the reference run has no metric series to compare")
+    window = max(1, int(settings["window"]))
+    agreed: list[str] = []
+    unknown: list[str] = []
+    evidence: list[Evidence] = []
+    for name in per_step:
+        ref = reference.series[name]
+        mine = run.series.get(name, {})
+        common = sorted(set(ref) & set(mine))
+        if not common:
+            unknown.append(f"{name} (the attempt has no {name} series)")
+            continue
+        rtol, atol = tolerance(settings, name)
+        for start in range(0, len(common), window):
+            block = common[start : start + window]
+            a = sum(mine[s] for s in block) / len(block)
+            r = sum(ref[s] for s in block) / len(block)
+            if not _agree(a, r, rtol, atol):
+                worst = max(block, key=lambda s: abs(mine[s] - ref[s]) / (abs(ref[s]) or 1.0))
+                rel = abs(mine[worst] - ref[worst]) / (abs(ref[worst]) or 1.0)
+                reason = (f"{name} disagrees with the reference over steps {block[0]}-{block[-1]}: mean "
+                          f"{a:.6g} vs {r:.6g} (rtol {rtol:g}, atol {atol:g}); worst at step {worst}, "
+                          f"{mine[worst]:.6g} vs {ref[worst]:.6g} ({rel:.1%})")
+                ev = [run.metric_evidence(name, worst, f"reference {ref[worst]:.6g}")]
+                ev += [run.metric_evidence(name, s, f"reference {ref[s]:.6g}") for s in block if s != worst][:2]
+                return LevelResult(2, FAIL, reason, ev,
+                                   [(FailureCause.NUMERICAL_MISMATCH, ev)])
+        ref_end = max(ref)
+        if ref_end not in mine:
+            unknown.append(f"{name} agrees through step {common[-1]}; the run stopped before step {ref_end}")
+            evidence.append(run.metric_evidence(name, common[-1]))
+            continue
+        ertol, eatol = tolerance(settings, name, end=True)
+        if not _agree(mine[ref_end], ref[ref_end], ertol, eatol):
+            ev = [run.metric_evidence(name, ref_end, f"reference {ref[ref_end]:.6g}")]
+            return LevelResult(2, FAIL, f"{name} at the end (step {ref_end}) is {mine[ref_end]:.6g} vs "
+                               f"{ref[ref_end]:.6g} (rtol {ertol:g}, atol {eatol:g})", ev,
+                               [(FailureCause.NUMERICAL_MISMATCH, ev)])
+        agreed.append(f"{name} over {len(common)} steps")
+        evidence.append(run.metric_evidence(name, ref_end, f"reference {ref[ref_end]:.6g}"))
+    for name in at_end:
+        ref = reference.series[name]
+        mine = run.series.get(name, {})
+        if not mine:
+            unknown.append(f"{name} (not recorded by the attempt)")
+            continue
+        rs, ms = max(ref), max(mine)
+        rtol, atol = tolerance(settings, name, end=True)
+        if not _agree(mine[ms], ref[rs], rtol, atol):
+            ev = [run.metric_evidence(name, ms, f"reference {ref[rs]:.6g}")]
+            return LevelResult(2, FAIL, f"{name} is {mine[ms]:.6g} vs the reference's {ref[rs]:.6g} "
+                               f"(rtol {rtol:g}, atol {atol:g})", ev, [(FailureCause.NUMERICAL_MISMATCH, ev)])
+        agreed.append(name)
+        evidence.append(run.metric_evidence(name, ms, f"reference {ref[rs]:.6g}"))
+    if tensors is not None:
+        if tensors.outcome is FAIL:
+            return tensors
+        if tensors.outcome is PASS:
+            agreed.append(tensors.reason)
+            evidence += tensors.evidence
+    if unknown and not agreed and not evidence:
+        return LevelResult(2, UNKNOWN, "nothing to compare: " + "; ".join(unknown))
+    if unknown:
+        return LevelResult(2, UNKNOWN, "agrees so far, unknown beyond: " + "; ".join(unknown)
+                           + (f" (agrees: {', '.join(agreed)})" if agreed else ""), evidence)
+    return LevelResult(2, PASS, "agrees with the reference: " + ", ".join(agreed), evidence)
+
+
+# --------------------------------------------------------------------------- level 3
+
+
+def _kind_matches(intended: str, observed: str) -> bool:
+    i, o = intended.lower(), observed.lower()
+    return i == o or i.startswith(o + "-") or o.startswith(i + "-") or i.split("-")[0] == o.split("-")[0]
+
+
+def observed_devices(run: Run) -> tuple[str | None, int | None, list[Evidence]]:
+    """Device kind and count from the probe, else sharding specs, else the run's own report."""
+    facts = run.facts
+    kind = count = None
+    evidence: list[Evidence] = []
+    if facts is not None and facts.probes:
+        hit, probe = facts.probes[-1]
+        kind = probe.get("device_kind")
+        count = probe.get("global_device_count")
+        used = probe.get("devices_used")
+        if isinstance(used, int):
+            count = used if count is None else min(count, used)
+        evidence.append(Evidence("probe", f"line {hit.line}", hit.text))
+    if count is None and facts is not None and facts.sharding:
+        hit = max(facts.sharding, key=lambda h: int(h.text))
+        count = int(hit.text)
+        evidence.append(_log(hit, f"sharding over {hit.text} devices: "))
+    hw = run.attempt.observed_hardware
+    if hw is not None:
+        if count is None:
+            count = hw.count
+            evidence.append(_record("observed_hardware", hw.describe()))
+        if kind is None:
+            kind = hw.kind
+    return kind, count, evidence
+
+
+def recompilation(facts: LogFacts, settings: dict[str, Any]) -> tuple[bool | None, str, list[Evidence]]:
+    """torch_xla's rule: more than `max_compiles_per_step` compilations per step after warm-up."""
+    warm = int(settings["warmup_steps"])
+    rate_max = float(settings["max_compiles_per_step"])
+    for hit in facts.profiler:
+        if "CompileTime too frequent" in hit.text:
+            return True, "torch_xla's profiler: compiles too frequent", [_log(hit)]
+    last = facts.last_step
+    after = [h for h in facts.compile_causes if h.step is not None and h.step >= warm]
+    if facts.compile_causes and last is not None and last > warm:
+        rate = len(after) / (last - warm)
+        if rate > rate_max:
+            return True, (f"{len(after)} compilation-cause blocks after step {warm} over {last - warm} steps "
+                          f"({rate:.2f} per step > {rate_max:g})"), [_log(h) for h in after[:3]]
+        return False, f"{len(after)} compilation-cause blocks after warm-up", []
+    series = facts.counter_series.get("UncachedCompile") or facts.counter_series.get("CompileTime") or []
+    if not series or last is None:
+        return None, "no compile counts in the log", []
+    name = "UncachedCompile" if facts.counter_series.get("UncachedCompile") else "CompileTime"
+    snaps = [(h.step, int(h.text), h) for h in series if h.step is not None]
+    warm_snaps = [s for s in snaps if s[0] >= warm]
+    if len(snaps) >= 2 and warm_snaps and warm_snaps[-1][0] > warm_snaps[0][0]:
+        (s0, c0, _), (s1, c1, h1) = warm_snaps[0], warm_snaps[-1]
+        rate = (c1 - c0) / (s1 - s0)
+        grown = rate > rate_max
+        return grown, (f"{name} grew from {c0} at step {s0} to {c1} at step {s1} ({rate:.2f} per step)"), [_log(h1, f"{name} ")]
+    total = int(series[-1].text)
+    steps = series[-1].step or last
+    if steps <= warm:
+        return None, f"only {steps} steps: too few to judge compilation after warm-up", []
+    allowed = int(settings["warmup_compiles"]) + rate_max * (steps - warm)
+    hit = series[-1]
+    ev = [Evidence("log_line", str(hit.line), f"{name}: {total} after {steps} steps")]
+    if total > allowed:
+        return True, (f"{name} {total} after {steps} steps: more than {settings['warmup_compiles']} during warm-up "
+                      f"plus {rate_max:g} per step after it ({allowed:g})"), ev
+    return False, f"{name} {total} after {steps} steps", ev
+
+
+def fallbacks(facts: LogFacts, settings: dict[str, Any]) -> list[Evidence]:
+    ignore = set(settings["fallback_ignore"])
+    out = [
+        Evidence("log_line", str(hit.line), f"{name} ran on the CPU {hit.text} times")
+        for name, hit in sorted(facts.counters.items())
+        if name.startswith("aten::") and name not in ignore and int(hit.text) > 0
+    ]
+    for hit in facts.profiler:
+        if "not lowered" in hit.text:
+            out.append(_log(hit))
+    return out
+
+
+def host_syncs(facts: LogFacts) -> list[Evidence]:
+    out = []
+    hit = facts.counters.get("aten::_local_scalar_dense")
+    steps = facts.last_step or 0
+    if hit is not None and steps and int(hit.text) > steps:
+        out.append(Evidence("log_line", str(hit.line),
+                            f"aten::_local_scalar_dense {hit.text} over {steps} steps: a host sync per step"))
+    out += [_log(h) for h in facts.profiler if "TransferFromDeviceTime too frequent" in h.text]
+    return out
+
+
+def _launcher_processes(argv: tuple[str, ...]) -> int | None:
+    text = " ".join(argv)
+    m = re.search(r"--nproc[-_]per[-_]node[= ](\d+)", text)
+    if m and ("torchrun" in text or "torch.distributed" in text):
+        return int(m.group(1))
+    return None
+
+
+def level3(run: Run, intended: Hardware, settings: dict[str, Any]) -> LevelResult:
+    kind, count, evidence = observed_devices(run)
+    problems: list[tuple[FailureCause, str, list[Evidence]]] = []
+    if kind is not None and not _kind_matches(intended.kind, str(kind)):
+        problems.append((FailureCause.WRONG_CONFIGURATION, f"ran on {kind}, not {intended.kind}", evidence[:1]))
+    if count is not None and count < intended.count:
+        problems.append((FailureCause.WRONG_CONFIGURATION, f"ran on {count} device(s) where {intended.count} are intended",
+                         evidence[:1]))
+    facts = run.facts
+    if facts is not None and facts.probes:
+        sizes = [(hit, p.get("world_size"), p.get("launcher_world_size")) for hit, p in facts.probes]
+        launched = _launcher_processes(run.attempt.command.argv)
+        alone = [h for h, ws, lws in sizes if ws == 1 and ((lws or 0) > 1 or (launched or 0) > 1)]
+        if not alone and len(sizes) > 1 and all(ws == 1 for _, ws, _ in sizes):
+            alone = [h for h, _, _ in sizes]
+        if alone:
+            problems.append((FailureCause.WRONG_CONFIGURATION,
+                             f"{len(alone)} process(es) under a multi-process launch each report world size 1",
+                             [_log(h) for h in alone[:4]]))
+    if facts is not None:
+        fb = fallbacks(facts, settings)
+        if fb:
+            ops = ", ".join(e.text.split(" ran on")[0] for e in fb if " ran on" in e.text) or "ops not lowered"
+            problems.append((FailureCause.CPU_FALLBACK, f"CPU fallbacks: {ops}", fb))
+        recompiled, why, rev = recompilation(facts, settings)
+        if recompiled:
+            problems.append((FailureCause.RECOMPILATION, f"repeated compilation: {why}", rev))
+    if problems:
+        ev = [e for _, _, es in problems for e in es]
+        return LevelResult(3, FAIL, "; ".join(p[1] for p in problems), ev, [(c, es) for c, _, es in problems])
+    if count is None:
+        return LevelResult(3, UNKNOWN, f"no evidence of the device count (intended {intended.describe()})", evidence)
+    notes = ""
+    if facts is not None:
+        recompiled, why, rev = recompilation(facts, settings)
+        if recompiled is False:
+            notes = f"; no repeated compilation ({why})"
+            evidence += rev
+    return LevelResult(3, PASS, f"ran on {kind or '?'} x {count} as intended ({intended.describe()}), no CPU fallback{notes}",
+                       evidence)
+
+
+# --------------------------------------------------------------------------- level 4
+
+
+def level4(run: Run, migration: Migration) -> LevelResult:
+    goal = migration.goal
+    points = run.series.get(goal.metric)
+    want = f"{goal.direction.value} {goal.reference:g} (tolerance {goal.tolerance:g})"
+    if not points:
+        return LevelResult(4, UNKNOWN, f"no {goal.metric} recorded (goal: {want})")
+    step = max(points)
+    value = points[step]
+    ev = [run.metric_evidence(goal.metric, step)]
+    if goal.met_by(value):
+        return LevelResult(4, PASS, f"{goal.metric} {value:.6g} meets the goal ({want})", ev)
+    return LevelResult(4, FAIL, f"{goal.metric} {value:.6g} misses the goal ({want})", ev,
+                       [(FailureCause.GOAL_NOT_MET, ev)])
+
+
+# --------------------------------------------------------------------------- level 5
+
+
+def wall_seconds(a: Attempt) -> float | None:
+    if not a.started_at or not a.ended_at:
+        return None
+    try:
+        start = datetime.datetime.fromisoformat(a.started_at.replace("Z", "+00:00"))
+        end = datetime.datetime.fromisoformat(a.ended_at.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (end - start).total_seconds()
+
+
+def _price(prices: dict[str, float], kind: str | None) -> float | None:
+    if kind is None:
+        return None
+    lowered = {k.lower(): v for k, v in prices.items()}
+    return lowered.get(kind.lower())
+
+
+def cost(run: Run, prices: dict[str, float], kind: str | None, chips: int | None) -> tuple[float | None, float | None]:
+    wall = wall_seconds(run.attempt)
+    price = _price(prices, kind)
+    if wall is None or price is None or chips is None:
+        return wall, None
+    return wall, wall / 3600.0 * chips * price
+
+
+def level5(run: Run, reference: Run | None, migration: Migration, study: Study, intended: Hardware,
+           level1_outcome: Outcome, settings: dict[str, Any]) -> tuple[LevelResult, dict[str, float | None]]:
+    _, observed_count, _ = observed_devices(run)
+    chips = observed_count or intended.count
+    kind = intended.kind
+    wall, dollars = cost(run, study.prices, kind, chips)
+    figures: dict[str, float | None] = {"wall": wall, "cost": dollars, "time_ratio": None, "cost_ratio": None}
+    if reference is None:
+        return LevelResult(5, UNKNOWN, "no reference run to compare with"), figures
+    ref_kind, ref_count, _ = observed_devices(reference)
+    ref_hw = reference.attempt.intended_hardware
+    ref_kind = ref_kind or (ref_hw.kind if ref_hw else None)
+    ref_wall, ref_dollars = cost(reference, study.prices, ref_kind, ref_count or (ref_hw.count if ref_hw else 1))
+    if wall is not None and ref_wall:
+        figures["time_ratio"] = wall / ref_wall
+    if dollars is not None and ref_dollars:
+        figures["cost_ratio"] = dollars / ref_dollars
+    ev = [
+        _record("wall", f"{wall:.2f} s on {kind} x {chips}" if wall is not None else "unknown"),
+        Evidence("record", "reference wall", f"{ref_wall:.2f} s on {ref_kind} x {ref_count or 1}" if ref_wall else "unknown"),
+    ]
+    if level1_outcome is not PASS:
+        return LevelResult(5, UNKNOWN, "the run did not complete (level 1), so its time says nothing", ev), figures
+    tr, cr = figures["time_ratio"], figures["cost_ratio"]
+    if tr is None:
+        return LevelResult(5, UNKNOWN, "no wall time for this run or the reference", ev), figures
+    mt, mc = float(settings["max_time_ratio"]), float(settings["max_cost_ratio"])
+    text = f"time x{tr:.2f} of the reference" + (f", cost x{cr:.2f}" if cr is not None else ", cost unknown (no price)")
+    if tr >= mt or (cr is not None and cr >= mc):
+        return LevelResult(5, FAIL, f"{text}: not better on both (limits x{mt:g} time, x{mc:g} cost)", ev,
+                           [(FailureCause.SLOWER_OR_COSTLIER, ev)]), figures
+    if cr is None:
+        return LevelResult(5, UNKNOWN, f"{text}: faster, cost unknown", ev), figures
+    return LevelResult(5, PASS, f"{text}: better on both", ev), figures
+
+
+# --------------------------------------------------------------------------- cause and flags
+
+_ENV = re.compile(r"ModuleNotFoundError|ImportError|undefined symbol|No module named|cannot open shared object|"
+                  r"FileNotFoundError|PermissionError|DefaultCredentialsError|version mismatch")
+_API = re.compile(r"NVIDIA driver|torch\.cuda|CUDA|cuda|nccl|NCCL|Torch not compiled with CUDA")
+
+
+def crash_cause(run: Run) -> tuple[FailureCause, list[Evidence], str]:
+    a = run.attempt
+    facts = run.facts
+    lines = (facts.exceptions if facts else []) + [h for _, h in (facts.fatal if facts else [])]
+    oom = [h for k, h in (facts.fatal if facts else []) if k == "oom"]
+    if oom or a.exit_code == 137 and any(k == "killed" for k, _ in (facts.fatal if facts else [])):
+        return FailureCause.OUT_OF_MEMORY, [_log(h) for h in oom[:2]] + [_record("exit_code", a.exit_code)], "out of memory"
+    if a.status is AttemptStatus.INTERRUPTED or a.exit_code in (124, -9, -15) or (
+        facts and any(k == "timeout" for k, _ in facts.fatal) and a.exit_code not in (0, None) and not facts.exceptions
+    ):
+        ev = [_record("status", a.status.value), _record("exit_code", a.exit_code)]
+        ev += [_log(h) for k, h in (facts.fatal if facts else []) if k == "timeout"][:2]
+        return FailureCause.TIMEOUT, ev, "stopped for taking too long"
+    if a.exit_code == 137:
+        return FailureCause.OUT_OF_MEMORY, [_record("exit_code", 137)], "killed (exit 137), most often the OOM killer"
+    for hit in facts.exceptions if facts else []:
+        if _ENV.search(hit.text):
+            return FailureCause.ENVIRONMENT, [_log(hit)], "could not import or find what it needs"
+        if _API.search(hit.text):
+            return FailureCause.API_MISUSE, [_log(hit)], "a GPU-only call survived the port"
+    if lines:
+        return FailureCause.CRASH, [_log(h) for h in lines[:3]], "raised an error"
+    return FailureCause.CRASH, [_record("exit_code", a.exit_code)], "exited with an error status"
+
+
+def judge(
+    run: Run,
+    reference: Run | None,
+    migration: Migration,
+    study: Study,
+    settings: dict[str, Any],
+    tensors: LevelResult | None = None,
+) -> Judgement:
+    intended = run.attempt.intended_hardware or Hardware(migration.target.accelerator, migration.target.chips)
+    l1 = level1(run, reference, migration.goal.metric, settings)
+    l2 = level2(run, reference, migration.goal.metric, settings, tensors)
+    l3 = level3(run, intended, settings)
+    l4 = level4(run, migration)
+    if l1.outcome is not PASS and l4.outcome is FAIL:
+        l4 = LevelResult(4, UNKNOWN, f"the run did not complete: {l4.reason}", l4.evidence)
+    l5, figures = level5(run, reference, migration, study, intended, l1.outcome, settings)
+    levels = [l1, l2, l3, l4, l5]
+    highest = 0
+    for result in levels:
+        if result.outcome is not PASS:
+            break
+        highest += 1
+    errors = errors_raised(run)
+    raised = bool(errors)
+    failed = [r for r in levels if r.outcome is FAIL]
+    cause = None
+    cause_ev: list[Evidence] = []
+    note = ""
+    notes = host_syncs(run.facts) if run.facts is not None else []
+    if failed:
+        first = failed[0]
+        if first.level == 1:
+            if raised or run.attempt.exit_code not in (0, None) or run.attempt.status is AttemptStatus.INTERRUPTED:
+                cause, cause_ev, note = crash_cause(run)
+            else:
+                cause, cause_ev, note = FailureCause.INCOMPLETE, first.evidence, first.reason
+        elif first.level == 5 and notes:
+            cause, cause_ev, note = FailureCause.HOST_SYNC, notes, f"{first.reason}; host syncs every step"
+        else:
+            cause, cause_ev = first.causes[0] if first.causes else (FailureCause.OTHER, first.evidence)
+            note = first.reason
+    silent = bool(failed) and not raised and run.attempt.exit_code == 0
+    expected = run.attempt.expected_level
+    over = None if expected is None else expected > highest
+    return Judgement(
+        levels=levels,
+        highest_level=highest,
+        cause=cause,
+        cause_evidence=list(cause_ev),
+        cause_note=note,
+        silent=silent,
+        over_claim=over,
+        raised_error=raised,
+        wall_seconds=figures["wall"],
+        cost_dollars=figures["cost"],
+        time_ratio=figures["time_ratio"],
+        cost_ratio=figures["cost_ratio"],
+        notes=notes,
+    )
