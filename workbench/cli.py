@@ -173,6 +173,35 @@ def import_claude_code_cmd(
         sys.exit(2)
 
 
+@import_.command("git")
+@click.argument("repo", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--db", type=DB_PATH, help="Study database (it must hold the migration).")
+@click.option("--migration", "slug", required=True, help="Slug of the migration.")
+@click.option("--ref", default="HEAD", show_default=True, help="The branch or commit whose history to import.")
+@click.option("--logs", type=click.Path(file_okay=False, path_type=Path),
+              help="A folder with <sha>.log and <sha>.metrics.jsonl beside the commits.")
+def import_git_cmd(repo: Path, db: Path | None, slug: str, ref: str, logs: Path | None) -> None:
+    """Import a repository in which each commit after the base is one attempt.
+
+    Command, status and expectations come from Attempt-* trailers of the commit message; the
+    log and metrics from .workbench/ in the commit or from --logs (docs/claude-code-import.md).
+    Exit status 0 when attempts were imported (or were already there), 2 when none were.
+    """
+    from workbench.importers.git_history import import_git
+
+    study = _open(db or config.default_db())
+    try:
+        report = import_git(study, repo, slug, config.reviewer(), ref=ref, logs=logs)
+    finally:
+        study.close()
+    for problem in report.problems:
+        click.echo(clean(problem), err=True)
+    click.echo(f"{report.inserted} new, {report.updated} updated, {report.unchanged} unchanged"
+               + (f"; {len(report.problems)} commit(s) skipped" if report.problems else ""))
+    if report.imported == 0:
+        sys.exit(2)
+
+
 class _NoBar:
     def __enter__(self) -> _NoBar:
         return self
