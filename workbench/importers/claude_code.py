@@ -255,6 +255,13 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + f" … [{len(text) - limit} more characters]"
 
 
+def _redact_cut(text: str) -> str:
+    """Cut to CONTEXT_TEXT_MAX, redacting with a margin so a secret across the cut is still caught."""
+    if len(text) <= CONTEXT_TEXT_MAX:
+        return redact(text)
+    return _cut(redact(text[: CONTEXT_TEXT_MAX + 512]), CONTEXT_TEXT_MAX)
+
+
 # ---------------------------------------------------------------- the state of a session
 
 
@@ -281,8 +288,8 @@ class PendingCall:
         return ToolCall(
             tool_use_id=self.tool_use_id,
             name=self.name,
-            input=_cut(redact(json.dumps(self.input, ensure_ascii=False, sort_keys=True)), CONTEXT_TEXT_MAX),
-            result=_cut(redact(self.result), CONTEXT_TEXT_MAX),
+            input=_redact_cut(json.dumps(self.input, ensure_ascii=False, sort_keys=True)),
+            result=_redact_cut(self.result),
             is_error=self.is_error,
             called_at=self.called_at,
             result_at=self.result_at,
@@ -709,9 +716,16 @@ class ClaudeCodeImporter:
     def run(self, paths: list[Path]) -> ImportReport:
         report = ImportReport()
         files, report.problems = discover(paths)
-        for path in files:
-            session = SessionImporter(self, path)
-            report.files.extend(session.run())
+        # One transaction per attempt: in WAL mode, NORMAL keeps the database safe from corruption
+        # and skips an fsync per commit (a power cut may lose the last attempts, never half of one).
+        previous = self.db.execute("PRAGMA synchronous").fetchone()[0]
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        try:
+            for path in files:
+                session = SessionImporter(self, path)
+                report.files.extend(session.run())
+        finally:
+            self.db.execute(f"PRAGMA synchronous={int(previous)}")
         return report
 
     def seq_for(self, tool_use_id: str) -> int:

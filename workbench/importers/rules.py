@@ -192,16 +192,49 @@ _EXTRA_SECRETS = [
 ]
 
 
-def redact(text: str) -> str:
-    """workbench.redact's patterns, then private keys, Slack and GitLab tokens."""
+_TRIGGER = re.compile(
+    r"sk-|hf_|gh[pousr]_|github_pat_|aiza|ya29\.|akia|asia|bearer|key|secret|token|passw|xox[abprs]-|glpat-"
+)
+"""Lower-case fragments every secret shape above contains: lines without one are left alone."""
+
+
+def _redact_line(text: str) -> str:
     from workbench.redact import redact as shared
 
-    if not text:
-        return text
     text = shared(text)
-    for pattern, replacement in _EXTRA_SECRETS:
+    for pattern, replacement in _EXTRA_SECRETS[1:]:
         text = pattern.sub(replacement, text)
     return text
+
+
+def redact(text: str) -> str:
+    """workbench.redact's patterns, then private keys, Slack and GitLab tokens.
+
+    For speed on large logs, only the lines holding a trigger fragment (`_TRIGGER`, searched in
+    the lower-cased text) go through the full patterns; private key blocks span lines and are
+    searched for in the whole text.
+    """
+    if not text:
+        return text
+    if "PRIVATE KEY-----" in text:
+        pattern, replacement = _EXTRA_SECRETS[0]
+        text = pattern.sub(replacement, text)
+    lower = text.lower()
+    if len(lower) != len(text):  # a few characters change length when lower-cased
+        return _redact_line(text)
+    out: list[str] = []
+    pos = 0
+    while (hit := _TRIGGER.search(lower, pos)) is not None:
+        start = text.rfind("\n", 0, hit.start()) + 1
+        end = text.find("\n", hit.end())
+        end = len(text) if end == -1 else end
+        out.append(text[pos:start])
+        out.append(_redact_line(text[start:end]))
+        pos = end
+    if not out:
+        return text
+    out.append(text[pos:])
+    return "".join(out)
 
 
 # The agent's expectation, read from its own words after an attempt.

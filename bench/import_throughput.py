@@ -1,0 +1,129 @@
+"""Claude Code import throughput and peak memory against a bare `json.loads` loop.
+
+    .venv/bin/python bench/import_throughput.py [--mb 200] [--keep DIR]
+
+Writes a synthetic transcript of about --mb megabytes (a long migration session: reads, edits,
+environment checks, background runs and workload runs with large outputs), then measures, each
+in a fresh subprocess so peak RSS is its own:
+
+- parse:  `for line in f: json.loads(line)` over the file;
+- import: `ClaudeCodeImporter` into a new study database (default workload rule).
+
+Target: import time at most twice the bare parse. Prints a Markdown table row for
+bench/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+
+def write_transcript(path: Path, megabytes: int) -> int:
+    from import_helpers import Transcript
+
+    rng = random.Random(7)
+    target = megabytes << 20
+    written = 0
+    runs = 0
+    with path.open("w") as fh:
+        t = Transcript()
+        while written < target:
+            t.lines = []
+            t.read("train.py", "import torch\n" * rng.randint(20, 400))
+            t.edit("train.py", f"lr = {rng.random():.4f}", f"lr = {rng.random():.4f}")
+            t.bash("python -c 'import torch_xla; print(torch_xla.__version__)'", "2.6.0")
+            t.bash("ls -la && git status", "total 12\n" + "-rw-r--r-- 1 a a 100 train.py\n" * 20)
+            t.say("Let me run the training again. " * rng.randint(1, 20))
+            output = "".join(f"step {s} loss {rng.random():.6f} throughput {rng.random() * 1000:.1f}\n"
+                             for s in range(rng.randint(200, 4000)))
+            failed = rng.random() < 0.3
+            t.bash("PJRT_DEVICE=TPU python train.py --epochs 1", output + ("Traceback\nRuntimeError: x\n" if failed else ""),
+                   exit_code=1 if failed else 0)
+            runs += 1
+            t.say("The training now runs on the TPU and the loss matches the GPU reference." if not failed
+                  else "It crashed; the optimizer step needs xm.optimizer_step.")
+            for line in t.lines:
+                text = json.dumps(line) + "\n"
+                fh.write(text)
+                written += len(text)
+    return runs
+
+
+def measure(mode: str, transcript: Path, workdir: Path) -> None:
+    start = time.perf_counter()
+    if mode == "parse":
+        n = 0
+        with transcript.open("rb") as fh:
+            for line in fh:
+                json.loads(line)
+                n += 1
+        detail = f"{n} lines"
+    else:
+        from conftest import BundleBuilder
+
+        from storage.database import open_study
+        from workbench.bundle import import_bundle
+        from workbench.importers.claude_code import ClaudeCodeImporter
+
+        workdir = Path(tempfile.mkdtemp(prefix="import-", dir=workdir))
+        builder = BundleBuilder(workdir / "bundle")
+        builder.write_study()
+        builder.add_migration("mlp-xla", commits=1)
+        study = open_study(workdir / "s.db", create=True)
+        import_bundle(study, builder.root, "bench")
+        start = time.perf_counter()
+        report = ClaudeCodeImporter(study, "mlp-xla", "bench").run([transcript])
+        study.close()
+        detail = f"{report.inserted} attempts, {sum(f.tool_calls for f in report.files)} tool calls"
+    elapsed = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"mode": mode, "seconds": elapsed, "peak_mib": peak, "detail": detail}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mb", type=int, default=200)
+    parser.add_argument("--keep", type=Path)
+    parser.add_argument("--measure", choices=["parse", "import"])
+    parser.add_argument("--transcript", type=Path)
+    parser.add_argument("--workdir", type=Path)
+    args = parser.parse_args()
+    if args.measure:
+        measure(args.measure, args.transcript, args.workdir)
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        work = args.keep or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        transcript = work / "session.jsonl"
+        runs = write_transcript(transcript, args.mb)
+        size = transcript.stat().st_size / (1 << 20)
+        results = {}
+        for mode in ("parse", "import"):
+            done = subprocess.run(
+                [sys.executable, __file__, "--measure", mode, "--transcript", str(transcript), "--workdir", str(work)],
+                capture_output=True, text=True, check=True,
+            )
+            results[mode] = json.loads(done.stdout.strip().splitlines()[-1])
+        parse, imp = results["parse"], results["import"]
+        print(f"transcript: {size:.0f} MiB, {runs} workload runs")
+        for r in (parse, imp):
+            print(f"{r['mode']:>6}: {r['seconds']:.2f} s ({size / r['seconds']:.0f} MiB/s), peak RSS {r['peak_mib']:.0f} MiB, {r['detail']}")
+        print(f"ratio import/parse: {imp['seconds'] / parse['seconds']:.2f}")
+        print(f"| {size:.0f} MiB | {parse['seconds']:.2f} s | {imp['seconds']:.2f} s | "
+              f"{imp['seconds'] / parse['seconds']:.2f} | {parse['peak_mib']:.0f} MiB | {imp['peak_mib']:.0f} MiB |")
+
+
+if __name__ == "__main__":
+    main()
