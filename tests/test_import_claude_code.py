@@ -134,3 +134,21 @@ def test_a_file_that_is_not_a_transcript(study, tmp_path: Path) -> None:
     empty = tmp_path / "empty.jsonl"
     empty.write_text(json.dumps({"foo": 1}) + "\n")
     assert "unknown type" in run(study, empty).files[0].summary()
+
+
+def test_a_background_run_takes_its_exit_code_from_the_task_notification(study, tmp_path: Path) -> None:
+    from import_helpers import Transcript
+
+    t = Transcript()
+    call = t.call("Bash", {"command": "python train.py", "run_in_background": True})
+    t.result(call, "Command running in background with ID: b77. Output is being written to: /tmp/x",
+             extra={"stdout": "", "stderr": "", "interrupted": False, "backgroundTaskId": "b77"})
+    t.say("Started the training in the background.")
+    t.lines.append({"type": "queue-operation", "operation": "enqueue", "timestamp": t.at(),
+                    "sessionId": t.session, "content": "<task-notification>\n<task-id>b77</task-id>\n"
+                    "<status>failed</status>\n<summary>Background command \"train\" failed (exit code 2)</summary>"})
+    t.bash("python other.py", "fine")
+    report = run(study, t.dump(tmp_path / "bg.jsonl"), all_bash=False)
+    assert report.inserted == 2
+    got = agent_attempts(study)[call]
+    assert (got["status"], got["exit_code"], got["exit_code_source"]) == ("nonzero_exit", 2, "task_notification")
