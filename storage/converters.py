@@ -28,6 +28,7 @@ def study_from_row(row: dict[str, Any]) -> Study:
         prices=json.loads(row["prices"] or "{}"),
         staff_hourly_rate=row["staff_hourly_rate"] or 0.0,
         reviewers=tuple(json.loads(row["reviewers"] or "[]")),
+        intervention_kinds=json.loads(row.get("intervention_kinds") or "{}"),
     )
 
 
@@ -39,6 +40,7 @@ def study_to_row(study: Study) -> dict[str, Any]:
         "staff_hourly_rate": study.staff_hourly_rate,
         "reviewers": json.dumps(list(study.reviewers)),
         "prices": json.dumps(study.prices, sort_keys=True),
+        "intervention_kinds": json.dumps(study.intervention_kinds),
     }
 
 

@@ -8,8 +8,13 @@ from typing import Any
 from sqlite_utils import Database
 
 from storage.converters import attempt_from_row, migration_from_row, study_from_row
+from workbench.effort import EffortInputs, RunCost, Standing
 from workbench.models import (
     AttemptSummary,
+    BudgetChange,
+    Budgets,
+    Decision,
+    DecisionKind,
     Evidence,
     Failure,
     FailureCause,
@@ -18,6 +23,7 @@ from workbench.models import (
     Migration,
     MigrationSummary,
     Outcome,
+    ReviewSession,
     Study,
     Verdict,
     VerdictOverride,
@@ -280,3 +286,174 @@ def current_failure(db: Database, attempt_id: int) -> Failure | None:
     row = rows[0]
     return Failure(row["id"], row["attempt_id"], FailureCause(row["cause"]), bool(row["silent"]),
                    row["note"] or "", _evidence(row["evidence"]))
+
+
+# --------------------------------------------------------------------------- human effort
+# docs/effort.md: budgets (the latest budget_change wins over the bundle's), the figures the
+# stopping rules read, and the human records per migration and per attempt.
+
+
+def study_intervention_kinds(db: Database) -> dict[str, str]:
+    """The study's own intervention kinds (from study.toml); the built-in ones are not included."""
+    row = db.execute("SELECT intervention_kinds FROM study WHERE id = 1").fetchone()
+    return json.loads(row[0]) if row and row[0] else {}
+
+
+def _budget_change(row: dict[str, Any]) -> BudgetChange:
+    return BudgetChange(
+        id=row["id"],
+        migration_id=row["migration_id"],
+        budgets=Budgets(row["compute_dollars"], row["staff_hours"], row["attempts"], row["calendar_days"]),
+        acceptance_level=row["acceptance_level"],
+        reason=row["reason"] or "",
+        reviewer=row["reviewer"],
+        at=row["at"],
+    )
+
+
+def budget_changes(db: Database, migration_id: int) -> list[BudgetChange]:
+    """Every budget edit of a migration, oldest first."""
+    return [_budget_change(r) for r in _rows(
+        db, "SELECT * FROM budget_change WHERE migration_id = ? ORDER BY id", [migration_id])]
+
+
+def effective_budgets(db: Database, migration: Migration) -> tuple[Budgets, int]:
+    """The budgets and acceptance level in force: the latest edit, else the bundle's."""
+    rows = _rows(db, "SELECT * FROM budget_change WHERE migration_id = ? ORDER BY id DESC LIMIT 1",
+                 [migration.id])
+    if rows:
+        change = _budget_change(rows[0])
+        return change.budgets, change.acceptance_level
+    return migration.budgets, migration.acceptance_level
+
+
+def migration_by_id(db: Database, migration_id: int) -> Migration | None:
+    rows = _rows(db, "SELECT * FROM migration WHERE id = ?", [migration_id])
+    return migration_from_row(rows[0]) if rows else None
+
+
+def attempt_id_by_seq(db: Database, migration_id: int, seq: int) -> int | None:
+    row = db.execute("SELECT id FROM attempt WHERE migration_id = ? AND seq = ?", [migration_id, seq]).fetchone()
+    return row[0] if row else None
+
+
+def effort_inputs(db: Database, migration_id: int) -> EffortInputs:
+    """Everything the stopping rules read for one migration (see workbench.effort.standing)."""
+    from workbench.effort import estimate_cost
+
+    migration = migration_by_id(db, migration_id)
+    if migration is None:
+        raise ValueError(f"no migration #{migration_id}")
+    study = get_study(db)
+    budgets, level = effective_budgets(db, migration)
+    runs = []
+    for row in _rows(db, """
+        SELECT a.id, a.source, a.started_at, a.ended_at, a.intended_kind, a.intended_count,
+               a.observed_kind, a.observed_count, v.cost_dollars
+        FROM attempt a LEFT JOIN verification v ON v.attempt_id = a.id AND v.superseded_by IS NULL
+        WHERE a.migration_id = ? AND a.source != 'reference' ORDER BY a.seq""", [migration_id]):
+        dollars = row["cost_dollars"]
+        if dollars is None:
+            dollars = estimate_cost(
+                row["started_at"], row["ended_at"],
+                row["observed_kind"] or row["intended_kind"] or migration.target.accelerator,
+                row["observed_count"] or row["intended_count"] or migration.target.chips,
+                study.prices if study else {},
+            )
+        runs.append(RunCost(row["id"], row["source"], dollars, row["started_at"]))
+    sql = f"""
+    WITH {EFFECTIVE_VERDICTS}, {CURRENT_INTERVENTIONS},
+    attempt_level AS (
+        SELECT a.id,
+               (SELECT COALESCE(MIN(n.level), 6) - 1
+                FROM (SELECT 1 AS level UNION ALL SELECT 2 UNION ALL SELECT 3
+                      UNION ALL SELECT 4 UNION ALL SELECT 5) n
+                WHERE NOT EXISTS (SELECT 1 FROM effective e WHERE e.attempt_id = a.id
+                                  AND e.level = n.level AND e.outcome = 'pass')) AS level
+        FROM attempt a
+        WHERE a.migration_id = :m AND a.source != 'reference'
+          AND EXISTS (SELECT 1 FROM verdict v WHERE v.attempt_id = a.id AND v.superseded_by IS NULL)
+    )
+    SELECT
+        (SELECT MAX(level) FROM attempt_level) AS highest,
+        (SELECT count(*) FROM attempt WHERE migration_id = :m AND source = 'agent') AS agent_attempts,
+        (SELECT COALESCE(SUM(minutes), 0) FROM current_intervention WHERE migration_id = :m) AS minutes,
+        (SELECT COALESCE(SUM(active_seconds), 0) FROM review_session WHERE migration_id = :m) AS seconds,
+        (SELECT MIN(started_at) FROM attempt WHERE migration_id = :m AND started_at IS NOT NULL) AS first_attempt,
+        (SELECT MIN(t) FROM (SELECT MIN(at) AS t FROM intervention WHERE migration_id = :m
+                             UNION ALL SELECT MIN(started_at) FROM review_session WHERE migration_id = :m))
+            AS first_record,
+        (SELECT id FROM attempt WHERE migration_id = :m AND source != 'reference'
+            ORDER BY seq DESC LIMIT 1) AS latest_attempt,
+        (SELECT kind FROM decision WHERE migration_id = :m ORDER BY id DESC LIMIT 1) AS latest_decision
+    """
+    row = _rows(db, sql, {"m": migration_id})[0]
+    return EffortInputs(
+        budgets=budgets,
+        acceptance_level=level,
+        staff_hourly_rate=study.staff_hourly_rate if study else 0.0,
+        runs=tuple(runs),
+        agent_attempts=row["agent_attempts"],
+        intervention_minutes=row["minutes"],
+        review_seconds=row["seconds"],
+        highest_level=row["highest"],
+        first_at=row["first_attempt"] or row["first_record"],
+        latest_attempt_id=row["latest_attempt"],
+        latest_decision=row["latest_decision"],
+        status=migration.status.value,
+    )
+
+
+def migration_standing(db: Database, migration_id: int, now: Any = None) -> Standing:
+    """Where the migration stands against its budgets now, and what the rules suggest."""
+    from workbench.effort import standing
+
+    return standing(effort_inputs(db, migration_id), now)
+
+
+def _intervention(row: dict[str, Any]) -> Intervention:
+    return Intervention(
+        id=row["id"], migration_id=row["migration_id"], kind=row["kind"], minutes=row["minutes"],
+        note=row["note"] or "", reviewer=row["reviewer"], at=row["at"], attempt_id=row["attempt_id"],
+        corrects=row["corrects"],
+    )
+
+
+def attempt_interventions(db: Database, attempt_id: int) -> list[Intervention]:
+    """Every intervention record about one attempt, corrections included, oldest first."""
+    return [_intervention(r) for r in _rows(
+        db, "SELECT * FROM intervention WHERE attempt_id = ? ORDER BY id", [attempt_id])]
+
+
+def corrected_ids(db: Database, migration_id: int) -> dict[int, int]:
+    """Intervention id to the id of the record that corrects it."""
+    return {r[0]: r[1] for r in db.execute(
+        "SELECT corrects, id FROM intervention WHERE migration_id = ? AND corrects IS NOT NULL",
+        [migration_id]).fetchall()}
+
+
+def decisions(db: Database, migration_id: int) -> list[Decision]:
+    """A migration's decisions, oldest first."""
+    return [
+        Decision(
+            id=r["id"], migration_id=r["migration_id"], kind=DecisionKind(r["kind"]),
+            reason=r["reason"] or "", figures=json.loads(r["figures"] or "{}"), reviewer=r["reviewer"],
+            at=r["at"], suggested=DecisionKind(r["suggested"]) if r["suggested"] else None,
+            attempt_id=r["attempt_id"],
+        )
+        for r in _rows(db, "SELECT * FROM decision WHERE migration_id = ? ORDER BY id", [migration_id])
+    ]
+
+
+def review_sessions(db: Database, migration_id: int) -> list[ReviewSession]:
+    return [
+        ReviewSession(r["id"], r["reviewer"], r["migration_id"], r["started_at"], r["active_seconds"],
+                      r["ended_at"])
+        for r in _rows(db, "SELECT * FROM review_session WHERE migration_id = ? ORDER BY id", [migration_id])
+    ]
+
+
+def review_seconds_by_reviewer(db: Database, migration_id: int) -> dict[str, float]:
+    return {r[0]: r[1] for r in db.execute(
+        "SELECT reviewer, SUM(active_seconds) FROM review_session WHERE migration_id = ?"
+        " GROUP BY reviewer ORDER BY reviewer", [migration_id]).fetchall()}

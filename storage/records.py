@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import datetime
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from sqlite_utils import Database
@@ -33,8 +35,34 @@ def audit(
     )
 
 
+@contextmanager
+def immediate(db: Database) -> Iterator[Database]:
+    """A write transaction that takes the write lock at BEGIN (waiting up to the busy timeout).
+
+    A deferred transaction that reads before it writes can fail at once with SQLITE_BUSY when
+    another process commits in between; taking the lock first makes concurrent writers queue.
+    Inside an open transaction it is a savepoint, as `db.atomic()` is.
+    """
+    if db.conn.in_transaction:
+        with db.atomic():
+            yield db
+        return
+    db.conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+    except BaseException:
+        db.conn.rollback()
+        raise
+    else:
+        try:
+            db.conn.execute("COMMIT")
+        except BaseException:
+            db.conn.rollback()
+            raise
+
+
 def _insert(db: Database, table: str, row: dict[str, Any], reviewer: str) -> int:
-    with db.atomic():
+    with immediate(db):
         row_id = db[table].insert(row).last_pk
         audit(db, reviewer, "insert", table, row_id, row)
     return row_id
@@ -259,3 +287,129 @@ def add_verify_settings(
         {"migration_id": migration_id, "settings": text, "source": source, "reviewer": reviewer, "at": now()},
         reviewer,
     )
+
+
+# --------------------------------------------------------------------------- human effort
+# docs/effort.md. Each write validates what a reviewer typed and raises ValueError with one line
+# that says what is wrong; nothing is written then.
+
+
+def record_intervention(
+    db: Database,
+    *,
+    migration_id: int,
+    kind: str,
+    minutes: float | str,
+    note: str,
+    reviewer: str,
+    attempt_id: int | None = None,
+    corrects: int | None = None,
+) -> int:
+    """An intervention, checked: a known kind, sensible minutes, an attempt of this migration,
+    and a correction only of a record of this migration that nothing corrects yet."""
+    from storage import queries
+    from workbench.effort import check_kind, intervention_kinds, parse_minutes
+
+    value = parse_minutes(minutes)
+    with immediate(db):
+        kind = check_kind(kind, intervention_kinds(queries.study_intervention_kinds(db)))
+        if attempt_id is not None:
+            row = db.execute("SELECT migration_id FROM attempt WHERE id = ?", [attempt_id]).fetchone()
+            if row is None or row[0] != migration_id:
+                raise ValueError(f"attempt: #{attempt_id} is not an attempt of this migration")
+        if corrects is not None:
+            row = db.execute("SELECT migration_id FROM intervention WHERE id = ?", [corrects]).fetchone()
+            if row is None or row[0] != migration_id:
+                raise ValueError(f"corrects: there is no intervention #{corrects} in this migration")
+            later = db.execute("SELECT id FROM intervention WHERE corrects = ?", [corrects]).fetchone()
+            if later is not None:
+                raise ValueError(f"corrects: #{corrects} is already corrected by #{later[0]}; correct that one")
+        return add_intervention(
+            db, migration_id=migration_id, kind=kind, minutes=value, note=note.strip(),
+            reviewer=reviewer, attempt_id=attempt_id, corrects=corrects,
+        )
+
+
+DECISION_STATUS = {"accept": "accepted", "stop": "stopped", "continue": "in_progress"}
+"""A decision sets the migration's status."""
+
+
+def record_decision(
+    db: Database, *, migration_id: int, kind: DecisionKind, reason: str, reviewer: str,
+    expected: DecisionKind | None = None,
+) -> int:
+    """A decision with the figures and the rules' suggestion as they are inside the write
+    transaction; the migration's status follows it. A decision against the suggestion needs a
+    reason. `expected` is the suggestion the reviewer saw: if the figures moved since and the
+    suggestion changed, the decision is refused so the reviewer can look again."""
+    from storage import queries
+
+    reason = reason.strip()
+    with immediate(db):
+        current = queries.migration_standing(db, migration_id)
+        if expected is not None and current.suggestion is not expected:
+            raise ValueError(
+                f"the suggestion changed to {current.suggestion.value} since the form opened"
+                " (another reviewer's record); look again and save"
+            )
+        if current.needs_reason(kind) and not reason:
+            raise ValueError(
+                f"reason: the rules suggest {current.suggestion.value}; say why you {kind.value} instead"
+            )
+        decision_id = _insert(db, "decision", {
+            "migration_id": migration_id,
+            "kind": kind.value,
+            "reason": reason,
+            "figures": json.dumps(current.figures(), sort_keys=True),
+            "suggested": current.suggestion.value,
+            "attempt_id": current.latest_attempt_id,
+            "reviewer": reviewer,
+            "at": now(),
+        }, reviewer)
+        status = DECISION_STATUS[kind.value]
+        old = db.execute("SELECT status FROM migration WHERE id = ?", [migration_id]).fetchone()[0]
+        if old != status:
+            db.execute("UPDATE migration SET status = ? WHERE id = ?", [status, migration_id])
+            audit(db, reviewer, "update", "migration", migration_id,
+                  {"status": status, "was": old, "decision": decision_id})
+    return decision_id
+
+
+def add_budget_change(
+    db: Database, *, migration_id: int, compute_dollars: float | None, staff_hours: float | None,
+    attempts: int | None, calendar_days: float | None, acceptance_level: int, reason: str,
+    reviewer: str,
+) -> int:
+    """New budgets and acceptance level for a migration: the whole set, the latest one wins."""
+    from workbench.effort import check_acceptance_level
+
+    for name, value in (("compute dollars", compute_dollars), ("staff hours", staff_hours),
+                        ("attempts", attempts), ("calendar days", calendar_days)):
+        if value is not None and value < 0:
+            raise ValueError(f"{name}: must be 0 or more")
+    return _insert(db, "budget_change", {
+        "migration_id": migration_id,
+        "compute_dollars": compute_dollars,
+        "staff_hours": staff_hours,
+        "attempts": attempts,
+        "calendar_days": calendar_days,
+        "acceptance_level": check_acceptance_level(acceptance_level),
+        "reason": reason.strip(),
+        "reviewer": reviewer,
+        "at": now(),
+    }, reviewer)
+
+
+def add_review_session(
+    db: Database, *, reviewer: str, migration_id: int, started_at: str, ended_at: str | None,
+    active_seconds: float,
+) -> int:
+    if active_seconds < 0:
+        raise ValueError("active seconds must not be negative")
+    return _insert(db, "review_session", {
+        "reviewer": reviewer,
+        "migration_id": migration_id,
+        "started_at": started_at,
+        "ended_at": ended_at,
+        "active_seconds": float(active_seconds),
+    }, reviewer)

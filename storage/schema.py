@@ -335,6 +335,103 @@ def m005_transcript_imports(db: Database) -> None:
     )
 
 
+@migrations()
+def m007_human_effort(db: Database) -> None:
+    """Human effort (docs/effort.md): a study's own intervention kinds, budget changes made in
+    the app (append-only, latest wins), what the rules suggested at each decision, when a
+    review session ended, and indexes for the per-migration and per-attempt lists."""
+    db["study"].add_column("intervention_kinds", str)
+    # JSON object: kind name to description, from study.toml's [interventions] kinds.
+    db["decision"].add_column("suggested", str)
+    # plain ALTER TABLE: sqlite-utils' fk= rebuilds the table, which would drop its triggers
+    db.execute("ALTER TABLE decision ADD COLUMN attempt_id INTEGER REFERENCES attempt(id)")
+    db["review_session"].add_column("ended_at", str)
+    db["budget_change"].create(
+        {
+            "id": int,
+            "migration_id": int,
+            "compute_dollars": float,
+            "staff_hours": float,
+            "attempts": int,
+            "calendar_days": float,
+            "acceptance_level": int,
+            "reason": str,
+            "reviewer": str,
+            "at": str,
+        },
+        pk="id",
+        not_null={"migration_id", "acceptance_level", "reviewer", "at"},
+        foreign_keys=[("migration_id", "migration", "id")],
+    )
+    db["budget_change"].create_index(["migration_id"])
+    db["intervention"].create_index(["migration_id"])
+    db["intervention"].create_index(["attempt_id"])
+    db["intervention"].create_index(["corrects"])
+    db["decision"].create_index(["migration_id"])
+    db["review_session"].create_index(["migration_id"])
+    for event in ("UPDATE", "DELETE"):
+        db.execute(
+            f"CREATE TRIGGER budget_change_append_only_{event.lower()} BEFORE {event} ON budget_change"
+            " BEGIN SELECT RAISE(ABORT, 'budget_change records are append-only:"
+            " record a new one instead'); END"
+        )
+
+
+@migrations()
+def m007_rerun_jobs(db: Database) -> None:
+    """Re-run jobs (docs/rerun.md): stored before they start, updated as they run; and the probe
+    reports each job brought back, one row per process."""
+    db["job"].create(
+        {
+            "id": int,
+            "migration_id": int,
+            "attempt_id": int,
+            "backend": str,
+            "host": str,
+            "zone": str,
+            "accelerator": str,
+            "chips": int,
+            "argv": str,
+            "cwd": str,
+            "env": str,
+            "options": str,
+            "timeout_s": float,
+            "keep_worktree": int,
+            "state": str,
+            "created_at": str,
+            "started_at": str,
+            "ended_at": str,
+            "wall_seconds": float,
+            "exit_code": int,
+            "error": str,
+            "job_dir": str,
+            "runner_pid": int,
+            "runner_host": str,
+            "child_pid": int,
+            "log_id": int,
+            "result_attempt_id": int,
+            "reviewer": str,
+        },
+        pk="id",
+        not_null={"migration_id", "attempt_id", "backend", "chips", "argv", "state", "created_at"},
+        defaults={"keep_worktree": 0},
+        foreign_keys=[
+            ("migration_id", "migration", "id"),
+            ("attempt_id", "attempt", "id"),
+            ("log_id", "log", "id"),
+            ("result_attempt_id", "attempt", "id"),
+        ],
+    )
+    db["job"].create_index(["state"])
+    db["probe_report"].create(
+        {"id": int, "job_id": int, "attempt_id": int, "file": str, "rank": int, "data": str},
+        pk="id",
+        not_null={"attempt_id", "file", "data"},
+        foreign_keys=[("job_id", "job", "id"), ("attempt_id", "attempt", "id")],
+    )
+    db["probe_report"].create_index(["attempt_id"])
+
+
 def known() -> list[str]:
     """Every migration this workbench knows, oldest first."""
     return [m.name for m in migrations.pending(Database(memory=True))]

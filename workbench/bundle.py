@@ -133,9 +133,29 @@ def parse_study(path: Path) -> Study:
             prices={k: float(v) for k, v in prices.items()},
             staff_hourly_rate=take(study, "staff_hourly_rate", float, required=False, default=0.0),
             reviewers=tuple(reviewers),
+            intervention_kinds=_intervention_kinds(take(data, "interventions", dict, required=False, default={})),
         )
     except BadRecord as exc:
         raise WorkbenchError(f"{path}: {exc}") from None
+
+
+def _intervention_kinds(table: dict[str, Any]) -> dict[str, str]:
+    """`[interventions] kinds = ["name", ...]` with optional `[interventions.describe] name = "..."`
+    (docs/effort.md): the study's own kinds beside the built-in ones."""
+    from workbench.effort import valid_kind_name
+
+    kinds = take(table, "kinds", list, required=False, default=[])
+    describe = take(table, "describe", dict, required=False, default={})
+    out: dict[str, str] = {}
+    for name in kinds:
+        if not isinstance(name, str) or not valid_kind_name(name):
+            raise BadRecord(f"[interventions] kinds: {str(name)[:40]!r} must be a lower-case name"
+                            " (letters, digits, '_' or '-', at most 40)")
+        text = describe.get(name, "")
+        if not isinstance(text, str):
+            raise BadRecord(f"[interventions.describe] {name}: must be a string")
+        out[name] = text
+    return out
 
 
 def parse_migration(path: Path, slug: str) -> tuple[Migration, str]:

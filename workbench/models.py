@@ -123,6 +123,8 @@ class Study:
     """Dollars per chip-hour by accelerator kind."""
     staff_hourly_rate: float = 0.0
     reviewers: tuple[str, ...] = ()
+    intervention_kinds: dict[str, str] = field(default_factory=dict)
+    """The study's own intervention kinds (name to description) beside the built-in ones."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,6 +301,10 @@ class Decision:
     """The budget figures at the moment of the decision."""
     reviewer: str
     at: str
+    suggested: DecisionKind | None = None
+    """What the stopping rules suggested at that moment."""
+    attempt_id: int | None = None
+    """The migration's latest attempt when the decision was made."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,6 +314,21 @@ class ReviewSession:
     migration_id: int
     started_at: str
     active_seconds: float
+    ended_at: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetChange:
+    """A reviewer's edit of a migration's budgets and acceptance level; the latest one wins over
+    the bundle's figures."""
+
+    id: int
+    migration_id: int
+    budgets: Budgets
+    acceptance_level: int
+    reason: str
+    reviewer: str
+    at: str
 
 
 @dataclass(frozen=True, slots=True)
