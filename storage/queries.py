@@ -457,3 +457,86 @@ def review_seconds_by_reviewer(db: Database, migration_id: int) -> dict[str, flo
     return {r[0]: r[1] for r in db.execute(
         "SELECT reviewer, SUM(active_seconds) FROM review_session WHERE migration_id = ?"
         " GROUP BY reviewer ORDER BY reviewer", [migration_id]).fetchall()}
+
+
+# --------------------------------------------------------------------------- report reads
+# Raw rows for workbench/report: one query per table over the chosen migrations, never counts;
+# the report counts them itself (docs/report.md defines every count).
+
+_IN_MIGRATIONS = "IN (SELECT value FROM json_each(:migrations))"
+
+
+def report_attempt_rows(db: Database, migration_ids: list[int]) -> list[dict[str, Any]]:
+    """Every attempt of the migrations (references too), with its current verification and
+    failure (NULL when it has none), by migration and seq."""
+    sql = f"""
+    SELECT a.*, v.id AS verification_id, v.highest_level AS v_highest_level, v.wall_seconds,
+           v.cost_dollars, v.time_ratio, v.cost_ratio, v.reference_attempt_id,
+           f.id AS failure_id, f.cause AS failure_cause, f.silent AS failure_silent,
+           f.note AS failure_note
+    FROM attempt a
+    LEFT JOIN verification v ON v.attempt_id = a.id AND v.superseded_by IS NULL
+    LEFT JOIN failure f ON f.attempt_id = a.id AND f.superseded_by IS NULL
+    WHERE a.migration_id {_IN_MIGRATIONS}
+    ORDER BY a.migration_id, a.seq
+    """
+    return _rows(db, sql, {"migrations": json.dumps(migration_ids)})
+
+
+def report_verdict_rows(db: Database, migration_ids: list[int]) -> list[dict[str, Any]]:
+    """Current verdicts (attempt_id, level, automated outcome) of the migrations' attempts."""
+    sql = f"""
+    SELECT v.id, v.attempt_id, v.level, v.outcome
+    FROM verdict v JOIN attempt a ON a.id = v.attempt_id
+    WHERE v.superseded_by IS NULL AND a.migration_id {_IN_MIGRATIONS}
+    """
+    return _rows(db, sql, {"migrations": json.dumps(migration_ids)})
+
+
+def report_override_rows(db: Database, migration_ids: list[int]) -> list[dict[str, Any]]:
+    """Every override of a current verdict of the migrations' attempts, oldest first."""
+    sql = f"""
+    SELECT o.id, o.verdict_id, o.outcome, o.justification, o.reviewer, o.at,
+           v.attempt_id, v.level, v.outcome AS automated, a.migration_id, a.seq
+    FROM verdict_override o JOIN verdict v ON v.id = o.verdict_id
+    JOIN attempt a ON a.id = v.attempt_id
+    WHERE v.superseded_by IS NULL AND a.migration_id {_IN_MIGRATIONS}
+    ORDER BY o.id
+    """
+    return _rows(db, sql, {"migrations": json.dumps(migration_ids)})
+
+
+def report_human_rows(db: Database, migration_ids: list[int]) -> dict[str, list[dict[str, Any]]]:
+    """The migrations' interventions (corrected ones too, with `corrected_by`), decisions and
+    review sessions, oldest first."""
+    params = {"migrations": json.dumps(migration_ids)}
+    return {
+        "intervention": _rows(db, f"""
+            SELECT i.*, (SELECT MIN(c.id) FROM intervention c WHERE c.corrects = i.id) AS corrected_by
+            FROM intervention i WHERE i.migration_id {_IN_MIGRATIONS} ORDER BY i.id""", params),
+        "decision": _rows(db, f"SELECT * FROM decision WHERE migration_id {_IN_MIGRATIONS} ORDER BY id",
+                          params),
+        "review_session": _rows(db, f"SELECT * FROM review_session WHERE migration_id {_IN_MIGRATIONS}"
+                                    " ORDER BY id", params),
+    }
+
+
+def report_llm_rows(db: Database, migration_ids: list[int]) -> list[dict[str, Any]] | None:
+    """Model calls (`llm_call`: id, migration_id, cost_usd) of the migrations; None when the
+    database has no such table."""
+    if "llm_call" not in db.table_names():
+        return None
+    return _rows(db, f"SELECT id, migration_id, cost_usd FROM llm_call WHERE migration_id {_IN_MIGRATIONS}"
+                     " ORDER BY id", {"migrations": json.dumps(migration_ids)})
+
+
+def report_series(db: Database, attempt_ids: list[int], name: str) -> dict[int, list[tuple[int, float]]]:
+    """One metric's series for each of the attempts: attempt id -> [(step, value)] by step."""
+    out: dict[int, list[tuple[int, float]]] = {}
+    for attempt_id, step, value in db.execute(
+        "SELECT attempt_id, step, value FROM metric_point WHERE name = ?"
+        " AND attempt_id IN (SELECT value FROM json_each(?)) ORDER BY attempt_id, step",
+        [name, json.dumps(attempt_ids)],
+    ).fetchall():
+        out.setdefault(attempt_id, []).append((step, value))
+    return out

@@ -496,3 +496,36 @@ def decide(db: Path, migration: str, kind: str, reason: str) -> None:
     against = "" if made.suggested is made.kind else f" (the rules suggested {made.suggested.value})"
     click.echo(f"decision {new_id}: {kind}{against}")
     click.echo(" ".join(f"{k}={v}" for k, v in made.figures.items() if v is not None))
+
+
+@main.command()
+@click.argument("db", type=DB_PATH)
+@click.option("--migration", "slugs", multiple=True, metavar="SLUG",
+              help="Only this migration (repeatable); the whole study without it.")
+@click.option("--format", "fmt", type=click.Choice(["md", "html", "csv", "json", "latex"]), default="md",
+              show_default=True, help="csv writes a zip with one CSV file per table.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write to this file instead of standard output.")
+@click.option("--pseudonymise", is_flag=True, help="Replace reviewer names with Reviewer 1, 2, ...")
+def report(db: Path, slugs: tuple[str, ...], fmt: str, output: Path | None, pseudonymise: bool) -> None:
+    """Export the study's counted outcomes, human effort and costs (see docs/report.md).
+
+    API keys and tokens in commands, claims, notes and reasons are redacted in every format.
+    """
+    from workbench.report import build_report, render
+
+    study = _open(db)
+    try:
+        data = render(build_report(study.db, list(slugs), pseudonymise=pseudonymise), fmt)
+    finally:
+        study.close()
+    if output is not None:
+        output.write_bytes(data)
+        click.echo(f"wrote {clean(str(output))} ({len(data):,} bytes)", err=True)
+    elif fmt == "csv" and sys.stdout.isatty():
+        raise WorkbenchError("--format csv writes a zip: give -o FILE or redirect standard output")
+    else:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+
+

@@ -1,0 +1,521 @@
+"""Reports: a study built from raw records, every count and rate checked in every format.
+
+The study is written as rows (attempts, verifications with their verdicts and failures,
+overrides, interventions, decisions, review sessions, model calls); nothing in it is a count.
+The expected numbers below are worked out by hand from those rows (docs/report.md).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import zipfile
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from storage import records
+from storage.database import open_study
+from workbench.cli import main
+from workbench.report import FORMATS, build_report, render
+
+SECRETS = {
+    "anthropic": "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+    "openai": "sk-proj-ZyXwVuTsRqPoNmLkJiHgFeDcBa9876543210",
+    "huggingface": "hf_AbCdEfGhIjKlMnOpQrStUvWxYz01234567",
+    "github": "ghp_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+    "google": "AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q",
+    "aws": "AKIAIOSFODNN7EXAMPLE",
+    "bearer": "eyJhbGciOiJIUzI1NiJ9.payloadpayload.sig",
+}
+
+P, F, U = "pass", "fail", "unknown"
+
+
+def _attempt(db, migration_id: int, seq: int, start: str, end: str, *, source: str = "agent", exit_code=0,
+             expected=None, claim: str = "", argv=("python", "train.py"), env=None) -> int:
+    return db["attempt"].insert({
+        "migration_id": migration_id, "seq": seq, "source": source, "commit_sha": f"c{migration_id}{seq}",
+        "argv": json.dumps(list(argv)), "cwd": ".", "env": json.dumps(env or {}),
+        "started_at": f"2026-11-01T{start}:00Z", "ended_at": f"2026-11-01T{end}:00Z",
+        "status": "ok" if exit_code == 0 else "nonzero_exit", "exit_code": exit_code,
+        "exit_code_source": "process", "expected_level": expected, "claim": claim,
+        "intended_kind": "tpu-v5e", "intended_count": 4,
+    }).last_pk
+
+
+def _verify(db, attempt_id: int, ladder: tuple[str, ...], *, cause=None, silent=False, wall=None, cost=None,
+            time_ratio=None, cost_ratio=None, superseded_by=None) -> int:
+    """A verification row with its five verdicts and failure. Its own summary flags are left
+    wrong on purpose (highest level 0, no over-claim): the report must count from the verdicts."""
+    vid = db["verification"].insert({
+        "attempt_id": attempt_id, "verifier": "test", "verifier_version": "1", "inputs_hash": f"h{attempt_id}",
+        "at": "2026-11-02T00:00:00Z", "highest_level": 0, "over_claim": 0, "silent": 0,
+        "wall_seconds": wall, "cost_dollars": cost, "time_ratio": time_ratio, "cost_ratio": cost_ratio,
+        "superseded_by": superseded_by,
+    }).last_pk
+    for level, outcome in enumerate(ladder, start=1):
+        db["verdict"].insert({"attempt_id": attempt_id, "level": level, "outcome": outcome, "reason": "r",
+                              "evidence": "[]", "verifier": "test", "verifier_version": "1",
+                              "verification_id": vid, "superseded_by": superseded_by})
+    if cause:
+        db["failure"].insert({"attempt_id": attempt_id, "cause": cause, "silent": int(silent),
+                              "note": f"{cause} note", "evidence": "[]", "verification_id": vid,
+                              "superseded_by": superseded_by})
+    return vid
+
+
+def _verdict_id(db, attempt_id: int, level: int) -> int:
+    return db.execute("SELECT id FROM verdict WHERE attempt_id = ? AND level = ? AND superseded_by IS NULL",
+                      [attempt_id, level]).fetchone()[0]
+
+
+def build_study(path: Path):
+    """Three migrations: alpha (5 attempts, reaches level 5), beta (2 attempts, an override lifts
+    its goal verdict), gamma (one unverified attempt, no reference). Returns (study, ids)."""
+    study = open_study(path, create=True)
+    db = study.db
+    with db.atomic():
+        db["study"].insert({"id": 1, "slug": "s", "title": "Report study", "staff_hourly_rate": 100.0,
+                            "reviewers": json.dumps(["ana", "bob"]), "prices": json.dumps({"tpu-v5e": 2.0})})
+        mids = {}
+        for slug in ("alpha", "beta", "gamma"):
+            mids[slug] = db["migration"].insert({
+                "slug": slug, "title": f"{slug.title()} to torch_xla", "repo": "repo", "base_commit": "c0",
+                "accelerator": "tpu-v5e", "chips": 4, "runtime": "torch_xla", "goal_metric": "eval_accuracy",
+                "goal_reference": 0.9, "goal_direction": "max", "goal_tolerance": 0.01, "status": "in_progress",
+            }).last_pk
+        a, b, g = mids["alpha"], mids["beta"], mids["gamma"]
+        ids: dict[str, int] = {}
+        ids["ref_a"] = _attempt(db, a, 0, "09:00", "09:30", source="reference")
+        ids["a1"] = _attempt(db, a, 1, "10:00", "10:06", exit_code=1, expected=2,
+                             argv=("python", "train.py", f"--api-key={SECRETS['openai']}"),
+                             env={"HF_TOKEN": SECRETS["huggingface"]},
+                             claim=f"Runs now; used Authorization: Bearer {SECRETS['bearer']}")
+        ids["a2"] = _attempt(db, a, 2, "11:00", "11:30", expected=4, claim=f"key {SECRETS['anthropic']} works")
+        ids["a3"] = _attempt(db, a, 3, "12:00", "12:30", argv=("python", "train.py", SECRETS["google"]))
+        ids["a4"] = _attempt(db, a, 4, "13:00", "13:30", expected=5, env={"AWS": SECRETS["aws"]})
+        ids["a5"] = _attempt(db, a, 5, "14:00", "14:10", expected=3)
+        ids["ref_b"] = _attempt(db, b, 0, "09:00", "09:30", source="reference")
+        ids["b1"] = _attempt(db, b, 1, "10:00", "10:06", expected=3)
+        ids["b2"] = _attempt(db, b, 2, "11:00", "11:30", expected=4)
+        ids["c1"] = _attempt(db, g, 1, "10:00", "11:00")
+        for name, start in (("ref_a", 0.0), ("ref_b", 0.1), ("a4", 0.05)):
+            db["metric_point"].insert_all({"attempt_id": ids[name], "name": "loss", "step": s,
+                                           "value": 2.0 / (s + 1) + start} for s in range(20))
+        _verify(db, ids["a1"], (F, U, U, U, U), cause="crash", wall=360, cost=0.8)
+        _verify(db, ids["a2"], (P, F, P, F, U), cause="numerical_mismatch", silent=True, wall=1800, cost=4.0,
+                time_ratio=1.0, cost_ratio=2.0)
+        _verify(db, ids["a3"], (P, P, P, P, F), cause="slower_or_costlier", silent=True, wall=1800, cost=4.0,
+                time_ratio=0.8, cost_ratio=1.6)
+        _verify(db, ids["a4"], (P, P, P, P, P), wall=1800, cost=4.0, time_ratio=0.5, cost_ratio=0.9)
+        newer = _verify(db, ids["b1"], (P, P, F, U, U), cause="wrong_configuration", silent=True, wall=360,
+                        cost=0.8)
+        _verify(db, ids["b1"], (P, P, P, P, P), wall=360, cost=0.8, superseded_by=newer)  # history only
+        _verify(db, ids["b2"], (P, P, P, F, U), cause="goal_not_met", silent=True, wall=1800, cost=4.0,
+                time_ratio=1.2, cost_ratio=0.7)
+        if "llm_call" in db.table_names():
+            for mid, dollars in ((a, 1.25), (a, 0.75), (b, 0.5)):
+                db["llm_call"].insert({"at": "2026-11-02T00:00:00Z", "purpose": "claims", "migration_id": mid,
+                                       "model": "m", "input_hash": "x", "cost_usd": dollars})
+    goal = _verdict_id(db, ids["b2"], 4)
+    records.add_verdict_override(db, verdict_id=goal, outcome=_outcome(F), justification="still short",
+                                 reviewer="bob")
+    records.add_verdict_override(db, verdict_id=goal, outcome=_outcome(P),
+                                 justification=f"eval set was wrong; ana checked, token {SECRETS['github']}",
+                                 reviewer="ana")
+    i1 = records.add_intervention(db, migration_id=a, kind="fix_environment", minutes=30,
+                                  note="installed libtpu for ana", reviewer="ana")
+    i2 = records.add_intervention(db, migration_id=a, kind="hint", minutes=10, note="hint", reviewer="ana",
+                                  attempt_id=ids["a2"])
+    i3 = records.add_intervention(db, migration_id=a, kind="hint", minutes=15, note="it was 15", reviewer="ana",
+                                  attempt_id=ids["a2"], corrects=i2)
+    i4 = records.add_intervention(db, migration_id=b, kind="fix_code", minutes=60,
+                                  note=f"pasted GITHUB_TOKEN={SECRETS['github']} by mistake", reviewer="bob")
+    ids.update(i1=i1, i2=i2, i3=i3, i4=i4)
+    from workbench.models import DecisionKind
+
+    ids["d1"] = records.add_decision(db, migration_id=a, kind=DecisionKind.ACCEPT, reason="level 5 reached",
+                                     figures={}, reviewer="ana")
+    ids["d2"] = records.add_decision(db, migration_id=b, kind=DecisionKind.CONTINUE, reason="one more try",
+                                     figures={}, reviewer="bob")
+    ids["d3"] = records.add_decision(db, migration_id=b, kind=DecisionKind.STOP,
+                                     reason=f"budget spent; key {SECRETS['huggingface']}", figures={},
+                                     reviewer="bob")
+    for mid, reviewer, seconds in ((a, "ana", 1800.0), (a, "ana", 1800.0), (b, "bob", 3600.0)):
+        db["review_session"].insert({"reviewer": reviewer, "migration_id": mid, "started_at": "2026-11-02T09:00:00Z",
+                                     "active_seconds": seconds})
+    ids.update(mids)
+    return study, ids
+
+
+def _outcome(value: str):
+    from workbench.models import Outcome
+
+    return Outcome(value)
+
+
+@pytest.fixture
+def study(tmp_path: Path):
+    study, ids = build_study(tmp_path / "study.db")
+    yield study, ids
+    study.close()
+
+
+def has_llm(db) -> bool:
+    return "llm_call" in db.table_names()
+
+
+# ----------------------------------------------------------------------------- expected numbers
+
+def expected_totals(llm: bool) -> dict[str, tuple]:
+    """Measure -> (value, of, percent), as worked out by hand from the rows above."""
+    return {
+        "Migrations": (3, None, None),
+        "Projects meeting the goal (level 4)": (2, 3, 66.7),
+        "Projects meeting the goal, verifier alone": (1, 3, 33.3),
+        "Interventions": (3, None, None),
+        "Interventions per migration (mean)": (1.0, None, None),
+        "Attempts": (8, None, None),
+        "Attempts verified": (6, 8, 75.0),
+        "Attempts failed": (4, 6, 66.7),
+        "Attempts failed, verifier alone": (5, 6, 83.3),
+        "Failures that raised no error (silent)": (3, 4, 75.0),
+        "Failures that raised no error, verifier alone": (4, 5, 80.0),
+        "Attempts stating an expected level": (6, 8, 75.0),
+        "Attempts below the agent's expected level (over-claims)": (3, 5, 60.0),
+        "Over-claims, verifier alone": (4, 5, 80.0),
+        "Migrations with a final run": (2, 3, 66.7),
+        "Time ratio of final runs, median": (0.85, None, None),
+        "Time ratio of final runs, min": (0.5, None, None),
+        "Time ratio of final runs, max": (1.2, None, None),
+        "Cost ratio of final runs, median": (0.8, None, None),
+        "Cost ratio of final runs, min": (0.7, None, None),
+        "Cost ratio of final runs, max": (0.9, None, None),
+        "Migrations that ended faster": (1, 2, 50.0),
+        "Migrations that ended cheaper": (2, 2, 100.0),
+        "Migrations that ended faster and cheaper": (1, 2, 50.0),
+        "Intervention minutes": (105.0, None, None),
+        "Review hours": (2.0, None, None),
+        "Staff hours": (3.75, None, None),
+        "Staff cost ($)": (375.0, None, None),
+        "Wall hours of attempts": (3.37, None, None),
+        "Chip-hours of attempts": (13.47, None, None),
+        "Compute cost ($)": (26.93, None, None),
+        "LLM cost ($)": (2.5 if llm else 0.0, None, None),
+        "Total cost ($)": (26.93 + 375.0 + (2.5 if llm else 0.0), None, None),
+    }
+
+
+OUTCOMES = {  # attempts, failed, silent, over-claims, expectations, highest, goal met, final, time, cost
+    "alpha": (5, 3, 2, 2, 3, 5, "yes", 4, 0.5, 0.9),
+    "beta": (2, 1, 1, 1, 2, 4, "yes", 2, 1.2, 0.7),
+    "gamma": (1, 0, 0, 0, 0, None, None, None, None, None),
+}
+VERIFIER_ALONE = {  # failed, silent, over-claims, highest, goal met, overrides
+    "alpha": (3, 2, 2, 5, "yes", 0),
+    "beta": (2, 2, 2, 3, "no", 1),
+    "gamma": (0, 0, 0, None, None, 0),
+}
+
+
+def expected_effort(llm: bool) -> dict[str, tuple]:
+    # interventions, minutes, review h, staff h, staff $, wall h, chip-h, compute $, llm $, total $
+    la, lb = (2.0, 0.5) if llm else (0.0, 0.0)
+    return {
+        "alpha": (2, 45.0, 1.0, 1.75, 175.0, 1.77, 7.07, 14.13, la, 14.13 + 175.0 + la),
+        "beta": (1, 60.0, 1.0, 2.0, 200.0, 0.6, 2.4, 4.8, lb, 4.8 + 200.0 + lb),
+        "gamma": (0, 0.0, 0.0, 0.0, 0.0, 1.0, 4.0, 8.0, 0.0, 8.0),
+    }
+
+
+KINDS = {("alpha", "fix_environment"): (1, 30.0), ("alpha", "hint"): (1, 15.0), ("beta", "fix_code"): (1, 60.0)}
+
+
+# ----------------------------------------------------------------------------- reading formats back
+
+def norm(value: str):
+    """A displayed cell back to a number where it is one."""
+    value = value.strip()
+    if value in ("", "–", "--"):
+        return None
+    text = value.replace(",", "").rstrip("%")
+    try:
+        return float(text)
+    except ValueError:
+        return value
+
+
+def same(got, want) -> bool:
+    if want is None:
+        return got is None
+    if isinstance(want, str):
+        return got == want
+    return isinstance(got, float) and abs(got - want) <= 0.011 + 0.0005 * abs(want)
+
+
+def md_tables(text: str) -> dict[str, list[list[str]]]:
+    tables: dict[str, list[list[str]]] = {}
+    title = None
+    for line in text.splitlines():
+        if line.startswith("## "):
+            title = line[3:].strip()
+        elif line.startswith("| ") and title:
+            cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+            cells = [re.sub(r"\\(.)", r"\1", c) for c in cells]
+            if set("".join(cells)) <= set("-: "):
+                continue
+            tables.setdefault(title, []).append(cells)
+    return tables
+
+
+class _HtmlTables(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: dict[str, list[list[str]]] = {}
+        self.current: str | None = None
+        self.row: list[str] | None = None
+        self.cell: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "table":
+            self.current = attrs.get("id", "")[len("table-"):]
+            self.tables[self.current] = []
+        elif tag == "tr" and self.current is not None:
+            self.row = []
+        elif tag in ("td", "th") and self.row is not None:
+            self.cell = []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self.cell is not None and self.row is not None:
+            self.row.append("".join(self.cell).strip())
+            self.cell = None
+        elif tag == "tr" and self.row is not None and self.current is not None:
+            self.tables[self.current].append(self.row)
+            self.row = None
+        elif tag == "table":
+            self.current = None
+
+    def handle_data(self, data):
+        if self.cell is not None:
+            self.cell.append(data)
+
+
+def html_tables(text: str) -> dict[str, list[list[str]]]:
+    parser = _HtmlTables()
+    parser.feed(text)
+    return parser.tables
+
+
+def latex_tables(text: str) -> dict[str, list[list[str]]]:
+    tables = {}
+    for block in text.split(r"\begin{table}")[1:]:
+        name = re.search(r"\\label\{tab:workbench-([a-z-]+)\}", block).group(1).replace("-", "_")
+        body = block.split(r"\toprule")[1].split(r"\bottomrule")[0]
+        rows = []
+        for line in body.splitlines():
+            line = line.strip()
+            if not line or line == r"\midrule":
+                continue
+            line = line.removesuffix(r"\\").strip()
+            cells = [c.strip() for c in re.split(r"(?<!\\)&", line)]
+            cells = [c.replace(r"\_", "_").replace(r"\%", "%").replace(r"\$", "$").replace("--", "–")
+                     for c in cells]
+            rows.append(cells)
+        tables[name] = rows
+    return tables
+
+
+def csv_tables(data: bytes) -> dict[str, list[list[str]]]:
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        return {name.removesuffix(".csv"): list(csv.reader(io.StringIO(archive.read(name).decode())))
+                for name in archive.namelist() if name.endswith(".csv")}
+
+
+TITLES = {"Study totals": "totals", "Outcomes per migration": "outcomes",
+          "Outcomes per migration, verifier alone (before overrides)": "verifier_alone",
+          "Human effort and cost per migration": "effort_and_cost", "Interventions by kind": "interventions_by_kind",
+          "Decisions and their reasons": "decisions", "Verdict overrides": "overrides"}
+
+
+def tables_of(fmt: str, data: bytes) -> dict[str, list[list[str]]]:
+    if fmt == "md":
+        return {TITLES.get(k, k): v for k, v in md_tables(data.decode()).items()}
+    if fmt == "html":
+        return html_tables(data.decode())
+    if fmt == "latex":
+        return latex_tables(data.decode())
+    if fmt == "csv":
+        return csv_tables(data)
+    raise AssertionError(fmt)
+
+
+def check_rows(rows: list[list[str]], expected: dict, key_columns: int = 1) -> None:
+    body = {tuple(r[:key_columns]) if key_columns > 1 else r[0]: r[key_columns:] for r in rows[1:]}
+    assert set(body) >= set(expected), (set(expected) - set(body))
+    for key, want in expected.items():
+        got = [norm(c) for c in body[key]]
+        for column, (g, w) in enumerate(zip(got, want)):
+            assert same(g, w), f"{key} column {column + key_columns}: {g!r} != {w!r}"
+
+
+# ----------------------------------------------------------------------------- tests
+
+@pytest.mark.parametrize("fmt", ["md", "html", "latex", "csv"])
+def test_every_count_and_rate_in_every_table_format(study, fmt):
+    s, ids = study
+    data = render(build_report(s.db), fmt)
+    tables = tables_of(fmt, data)
+    check_rows(tables["totals"], expected_totals(has_llm(s.db)))
+    check_rows(tables["outcomes"], OUTCOMES)
+    check_rows(tables["verifier_alone"], VERIFIER_ALONE)
+    check_rows(tables["effort_and_cost"], expected_effort(has_llm(s.db)))
+    check_rows(tables["interventions_by_kind"], KINDS, key_columns=2)
+    decisions = {r[1]: (r[2], r[3]) for r in tables["decisions"][1:]}
+    assert decisions[str(ids["d1"])] == ("accept", "level 5 reached")
+    assert decisions[str(ids["d2"])] == ("continue", "one more try")
+    assert decisions[str(ids["d3"])][0] == "stop" and "[REDACTED:huggingface]" in decisions[str(ids["d3"])][1]
+    overrides = tables["overrides"][1:]
+    assert [(r[1], r[2], r[3], r[4], r[5]) for r in overrides] == [
+        ("2", "4", "fail", "fail", "no"), ("2", "4", "fail", "pass", "yes")]
+
+
+def test_json_carries_every_count_with_the_ids_behind_it(study):
+    s, ids = study
+    doc = json.loads(render(build_report(s.db), "json"))
+    t = doc["totals"]
+    want = expected_totals(has_llm(s.db))
+    pairs = {"goal_met": "Projects meeting the goal (level 4)", "failed": "Attempts failed",
+             "failed_verifier": "Attempts failed, verifier alone", "silent": "Failures that raised no error (silent)",
+             "silent_verifier": "Failures that raised no error, verifier alone",
+             "over_claims": "Attempts below the agent's expected level (over-claims)",
+             "over_claims_verifier": "Over-claims, verifier alone",
+             "stated_expectation": "Attempts stating an expected level"}
+    for key, label in pairs.items():
+        value, of, percent = want[label]
+        assert (t[key]["n"], t[key]["of"], t[key]["percent"]) == (value, of, percent), key
+    A = lambda *names: sorted(ids[n] for n in names)  # noqa: E731
+    assert sorted(t["attempts"]["attempt_ids"]) == A("a1", "a2", "a3", "a4", "a5", "b1", "b2", "c1")
+    assert sorted(t["verified"]["attempt_ids"]) == A("a1", "a2", "a3", "a4", "b1", "b2")
+    assert sorted(t["failed"]["attempt_ids"]) == A("a1", "a2", "a3", "b1")
+    assert sorted(t["failed_verifier"]["attempt_ids"]) == A("a1", "a2", "a3", "b1", "b2")
+    assert sorted(t["silent"]["attempt_ids"]) == A("a2", "a3", "b1")
+    assert sorted(t["over_claims"]["attempt_ids"]) == A("a1", "a2", "b1")
+    assert sorted(t["over_claims"]["of_attempt_ids"]) == A("a1", "a2", "a4", "b1", "b2")
+    assert sorted(t["interventions"]["intervention_ids"]) == sorted([ids["i1"], ids["i3"], ids["i4"]])
+    assert t["interventions_per_migration"] == 1.0
+    assert sorted(t["goal_met"]["migration_ids"]) == sorted([ids["alpha"], ids["beta"]])
+    assert t["time_ratio"]["median"] == pytest.approx(0.85)
+    assert sorted(t["time_ratio"]["attempt_ids"]) == A("a4", "b2")
+    assert (t["time_ratio"]["min"], t["time_ratio"]["max"]) == (0.5, 1.2)
+    assert t["faster"]["migration_ids"] == [ids["alpha"]]
+    assert sorted(t["cheaper"]["migration_ids"]) == sorted([ids["alpha"], ids["beta"]])
+    assert t["faster_and_cheaper"]["n"] == 1
+    assert t["staff_cost_dollars"] == pytest.approx(375.0)
+    assert t["compute_cost_dollars"] == pytest.approx(0.8 + 4 * 3 + 4 / 3 + 0.8 + 4.0 + 8.0)
+    m = {x["slug"]: x for x in doc["migrations"]}
+    assert m["alpha"]["interventions"]["by_kind"]["hint"] == {"n": 1, "intervention_ids": [ids["i3"]],
+                                                               "minutes": 15.0}
+    assert m["alpha"]["final_run"] == {"attempt_id": ids["a4"], "seq": 4, "time_ratio": 0.5, "cost_ratio": 0.9,
+                                       "faster": True, "cheaper": True}
+    assert m["beta"]["highest_level"] == 4 and m["beta"]["highest_level_verifier"] == 3
+    assert m["beta"]["highest_level_attempt_id"] == ids["b2"]
+    assert m["gamma"]["highest_level"] is None and m["gamma"]["goal_met"] is False
+    assert [d["id"] for d in m["beta"]["decisions"]] == [ids["d2"], ids["d3"]]
+    assert m["alpha"]["review"]["seconds"] == 3600.0 and len(m["alpha"]["review"]["review_session_ids"]) == 2
+    if has_llm(s.db):
+        assert m["alpha"]["llm"]["cost_dollars"] == 2.0 and len(m["alpha"]["llm"]["llm_call_ids"]) == 2
+        assert "llm_call" in doc["llm_cost_source"]
+    else:
+        assert m["alpha"]["llm"]["cost_dollars"] == 0 and "reported as 0" in doc["llm_cost_source"]
+    corrected = {i["id"]: i for i in doc["interventions"]}
+    assert corrected[ids["i2"]]["counts"] is False and corrected[ids["i2"]]["corrected_by"] == ids["i3"]
+    attempts = {a["id"]: a for a in doc["attempts"]}
+    assert ids["ref_a"] not in attempts
+    assert attempts[ids["b2"]]["ladder"] == ["pass", "pass", "pass", "pass", "unknown"]
+    assert attempts[ids["a5"]]["cost_dollars"] == pytest.approx(4 / 3)  # unverified: the verifier's formula
+
+
+def test_one_migration_only(study):
+    s, ids = study
+    report = build_report(s.db, ["beta"])
+    assert [m.slug for m in report.migrations] == ["beta"]
+    assert report.totals.failed.part.n == 1 and report.totals.failed.whole.n == 2
+    assert report.totals.interventions.ids == (ids["i4"],)
+    assert "Migrations: beta" in render(report, "md").decode()
+
+
+def _all_text(fmt: str, data: bytes) -> str:
+    if fmt == "csv":
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            return "\n".join(archive.read(n).decode() for n in archive.namelist())
+    return data.decode()
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_no_secret_reaches_any_format_and_names_can_be_pseudonymised(study, fmt):
+    s, ids = study
+    plain = _all_text(fmt, render(build_report(s.db), fmt))
+    for kind, secret in SECRETS.items():
+        assert secret not in plain, kind
+        assert secret[4:20] not in plain, kind
+    if fmt in ("csv", "json"):  # commands and claims are in the attempt-level tables
+        assert "[REDACTED:openai]" in plain and "[REDACTED:bearer]" in plain
+        assert "[REDACTED:anthropic]" in plain and "[REDACTED:google]" in plain
+    hidden = _all_text(fmt, render(build_report(s.db, pseudonymise=True), fmt))
+    for kind, secret in SECRETS.items():
+        assert secret not in hidden, kind
+    assert not re.search(r"\b(ana|bob)\b", hidden)
+    assert "Reviewer 1" in hidden  # the overrides table names its reviewers in every format
+
+
+def test_pseudonyms_follow_the_study_list_and_reach_free_text(study):
+    s, ids = study
+    doc = json.loads(render(build_report(s.db, pseudonymise=True), "json"))
+    notes = {i["id"]: (i["reviewer"], i["note"]) for i in doc["interventions"]}
+    assert notes[ids["i1"]] == ("Reviewer 1", "installed libtpu for Reviewer 1")
+    assert notes[ids["i4"]][0] == "Reviewer 2"
+    assert doc["pseudonymised"] is True
+    assert {r["reviewer"] for r in doc["review_sessions"]} == {"Reviewer 1", "Reviewer 2"}
+
+
+def test_superseded_verdicts_and_stored_flags_do_not_count(study):
+    s, ids = study
+    report = build_report(s.db)
+    beta = next(m for m in report.migrations if m.slug == "beta")
+    b1 = next(a for a in beta.attempt_facts if a.id == ids["b1"])
+    assert b1.level == 2 and b1.failed and b1.cause == "wrong_configuration"
+    # The verification rows say highest level 0 and no over-claim; the verdicts say otherwise.
+    assert b1.over_claim
+
+
+def test_cli_writes_each_format(study, tmp_path):
+    s, ids = study
+    runner = CliRunner()
+    for fmt in FORMATS:
+        out = tmp_path / f"r.{fmt}"
+        result = runner.invoke(main, ["report", str(s.path), "--format", fmt, "-o", str(out),
+                                      "--migration", "alpha", "--migration", "beta"])
+        assert result.exit_code == 0, result.output
+        assert out.stat().st_size > 200
+    result = runner.invoke(main, ["report", str(s.path), "--format", "json"])
+    assert result.exit_code == 0 and json.loads(result.stdout_bytes)["totals"]["attempts"]["n"] == 8
+    result = runner.invoke(main, ["report", str(s.path), "--migration", "nope"])
+    assert result.exit_code == 2 and "no migration 'nope'" in result.output
+
+
+def test_an_empty_study_reports_without_dividing_by_zero(tmp_path):
+    study = open_study(tmp_path / "empty.db", create=True)
+    try:
+        study.db["study"].insert({"id": 1, "slug": "e", "title": "Empty"})
+        report = build_report(study.db)
+        for fmt in FORMATS:
+            assert render(report, fmt)
+        assert report.totals.failed.percent is None and report.totals.interventions_per_migration is None
+    finally:
+        study.close()

@@ -1,0 +1,387 @@
+"""Counting: raw rows in, a `StudyReport` out. docs/report.md defines every count made here.
+
+Nothing here trusts a stored count: attempts, verdicts (with their overrides), failures,
+interventions, decisions and review sessions are read as rows and counted in one pass.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from functools import lru_cache
+from typing import Any
+
+from workbench.errors import WorkbenchError
+from workbench.redact import redact
+from workbench.report.model import (
+    AttemptFacts,
+    Count,
+    DecisionRow,
+    InterventionRow,
+    KindTotal,
+    MigrationReport,
+    Money,
+    OverrideRow,
+    Rate,
+    ReviewRow,
+    Spread,
+    StudyReport,
+    Totals,
+)
+
+GOAL_LEVEL = 4
+"""The ladder level that means the project's goal is met."""
+
+LOSS_METRIC = "loss"
+
+
+class Scrub:
+    """Every free text on its way into a report: secrets redacted, reviewers pseudonymised."""
+
+    def __init__(self, pseudonymise: bool) -> None:
+        self.pseudonymise = pseudonymise
+        self.names: dict[str, str] = {}
+        self._pattern: re.Pattern[str] | None = None
+        self.text = lru_cache(maxsize=65536)(self._text)
+
+    def add_reviewer(self, name: str) -> None:
+        if name and name not in self.names:
+            self.names[name] = f"Reviewer {len(self.names) + 1}"
+            self._pattern = None
+
+    def reviewer(self, name: str) -> str:
+        if not self.pseudonymise:
+            return self.text(name)
+        self.add_reviewer(name)
+        return self.names.get(name, "")
+
+    def _text(self, value: str | None) -> str:
+        out = redact(value or "")
+        if self.pseudonymise and self.names:
+            if self._pattern is None:
+                alternatives = sorted(self.names, key=len, reverse=True)
+                self._pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, alternatives)) + r")\b")
+            out = self._pattern.sub(lambda m: self.names[m.group()], out)
+        return out
+
+
+def _level(outcomes: dict[int, str]) -> int:
+    level = 0
+    for n in range(1, 6):
+        if outcomes.get(n) != "pass":
+            break
+        level = n
+    return level
+
+
+def build_report(db: Any, slugs: list[str] | tuple[str, ...] | None = None, *,
+                 pseudonymise: bool = False) -> StudyReport:
+    """The report over the whole study, or over the migrations named by `slugs`."""
+    from storage import queries
+    from storage.converters import attempt_from_row, migration_from_row
+    from workbench.verify.ladder import Run, _price, cost
+
+    study = queries.get_study(db)
+    if study is None:
+        raise WorkbenchError("the database holds no study yet: import a bundle first")
+    migration_rows = list(db.query("SELECT * FROM migration ORDER BY slug"))
+    if slugs:
+        by_slug = {r["slug"]: r for r in migration_rows}
+        missing = [s for s in slugs if s not in by_slug]
+        if missing:
+            raise WorkbenchError(f"no migration {missing[0]!r}")
+        migration_rows = [by_slug[s] for s in sorted(set(slugs))]
+    migrations = [migration_from_row(r) for r in migration_rows]
+    ids = [m.id for m in migrations]
+
+    scrub = Scrub(pseudonymise)
+    human = queries.report_human_rows(db, ids)
+    override_rows = queries.report_override_rows(db, ids)
+    if pseudonymise:
+        # Names in a fixed order: the study's list, then first appearance in each table.
+        for name in study.reviewers:
+            scrub.add_reviewer(name)
+        for table in ("intervention", "decision", "review_session"):
+            for row in human[table]:
+                scrub.add_reviewer(row["reviewer"])
+        for row in override_rows:
+            scrub.add_reviewer(row["reviewer"])
+
+    # Verdicts: automated and effective outcome per attempt and level.
+    latest_override: dict[int, dict[str, Any]] = {}
+    for row in override_rows:
+        latest_override[row["verdict_id"]] = row
+    automated: dict[int, dict[int, str]] = defaultdict(dict)
+    effective: dict[int, dict[int, str]] = defaultdict(dict)
+    for row in queries.report_verdict_rows(db, ids):
+        automated[row["attempt_id"]][row["level"]] = row["outcome"]
+        o = latest_override.get(row["id"])
+        effective[row["attempt_id"]][row["level"]] = o["outcome"] if o else row["outcome"]
+    overrides = [
+        OverrideRow(
+            id=r["id"], verdict_id=r["verdict_id"], attempt_id=r["attempt_id"], migration_id=r["migration_id"],
+            seq=r["seq"], level=r["level"], automated=r["automated"], outcome=r["outcome"],
+            justification=scrub.text(r["justification"]), reviewer=scrub.reviewer(r["reviewer"]),
+            at=r["at"], effective=latest_override[r["verdict_id"]]["id"] == r["id"],
+        )
+        for r in override_rows
+    ]
+
+    # Attempts.
+    facts_by_migration: dict[int, list[AttemptFacts]] = defaultdict(list)
+    reference_of: dict[int, int] = {}
+    migration_by_id = {m.id: m for m in migrations}
+    for row in queries.report_attempt_rows(db, ids):
+        if row["source"] == "reference":
+            reference_of[row["migration_id"]] = row["id"]  # rows come by seq: the last one wins
+            continue
+        facts_by_migration[row["migration_id"]].append(
+            _attempt_facts(row, migration_by_id[row["migration_id"]], study.prices, automated, effective,
+                           scrub, attempt_from_row, Run, cost, _price)
+        )
+
+    # Human records.
+    interventions = [
+        InterventionRow(
+            id=r["id"], migration_id=r["migration_id"], attempt_id=r["attempt_id"], kind=scrub.text(r["kind"]),
+            minutes=float(r["minutes"]), note=scrub.text(r["note"]), reviewer=scrub.reviewer(r["reviewer"]),
+            at=r["at"], corrects=r["corrects"], corrected_by=r["corrected_by"],
+        )
+        for r in human["intervention"]
+    ]
+    decisions = [
+        DecisionRow(r["id"], r["migration_id"], r["kind"], scrub.text(r["reason"]), scrub.reviewer(r["reviewer"]),
+                    r["at"])
+        for r in human["decision"]
+    ]
+    sessions = [
+        ReviewRow(r["id"], r["migration_id"], scrub.reviewer(r["reviewer"]), r["started_at"],
+                  float(r["active_seconds"]))
+        for r in human["review_session"]
+    ]
+    llm_rows = queries.report_llm_rows(db, ids)
+    if llm_rows is None:
+        llm_source = "no `llm_call` table in this database: LLM cost reported as 0"
+        llm_rows = []
+    else:
+        llm_source = f"the `llm_call` table ({len(llm_rows)} calls)"
+
+    by_migration: dict[str, dict[int, list[Any]]] = {
+        name: defaultdict(list) for name in ("intervention", "decision", "review", "llm")
+    }
+    for i in interventions:
+        if i.current:
+            by_migration["intervention"][i.migration_id].append(i)
+    for d in decisions:
+        by_migration["decision"][d.migration_id].append(d)
+    for s in sessions:
+        by_migration["review"][s.migration_id].append(s)
+    for r in llm_rows:
+        by_migration["llm"][r["migration_id"]].append(r)
+
+    reports = [
+        _migration_report(m, facts_by_migration.get(m.id, []), reference_of.get(m.id), by_migration,
+                          study.staff_hourly_rate, scrub)
+        for m in migrations
+    ]
+    _add_loss_curves(db, reports)
+    return StudyReport(
+        slug=scrub.text(study.slug),
+        title=scrub.text(study.title),
+        staff_hourly_rate=study.staff_hourly_rate,
+        prices=dict(study.prices),
+        migrations=reports,
+        totals=_totals(reports),
+        interventions=interventions,
+        overrides=overrides,
+        review_sessions=sessions,
+        llm_source=llm_source,
+        pseudonymised=pseudonymise,
+        selected=tuple(sorted(set(slugs or ()))),
+    )
+
+
+def _attempt_facts(row, migration, prices, automated, effective, scrub, attempt_from_row, Run, cost,
+                   price_of) -> AttemptFacts:
+    attempt = attempt_from_row(row)
+    verified = row["verification_id"] is not None
+    auto = automated.get(attempt.id, {})
+    eff = effective.get(attempt.id, {})
+    level_auto = _level(auto) if verified else None
+    level_eff = _level(eff) if verified else None
+    failed_auto = verified and "fail" in auto.values()
+    failed_eff = verified and "fail" in eff.values()
+    # "Raised no error": the verifier's silent flag on its failure; an attempt it did not fail
+    # raised none when it exited 0 (a traceback or fatal line would have failed level 1).
+    no_error = bool(row["failure_silent"]) if row["failure_id"] is not None else attempt.exit_code == 0
+    expected = attempt.expected_level
+    # Compute: the verifier's own figures where it stored them; else its cost function on the record.
+    kind = (attempt.intended_hardware.kind if attempt.intended_hardware else migration.target.accelerator)
+    chips = (attempt.observed_hardware.count if attempt.observed_hardware
+             else attempt.intended_hardware.count if attempt.intended_hardware else migration.target.chips)
+    wall, dollars = cost(Run(attempt, None, {}), prices, kind, chips)
+    if verified and row["cost_dollars"] is not None:
+        dollars = row["cost_dollars"]
+    if verified and row["wall_seconds"] is not None:
+        wall = row["wall_seconds"]
+    price = price_of(prices, kind)
+    if dollars is not None and price:
+        chip_hours = dollars / price
+    else:
+        chip_hours = None if wall is None else wall / 3600.0 * chips
+    return AttemptFacts(
+        id=attempt.id,
+        migration_id=attempt.migration_id,
+        seq=attempt.seq,
+        source=attempt.source.value,
+        command=scrub.text(attempt.command.display()),
+        claim=scrub.text(attempt.claim),
+        status=attempt.status.value,
+        exit_code=attempt.exit_code,
+        expected_level=expected,
+        verification_id=row["verification_id"],
+        level=level_eff,
+        level_automated=level_auto,
+        failed=failed_eff,
+        failed_automated=failed_auto,
+        silent=failed_eff and no_error,
+        silent_automated=failed_auto and no_error,
+        over_claim=verified and expected is not None and expected > level_eff,
+        over_claim_automated=verified and expected is not None and expected > level_auto,
+        passes_level1=verified and eff.get(1) == "pass",
+        failure_id=row["failure_id"],
+        cause=row["failure_cause"],
+        failure_note=scrub.text(row["failure_note"]),
+        wall_seconds=wall,
+        chip_hours=chip_hours,
+        cost_dollars=dollars,
+        time_ratio=row["time_ratio"] if verified else None,
+        cost_ratio=row["cost_ratio"] if verified else None,
+        ladder=tuple(eff.get(n) for n in range(1, 6)),
+    )
+
+
+def _ids(items, pred=lambda _: True, table: str = "attempt") -> Count:
+    return Count(tuple(x.id for x in items if pred(x)), table)
+
+
+def _migration_report(m, facts: list[AttemptFacts], reference_id: int | None, by_migration, rate: float,
+                      scrub: Scrub) -> MigrationReport:
+    verified = [a for a in facts if a.verified]
+    best = max(verified, key=lambda a: (a.level, -a.seq), default=None)
+    best_auto = max((a.level_automated for a in verified), default=None)
+    final = next((a for a in reversed(verified) if a.passes_level1), None)
+    interventions = by_migration["intervention"].get(m.id, [])
+    kinds: dict[str, list[InterventionRow]] = defaultdict(list)
+    for i in interventions:
+        kinds[i.kind].append(i)
+    minutes = sum(i.minutes for i in interventions)
+    sessions = by_migration["review"].get(m.id, [])
+    review_seconds = sum(s.active_seconds for s in sessions)
+    llm = by_migration["llm"].get(m.id, [])
+    staff_hours = minutes / 60.0 + review_seconds / 3600.0
+    return MigrationReport(
+        id=m.id,
+        slug=scrub.text(m.slug),
+        title=scrub.text(m.title),
+        status=m.status.value,
+        target=scrub.text(m.target.describe()),
+        attempts=_ids(facts),
+        verified=_ids(verified),
+        failed=_ids(facts, lambda a: a.failed),
+        failed_automated=_ids(facts, lambda a: a.failed_automated),
+        silent=_ids(facts, lambda a: a.silent),
+        silent_automated=_ids(facts, lambda a: a.silent_automated),
+        over_claims=_ids(facts, lambda a: a.over_claim),
+        over_claims_automated=_ids(facts, lambda a: a.over_claim_automated),
+        stated_expectation=_ids(facts, lambda a: a.expected_level is not None),
+        judged_expectation=_ids(verified, lambda a: a.expected_level is not None),
+        highest_level=best.level if best else None,
+        highest_level_automated=best_auto,
+        highest_attempt_id=best.id if best else None,
+        goal_met=best is not None and best.level >= GOAL_LEVEL,
+        goal_met_automated=best_auto is not None and best_auto >= GOAL_LEVEL,
+        interventions=_ids(interventions, table="intervention"),
+        intervention_minutes=minutes,
+        by_kind=[KindTotal(k, _ids(v, table="intervention"), sum(i.minutes for i in v))
+                 for k, v in sorted(kinds.items())],
+        review=_ids(sessions, table="review_session"),
+        review_seconds=review_seconds,
+        decisions=list(by_migration["decision"].get(m.id, [])),
+        wall_hours=sum(a.wall_seconds or 0.0 for a in facts) / 3600.0,
+        chip_hours=sum(a.chip_hours or 0.0 for a in facts),
+        compute=Money(sum(a.cost_dollars or 0.0 for a in facts),
+                      _ids(facts, lambda a: a.cost_dollars is not None)),
+        llm=Money(sum(float(r["cost_usd"] or 0.0) for r in llm),
+                  Count(tuple(r["id"] for r in llm), "llm_call")),
+        staff_hours=staff_hours,
+        staff_cost=staff_hours * rate,
+        final_attempt_id=final.id if final else None,
+        final_seq=final.seq if final else None,
+        time_ratio=final.time_ratio if final else None,
+        cost_ratio=final.cost_ratio if final else None,
+        reference_attempt_id=reference_id,
+        goal_metric=scrub.text(m.goal.metric),
+        attempt_facts=facts,
+    )
+
+
+def _add_loss_curves(db: Any, reports: list[MigrationReport]) -> None:
+    from storage import queries
+
+    wanted = [i for r in reports for i in (r.reference_attempt_id, r.final_attempt_id) if i is not None]
+    series = queries.report_series(db, wanted, LOSS_METRIC) if wanted else {}
+    for r in reports:
+        for label, attempt_id in (("reference", r.reference_attempt_id), ("final", r.final_attempt_id)):
+            if attempt_id is not None and series.get(attempt_id):
+                r.loss[label] = series[attempt_id]
+
+
+def _totals(reports: list[MigrationReport]) -> Totals:
+    def union(name: str) -> Count:
+        counts = [getattr(r, name) for r in reports]
+        return Count(tuple(i for c in counts for i in c.ids), counts[0].table if counts else "attempt")
+
+    migrations = Count(tuple(r.id for r in reports), "migration")
+    with_time = [r for r in reports if r.time_ratio is not None]
+    with_cost = [r for r in reports if r.cost_ratio is not None]
+    finals = [r for r in reports if r.final_attempt_id is not None]
+    verified = union("verified")
+    failed, failed_auto = union("failed"), union("failed_automated")
+    attempts = union("attempts")
+    intervention_minutes = sum(r.intervention_minutes for r in reports)
+    review_seconds = sum(r.review_seconds for r in reports)
+    return Totals(
+        migrations=migrations,
+        goal_met=Rate(_ids(reports, lambda r: r.goal_met, "migration"), migrations),
+        goal_met_automated=Rate(_ids(reports, lambda r: r.goal_met_automated, "migration"), migrations),
+        interventions=Count(tuple(i for r in reports for i in r.interventions.ids), "intervention"),
+        attempts=attempts,
+        verified=verified,
+        failed=Rate(failed, verified),
+        failed_automated=Rate(failed_auto, verified),
+        silent=Rate(union("silent"), failed),
+        silent_automated=Rate(union("silent_automated"), failed_auto),
+        over_claims=Rate(union("over_claims"), union("judged_expectation")),
+        over_claims_automated=Rate(union("over_claims_automated"), union("judged_expectation")),
+        stated_expectation=Rate(union("stated_expectation"), attempts),
+        time_ratios=Spread(tuple((r.final_attempt_id, r.time_ratio) for r in with_time), "attempt"),
+        cost_ratios=Spread(tuple((r.final_attempt_id, r.cost_ratio) for r in with_cost), "attempt"),
+        with_final_run=_ids(finals, table="migration"),
+        faster=_ids(reports, lambda r: r.faster is True, "migration"),
+        cheaper=_ids(reports, lambda r: r.cheaper is True, "migration"),
+        faster_and_cheaper=_ids(reports, lambda r: r.faster is True and r.cheaper is True, "migration"),
+        intervention_minutes=intervention_minutes,
+        review_seconds=review_seconds,
+        staff_hours=sum(r.staff_hours for r in reports),
+        staff_cost=sum(r.staff_cost for r in reports),
+        wall_hours=sum(r.wall_hours for r in reports),
+        chip_hours=sum(r.chip_hours for r in reports),
+        compute=Money(sum(r.compute.dollars for r in reports), union_money(reports, "compute")),
+        llm=Money(sum(r.llm.dollars for r in reports), union_money(reports, "llm")),
+    )
+
+
+def union_money(reports: list[MigrationReport], name: str) -> Count:
+    counts = [getattr(r, name).sources for r in reports]
+    return Count(tuple(i for c in counts for i in c.ids), counts[0].table if counts else "attempt")

@@ -1,0 +1,115 @@
+"""JSON: every count with the ids of the records behind it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+from workbench.report.model import MigrationReport, StudyReport
+
+DEFINITIONS = {
+    "attempt": "a row of `attempt` whose source is not `reference` (agent runs and re-runs)",
+    "verified": "an attempt with a current (not superseded) verification",
+    "failed": "a verified attempt with at least one current verdict whose effective outcome is fail",
+    "silent": "a failed attempt that raised no error (exit 0, no traceback or fatal line)",
+    "over_claim": "a verified attempt whose expected_level is above its highest verified level",
+    "intervention": "an intervention record that no later record corrects",
+    "goal_met": "the highest verified level of any attempt is 4 or more",
+    "final_run": "the last verified attempt (by seq) whose effective level-1 verdict passes",
+    "see": "docs/report.md",
+}
+
+
+def _migration(m: MigrationReport) -> dict[str, Any]:
+    return {
+        "id": m.id,
+        "slug": m.slug,
+        "title": m.title,
+        "status": m.status,
+        "target": m.target,
+        "goal_metric": m.goal_metric,
+        "reference_attempt_id": m.reference_attempt_id,
+        "attempts": m.attempts.json(),
+        "verified": m.verified.json(),
+        "failed": m.failed.json(),
+        "failed_verifier": m.failed_automated.json(),
+        "silent": m.silent.json(),
+        "silent_verifier": m.silent_automated.json(),
+        "over_claims": m.over_claims.json(),
+        "over_claims_verifier": m.over_claims_automated.json(),
+        "stated_expectation": m.stated_expectation.json(),
+        "judged_expectation": m.judged_expectation.json(),
+        "highest_level": m.highest_level,
+        "highest_level_verifier": m.highest_level_automated,
+        "highest_level_attempt_id": m.highest_attempt_id,
+        "goal_met": m.goal_met,
+        "goal_met_verifier": m.goal_met_automated,
+        "interventions": {**m.interventions.json(), "minutes": m.intervention_minutes,
+                          "by_kind": {k.kind: {**k.interventions.json(), "minutes": k.minutes}
+                                      for k in m.by_kind}},
+        "review": {**m.review.json(), "seconds": m.review_seconds},
+        "decisions": [asdict(d) for d in m.decisions],
+        "compute": {"wall_hours": m.wall_hours, "chip_hours": m.chip_hours, "cost_dollars": m.compute.dollars,
+                    **m.compute.sources.json()},
+        "llm": {"cost_dollars": m.llm.dollars, **m.llm.sources.json()},
+        "staff": {"hours": m.staff_hours, "cost_dollars": m.staff_cost,
+                  "intervention_ids": list(m.interventions.ids), "review_session_ids": list(m.review.ids)},
+        "total_cost_dollars": m.total_cost,
+        "final_run": {"attempt_id": m.final_attempt_id, "seq": m.final_seq, "time_ratio": m.time_ratio,
+                      "cost_ratio": m.cost_ratio, "faster": m.faster, "cheaper": m.cheaper},
+    }
+
+
+def report_dict(report: StudyReport) -> dict[str, Any]:
+    t = report.totals
+    return {
+        "format": "workbench-report",
+        "version": 1,
+        "study": {"slug": report.slug, "title": report.title, "staff_hourly_rate": report.staff_hourly_rate,
+                  "prices": report.prices},
+        "selected_migrations": list(report.selected),
+        "pseudonymised": report.pseudonymised,
+        "llm_cost_source": report.llm_source,
+        "definitions": DEFINITIONS,
+        "totals": {
+            "migrations": t.migrations.json(),
+            "goal_met": t.goal_met.json(),
+            "goal_met_verifier": t.goal_met_automated.json(),
+            "interventions": t.interventions.json(),
+            "interventions_per_migration": t.interventions_per_migration,
+            "attempts": t.attempts.json(),
+            "verified": t.verified.json(),
+            "failed": t.failed.json(),
+            "failed_verifier": t.failed_automated.json(),
+            "silent": t.silent.json(),
+            "silent_verifier": t.silent_automated.json(),
+            "stated_expectation": t.stated_expectation.json(),
+            "over_claims": t.over_claims.json(),
+            "over_claims_verifier": t.over_claims_automated.json(),
+            "final_runs": t.with_final_run.json(),
+            "time_ratio": t.time_ratios.json(),
+            "cost_ratio": t.cost_ratios.json(),
+            "faster": t.faster.json(),
+            "cheaper": t.cheaper.json(),
+            "faster_and_cheaper": t.faster_and_cheaper.json(),
+            "intervention_minutes": t.intervention_minutes,
+            "review_seconds": t.review_seconds,
+            "staff_hours": t.staff_hours,
+            "staff_cost_dollars": t.staff_cost,
+            "wall_hours": t.wall_hours,
+            "chip_hours": t.chip_hours,
+            "compute_cost_dollars": t.compute.dollars,
+            "llm_cost_dollars": t.llm.dollars,
+            "total_cost_dollars": t.total_cost,
+        },
+        "migrations": [_migration(m) for m in report.migrations],
+        "attempts": [asdict(a) for m in report.migrations for a in m.attempt_facts],
+        "interventions": [{**asdict(i), "counts": i.current} for i in report.interventions],
+        "overrides": [asdict(o) for o in report.overrides],
+        "review_sessions": [asdict(r) for r in report.review_sessions],
+    }
+
+
+def render_json(report: StudyReport) -> str:
+    return json.dumps(report_dict(report), indent=1, ensure_ascii=False) + "\n"

@@ -1,0 +1,35 @@
+"""Markdown: the study totals and per-migration tables, GitHub-flavoured."""
+
+from __future__ import annotations
+
+from workbench.report.model import StudyReport
+from workbench.report.tables import Table, document_tables, migration_line, title_lines
+from workbench.untrusted import clean
+
+
+def cell(text: str) -> str:
+    text = clean(text).replace("\\", "\\\\").replace("|", "\\|")
+    return text.replace("<", "&lt;").replace(">", "&gt;").replace("`", "\\`").replace("*", "\\*").replace("_", "\\_")
+
+
+def table(t: Table) -> str:
+    lines = [f"## {t.title}", ""]
+    if not t.rows:
+        return "\n".join(lines + ["None.", ""])
+    lines.append("| " + " | ".join(cell(h) for h in t.headers) + " |")
+    lines.append("| " + " | ".join("---:" if i in t.numeric else "---" for i in range(len(t.headers))) + " |")
+    for row in t.rows:
+        lines.append("| " + " | ".join(cell(v.text) for v in row) + " |")
+    if t.note:
+        lines += ["", cell(t.note)]
+    return "\n".join(lines + [""])
+
+
+def render_markdown(report: StudyReport) -> str:
+    out = [f"# Migration study report: {cell(report.title)}", ""]
+    out += [cell(line) + "  " for line in title_lines(report)] + [""]
+    out += ["Counts are defined in docs/report.md. Attempt-level rows are in the CSV and JSON exports.", ""]
+    out += ["## Migrations", ""] + [f"- {cell(migration_line(m))}" for m in report.migrations] + [""]
+    for t in document_tables(report):
+        out.append(table(t))
+    return "\n".join(out).rstrip() + "\n"

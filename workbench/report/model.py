@@ -1,0 +1,309 @@
+"""What a report holds: counts that carry the ids of the records behind them.
+
+Built by `workbench.report.build` from raw rows; rendered by the format modules. Every free
+text in here is already redacted (and pseudonymised when asked).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Count:
+    """A number of records, and which ones."""
+
+    ids: tuple[int, ...]
+    table: str
+    """The table the ids belong to: `attempt`, `intervention`, `migration`, ..."""
+
+    @property
+    def n(self) -> int:
+        return len(self.ids)
+
+    def json(self) -> dict[str, object]:
+        return {"n": self.n, f"{self.table}_ids": list(self.ids)}
+
+
+@dataclass(frozen=True, slots=True)
+class Rate:
+    """`part` out of `whole`; both carry their ids."""
+
+    part: Count
+    whole: Count
+
+    @property
+    def percent(self) -> float | None:
+        return None if not self.whole.n else 100.0 * self.part.n / self.whole.n
+
+    def json(self) -> dict[str, object]:
+        return {
+            "n": self.part.n,
+            "of": self.whole.n,
+            "percent": None if self.percent is None else round(self.percent, 1),
+            f"{self.part.table}_ids": list(self.part.ids),
+            f"of_{self.whole.table}_ids": list(self.whole.ids),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Spread:
+    """Median and range of values, each tied to the record it came from."""
+
+    values: tuple[tuple[int, float], ...]
+    """(id, value) pairs."""
+    table: str
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(v for _, v in self.values) if self.values else None
+
+    @property
+    def low(self) -> float | None:
+        return min(v for _, v in self.values) if self.values else None
+
+    @property
+    def high(self) -> float | None:
+        return max(v for _, v in self.values) if self.values else None
+
+    def json(self) -> dict[str, object]:
+        return {
+            "n": self.n,
+            "median": self.median,
+            "min": self.low,
+            "max": self.high,
+            f"{self.table}_ids": [i for i, _ in self.values],
+            "values": [v for _, v in self.values],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptFacts:
+    """One attempt as the report sees it (references included, flagged by `source`)."""
+
+    id: int
+    migration_id: int
+    seq: int
+    source: str
+    command: str
+    claim: str
+    status: str
+    exit_code: int | None
+    expected_level: int | None
+    verification_id: int | None
+    level: int | None
+    """Highest effective level (overrides count); None when not verified."""
+    level_automated: int | None
+    failed: bool
+    failed_automated: bool
+    silent: bool
+    silent_automated: bool
+    over_claim: bool
+    over_claim_automated: bool
+    passes_level1: bool
+    """Its effective level-1 verdict passes: the run reached its end."""
+    failure_id: int | None
+    cause: str | None
+    failure_note: str
+    wall_seconds: float | None
+    chip_hours: float | None
+    cost_dollars: float | None
+    time_ratio: float | None
+    cost_ratio: float | None
+    ladder: tuple[str | None, ...]
+    """Effective outcome of levels 1-5 (`pass`, `fail`, `unknown`, None without a verdict)."""
+
+    @property
+    def verified(self) -> bool:
+        return self.verification_id is not None
+
+
+@dataclass(frozen=True, slots=True)
+class InterventionRow:
+    id: int
+    migration_id: int
+    attempt_id: int | None
+    kind: str
+    minutes: float
+    note: str
+    reviewer: str
+    at: str
+    corrects: int | None
+    corrected_by: int | None
+
+    @property
+    def current(self) -> bool:
+        return self.corrected_by is None
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionRow:
+    id: int
+    migration_id: int
+    kind: str
+    reason: str
+    reviewer: str
+    at: str
+
+
+@dataclass(frozen=True, slots=True)
+class OverrideRow:
+    id: int
+    verdict_id: int
+    attempt_id: int
+    migration_id: int
+    seq: int
+    level: int
+    automated: str
+    outcome: str
+    justification: str
+    reviewer: str
+    at: str
+    effective: bool
+    """The latest override of its verdict: the one that counts."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewRow:
+    id: int
+    migration_id: int
+    reviewer: str
+    started_at: str
+    active_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class KindTotal:
+    kind: str
+    interventions: Count
+    minutes: float
+
+
+@dataclass(frozen=True, slots=True)
+class Money:
+    """Dollars, and the records they were summed from."""
+
+    dollars: float
+    sources: Count
+
+
+@dataclass
+class MigrationReport:
+    id: int
+    slug: str
+    title: str
+    status: str
+    target: str
+    attempts: Count
+    verified: Count
+    failed: Count
+    failed_automated: Count
+    silent: Count
+    silent_automated: Count
+    over_claims: Count
+    over_claims_automated: Count
+    stated_expectation: Count
+    """Attempts whose agent named an expected level (verified or not)."""
+    judged_expectation: Count
+    """Verified attempts whose agent named an expected level: the over-claim denominator."""
+    highest_level: int | None
+    highest_level_automated: int | None
+    highest_attempt_id: int | None
+    goal_met: bool
+    goal_met_automated: bool
+    interventions: Count
+    intervention_minutes: float
+    by_kind: list[KindTotal]
+    review: Count
+    review_seconds: float
+    decisions: list[DecisionRow]
+    wall_hours: float
+    chip_hours: float
+    compute: Money
+    llm: Money
+    staff_hours: float
+    staff_cost: float
+    final_attempt_id: int | None
+    final_seq: int | None
+    time_ratio: float | None
+    cost_ratio: float | None
+    reference_attempt_id: int | None
+    goal_metric: str
+    attempt_facts: list[AttemptFacts] = field(default_factory=list)
+    """Its attempts (not the reference runs), by seq."""
+    loss: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    """`reference` and `final` loss series, where they exist."""
+
+    @property
+    def total_cost(self) -> float:
+        return self.compute.dollars + self.llm.dollars + self.staff_cost
+
+    @property
+    def faster(self) -> bool | None:
+        return None if self.time_ratio is None else self.time_ratio < 1.0
+
+    @property
+    def cheaper(self) -> bool | None:
+        return None if self.cost_ratio is None else self.cost_ratio < 1.0
+
+
+@dataclass
+class Totals:
+    migrations: Count
+    goal_met: Rate
+    goal_met_automated: Rate
+    interventions: Count
+    attempts: Count
+    verified: Count
+    failed: Rate
+    failed_automated: Rate
+    silent: Rate
+    silent_automated: Rate
+    over_claims: Rate
+    over_claims_automated: Rate
+    stated_expectation: Rate
+    time_ratios: Spread
+    cost_ratios: Spread
+    with_final_run: Count
+    faster: Count
+    cheaper: Count
+    faster_and_cheaper: Count
+    intervention_minutes: float
+    review_seconds: float
+    staff_hours: float
+    staff_cost: float
+    wall_hours: float
+    chip_hours: float
+    compute: Money
+    llm: Money
+
+    @property
+    def interventions_per_migration(self) -> float | None:
+        return self.interventions.n / self.migrations.n if self.migrations.n else None
+
+    @property
+    def total_cost(self) -> float:
+        return self.compute.dollars + self.llm.dollars + self.staff_cost
+
+
+@dataclass
+class StudyReport:
+    slug: str
+    title: str
+    staff_hourly_rate: float
+    prices: dict[str, float]
+    migrations: list[MigrationReport]
+    totals: Totals
+    interventions: list[InterventionRow]
+    overrides: list[OverrideRow]
+    review_sessions: list[ReviewRow]
+    llm_source: str
+    """Where the LLM cost came from (the `llm_call` table, or why it is 0)."""
+    pseudonymised: bool = False
+    selected: tuple[str, ...] = ()
+    """The slugs asked for with --migration; empty for the whole study."""

@@ -1,0 +1,249 @@
+"""The report's tables, the same for every format: Markdown, HTML, LaTeX and CSV render these.
+
+A cell is a `V`: the raw value (written to CSV) and its display text (everything else), so a
+number reads the same in every format.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from workbench.report.model import Count, MigrationReport, Rate, StudyReport
+
+
+@dataclass(frozen=True, slots=True)
+class V:
+    raw: Any
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass
+class Table:
+    name: str
+    """File stem in the CSV zip; id in HTML."""
+    title: str
+    headers: list[str]
+    rows: list[list[V]] = field(default_factory=list)
+    numeric: tuple[int, ...] = ()
+    """Columns that hold numbers (right-aligned)."""
+    note: str = ""
+    wide: bool = False
+    """Holds long free text: LaTeX sets it with wrapping columns."""
+
+
+def n(value: int | None) -> V:
+    return V(value, "–" if value is None else str(value))
+
+
+def num(value: float | None, digits: int = 2) -> V:
+    return V(None if value is None else round(value, 6), "–" if value is None else f"{value:,.{digits}f}")
+
+
+def pct(value: float | None) -> V:
+    return V(None if value is None else round(value, 1), "–" if value is None else f"{value:.1f}%")
+
+
+def yes(value: bool | None) -> V:
+    return V(value, "–" if value is None else ("yes" if value else "no"))
+
+
+def s(value: str | None) -> V:
+    return V(value or "", value or "")
+
+
+def rate_text(rate: Rate) -> str:
+    if rate.percent is None:
+        return f"{rate.part.n} of {rate.whole.n}"
+    return f"{rate.part.n} of {rate.whole.n} ({rate.percent:.1f}%)"
+
+
+def _count_of(count: Count, of: Count) -> V:
+    return V(count.n, f"{count.n} of {of.n}")
+
+
+def totals_table(report: StudyReport) -> Table:
+    t = report.totals
+    rows: list[list[V]] = []
+
+    def rate(label: str, r: Rate) -> None:
+        rows.append([s(label), n(r.part.n), n(r.whole.n), pct(r.percent)])
+
+    def plain(label: str, value: V) -> None:
+        rows.append([s(label), value, V(None, ""), V(None, "")])
+
+    plain("Migrations", n(t.migrations.n))
+    rate("Projects meeting the goal (level 4)", t.goal_met)
+    rate("Projects meeting the goal, verifier alone", t.goal_met_automated)
+    plain("Interventions", n(t.interventions.n))
+    plain("Interventions per migration (mean)", num(t.interventions_per_migration))
+    plain("Attempts", n(t.attempts.n))
+    rate("Attempts verified", Rate(t.verified, t.attempts))
+    rate("Attempts failed", t.failed)
+    rate("Attempts failed, verifier alone", t.failed_automated)
+    rate("Failures that raised no error (silent)", t.silent)
+    rate("Failures that raised no error, verifier alone", t.silent_automated)
+    rate("Attempts stating an expected level", t.stated_expectation)
+    rate("Attempts below the agent's expected level (over-claims)", t.over_claims)
+    rate("Over-claims, verifier alone", t.over_claims_automated)
+    rate("Migrations with a final run", Rate(t.with_final_run, t.migrations))
+    plain("Time ratio of final runs, median", num(t.time_ratios.median))
+    plain("Time ratio of final runs, min", num(t.time_ratios.low))
+    plain("Time ratio of final runs, max", num(t.time_ratios.high))
+    plain("Cost ratio of final runs, median", num(t.cost_ratios.median))
+    plain("Cost ratio of final runs, min", num(t.cost_ratios.low))
+    plain("Cost ratio of final runs, max", num(t.cost_ratios.high))
+    both = Count(tuple(r.id for r in report.migrations if r.time_ratio is not None and r.cost_ratio is not None),
+                 "migration")
+    rate("Migrations that ended faster", Rate(t.faster, Count(tuple(i for i, _ in t.time_ratios.values), "x")))
+    rate("Migrations that ended cheaper", Rate(t.cheaper, Count(tuple(i for i, _ in t.cost_ratios.values), "x")))
+    rate("Migrations that ended faster and cheaper", Rate(t.faster_and_cheaper, both))
+    plain("Intervention minutes", num(t.intervention_minutes, 1))
+    plain("Review hours", num(t.review_seconds / 3600.0))
+    plain("Staff hours", num(t.staff_hours))
+    plain("Staff cost ($)", num(t.staff_cost))
+    plain("Wall hours of attempts", num(t.wall_hours))
+    plain("Chip-hours of attempts", num(t.chip_hours))
+    plain("Compute cost ($)", num(t.compute.dollars))
+    plain("LLM cost ($)", num(t.llm.dollars))
+    plain("Total cost ($)", num(t.total_cost))
+    return Table("totals", "Study totals", ["Measure", "Value", "Of", "%"], rows, numeric=(1, 2, 3),
+                 note="Rates as docs/report.md defines them; \"verifier alone\" ignores reviewers' overrides.")
+
+
+def outcomes_table(report: StudyReport) -> Table:
+    rows = [
+        [s(m.slug), n(m.attempts.n), n(m.failed.n), n(m.silent.n), n(m.over_claims.n),
+         n(m.judged_expectation.n), n(m.highest_level), yes(m.goal_met if m.highest_level is not None else None),
+         n(m.final_seq), num(m.time_ratio), num(m.cost_ratio)]
+        for m in report.migrations
+    ]
+    return Table("outcomes", "Outcomes per migration",
+                 ["Migration", "Attempts", "Failed", "Silent", "Over-claims", "Expectations", "Highest level",
+                  "Goal met", "Final run", "Time ratio", "Cost ratio"], rows, numeric=(1, 2, 3, 4, 5, 6, 8, 9, 10),
+                 note="Expectations: verified attempts whose agent named an expected level. Final run: the"
+                      " seq of the last verified attempt that passed level 1; ratios are its own against"
+                      " the reference run.")
+
+
+def verifier_table(report: StudyReport) -> Table:
+    overrides: dict[int, int] = {}
+    for o in report.overrides:
+        if o.effective:
+            overrides[o.migration_id] = overrides.get(o.migration_id, 0) + 1
+    rows = [
+        [s(m.slug), n(m.failed_automated.n), n(m.silent_automated.n), n(m.over_claims_automated.n),
+         n(m.highest_level_automated),
+         yes(m.goal_met_automated if m.highest_level_automated is not None else None),
+         n(overrides.get(m.id, 0))]
+        for m in report.migrations
+    ]
+    return Table("verifier_alone", "Outcomes per migration, verifier alone (before overrides)",
+                 ["Migration", "Failed", "Silent", "Over-claims", "Highest level", "Goal met", "Overrides"],
+                 rows, numeric=(1, 2, 3, 4, 6))
+
+
+def effort_table(report: StudyReport) -> Table:
+    rows = [
+        [s(m.slug), n(m.interventions.n), num(m.intervention_minutes, 1), num(m.review_seconds / 3600.0),
+         num(m.staff_hours), num(m.staff_cost), num(m.wall_hours), num(m.chip_hours), num(m.compute.dollars),
+         num(m.llm.dollars), num(m.total_cost)]
+        for m in report.migrations
+    ]
+    return Table("effort_and_cost", "Human effort and cost per migration",
+                 ["Migration", "Interventions", "Minutes", "Review h", "Staff h", "Staff $", "Wall h",
+                  "Chip-h", "Compute $", "LLM $", "Total $"], rows, numeric=tuple(range(1, 11)),
+                 note=f"Staff time at ${report.staff_hourly_rate:,.2f} an hour. LLM cost: {report.llm_source}.")
+
+
+def kinds_table(report: StudyReport) -> Table:
+    rows = [[s(m.slug), s(k.kind), n(k.interventions.n), num(k.minutes, 1)]
+            for m in report.migrations for k in m.by_kind]
+    return Table("interventions_by_kind", "Interventions by kind",
+                 ["Migration", "Kind", "Count", "Minutes"], rows, numeric=(2, 3))
+
+
+def decisions_table(report: StudyReport) -> Table:
+    rows = [[s(m.slug), n(d.id), s(d.kind), s(d.reason), s(d.reviewer), s(d.at[:16].replace("T", " "))]
+            for m in report.migrations for d in m.decisions]
+    return Table("decisions", "Decisions and their reasons",
+                 ["Migration", "Id", "Decision", "Reason", "Reviewer", "At"], rows, numeric=(1,), wide=True)
+
+
+def overrides_table(report: StudyReport) -> Table:
+    slugs = {m.id: m.slug for m in report.migrations}
+    rows = [[s(slugs.get(o.migration_id, "")), n(o.seq), n(o.level), s(o.automated), s(o.outcome),
+             yes(o.effective), s(o.reviewer), s(o.justification)]
+            for o in report.overrides]
+    return Table("overrides", "Verdict overrides",
+                 ["Migration", "Attempt", "Level", "Verifier", "Override", "Counts", "Reviewer", "Justification"],
+                 rows, numeric=(1, 2), wide=True,
+                 note="Counts: the latest override of its verdict, the one every count uses.")
+
+
+def attempts_table(report: StudyReport) -> Table:
+    rows = []
+    for m in report.migrations:
+        for a in m.attempt_facts:
+            rows.append([
+                s(m.slug), n(a.id), n(a.seq), s(a.source), s(a.status), n(a.exit_code), n(a.expected_level),
+                n(a.level), n(a.level_automated), yes(a.failed), yes(a.silent), yes(a.over_claim),
+                yes(a.failed_automated), yes(a.silent_automated), yes(a.over_claim_automated), s(a.cause),
+                num(a.wall_seconds, 1), num(a.chip_hours, 4), num(a.cost_dollars, 4), num(a.time_ratio),
+                num(a.cost_ratio), s(a.command), s(a.claim), s(a.failure_note),
+            ])
+    return Table("attempts", "Attempts",
+                 ["migration", "attempt_id", "seq", "source", "status", "exit_code", "expected_level", "level",
+                  "level_verifier", "failed", "silent", "over_claim", "failed_verifier", "silent_verifier",
+                  "over_claim_verifier", "cause", "wall_seconds", "chip_hours", "cost_dollars", "time_ratio",
+                  "cost_ratio", "command", "claim", "failure_note"], rows)
+
+
+def intervention_records_table(report: StudyReport) -> Table:
+    slugs = {m.id: m.slug for m in report.migrations}
+    rows = [[s(slugs.get(i.migration_id, "")), n(i.id), n(i.attempt_id), s(i.kind), num(i.minutes, 1),
+             n(i.corrects), n(i.corrected_by), yes(i.current), s(i.reviewer), s(i.at), s(i.note)]
+            for i in report.interventions]
+    return Table("interventions", "Intervention records",
+                 ["migration", "intervention_id", "attempt_id", "kind", "minutes", "corrects", "corrected_by",
+                  "counts", "reviewer", "at", "note"], rows)
+
+
+def review_table(report: StudyReport) -> Table:
+    slugs = {m.id: m.slug for m in report.migrations}
+    rows = [[s(slugs.get(r.migration_id, "")), n(r.id), s(r.reviewer), s(r.started_at), num(r.active_seconds, 1)]
+            for r in report.review_sessions]
+    return Table("review_sessions", "Review sessions",
+                 ["migration", "review_session_id", "reviewer", "started_at", "active_seconds"], rows)
+
+
+def document_tables(report: StudyReport) -> list[Table]:
+    """The tables of a document (Markdown, HTML, LaTeX)."""
+    tables = [totals_table(report), outcomes_table(report), verifier_table(report), effort_table(report),
+              kinds_table(report), decisions_table(report)]
+    if report.overrides:
+        tables.append(overrides_table(report))
+    return tables
+
+
+def all_tables(report: StudyReport) -> list[Table]:
+    """Every table, record-level ones included (CSV)."""
+    return [totals_table(report), outcomes_table(report), verifier_table(report), effort_table(report),
+            kinds_table(report), decisions_table(report), overrides_table(report), attempts_table(report),
+            intervention_records_table(report), review_table(report)]
+
+
+def title_lines(report: StudyReport) -> list[str]:
+    lines = [f"Study: {report.title} ({report.slug})"]
+    if report.selected:
+        lines.append("Migrations: " + ", ".join(report.selected))
+    if report.pseudonymised:
+        lines.append("Reviewer names are pseudonymised.")
+    return lines
+
+
+def migration_line(m: MigrationReport) -> str:
+    return f"{m.slug}: {m.title}, {m.target}, {m.status}"
