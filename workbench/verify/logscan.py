@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import json
 import re
+from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,13 +30,20 @@ FATAL_MARKERS: tuple[tuple[bytes, str], ...] = (
     (b"Check failed", "fatal"),
     (b"RESOURCE_EXHAUSTED", "oom"),
     (b"out of memory", "oom"),
-    (b"OutOfMemoryError", "oom"),
     (b"MemoryError", "oom"),
     (b"Killed", "killed"),
     (b"timed out", "timeout"),
     (b"Timeout", "timeout"),
 )
-"""Byte strings that mark a fatal error anywhere in a line, and what kind of error each is."""
+"""Byte strings that mark a fatal error anywhere in a line, and what kind of error each is.
+
+They are looked for in the log's last FATAL_TAIL bytes only: an error that kills a run is among
+its last words, and the same words earlier in a log that went on are not fatal."""
+
+FATAL_TAIL = 4 << 20
+HEAD = 4 << 20
+"""Probe lines and sharding specs are read from the first HEAD and last FATAL_TAIL bytes: the
+probe writes at start and exit, and a run prints its mesh when it sets it up."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,25 +62,29 @@ class Pattern:
     sequential: bool = False
     json: bool = False
     """The match is a JSON object; its numeric fields are metrics, `step` its step."""
+    gate: tuple[str, ...] = ()
+    """Literals of which a piece must hold one for the regex to run on it (a cheap pre-check)."""
 
 
 DEFAULT_PATTERNS: tuple[Pattern, ...] = (
     # plain prints: "step 3/40 loss 0.41 grad_norm 1.2", "Step: 3, loss=0.41"
-    Pattern("plain", r"(?im)^[^\n]*?\bstep\b[ :=#]*(?P<step>\d+)(?:/(?P<total>\d+))?(?P<body>[^\n]*)$"),
+    Pattern("plain", r"(?i)\bstep\b[ :=#]*(?P<step>\d+)(?:/(?P<total>\d+))?(?P<body>[^\n]*)"),
     # Hugging Face Trainer: {'loss': 0.69, 'grad_norm': 1.2, 'learning_rate': 5e-05, 'epoch': 0.1}
-    Pattern("hf_trainer", r"\{'(?P<body>[^\n{}]*)\}", sequential=True),
+    Pattern("hf_trainer", r"\{'(?P<body>[^\n{}]*)\}", sequential=True, gate=("{'",)),
     # JSON lines: {"step": 3, "loss": 0.41}
-    Pattern("json_lines", r'(?m)^\{"[^\n]*\}[ \t\r]*$', json=True),
+    Pattern("json_lines", r'(?m)^\{"[^\n]*\}[ \t\r]*$', json=True, gate=('{"',)),
     # tqdm postfix and PyTorch Lightning bars: "Epoch 0:  50%|###  | 16/32 [00:01<00:00, 12.3it/s, loss=0.693, v_num=0]"
     Pattern(
         "tqdm",
         r"(?:Epoch (?P<epoch>\d+)[^\r\n|]*)?\|[^\r\n|]*\| *(?P<step>\d+)/(?P<total>\d+) \[[^\r\n\]]*?"
         r"(?:it/s|s/it)\]?,? ?(?P<body>[^\r\n\]]*)\]",
+        gate=("it/s", "s/it"),
     ),
     # bare summary lines: "eval_accuracy 0.9014", "test/acc: 0.91"
     Pattern(
         "summary",
         r"(?m)^(?P<name>(?:eval|val|valid|test|final)[_/][\w/.-]+)[ \t]*[=:]?[ \t]*(?P<value>" + NUMBER.decode() + r")[ \t\r]*$",
+        gate=("eval", "val_", "val/", "test", "final"),
     ),
 )
 
@@ -132,6 +144,7 @@ class _Compiled:
         self.pattern = pattern
         self.regex = re.compile(pattern.regex.encode())
         self.groups = self.regex.groupindex
+        self.gate = tuple(g.encode() for g in pattern.gate)
 
 
 def compile_patterns(extra: Iterable[dict[str, Any] | Pattern] = (), *, defaults: bool = True) -> list[_Compiled]:
@@ -142,6 +155,7 @@ def compile_patterns(extra: Iterable[dict[str, Any] | Pattern] = (), *, defaults
             regex=str(spec["regex"]),
             sequential=bool(spec.get("sequential", False)),
             json=bool(spec.get("json", False)),
+            gate=tuple(spec.get("gate", ())),
         )
         out.append(_Compiled(pattern))
     return out
@@ -159,9 +173,16 @@ class LogScanner:
         self._in_traceback: Hit | None = None
         self._sequence: dict[str, int] = {}
         self._pending: list[tuple[str, float, int, int]] = []
+        self._lines = _Deferred()
+        self._tail: deque[tuple[bytes, int]] = deque()
+        self._tail_bytes = 0
+        self._head_bytes = 0
+        self._head_end_line = 0
+        plain = [p for p in self.patterns if p.pattern.name == "plain"]
+        self._plain = plain[0].regex if plain else None
 
     # ------------------------------------------------------------------ feeding
-    def feed(self, chunk: bytes) -> None:
+    def feed(self, chunk: bytes | bytearray) -> None:
         self.facts.size += len(chunk)
         data = self._carry + chunk if self._carry else chunk
         cut = data.rfind(b"\n")
@@ -178,57 +199,96 @@ class LogScanner:
                 self._carry = data
                 return
             cut = tail_start - 1
-        self._piece(data[: cut + 1])
-        self._carry = data[cut + 1 :]
+        self._piece(data if cut + 1 == len(data) else data[: cut + 1])
+        self._carry = bytes(data[cut + 1 :])
 
     def finish(self) -> LogFacts:
         if self._carry:
             self._piece(self._carry + b"\n")
             self._carry = b""
-            self.facts.lines = self._line - 1
-        else:
-            self.facts.lines = self._line - 1
+        self.facts.lines = self._line - 1
+        skip = max(0, self._tail_bytes - FATAL_TAIL)
+        for piece, base in self._tail:
+            start = min(skip, len(piece))
+            skip -= start
+            if start:  # begin at a line start
+                start = piece.find(b"\n", start - 1) + 1 or len(piece)
+            self._fatal(piece, base, start)
+            if base > self._head_end_line:  # not already read as part of the head
+                self._probes(piece, base, start)
+                self._sharding(piece, base, start)
+        self._tail.clear()
         return self.facts
 
     # ------------------------------------------------------------------ one piece of whole lines
     def _piece(self, piece: bytes) -> None:
         base = self._line
-        marks: list[tuple[int, int]] = []  # (position, step) of step-bearing lines in this piece
-        if self.extract:
-            self._metrics(piece, base, marks)
-        else:
-            self._steps_only(piece, marks)
-        marks.sort()
-        positions = [p for p, _ in marks]
         before = self.facts.last_step
+        if self.extract:
+            marks: list[tuple[int, int]] = []  # (position, step) of step-bearing lines in this piece
+            self._metrics(piece, base, marks)
+            marks.sort()
+            positions = [p for p, _ in marks]
 
-        def step_at(pos: int) -> int | None:
-            i = bisect.bisect_left(positions, pos)
-            return marks[i - 1][1] if i else before
+            def step_at(pos: int) -> int | None:
+                i = bisect.bisect_left(positions, pos)
+                return marks[i - 1][1] if i else before
 
-        for name, value, line, pos in self._pending:
-            step = step_at(pos)
-            self.facts.points.setdefault(name, {})[0 if step is None else step] = (value, line)
-        self._pending.clear()
+            for name, value, line, pos in self._pending:
+                step = step_at(pos)
+                self.facts.points.setdefault(name, {})[0 if step is None else step] = (value, line)
+            self._pending.clear()
+            last = max((s for _, s in marks), default=None)
+        else:
+            # no per-line work: a rare event's step is found by looking back for a step line
+            def step_at(pos: int) -> int | None:
+                found = self._step_before(piece, pos)
+                return before if found is None else found
+
+            last = self._step_before(piece, len(piece))
         self._tracebacks(piece, base)
-        self._fatal(piece, base)
+        self._tail.append((piece, base))
+        self._tail_bytes += len(piece)
+        while self._tail_bytes - len(self._tail[0][0]) >= FATAL_TAIL:
+            self._tail_bytes -= len(self._tail.popleft()[0])
         self._xla(piece, base, step_at)
-        self._probes(piece, base)
-        if marks:
-            top = max(s for _, s in marks)
-            self.facts.last_step = top if before is None else max(before, top)
-        self._line = base + piece.count(b"\n")
+        if self._head_bytes < HEAD:
+            self._head_bytes += len(piece)
+            self._head_end_line = base
+            self._probes(piece, base)
+            self._sharding(piece, base)
+        if last is not None:
+            self.facts.last_step = last if before is None else max(before, last)
+        self._line = base + self._lines.resolve(piece, base)
 
-    def _steps_only(self, piece: bytes, marks: list[tuple[int, int]]) -> None:
-        plain = self.patterns[0] if self.patterns and self.patterns[0].pattern.name == "plain" else None
+    def _hit(self, pos: int, text: str, step: int | None = None) -> Hit:
+        """A hit at a byte position of the current piece; its line is set when the piece is done."""
+        return self._lines.at(pos, Hit(0, text, step))
+
+    def _step_before(self, piece: bytes, pos: int) -> int | None:
+        """The step of the last step line that starts before pos in this piece, if any."""
+        plain = self._plain
         if plain is None:
-            return
-        for m in plain.regex.finditer(piece):
-            marks.append((m.start(), int(m.group("step"))))
+            return None
+        end = pos
+        for _ in range(64):
+            i = piece.rfind(b"step", 0, end)
+            i = max(i, piece.rfind(b"Step", max(i, 0), end))
+            if i == -1:
+                return None
+            start = piece.rfind(b"\n", 0, i) + 1
+            stop = piece.find(b"\n", i)
+            m = plain.search(piece, start, len(piece) if stop == -1 else stop)
+            if m is not None and m.start("step") < pos:
+                return int(m.group("step"))
+            end = start
+        return None
 
     def _metrics(self, piece: bytes, base: int, marks: list[tuple[int, int]]) -> None:
         facts = self.facts
         for compiled in self.patterns:
+            if compiled.gate and not any(g in piece for g in compiled.gate):
+                continue
             groups = compiled.groups
             pattern = compiled.pattern
             counter = _LineCounter(piece, base)
@@ -283,18 +343,16 @@ class LogScanner:
     def _tracebacks(self, piece: bytes, base: int) -> None:
         facts = self.facts
         if self._in_traceback is not None:
-            self._end_traceback(piece, 0, _LineCounter(piece, base))
+            self._end_traceback(piece, 0)
         pos = piece.find(b"Traceback (most recent call last)")
-        counter = _LineCounter(piece, base)
         while pos != -1:
-            line = counter.at(pos)
-            facts.tracebacks.append(Hit(line, _line_text(piece, pos)))
+            facts.tracebacks.append(self._hit(pos, _line_text(piece, pos)))
             self._in_traceback = facts.tracebacks[-1]
             nl = piece.find(b"\n", pos)
-            self._end_traceback(piece, nl + 1, counter)
+            self._end_traceback(piece, nl + 1)
             pos = piece.find(b"Traceback (most recent call last)", nl + 1 if nl != -1 else len(piece))
 
-    def _end_traceback(self, piece: bytes, pos: int, counter: _LineCounter) -> None:
+    def _end_traceback(self, piece: bytes, pos: int) -> None:
         """Find the exception line closing the open traceback: its first unindented line."""
         n = 0
         while pos < len(piece) and n < 2000:
@@ -305,19 +363,19 @@ class LogScanner:
                 m = _EXCEPTION.match(text)
                 if m and (b"Error" in m.group(1) or b"Exception" in m.group(1) or b"Interrupt" in m.group(1)
                           or b"Exit" in m.group(1) or b"Abort" in m.group(1)):
-                    self.facts.exceptions.append(Hit(counter.at(pos), _clip(text)))
+                    self.facts.exceptions.append(self._hit(pos, _clip(text)))
                     self._in_traceback = None
                     return
                 if not text.startswith((b"During handling", b"The above exception")):
-                    self.facts.exceptions.append(Hit(counter.at(pos), _clip(text)))
+                    self.facts.exceptions.append(self._hit(pos, _clip(text)))
                     self._in_traceback = None
                     return
             pos = end + 1
             n += 1
 
-    def _fatal(self, piece: bytes, base: int) -> None:
+    def _fatal(self, piece: bytes, base: int, start: int = 0) -> None:
         for marker, kind in FATAL_MARKERS:
-            pos = piece.find(marker)
+            pos = piece.find(marker, start)
             if pos == -1:
                 continue
             counter = _LineCounter(piece, base)
@@ -330,38 +388,38 @@ class LogScanner:
 
     def _xla(self, piece: bytes, base: int, step_at) -> None:
         facts = self.facts
-        if b"Counter: " in piece or b"Metric: " in piece:
-            counter = _LineCounter(piece, base)
+        if b"Counter: " in piece:
             for m in _COUNTER.finditer(piece):
                 name = m.group(1).decode("utf-8", "replace")
-                hit = Hit(counter.at(m.start()), m.group(2).decode(), step_at(m.start()))
+                hit = self._hit(m.start(), m.group(2).decode(), step_at(m.start()))
                 facts.counters[name] = hit
                 if name == "UncachedCompile":
                     facts.counter_series.setdefault(name, []).append(hit)
-            counter = _LineCounter(piece, base)
             for m in _METRIC.finditer(piece):
                 name = m.group(1).decode("utf-8", "replace")
                 if name in ("CompileTime", "ExecuteTime", "ExecuteReplicatedTime"):
-                    hit = Hit(counter.at(m.start()), m.group(2).decode(), step_at(m.start()))
+                    hit = self._hit(m.start(), m.group(2).decode(), step_at(m.start()))
                     facts.counter_series.setdefault(name, []).append(hit)
-            facts.reports = max(len(facts.counter_series.get("CompileTime", [])), facts.reports)
+            facts.reports = max(len(facts.counter_series.get("UncachedCompile", [])), facts.reports)
         for marker, target in ((b"Compilation Cause", facts.compile_causes), (b"pt-xla-profiler:", facts.profiler)):
             pos = piece.find(marker)
             if pos == -1:
                 continue
-            counter = _LineCounter(piece, base)
             while pos != -1:
-                target.append(Hit(counter.at(pos), _line_text(piece, pos), step_at(pos)))
+                target.append(self._hit(pos, _line_text(piece, pos), step_at(pos)))
                 nl = piece.find(b"\n", pos)
                 pos = -1 if nl == -1 else piece.find(marker, nl)
-        if b"devices=[" in piece:
-            counter = _LineCounter(piece, base)
-            for m in _SHARDING.finditer(piece):
-                ids = [x for x in m.group(2).split(b",") if x]
-                facts.sharding.append(Hit(counter.at(m.start()), str(len(ids))))
 
-    def _probes(self, piece: bytes, base: int) -> None:
-        pos = piece.find(b"workbench-probe ")
+    def _sharding(self, piece: bytes, base: int, start: int = 0) -> None:
+        if piece.find(b"devices=[", start) == -1:
+            return
+        counter = _LineCounter(piece, base)
+        for m in _SHARDING.finditer(piece, start):
+            ids = [x for x in m.group(2).split(b",") if x]
+            self.facts.sharding.append(Hit(counter.at(m.start()), str(len(ids))))
+
+    def _probes(self, piece: bytes, base: int, start: int = 0) -> None:
+        pos = piece.find(b"workbench-probe ", start)
         if pos == -1:
             return
         counter = _LineCounter(piece, base)
@@ -380,8 +438,32 @@ class LogScanner:
 _SKIP_BYTES = frozenset(n.encode() for n in SKIP_NAMES)
 
 
+class _Deferred:
+    """Hits of one piece keep their byte position until the piece is done; then one pass over
+    the piece's newlines gives every hit its line number and the piece its line count."""
+
+    __slots__ = ("hits",)
+
+    def __init__(self) -> None:
+        self.hits: list[tuple[int, Hit]] = []
+
+    def at(self, pos: int, hit: Hit) -> Hit:
+        self.hits.append((pos, hit))
+        return hit
+
+    def resolve(self, piece: bytes, base: int) -> int:
+        """Sets each hit's line; returns the number of newlines in the piece."""
+        line, last = base, 0
+        for pos, hit in sorted(self.hits, key=lambda item: item[0]):
+            line += piece.count(b"\n", last, pos)
+            last = pos
+            hit.line = line
+        self.hits.clear()
+        return line - base + piece.count(b"\n", last)
+
+
 class _LineCounter:
-    """Line number of a position, counting newlines incrementally (positions must not go back)."""
+    """Line number of a position, counting newlines from the last position asked."""
 
     __slots__ = ("data", "base", "pos", "line")
 
@@ -393,8 +475,9 @@ class _LineCounter:
 
     def at(self, pos: int) -> int:
         if pos < self.pos:
-            self.pos, self.line = 0, self.base
-        self.line += self.data.count(b"\n", self.pos, pos)
+            self.line -= self.data.count(b"\n", pos, self.pos)
+        else:
+            self.line += self.data.count(b"\n", self.pos, pos)
         self.pos = pos
         return self.line
 
@@ -424,20 +507,28 @@ def scan_chunks(chunks: Iterable[bytes], **kwargs: Any) -> LogFacts:
     return scanner.finish()
 
 
-def file_chunks(path: Path, size: int = 1 << 20) -> Iterator[bytes]:
-    with path.open("rb") as fh:
-        while block := fh.read(size):
+def file_chunks(path: Path, size: int = 1 << 20) -> Iterator[bytes | bytearray]:
+    """The file in blocks of about `size` bytes that end at a line end, read into fresh buffers
+    and trimmed in place, so neither this nor the scanner copies them; a line longer than
+    `size` is cut anyway."""
+    with path.open("rb", buffering=0) as fh:
+        while True:
+            block = bytearray(size)
+            n = fh.readinto(block)
+            if not n:
+                return
+            del block[n:]
+            if n == size and not block.endswith(b"\n"):
+                nl = block.rfind(b"\n")
+                if nl != -1:
+                    fh.seek(nl + 1 - n, 1)
+                    del block[nl + 1 :]
             yield block
 
 
-def stored_chunks(db: Any, log_id: int) -> Iterator[bytes]:
-    """A stored log's chunks in order, one row at a time (storage/logs.py's `log_chunk`)."""
-    seq = 0
-    while True:
-        row = db.execute(
-            "SELECT data FROM log_chunk WHERE log_id = ? AND seq = ?", [log_id, seq]
-        ).fetchone()
-        if row is None:
-            return
-        yield row[0]
-        seq += 1
+def stored_chunks(db: Any, log_id: int, batch: int = 1) -> Iterator[bytes]:
+    """A stored log's chunks in order (storage/logs.py's `log_chunk`), `batch` 256 KiB chunks
+    joined at a time; one cursor, so SQLite walks the table once."""
+    cursor = db.execute("SELECT data FROM log_chunk WHERE log_id = ? ORDER BY seq", [log_id])
+    while rows := cursor.fetchmany(batch):
+        yield rows[0][0] if len(rows) == 1 else b"".join(r[0] for r in rows)

@@ -1,0 +1,188 @@
+"""The variant matrix: a small training script run for real, the reference on the CPU and each
+attempt variant on torch_xla with 4 virtual CPU devices, then verified from its log alone.
+
+Needs the torch_xla environment (assets/demo/requirements-xla-cpu.txt): its python is
+`$WORKBENCH_XLA_PYTHON`, else `.venv-xla/bin/python` at the repository root, else the CI cache
+(`${XDG_CACHE_HOME:-~/.cache}/workbench/xla-venv`). Without one the tests skip, saying so. The
+runs (about a minute and a half on 2 cores) are cached by the script's and python's hash.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from storage import queries, records
+from storage.database import open_study
+from workbench.bundle import import_bundle
+from workbench.models import FailureCause, Outcome
+from workbench.verify import verify_study
+
+from conftest import BundleBuilder, make_repo
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = Path(__file__).resolve().parent / "verify_project" / "train.py"
+PROBE = ROOT / "workbench" / "verify" / "probe"
+P, F, U = Outcome.PASS, Outcome.FAIL, Outcome.UNKNOWN
+
+# seq, variant, devices, the agent's expected level
+VARIANTS = [
+    (1, "identical", 4, 5),
+    (2, "wrong_lr", 4, 4),
+    (3, "clip_per_replica", 4, 4),
+    (4, "dynamic_shapes", 4, 4),
+    (5, "fallback", 4, 4),
+    (6, "fewer_devices", 2, 4),
+    (7, "crash", 4, 2),
+    (8, "slow", 4, 5),
+]
+
+
+def xla_python() -> Path | None:
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "workbench" / "xla-venv"
+    candidates = [os.environ.get("WORKBENCH_XLA_PYTHON"), ROOT / ".venv-xla" / "bin" / "python",
+                  cache / "bin" / "python"]
+    for candidate in candidates:
+        if candidate and Path(candidate).is_file():
+            return Path(candidate)
+    return None
+
+
+def _run(python: Path, argv: list[str], env: dict[str, str], log: Path) -> dict:
+    started = datetime.datetime.now(datetime.UTC)
+    with log.open("wb") as out:
+        proc = subprocess.run([str(python), *argv], cwd=SCRIPT.parent, stdout=out, stderr=subprocess.STDOUT,
+                              env={**os.environ, **env}, timeout=600)
+    ended = datetime.datetime.now(datetime.UTC)
+    return {
+        "started_at": started.isoformat(timespec="milliseconds"),
+        "ended_at": ended.isoformat(timespec="milliseconds"),
+        "status": "ok" if proc.returncode == 0 else "nonzero_exit",
+        "exit_code": proc.returncode,
+        "exit_code_source": "process",
+    }
+
+
+@pytest.fixture(scope="session")
+def variant_bundle(tmp_path_factory) -> Path:
+    python = xla_python()
+    if python is None:
+        pytest.skip("no torch_xla environment: set WORKBENCH_XLA_PYTHON or run assets/demo/regenerate.sh "
+                    "(CI creates one with .ci/run)")
+    key = hashlib.sha256(SCRIPT.read_bytes() + str(python.resolve()).encode()).hexdigest()[:16]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "workbench" / "verify-variants" / key
+    if (cache / "study.toml").is_file():
+        return cache
+    work = tmp_path_factory.mktemp("variants")
+    builder = BundleBuilder(work / "bundle", prices={"cpu": 0.05})
+    builder.write_study()
+    folder = builder.root / "migrations" / "mlp-variants"
+    folder.mkdir(parents=True)
+    (folder / "logs").mkdir()
+    sha = make_repo(folder / "repo", [{"train.py": SCRIPT.read_text()}])[0]
+    base_env = {"PJRT_DEVICE": "CPU", "PYTHONPATH": str(PROBE), "TF_CPP_MIN_LOG_LEVEL": "1"}
+    lines = []
+    ref = _run(python, ["train.py", "--reference"], {}, folder / "logs" / "000.log")
+    assert ref["exit_code"] == 0, (folder / "logs" / "000.log").read_text()[-2000:]
+    goal = float((folder / "logs" / "000.log").read_text().split("eval_accuracy ")[-1].split()[0])
+    lines.append({"seq": 0, "source": "reference", "commit": sha,
+                  "command": {"argv": ["python", "train.py", "--reference"], "env": {}},
+                  **ref, "intended_hardware": None, "observed_hardware": {"kind": "cpu", "count": 1},
+                  "log": "logs/000.log"})
+    for seq, variant, devices, expected in VARIANTS:
+        argv = ["train.py", "--variant", "identical" if variant == "fewer_devices" else variant]
+        env = {**base_env, "CPU_NUM_DEVICES": str(devices)}
+        result = _run(python, argv, env, folder / "logs" / f"{seq:03d}.log")
+        lines.append({"seq": seq, "source": "agent", "commit": sha,
+                      "command": {"argv": ["python", *argv], "env": {k: v for k, v in env.items() if k != "PYTHONPATH"}},
+                      **result, "expected_level": expected, "claim": f"variant {variant}",
+                      "intended_hardware": {"kind": "cpu", "count": 4}, "observed_hardware": None,
+                      "log": f"logs/{seq:03d}.log"})
+    (folder / "migration.toml").write_text(
+        f'title = "MLP variants"\nrepo = "repo"\nbase_commit = "{sha}"\n'
+        '[target]\naccelerator = "cpu"\nchips = 4\nruntime = "torch_xla"\n'
+        f'[goal]\nmetric = "eval_accuracy"\nreference = {goal}\ndirection = "max"\ntolerance = 0.01\n'
+    )
+    (folder / "attempts.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    if cache.exists():
+        shutil.rmtree(cache)
+    shutil.copytree(builder.root, cache)
+    return cache
+
+
+@pytest.fixture
+def verified(variant_bundle: Path, tmp_path: Path):
+    study = open_study(tmp_path / "v.db", create=True)
+    report = import_bundle(study, variant_bundle, "ana")
+    assert not report.problems, report.problems
+    db = study.db
+    m = queries.get_migration(db, "mlp-variants")
+    # level 5 on XLA:CPU: torch_xla's start-up alone makes every run slower than the plain-CPU
+    # reference, so the study sets its limits from the correct port's own ratios (x1.5 slack)
+    verify_study(db, "ana")
+    ident = queries.current_verification(db, _attempt_id(db, m.id, 1))
+    records.add_verify_settings(db, migration_id=m.id, source="reviewer", reviewer="ana", settings={
+        "max_time_ratio": ident.time_ratio * 1.5, "max_cost_ratio": ident.cost_ratio * 1.5})
+    verify_study(db, "ana")
+    yield db, m
+    study.close()
+
+
+def _attempt_id(db, migration_id: int, seq: int) -> int:
+    return db.execute("SELECT id FROM attempt WHERE migration_id = ? AND seq = ?", [migration_id, seq]).fetchone()[0]
+
+
+def result(db, m, seq):
+    a = _attempt_id(db, m.id, seq)
+    verdicts = queries.verdicts(db, a)
+    return tuple(v.outcome for v in verdicts), queries.current_verification(db, a), verdicts
+
+
+# seq: (levels 1-4, level 5 or None when it depends on the machine's timing, cause, silent, over-claim)
+EXPECTED = {
+    1: ((P, P, P, P), P, None, False, False),
+    2: ((P, F, P, F), None, FailureCause.NUMERICAL_MISMATCH, True, True),
+    3: ((P, F, P, F), None, FailureCause.NUMERICAL_MISMATCH, True, True),
+    4: ((P, P, F, P), None, FailureCause.RECOMPILATION, True, True),
+    5: ((P, P, F, P), None, FailureCause.CPU_FALLBACK, True, True),
+    6: ((P, P, F, P), None, FailureCause.WRONG_CONFIGURATION, True, True),
+    7: ((F, U, P, U), U, FailureCause.CRASH, False, True),
+    8: ((P, P, P, P), F, FailureCause.SLOWER_OR_COSTLIER, True, True),
+}
+
+
+@pytest.mark.parametrize("seq", sorted(EXPECTED))
+def test_variant_verdicts(verified, seq):
+    db, m = verified
+    levels, v, verdicts = result(db, m, seq)
+    first4, fifth, cause, silent, over = EXPECTED[seq]
+    for level, (want, got) in enumerate(zip(first4, levels), 1):
+        if want is not None:
+            assert got is want, f"L{level}: {verdicts[level - 1].reason}"
+    if fifth is not None:
+        assert levels[4] is fifth, verdicts[4].reason
+    else:
+        assert levels[4] in (P, F) and v.time_ratio is not None
+    assert v.cause is cause, (v.cause, [d.reason for d in verdicts])
+    assert v.silent is silent and v.over_claim is over
+
+
+def test_variant_evidence_names_what_went_wrong(verified):
+    db, m = verified
+    _, _, clip = result(db, m, 3)
+    assert "grad_norm" in clip[1].reason or "loss" in clip[1].reason
+    _, _, fallback = result(db, m, 5)
+    assert "aten::nonzero" in fallback[2].reason
+    _, _, fewer = result(db, m, 6)
+    assert "2 device(s) where 4" in fewer[2].reason and fewer[2].evidence[0].kind == "probe"
+    _, v, crash = result(db, m, 7)
+    assert any("RuntimeError" in e.text or "Error" in e.text for e in crash[0].evidence)
+    _, _, shapes = result(db, m, 4)
+    assert "compil" in shapes[2].reason
