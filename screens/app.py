@@ -21,6 +21,35 @@ from workbench.models import Migration, MigrationSummary
 from workbench.untrusted import clean
 
 
+def default_keymap_path() -> Path:
+    """`WORKBENCH_KEYMAP`, else keymap.toml in the user config dir."""
+    import os
+
+    import platformdirs
+
+    env = os.environ.get("WORKBENCH_KEYMAP")
+    if env:
+        return Path(env)
+    return Path(platformdirs.user_config_dir("workbench", appauthor=False)) / "keymap.toml"
+
+
+def load_keymap(path: Path) -> dict[str, str] | str:
+    """`{binding id: keys}` from a TOML file's `[keymap]` table (for example
+    `"attempt.next" = "ctrl+n"`); a problem comes back as one line to show."""
+    import tomllib
+
+    if not path.is_file():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        return f"{clean(str(path))}: keymap not read ({clean(str(exc))})"
+    table = data.get("keymap", {})
+    if not isinstance(table, dict) or not all(isinstance(v, str) for v in table.values()):
+        return f"{clean(str(path))}: [keymap] must map binding ids to key strings"
+    return {str(k): v for k, v in table.items()}
+
+
 class WorkbenchApp(App[None]):
     """Review a study: `WorkbenchApp(Path("study.db")).run()`."""
 
@@ -34,11 +63,47 @@ class WorkbenchApp(App[None]):
                 tooltip="Show the keys that work on this screen"),
     ]
 
-    def __init__(self, db_path: Path, *, page_size: int = PAGE_SIZE) -> None:
+    def __init__(self, db_path: Path, *, page_size: int = PAGE_SIZE,
+                 keymap_path: Path | None = None) -> None:
         super().__init__()
         self.db_path = Path(db_path)
         self.page_size = page_size
         self.sub_title = clean(self.db_path.name)
+        self.keymap_problem = ""
+        keymap = load_keymap(keymap_path or default_keymap_path())
+        if isinstance(keymap, str):
+            self.keymap_problem = keymap
+        elif keymap:
+            self.set_keymap(keymap)
+        self.attempt_names: list[tuple[str, int, int, str]] = []
+        """(slug, seq, attempt id, source) of every attempt, for the palette; loaded at start."""
+
+    def on_mount(self) -> None:
+        if self.keymap_problem:
+            self.notify(self.keymap_problem, severity="warning", markup=False)
+        self._load_attempt_names(self.db_path)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="attempt-names")
+    def _load_attempt_names(self, path: Path) -> None:
+        names = read(path, queries.attempt_names)
+        if not isinstance(names, LoadFailed):
+            self.attempt_names = names
+
+    def open_attempt(self, slug: str, attempt_id: int) -> None:
+        """Show one attempt (a jump from the palette): its migration, then the attempt."""
+        from screens.attempt import AttemptScreen
+
+        for screen in self.screen_stack:
+            if isinstance(screen, MigrationScreen) and screen.migration.slug == slug:
+                summary = screen.summaries.get(str(attempt_id))
+                if summary is not None:
+                    while self.screen is not screen:
+                        self.pop_screen()
+                    screen._follow(summary)
+                    self.push_screen(AttemptScreen(screen.migration, summary, screen))
+                    return
+        self._pending_attempt = attempt_id
+        self.open_migration(slug)
 
     def get_default_screen(self) -> StudyScreen:
         return StudyScreen(page_size=self.page_size)
@@ -77,7 +142,12 @@ class WorkbenchApp(App[None]):
     def _show_migration(self, migration: Migration) -> None:
         while len(self.screen_stack) > 1:
             self.pop_screen()
-        self.push_screen(MigrationScreen(migration, page_size=self.page_size))
+        pending, self._pending_attempt = getattr(self, "_pending_attempt", None), None
+        self.push_screen(MigrationScreen(migration, page_size=self.page_size, open_attempt=pending))
+
+    def run_action_on(self, node, action: str) -> None:
+        """Run a binding's action on the widget or screen that owns it (from the palette)."""
+        self.call_later(self.run_action, action, node)
 
     def action_back(self) -> None:
         if len(self.screen_stack) > 1:
@@ -99,5 +169,5 @@ class WorkbenchApp(App[None]):
                 seen.add(entry)
                 rows.append(entry)
         rows.append(("↑ ↓ pgup pgdn", "Move", "Arrow and page keys move the cursor too"))
-        title = "Keys: " + ("migration" if isinstance(self.screen, MigrationScreen) else "study")
+        title = "Keys: " + getattr(self.screen, "help_title", "study")
         self.push_screen(HelpScreen(title, rows))

@@ -1,4 +1,5 @@
-"""The command palette (`ctrl+p`): open a migration by slug, go back, help."""
+"""The command palette (`ctrl+p`): every key's action on this screen, a jump to any migration
+by slug and to any attempt by `slug #seq`, go back, help."""
 
 from __future__ import annotations
 
@@ -24,6 +25,15 @@ class WorkbenchCommands(Provider):
         if len(app.screen_stack) > 1:
             commands.append(("Go back", app.action_back, "Back to the previous screen"))
         commands.append(("Help", app.action_help, "The keys that work on this screen"))
+        seen = set()
+        for active in app.screen.active_bindings.values():
+            binding = active.binding
+            if binding.id is None or binding.id in seen or binding.id in ("app.help_f1",):
+                continue
+            seen.add(binding.id)
+            label = f"{binding.description} ({app.get_key_display(binding)})"
+            commands.append((label, partial(app.run_action_on, active.node, binding.action),
+                             binding.tooltip or ""))
         for summary in app.loaded_migrations():
             m = summary.migration
             commands.append(
@@ -32,6 +42,23 @@ class WorkbenchCommands(Provider):
             )
         return commands
 
+    def _attempts(self, query: str) -> list[tuple[str, Callable[[], object], str]]:
+        """Attempts whose `slug #seq` holds the query's words: cheap even for 15,000."""
+        app: WorkbenchApp = self.app  # type: ignore[assignment]
+        words = query.lower().replace("#", " ").split()
+        if not words:
+            return []
+        out = []
+        for slug, seq, attempt_id, source in app.attempt_names:
+            name = f"{slug} #{seq}"
+            low = name.lower()
+            if all(w in low for w in words):
+                out.append((f"Open attempt {clean(name)}", partial(app.open_attempt, slug, attempt_id),
+                            clean(source)))
+                if len(out) >= 200:
+                    break
+        return out
+
     async def discover(self) -> Hits:
         for text, command, help_text in self._commands():
             # Content, not str: the palette parses a str prompt or help as markup.
@@ -39,7 +66,7 @@ class WorkbenchCommands(Provider):
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
-        for text, command, help_text in self._commands():
+        for text, command, help_text in self._commands() + self._attempts(query):
             score, offsets = matcher.fuzzy_search.match(query, text)
             if score > 0:
                 display = Content(text)

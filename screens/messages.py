@@ -17,6 +17,8 @@ class StudyLoaded(Message):
     """None when the database holds no study record yet (nothing imported)."""
     migrations: int
     """How many migrations the study holds (the table only loads pages of them)."""
+    totals: dict[str, int] | None = None
+    """`storage.queries.study_totals`: attempts, failed, silent, over-claims, interventions."""
 
 
 @dataclass

@@ -24,19 +24,26 @@ COLUMNS = (
     ("Status", "status"),
     ("L1-5", "ladder"),
     ("Failure", "failure"),
+    ("Claim", "over"),
+    ("Intv", "interventions"),
     ("Exp", "expected"),
     ("Commit", "commit"),
     ("Command", "command"),
 )
-"""`L1-5` is the ladder (✓ pass, ✗ fail, ? unknown, · no verdict); `Exp` the level the agent
-said it expected."""
+"""`L1-5` is the ladder (✓ pass, ✗ fail, ? unknown, · no verdict); `Claim` says `over` where the
+agent claimed more than was verified; `Exp` the level the agent said it expected."""
 
-FIXED_WIDTH = 62
+FIXED_WIDTH = 74
 """Roughly what the columns before `Command` take, so the command fits the screen."""
 
 
 class AttemptTable(NavTable):
-    """A migration's attempts."""
+    """A migration's attempts; `enter` opens the highlighted one."""
+
+    BINDINGS = [
+        Binding("enter", "select_cursor", "Open", id="migration.open",
+                tooltip="Open the highlighted attempt: overview, diff, log, verdicts, curves"),
+    ]
 
 
 def _pin_key(values: tuple[Text, Text]) -> tuple[bool, int]:
@@ -50,14 +57,28 @@ class MigrationScreen(WorkbenchScreen):
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back", id="migration.back",
                 tooltip="Back to the study's migrations"),
+        Binding("n", "failure(1)", "Next failure", id="migration.next_failure",
+                tooltip="Move to the next failed attempt"),
+        Binding("p", "failure(-1)", "Prev failure", show=False, id="migration.previous_failure",
+                tooltip="Move to the previous failed attempt"),
+        Binding("s", "silent", "Silent", id="migration.next_silent",
+                tooltip="Move to the next silent failure"),
+        Binding("c", "compare", "Compare", id="migration.compare",
+                tooltip="Mark this attempt for comparison; on a second attempt, compare the two"),
     ]
+    help_title = "migration"
 
-    def __init__(self, migration: Migration, *, page_size: int = PAGE_SIZE) -> None:
+    def __init__(self, migration: Migration, *, page_size: int = PAGE_SIZE,
+                 open_attempt: int | None = None) -> None:
         super().__init__(classes="migration")
         self.migration = migration
         self.pager: Pager[int] = Pager(size=page_size)
         self.summaries: dict[str, AttemptSummary] = {}
         """The loaded attempts by row key (the attempt id)."""
+        self.marked: int | None = None
+        """The attempt marked with `c` for a comparison."""
+        self.open_attempt = open_attempt
+        """An attempt to open once its page has loaded (a jump from the palette)."""
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -118,6 +139,21 @@ class MigrationScreen(WorkbenchScreen):
                     Text("No attempts recorded for this migration.", style="dim")
                 )
         self._maybe_load_more(table)
+        if self.open_attempt is not None:
+            self._open_pending(table)
+
+    def _open_pending(self, table: DataTable) -> None:
+        key = str(self.open_attempt)
+        if key in self.summaries:
+            self.open_attempt = None
+            table.move_cursor(row=table.get_row_index(key))
+            self.open(self.summaries[key])
+        elif not self.pager.complete and not self.pager.loading and self.pager.after is not None:
+            self.pager.loading = True
+            self.load_page(self.app.db_path, self.pager.after)
+        elif self.pager.complete:
+            self.open_attempt = None
+            self.app.notify("That attempt is not in this migration", severity="warning", markup=False)
 
     def _reference_not_first(self) -> bool:
         sources = [s.attempt.source for s in self.summaries.values()]
@@ -137,7 +173,112 @@ class MigrationScreen(WorkbenchScreen):
         key = table.coordinate_to_cell_key((row, 0)).row_key.value
         summary = self.summaries.get(key or "")
         if summary is not None:
-            detail.update(render.attempt_detail(summary))
+            out = render.attempt_detail(summary)
+            if self.marked is not None:
+                marked = self.summaries.get(str(self.marked))
+                if marked is not None:
+                    out.append(f"\nmarked for comparison: #{marked.attempt.seq} (c on another compares)",
+                               style="bold")
+            detail.update(out)
+
+    # --- order, neighbours and failures, for this screen and the attempt screen --------------------
+    def ordered(self) -> list[AttemptSummary]:
+        """The loaded attempts in table order (reference runs first)."""
+        table = self.query_one(AttemptTable)
+        return [self.summaries[row.key.value] for row in table.ordered_rows
+                if row.key.value in self.summaries]
+
+    def _index(self, attempt_id: int) -> int:
+        for n, summary in enumerate(self.ordered()):
+            if summary.attempt.id == attempt_id:
+                return n
+        return -1
+
+    def _follow(self, summary: AttemptSummary) -> AttemptSummary:
+        """Move this screen's cursor to `summary` (so `escape` comes back to it; pages load)."""
+        table = self.query_one(AttemptTable)
+        table.move_cursor(row=table.get_row_index(str(summary.attempt.id)))
+        return summary
+
+    def step(self, attempt_id: int, step: int) -> AttemptSummary | None:
+        rows = self.ordered()
+        index = self._index(attempt_id) + step
+        return self._follow(rows[index]) if 0 <= index < len(rows) and self._index(attempt_id) >= 0 else None
+
+    def failure(self, attempt_id: int, step: int, *, silent: bool = False) -> AttemptSummary | None:
+        rows = self.ordered()
+        index = self._index(attempt_id) + step
+        while 0 <= index < len(rows):
+            f = rows[index].failure
+            if f is not None and (f.silent or not silent):
+                return self._follow(rows[index])
+            index += step
+        return None
+
+    def previous_commit(self, attempt_id: int) -> tuple[int, str] | None:
+        """(seq, commit) of the agent attempt before this one, for the diff's default."""
+        rows = [s for s in self.ordered() if s.attempt.source is not AttemptSource.REFERENCE]
+        for before, summary in zip(rows, rows[1:]):
+            if summary.attempt.id == attempt_id:
+                return before.attempt.seq, before.attempt.commit
+        return None
+
+    def reference(self) -> AttemptSummary | None:
+        return next((s for s in self.ordered() if s.attempt.source is AttemptSource.REFERENCE), None)
+
+    def compare_partner(self, attempt_id: int) -> AttemptSummary | None:
+        """The marked attempt, else the one before this one."""
+        if self.marked is not None and self.marked != attempt_id:
+            return self.summaries.get(str(self.marked))
+        index = self._index(attempt_id)
+        rows = self.ordered()
+        return rows[index - 1] if index > 0 else None
+
+    def current(self) -> AttemptSummary | None:
+        table = self.query_one(AttemptTable)
+        if not table.row_count:
+            return None
+        return self.summaries.get(table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value or "")
+
+    def open(self, summary: AttemptSummary) -> None:
+        from screens.attempt import AttemptScreen
+
+        self.app.push_screen(AttemptScreen(self.migration, summary, self))
+
+    def action_failure(self, step: int) -> None:
+        summary = self.current()
+        if summary is not None and self.failure(summary.attempt.id, step) is None:
+            self.app.notify("No more failures that way", markup=False)
+
+    def action_silent(self) -> None:
+        summary = self.current()
+        if summary is not None and self.failure(summary.attempt.id, 1, silent=True) is None:
+            self.app.notify("No silent failure below this one", markup=False)
+
+    def action_compare(self) -> None:
+        summary = self.current()
+        if summary is None:
+            return
+        if self.marked is None or self.marked == summary.attempt.id:
+            self.marked = None if self.marked == summary.attempt.id else summary.attempt.id
+            self._show_detail(self.query_one(AttemptTable).cursor_row)
+            if self.marked is not None:
+                self.app.notify(f"Marked #{summary.attempt.seq}: press c on another attempt to compare",
+                                markup=False)
+            return
+        other = self.summaries.get(str(self.marked))
+        self.marked = None
+        self._show_detail(self.query_one(AttemptTable).cursor_row)
+        if other is not None:
+            from screens.compare import CompareScreen
+
+            self.app.push_screen(CompareScreen(self.migration, other, summary, self))
+
+    @on(DataTable.RowSelected, "#attempts")
+    def _selected(self, event: DataTable.RowSelected) -> None:
+        summary = self.summaries.get(event.row_key.value or "")
+        if summary is not None:
+            self.open(summary)
 
     @on(DataTable.RowHighlighted, "#attempts")
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:

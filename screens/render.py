@@ -82,7 +82,34 @@ def migration_row(summary: MigrationSummary) -> tuple[Text, ...]:
         number(summary.silent_failures, alarm="bold red"),
         number(summary.interventions, alarm="yellow"),
         level(summary.highest_level),
+        money(summary.cost_dollars),
     )
+
+
+def money(value: float | None) -> Text:
+    if value is None:
+        return Text(NONE, style="dim", justify="right")
+    if value >= 100:
+        return Text(f"${value:,.0f}", justify="right")
+    return Text(f"${value:.2f}" if value >= 0.01 else f"${value:.4f}", justify="right")
+
+
+def study_totals(totals: dict[str, int]) -> Text:
+    """The study's counts as the paper reports them."""
+    attempts, failed, silent = totals["attempts"], totals["failed"], totals["silent"]
+    out = Text()
+    out.append("failed ", style="dim")
+    out.append(f"{failed}/{attempts}", style="bold")
+    out.append(" · silent ", style="dim")
+    out.append(f"{silent}", style="bold red" if silent else "bold")
+    out.append(f" ({silent * 100 // failed if failed else 0}%)")
+    out.append(" · over-claims ", style="dim")
+    out.append(f"{totals['over_claims']}", style="bold yellow" if totals["over_claims"] else "bold")
+    out.append(" · interventions ", style="dim")
+    per = totals["interventions"] / totals["migrations"] if totals["migrations"] else 0
+    out.append(f"{per:.1f}", style="bold")
+    out.append("/migration", style="dim")
+    return out
 
 
 def goal(m: Migration) -> str:
@@ -166,6 +193,8 @@ def attempt_row(summary: AttemptSummary, *, command_width: int = 40) -> tuple[Te
         attempt_status(summary),
         ladder(summary),
         failure(summary),
+        over_claim(summary),
+        number(summary.interventions, alarm="yellow"),
         level(a.expected_level),
         text(a.commit[:7], "dim"),
         text(truncate(a.command.display(), command_width)),
@@ -248,4 +277,112 @@ def attempt_detail(summary: AttemptSummary) -> Text:
         out.append_text(text(a.claim))
     else:
         out.append(NONE, style="dim")
+    return out
+
+
+def over_claim(summary: AttemptSummary) -> Text:
+    """`over` where the agent expected more than was verified; blank otherwise."""
+    if summary.over_claim:
+        return Text("over", style="bold yellow")
+    return Text("")
+
+
+def attempt_heading(m: Migration, summary: AttemptSummary) -> Text:
+    """The attempt screen's first lines: migration, attempt, status, ladder, flags."""
+    a = summary.attempt
+    out = text(m.slug, "bold")
+    out.append(f"  #{a.seq} ", style="bold")
+    out.append_text(source(summary))
+    out.append(" · ")
+    out.append_text(attempt_status(summary))
+    out.append(" · ")
+    out.append_text(ladder(summary))
+    out.append(f" L{summary.highest_level}" if any(summary.ladder) else "", style="bold")
+    if summary.failure is not None:
+        out.append(" · ")
+        out.append_text(failure(summary))
+    if summary.over_claim:
+        out.append(" · ")
+        out.append_text(over_claim(summary))
+    if summary.interventions:
+        out.append(f" · {summary.interventions} intervention{'s' if summary.interventions != 1 else ''}",
+                   style="yellow")
+    return out
+
+
+def attempt_overview(summary: AttemptSummary, verification, subject: str) -> Text:
+    """Command, where and when, status and the exit code's source, claim beside verified level,
+    failure cause and the evidence behind it."""
+    a = summary.attempt
+    out = Text()
+
+    def field(name: str) -> None:
+        out.append(f"\n{name:<10}", style="dim")
+
+    out.append("command   ", style="dim")
+    out.append_text(text(a.command.display()))
+    if a.command.cwd not in ("", "."):
+        field("in")
+        out.append_text(text(a.command.cwd))
+    field("commit")
+    out.append_text(text(a.commit[:12]))
+    if subject:
+        out.append("  ")
+        out.append_text(text(subject, "italic"))
+    field("when")
+    out.append_text(text(when(a.started_at, a.ended_at)))
+    field("where")
+    out.append_text(text(a.observed_hardware.describe() if a.observed_hardware else "?"))
+    if a.intended_hardware:
+        out.append(" (meant ", style="dim")
+        out.append_text(text(a.intended_hardware.describe()))
+        out.append(")", style="dim")
+    field("status")
+    out.append_text(attempt_status(summary))
+    if a.exit_code_source:
+        out.append_text(text(f" (exit code from {a.exit_code_source})", "dim"))
+    field("claim")
+    if a.expected_level is not None:
+        out.append(f"expects L{a.expected_level} {LADDER.get(a.expected_level, '')}", style="bold")
+    else:
+        out.append("names no level", style="dim")
+    field("verified")
+    if verification is None:
+        out.append("not verified yet", style="dim")
+    else:
+        lvl = verification.highest_level
+        out.append_text(level(lvl))
+        out.append(f" {LADDER.get(lvl, 'nothing')}  ")
+        out.append_text(ladder(summary))
+        if verification.over_claim:
+            out.append("  over-claim", style="bold yellow")
+        extras = []
+        if verification.wall_seconds is not None:
+            extras.append(f"{verification.wall_seconds:.1f} s")
+        if verification.time_ratio is not None:
+            extras.append(f"time x{verification.time_ratio:.2f}")
+        if verification.cost_dollars is not None:
+            extras.append(f"${verification.cost_dollars:.4f}")
+        if verification.cost_ratio is not None:
+            extras.append(f"cost x{verification.cost_ratio:.2f}")
+        if extras:
+            field("cost")
+            out.append(" · ".join(extras))
+    if a.claim:
+        out.append("\n\n")
+        out.append("The agent said:\n", style="dim")
+        out.append_text(text(a.claim, keep_newlines=True))
+    f = summary.failure
+    if f is not None:
+        out.append("\n\n")
+        out.append("failure   ", style="dim")
+        out.append_text(failure(summary))
+        if f.note:
+            out.append("\n          ")
+            out.append_text(text(f.note))
+        for evidence in f.evidence:
+            out.append("\n  → ", style="dim")
+            out.append_text(text(f"{evidence.kind} {evidence.ref}", "bold"))
+            out.append(" ")
+            out.append_text(text(evidence.text))
     return out

@@ -28,6 +28,7 @@ COLUMNS = (
     ("Silent", "silent"),
     ("Intv", "interventions"),
     ("Best", "level"),
+    ("Cost", "cost"),
 )
 """Header and key per column; `Best` is the highest ladder level any attempt verified."""
 
@@ -47,6 +48,7 @@ class StudyScreen(WorkbenchScreen):
     BINDINGS = [
         Binding("q", "app.quit", "Quit", id="study.quit", tooltip="Quit workbench"),
     ]
+    help_title = "study"
 
     def __init__(self, *, page_size: int = PAGE_SIZE) -> None:
         super().__init__(id="study")
@@ -54,6 +56,7 @@ class StudyScreen(WorkbenchScreen):
         self.summaries: dict[str, MigrationSummary] = {}
         """The loaded migrations by slug, in table order."""
         self.total: int | None = None
+        self.totals: dict[str, int] | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -79,12 +82,13 @@ class StudyScreen(WorkbenchScreen):
             queries.get_study(db),
             queries.count_migrations(db),
             queries.migration_summaries(db, after=None, limit=size),
+            queries.study_totals(db),
         ))
         if isinstance(result, LoadFailed):
             self.post_message(result)
             return
-        study, total, rows = result
-        self.post_message(StudyLoaded(study, total))
+        study, total, rows, totals = result
+        self.post_message(StudyLoaded(study, total, totals))
         self.post_message(MigrationsPage(None, rows, len(rows) < self.pager.size))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="migrations")
@@ -98,6 +102,7 @@ class StudyScreen(WorkbenchScreen):
 
     def on_study_loaded(self, message: StudyLoaded) -> None:
         self.total = message.migrations
+        self.totals = message.totals
         if message.study is not None:
             self.app.title = clean(message.study.title)
         self._show_counts()
@@ -143,6 +148,9 @@ class StudyScreen(WorkbenchScreen):
             loaded = len(self.summaries)
             if loaded < self.total:
                 line.append(f" · {loaded} loaded, more as you scroll", style="dim")
+            if self.totals:
+                line.append("\n")
+                line.append_text(render.study_totals(self.totals))
         self.query_one("#study-counts", Static).update(line)
 
     def _show_detail(self, row: int) -> None:

@@ -96,7 +96,12 @@ def migration_summaries(
         (SELECT count(*) FROM current_intervention i WHERE i.migration_id = m.id)
             AS n_interventions,
         (SELECT MAX(level) FROM attempt_level l WHERE l.migration_id = m.id AND l.verified)
-            AS highest_level
+            AS highest_level,
+        (SELECT count(*) FROM verification v JOIN attempt a ON a.id = v.attempt_id
+            WHERE a.migration_id = m.id AND v.superseded_by IS NULL AND v.over_claim)
+            AS n_over_claims,
+        (SELECT SUM(v.cost_dollars) FROM verification v JOIN attempt a ON a.id = v.attempt_id
+            WHERE a.migration_id = m.id AND v.superseded_by IS NULL) AS cost_dollars
     FROM migration m
     WHERE (:after IS NULL OR m.slug > :after)
     ORDER BY m.slug LIMIT :limit
@@ -109,6 +114,8 @@ def migration_summaries(
             silent_failures=row["n_silent"],
             interventions=row["n_interventions"],
             highest_level=row["highest_level"],
+            over_claims=row["n_over_claims"],
+            cost_dollars=row["cost_dollars"],
         )
         for row in _rows(db, sql, {"after": after, "limit": limit})
     ]
@@ -126,7 +133,9 @@ def attempt_summaries(
         f.id AS failure_id, f.cause AS failure_cause, f.silent AS failure_silent,
         f.note AS failure_note, f.evidence AS failure_evidence,
         (SELECT count(*) FROM current_intervention i WHERE i.attempt_id = a.id)
-            AS n_interventions
+            AS n_interventions,
+        (SELECT v.over_claim FROM verification v WHERE v.attempt_id = a.id
+            AND v.superseded_by IS NULL) AS over_claim
     FROM attempt a LEFT JOIN failure f ON f.attempt_id = a.id AND f.superseded_by IS NULL
     WHERE a.migration_id = :migration AND (:after IS NULL OR a.seq > :after)
     ORDER BY a.seq LIMIT :limit
@@ -152,6 +161,7 @@ def attempt_summaries(
                 ),
                 failure=failure,
                 interventions=row["n_interventions"],
+                over_claim=None if row["over_claim"] is None else bool(row["over_claim"]),
             )
         )
     return out
@@ -286,6 +296,41 @@ def current_failure(db: Database, attempt_id: int) -> Failure | None:
     row = rows[0]
     return Failure(row["id"], row["attempt_id"], FailureCause(row["cause"]), bool(row["silent"]),
                    row["note"] or "", _evidence(row["evidence"]))
+
+
+def study_totals(db: Database) -> dict[str, int]:
+    """The study's counts as the paper reports them: agent attempts, failed ones, silent
+    failures, over-claims and (current) interventions, over every migration."""
+    sql = f"""
+    WITH {CURRENT_INTERVENTIONS}
+    SELECT
+        (SELECT count(*) FROM migration) AS migrations,
+        (SELECT count(*) FROM attempt WHERE source != 'reference') AS attempts,
+        (SELECT count(*) FROM failure f JOIN attempt a ON a.id = f.attempt_id
+            WHERE a.source != 'reference' AND f.superseded_by IS NULL) AS failed,
+        (SELECT count(*) FROM failure f JOIN attempt a ON a.id = f.attempt_id
+            WHERE a.source != 'reference' AND f.superseded_by IS NULL AND f.silent) AS silent,
+        (SELECT count(*) FROM verification v WHERE v.superseded_by IS NULL AND v.over_claim)
+            AS over_claims,
+        (SELECT count(*) FROM current_intervention) AS interventions
+    """
+    return dict(_rows(db, sql, [])[0])
+
+
+def attempt_summary(db: Database, attempt_id: int) -> AttemptSummary | None:
+    """One attempt's summary row, as `attempt_summaries` gives it."""
+    row = db.execute("SELECT migration_id, seq FROM attempt WHERE id = ?", [attempt_id]).fetchone()
+    if row is None:
+        return None
+    rows = attempt_summaries(db, row[0], after=row[1] - 1, limit=1)
+    return rows[0] if rows and rows[0].attempt.id == attempt_id else None
+
+
+def attempt_names(db: Database, *, limit: int = 100_000) -> list[tuple[str, int, int, str]]:
+    """(migration slug, seq, attempt id, source) of every attempt, for the palette's jump."""
+    return [tuple(r) for r in db.execute(
+        "SELECT m.slug, a.seq, a.id, a.source FROM attempt a JOIN migration m ON m.id = a.migration_id"
+        " ORDER BY m.slug, a.seq LIMIT ?", [limit]).fetchall()]
 
 
 # --------------------------------------------------------------------------- human effort

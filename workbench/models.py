@@ -341,6 +341,10 @@ class MigrationSummary:
     silent_failures: int
     interventions: int
     highest_level: int | None
+    over_claims: int = 0
+    """Attempts whose agent expected a higher level than the one verified."""
+    cost_dollars: float | None = None
+    """Compute cost of the verified attempts so far; None when none has a cost yet."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -352,6 +356,8 @@ class AttemptSummary:
     """Effective outcome per level 1-5; None where no verdict exists yet."""
     failure: Failure | None
     interventions: int
+    over_claim: bool | None = None
+    """From the current verification: the agent expected more than was verified."""
 
     @property
     def highest_level(self) -> int:

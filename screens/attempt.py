@@ -1,0 +1,318 @@
+"""One attempt in five panes: overview, diff, log, verdicts, curves.
+
+`[`/`]` step to the previous and next attempt, `n`/`p` to the next and previous failure, `s` to
+the next silent failure (in the migration screen's order, whose cursor follows), `tab` cycles
+the panes, `c` compares with the attempt marked on the migration screen (else the previous one).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.message import Message
+from textual.widgets import Footer, Header, OptionList, Static, TabbedContent, TabPane
+from textual.widgets.option_list import Option
+
+from screens import render
+from screens.base import WorkbenchScreen
+from screens.curves import CurvesPane
+from screens.data import read
+from screens.diff_view import DiffPane
+from screens.log_view import LogPane
+from screens.messages import LoadFailed
+from workbench.models import LADDER, AttemptSummary, Migration, Outcome
+from workbench.untrusted import text
+
+if TYPE_CHECKING:
+    from screens.migration import MigrationScreen
+
+PANES = ("overview", "diff", "log", "verdicts", "curves")
+LOG_LINE = re.compile(r"\blog line (\d+)")
+
+
+@dataclass
+class AttemptFacts(Message):
+    """What the overview and verdicts panes show beside the summary row."""
+
+    attempt_id: int
+    verification: object | None
+    verdicts: list
+    subject: str
+
+
+class VerdictList(OptionList):
+    """The five levels, each with its reason and evidence; `enter` on evidence jumps to it."""
+
+    BINDINGS = [
+        Binding("j", "cursor_down", "Down", show=False, id="verdicts.down",
+                tooltip="Next level or piece of evidence"),
+        Binding("k", "cursor_up", "Up", show=False, id="verdicts.up",
+                tooltip="Previous level or piece of evidence"),
+        Binding("enter", "select", "Go to evidence", id="verdicts.jump",
+                tooltip="Jump to the evidence: its log line, its metric point, or the record"),
+        Binding("l", "log_line", "Log line", id="verdicts.log_line",
+                tooltip="Jump to the log line a metric point was read from"),
+    ]
+
+    def action_log_line(self) -> None:
+        screen = self.screen
+        if isinstance(screen, AttemptScreen) and self.highlighted is not None:
+            screen.jump_to_log_line_of(self.get_option_at_index(self.highlighted).id or "")
+
+
+class AttemptScreen(WorkbenchScreen):
+    """Pushed from the migration screen with the attempt's summary row."""
+
+    BINDINGS = [
+        Binding("escape", "app.pop_screen", "Back", id="attempt.back",
+                tooltip="Back to the migration's attempts"),
+        Binding("tab", "next_pane", "Pane", id="attempt.next_pane",
+                tooltip="Next pane: overview, diff, log, verdicts, curves"),
+        Binding("shift+tab", "previous_pane", "Pane", show=False, id="attempt.previous_pane",
+                tooltip="Previous pane"),
+        Binding("left_square_bracket", "step(-1)", "Prev", key_display="[", id="attempt.previous",
+                tooltip="The previous attempt"),
+        Binding("right_square_bracket", "step(1)", "Next", key_display="]", id="attempt.next",
+                tooltip="The next attempt"),
+        Binding("n", "failure(1)", "Next failure", id="attempt.next_failure",
+                tooltip="The next failed attempt"),
+        Binding("p", "failure(-1)", "Prev failure", show=False, id="attempt.previous_failure",
+                tooltip="The previous failed attempt"),
+        Binding("s", "silent", "Silent", show=False, id="attempt.next_silent",
+                tooltip="The next silent failure"),
+        Binding("c", "compare", "Compare", id="attempt.compare",
+                tooltip="Compare with the attempt marked on the migration screen, else the previous one"),
+        *(Binding(str(n + 1), f"pane('{name}')", name.capitalize(), show=False,
+                  id=f"attempt.pane_{name}", tooltip=f"Show the {name} pane")
+          for n, name in enumerate(PANES)),
+    ]
+    help_title = "attempt"
+
+    def __init__(self, migration: Migration, summary: AttemptSummary, origin: MigrationScreen,
+                 *, pane: str = "overview") -> None:
+        super().__init__(classes="attempt")
+        self.migration = migration
+        self.summary = summary
+        self.origin = origin
+        self.pane = pane
+        self.facts: AttemptFacts | None = None
+
+    # --- layout ---------------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        a = self.summary.attempt
+        previous = self.origin.previous_commit(a.id)
+        reference = self.origin.reference()
+        yield Header()
+        yield Static(render.attempt_heading(self.migration, self.summary), id="attempt-header")
+        yield Static(id="problem", classes="problem")
+        with TabbedContent(initial=self.pane, id="panes"):
+            with TabPane("Overview", id="overview"):
+                with VerticalScroll(id="overview-scroll"):
+                    yield Static(render.attempt_overview(self.summary, None, ""), id="overview-text")
+            with TabPane("Diff", id="diff"):
+                yield DiffPane(self.app.db_path, self.migration.repo, new=a.commit,
+                               previous=previous[1] if previous else None,
+                               previous_label=f"attempt #{previous[0]}" if previous else "",
+                               base=self.migration.base_commit)
+            with TabPane("Log", id="log"):
+                yield LogPane(self.app.db_path, a.log_id)
+            with TabPane("Verdicts", id="verdicts"):
+                yield VerdictList(Option(Text("Loading the verdicts…", style="dim"), disabled=True),
+                                  id="verdict-list")
+            with TabPane("Curves", id="curves"):
+                yield CurvesPane(self.app.db_path, [(f"#{a.seq}", a.id)],
+                                 reference.attempt.id if reference and reference.attempt.id != a.id else None,
+                                 self.migration.id)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#problem").display = False
+        self.load_facts(self.app.db_path, self.summary.attempt.id, self.migration.repo,
+                        self.summary.attempt.commit)
+        self.call_after_refresh(self._focus_pane)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="attempt")
+    def load_facts(self, path: Path, attempt_id: int, repo: str, commit: str) -> None:
+        from storage import queries
+        from workbench.diffs import commit_subject
+
+        result = read(path, lambda db: (queries.current_verification(db, attempt_id),
+                                        queries.verdicts(db, attempt_id)))
+        if isinstance(result, LoadFailed):
+            self.post_message(result)
+            return
+        subject = commit_subject(repo, commit)
+        self.post_message(AttemptFacts(attempt_id, result[0], result[1], subject))
+
+    def on_attempt_facts(self, message: AttemptFacts) -> None:
+        if message.attempt_id != self.summary.attempt.id:
+            return
+        self.facts = message
+        self.query_one("#overview-text", Static).update(
+            render.attempt_overview(self.summary, message.verification, message.subject))
+        verdict_list = self.query_one(VerdictList)
+        verdict_list.clear_options()
+        verdict_list.add_options(_verdict_options(message.verdicts))
+        if not message.verdicts:
+            verdict_list.add_option(Option(Text("No verdicts yet: run workbench verify on the study.",
+                                                style="dim"), disabled=True))
+
+    # --- panes ------------------------------------------------------------------------------------
+    @property
+    def tabs(self) -> TabbedContent:
+        return self.query_one(TabbedContent)
+
+    def _focus_pane(self) -> None:
+        pane = self.tabs.active
+        target = {"diff": "#diff-view", "log": "#log-view", "verdicts": "#verdict-list",
+                  "curves": "#curves-table", "overview": "#overview-scroll"}.get(pane)
+        if target:
+            try:
+                self.query_one(target).focus()
+            except Exception:
+                pass
+
+    def action_pane(self, name: str) -> None:
+        self.tabs.active = name
+        self.pane = name
+        self.call_after_refresh(self._focus_pane)
+
+    def action_next_pane(self) -> None:
+        index = PANES.index(self.tabs.active) if self.tabs.active in PANES else 0
+        self.action_pane(PANES[(index + 1) % len(PANES)])
+
+    def action_previous_pane(self) -> None:
+        index = PANES.index(self.tabs.active) if self.tabs.active in PANES else 0
+        self.action_pane(PANES[(index - 1) % len(PANES)])
+
+    @on(TabbedContent.TabActivated)
+    def _tab_changed(self, event: TabbedContent.TabActivated) -> None:
+        self.pane = event.pane.id or self.pane
+
+    # --- moving between attempts --------------------------------------------------------------------
+    async def show(self, summary: AttemptSummary | None) -> None:
+        if summary is None or summary.attempt.id == self.summary.attempt.id:
+            return
+        self.summary = summary
+        self.facts = None
+        await self.recompose()
+        self.on_mount()
+
+    async def action_step(self, step: int) -> None:
+        await self.show(self.origin.step(self.summary.attempt.id, step))
+
+    async def action_failure(self, step: int) -> None:
+        found = self.origin.failure(self.summary.attempt.id, step)
+        if found is None:
+            self.app.notify("No more failures that way", markup=False)
+        await self.show(found)
+
+    async def action_silent(self) -> None:
+        found = self.origin.failure(self.summary.attempt.id, 1, silent=True)
+        if found is None:
+            self.app.notify("No silent failure after this one", markup=False)
+        await self.show(found)
+
+    def action_compare(self) -> None:
+        other = self.origin.compare_partner(self.summary.attempt.id)
+        if other is None:
+            self.app.notify("Nothing to compare with: mark an attempt with c on the migration screen",
+                            markup=False)
+            return
+        from screens.compare import CompareScreen
+
+        self.app.push_screen(CompareScreen(self.migration, other, self.summary, self.origin))
+
+    # --- evidence --------------------------------------------------------------------------------------
+    @on(OptionList.OptionSelected, "#verdict-list")
+    def _evidence_chosen(self, event: OptionList.OptionSelected) -> None:
+        self.jump_to(event.option.id or "")
+
+    def _evidence(self, option_id: str):
+        if not option_id.startswith("ev:") or self.facts is None:
+            return None
+        _, level, index = option_id.split(":")
+        for verdict in self.facts.verdicts:
+            if verdict.level == int(level):
+                return verdict.evidence[int(index)]
+        return None
+
+    def jump_to(self, option_id: str) -> None:
+        evidence = self._evidence(option_id)
+        if evidence is None:
+            return
+        if evidence.kind in ("log_line", "probe"):
+            digits = re.search(r"\d+", evidence.ref)
+            if digits:
+                self.show_log_line(int(digits.group()))
+                return
+        if evidence.kind == "metric" and "@" in evidence.ref:
+            name, _, step = evidence.ref.rpartition("@")
+            if step.isdigit():
+                self.action_pane("curves")
+                self.query_one(CurvesPane).show_point(name, int(step))
+                return
+        self.action_pane("overview")
+
+    def jump_to_log_line_of(self, option_id: str) -> None:
+        evidence = self._evidence(option_id)
+        if evidence is None:
+            return
+        match = LOG_LINE.search(evidence.text)
+        if evidence.kind in ("log_line", "probe"):
+            match = re.search(r"(\d+)", evidence.ref)
+        if match:
+            self.show_log_line(int(match.group(1)))
+        else:
+            self.app.notify("This evidence names no log line", markup=False)
+
+    def show_log_line(self, line: int) -> None:
+        self.action_pane("log")
+        self.query_one(LogPane).go_to_line(line)
+
+
+def _verdict_options(verdicts) -> list[Option]:
+    options = []
+    for verdict in verdicts:
+        mark, style = render.MARKS.get(verdict.effective, render.MARKS[None])
+        head = Text()
+        head.append(f"L{verdict.level} {LADDER.get(verdict.level, '')} ", style="bold")
+        head.append(f"{mark} {verdict.effective.value}", style=style)
+        if verdict.overrides:
+            last = verdict.overrides[-1]
+            head.append(f" (verifier: {verdict.outcome.value}; override by ", style="dim")
+            head.append_text(text(last.reviewer, "dim"))
+            head.append(": ", style="dim")
+            head.append_text(text(last.justification, "dim"))
+            head.append(")", style="dim")
+        head.append("\n  ")
+        head.append_text(text(verdict.reason or "–"))
+        options.append(Option(head, id=f"level:{verdict.level}"))
+        for n, evidence in enumerate(verdict.evidence):
+            line = Text("    → ", style="dim")
+            line.append(_evidence_label(evidence), style="bold")
+            line.append(" ")
+            line.append_text(text(evidence.text))
+            options.append(Option(line, id=f"ev:{verdict.level}:{n}"))
+    return options
+
+
+def _evidence_label(evidence) -> str:
+    from workbench.untrusted import clean
+
+    if evidence.kind == "log_line":
+        return f"log line {clean(evidence.ref)}"
+    if evidence.kind == "metric":
+        return f"metric {clean(evidence.ref)}"
+    return f"{clean(evidence.kind)} {clean(evidence.ref)}"
+
+
+__all__ = ["AttemptScreen", "Outcome"]

@@ -1,0 +1,327 @@
+"""Metric curves: an attempt's loss and gradient-norm series over the reference's, drawn in
+braille with the verifier's tolerance band, and a table of the largest deviations."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.style import Style
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.message import Message
+from textual.widget import Widget
+from textual.widgets import DataTable, Static
+
+from screens.data import read
+from screens.messages import LoadFailed
+from workbench.untrusted import clean, text
+
+BITS = ((0x01, 0x08), (0x02, 0x10), (0x04, 0x20), (0x40, 0x80))
+"""Braille dot bits by (row, column) inside a cell of 2x4 dots."""
+AXIS = 9
+"""Columns taken by the y-axis labels."""
+
+
+@dataclass
+class Series:
+    label: str
+    points: dict[int, float]
+    role: str
+    """`attempt`, `other` (a compared attempt) or `reference`."""
+
+
+@dataclass
+class Curves:
+    """The series of one or two attempts and the reference, per metric, and the tolerances."""
+
+    metrics: list[str]
+    series: dict[str, list[Series]] = field(default_factory=dict)
+    tolerance: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """(rtol, atol) per metric: the band is reference ± (atol + rtol·|reference|)."""
+
+
+def load_curves(db, attempts: list[tuple[str, int]], reference_id: int | None,
+                migration_id: int) -> Curves:
+    """Runs in a worker: the compared metrics' series for `attempts` ((label, id)) and the
+    reference, with the migration's tolerances."""
+    from storage import queries
+    from workbench.verify.settings import merge, tolerance
+
+    settings = merge(queries.verify_settings(db, migration_id))
+    names = [str(n) for n in settings.get("compare") or []]
+    present = {r[0] for r in db.execute(
+        "SELECT DISTINCT name FROM metric_point WHERE attempt_id IN (%s)"
+        % ",".join("?" * len(attempts)), [a for _, a in attempts]).fetchall()}
+    names = [n for n in names if n in present]
+    names += sorted(present - set(names) - {"step_time"})
+    curves = Curves(metrics=names)
+    for name in names:
+        rows = []
+        for n, (label, attempt_id) in enumerate(attempts):
+            rows.append(Series(label, {p.step: p.value for p in queries.metric_series(db, attempt_id, name)},
+                               "attempt" if n == 0 else "other"))
+        if reference_id is not None:
+            rows.append(Series("reference", {p.step: p.value for p in
+                                             queries.metric_series(db, reference_id, name)}, "reference"))
+        curves.series[name] = rows
+        curves.tolerance[name] = tolerance(settings, name)
+    return curves
+
+
+def deviations(curves: Curves, limit: int = 20) -> list[tuple[str, int, float, float, float, float]]:
+    """(metric, step, value, compared-with value, difference, difference / tolerance), worst
+    first: the first series against the last (the reference, or the other attempt)."""
+    out = []
+    for name in curves.metrics:
+        rows = curves.series.get(name) or []
+        if len(rows) < 2:
+            continue
+        mine, base = rows[0].points, rows[-1].points
+        rtol, atol = curves.tolerance.get(name, (0.0, 0.0))
+        for step in sorted(mine.keys() & base.keys()):
+            a, r = mine[step], base[step]
+            if not (math.isfinite(a) and math.isfinite(r)):
+                out.append((name, step, a, r, math.nan, math.inf))
+                continue
+            band = atol + rtol * abs(r)
+            ratio = abs(a - r) / band if band > 0 else (math.inf if a != r else 0.0)
+            out.append((name, step, a, r, a - r, ratio))
+    out.sort(key=lambda d: (-d[5] if not math.isnan(d[5]) else 0.0))
+    return out[:limit]
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.4g}" if math.isfinite(value) else str(value)
+
+
+class CurvePlot(Widget):
+    """One metric's series in braille; the band shades reference ± tolerance."""
+
+    COMPONENT_CLASSES = {"curve-plot--attempt", "curve-plot--other", "curve-plot--reference",
+                         "curve-plot--band", "curve-plot--axis", "curve-plot--marker"}
+    DEFAULT_CSS = """
+    CurvePlot { height: 1fr; min-height: 6; }
+    CurvePlot > .curve-plot--attempt { color: $warning; text-style: bold; }
+    CurvePlot > .curve-plot--other { color: $accent; text-style: bold; }
+    CurvePlot > .curve-plot--reference { color: $primary; }
+    CurvePlot > .curve-plot--band { color: $success 60%; }
+    CurvePlot > .curve-plot--axis { color: $text-muted; }
+    CurvePlot > .curve-plot--marker { color: $error; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.series: list[Series] = []
+        self.tolerance: tuple[float, float] | None = None
+        self.marker: int | None = None
+
+    def show(self, series: list[Series], tolerance: tuple[float, float] | None,
+             marker: int | None = None) -> None:
+        self.series, self.tolerance, self.marker = series, tolerance, marker
+        self.refresh()
+
+    def render(self) -> Text:
+        width = max(self.size.width - AXIS, 4)
+        height = max(self.size.height - 1, 2)
+        points = [(s, x, y) for s in self.series for x, y in s.points.items() if math.isfinite(y)]
+        if not points:
+            return Text("No series to plot for this metric.", style="dim")
+        xs = [x for _, x, _ in points]
+        ys = [y for _, _, y in points]
+        reference = next((s for s in self.series if s.role == "reference"), None)
+        band: list[tuple[int, float, float]] = []
+        if reference is not None and self.tolerance is not None:
+            rtol, atol = self.tolerance
+            for x, r in sorted(reference.points.items()):
+                if math.isfinite(r):
+                    half = atol + rtol * abs(r)
+                    band.append((x, r - half, r + half))
+                    ys += [r - half, r + half]
+        x0, x1 = min(xs), max(xs)
+        y0, y1 = min(ys), max(ys)
+        if y1 == y0:
+            y0, y1 = y0 - 0.5, y1 + 0.5
+        if x1 == x0:
+            x1 = x0 + 1
+        px_w, px_h = width * 2, height * 4
+
+        def px(x: float) -> int:
+            return min(px_w - 1, max(0, round((x - x0) / (x1 - x0) * (px_w - 1))))
+
+        def py(y: float) -> int:
+            return min(px_h - 1, max(0, round((y1 - y) / (y1 - y0) * (px_h - 1))))
+
+        bits = [[0] * width for _ in range(height)]
+        owner: list[list[str | None]] = [[None] * width for _ in range(height)]
+        rank = {"band": 0, "reference": 1, "other": 2, "attempt": 3, "marker": 4}
+
+        def dot(x: int, y: int, role: str) -> None:
+            row, col = y // 4, x // 2
+            bits[row][col] |= BITS[y % 4][x % 2]
+            if owner[row][col] is None or rank[role] >= rank[owner[row][col]]:
+                owner[row][col] = role
+
+        # The band: every other dot between its edges, so the curves stay readable over it.
+        for (xa, lo_a, hi_a), (xb, lo_b, hi_b) in zip(band, band[1:] or band):
+            for x in range(px(xa), px(xb) + 1):
+                t = 0.0 if px(xb) == px(xa) else (x - px(xa)) / (px(xb) - px(xa))
+                top = py(hi_a + (hi_b - hi_a) * t)
+                bottom = py(lo_a + (lo_b - lo_a) * t)
+                for y in range(top, bottom + 1):
+                    if (x + y) % 2 == 0 or y in (top, bottom):
+                        dot(x, y, "band")
+        for s in sorted(self.series, key=lambda s: rank[s.role]):
+            line = [(px(x), py(y)) for x, y in sorted(s.points.items()) if math.isfinite(y)]
+            for (xa, ya), (xb, yb) in zip(line, line[1:] or line):
+                steps = max(abs(xb - xa), abs(yb - ya), 1)
+                for i in range(steps + 1):
+                    dot(round(xa + (xb - xa) * i / steps), round(ya + (yb - ya) * i / steps), s.role)
+        if self.marker is not None and x0 <= self.marker <= x1:
+            mx = px(self.marker)
+            for y in range(px_h):
+                if y % 2 == 0:
+                    dot(mx, y, "marker")
+        styles = {role: self.get_component_rich_style(f"curve-plot--{role}") for role in rank}
+        axis = self.get_component_rich_style("curve-plot--axis")
+        out = Text(no_wrap=True, overflow="crop")
+        for row in range(height):
+            label = _fmt(y1) if row == 0 else _fmt(y0) if row == height - 1 else (
+                _fmt((y0 + y1) / 2) if row == height // 2 else "")
+            out.append(f"{label:>{AXIS - 1}.{AXIS - 1}}┤" if label else " " * (AXIS - 1) + "│", axis)
+            for col in range(width):
+                role = owner[row][col]
+                out.append(chr(0x2800 + bits[row][col]) if bits[row][col] else " ",
+                           styles[role] if role else Style())
+            out.append("\n")
+        left, right = f"{x0:g}", f"step {x1:g}"
+        out.append(" " * AXIS + left + " " * max(width - len(left) - len(right), 1) + right, axis)
+        return out
+
+
+@dataclass
+class CurvesLoaded(Message):
+    curves: Curves
+
+
+class CurvesPane(Vertical):
+    """The plot of one metric at a time (`m` cycles) and the largest deviations."""
+
+    DEFAULT_CSS = """
+    CurvesPane { height: 1fr; }
+    CurvesPane #curves-legend { height: auto; padding: 0 1; background: $panel; }
+    CurvesPane #curves-table { height: auto; max-height: 8; }
+    """
+    BINDINGS = [
+        Binding("m", "next_metric", "Metric", id="curves.metric",
+                tooltip="Plot the next metric (loss, grad_norm, ...)"),
+    ]
+
+    def __init__(self, db_path: Path, attempts: list[tuple[str, int]], reference_id: int | None,
+                 migration_id: int, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.db_path = db_path
+        self.attempts = attempts
+        self.reference_id = reference_id
+        self.migration_id = migration_id
+        self.curves: Curves | None = None
+        self.metric_index = 0
+        self.marker: int | None = None
+        self._pending: str | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text("Loading the metric series…", style="dim"), id="curves-legend")
+        yield CurvePlot(id="curves-plot")
+        table = DataTable(id="curves-table", cursor_type="row", zebra_stripes=True)
+        for label, key in (("Metric", "metric"), ("Step", "step"), ("Value", "value"),
+                           ("Against", "against"), ("Diff", "diff"), ("×tol", "ratio")):
+            table.add_column(label, key=key)
+        yield table
+
+    def on_mount(self) -> None:
+        self._load(self.db_path, self.attempts, self.reference_id, self.migration_id)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="curves")
+    def _load(self, path: Path, attempts, reference_id, migration_id) -> None:
+        result = read(path, lambda db: load_curves(db, attempts, reference_id, migration_id))
+        if isinstance(result, LoadFailed):
+            self.post_message(result)
+        else:
+            self.post_message(CurvesLoaded(result))
+
+    def on_curves_loaded(self, message: CurvesLoaded) -> None:
+        message.stop()
+        self.curves = message.curves
+        table = self.query_one(DataTable)
+        table.clear()
+        for name, step, a, r, diff, ratio in deviations(self.curves):
+            style = "bold red" if ratio > 1 else ""
+            table.add_row(text(name), Text(str(step), justify="right"),
+                          Text(_fmt(a), justify="right"), Text(_fmt(r), justify="right"),
+                          Text(_fmt(diff), justify="right"),
+                          Text(f"{ratio:.2g}" if math.isfinite(ratio) else "∞", style=style,
+                               justify="right"))
+        if self._pending is not None and self._pending in self.curves.metrics:
+            self.metric_index = self.curves.metrics.index(self._pending)
+        self._pending = None
+        self._draw()
+
+    @property
+    def metric(self) -> str | None:
+        if not self.curves or not self.curves.metrics:
+            return None
+        return self.curves.metrics[self.metric_index % len(self.curves.metrics)]
+
+    def _draw(self) -> None:
+        legend = self.query_one("#curves-legend", Static)
+        plot = self.query_one(CurvePlot)
+        name = self.metric
+        if name is None:
+            legend.update(Text("No metric series recorded for this attempt.", style="dim"))
+            plot.show([], None)
+            return
+        series = self.curves.series[name]
+        rtol, atol = self.curves.tolerance[name]
+        out = text(name, "bold")
+        if len(self.curves.metrics) > 1:
+            out.append(f" ({self.metric_index % len(self.curves.metrics) + 1}/"
+                       f"{len(self.curves.metrics)}, m: next)", style="dim")
+        for s in series:
+            out.append("  ")
+            out.append("━━ ", style=plot.get_component_rich_style(f"curve-plot--{s.role}"))
+            out.append_text(text(s.label))
+            out.append(f" ({len(s.points)})", style="dim")
+        if any(s.role == "reference" for s in series):
+            out.append("  ")
+            out.append("⣿ ", style=plot.get_component_rich_style("curve-plot--band"))
+            out.append(f"tol r{rtol:g} a{atol:g}")
+        if self.marker is not None:
+            out.append(f"  │ step {self.marker}", style="bold")
+        legend.update(out)
+        plot.show(series, (rtol, atol), self.marker)
+
+    def action_next_metric(self) -> None:
+        self.metric_index += 1
+        self.marker = None
+        self._draw()
+
+    def show_point(self, name: str, step: int) -> None:
+        """Plot `name` with a marker at `step` (a verdict's evidence)."""
+        self.marker = step
+        if self.curves is not None and name in self.curves.metrics:
+            self.metric_index = self.curves.metrics.index(name)
+        elif self.curves is None:
+            self._pending = name
+        else:
+            self.app.notify(f"{clean(name)} is not among the plotted metrics", markup=False)
+        self._draw()
+        table = self.query_one(DataTable)
+        for row in range(table.row_count):
+            cells = table.get_row_at(row)
+            if cells[0].plain == name and cells[1].plain == str(step):
+                table.move_cursor(row=row)
+                break
