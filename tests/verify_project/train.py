@@ -101,7 +101,6 @@ def xla(args, x, y, xe, ye):
             time.sleep(args.slow_seconds)  # a slow input pipeline
         print(f"step {step}/{args.steps} loss {loss.item():.6f} grad_norm {grad_norm.item():.6f}")
     with torch.no_grad():
-        pm = dict(model.named_parameters())
         acc = (model(xe).argmax(dim=1) == ye).float().mean().item()
     print(f"eval_accuracy {acc:.4f}")
     print(met.metrics_report())
