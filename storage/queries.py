@@ -585,3 +585,115 @@ def report_series(db: Database, attempt_ids: list[int], name: str) -> dict[int, 
     ).fetchall():
         out.setdefault(attempt_id, []).append((step, value))
     return out
+
+
+# AI assist (docs/assist.md). The effective expected level: the reviewer's latest claim review
+# (a correction, or the acceptance of a model extraction, whose level it copies) if any, else the
+# importer's rule-based level. A model extraction nobody accepted never counts.
+EFFECTIVE_EXPECTED = """
+effective_expected AS (
+    SELECT a.id AS attempt_id,
+           CASE WHEN r.id IS NOT NULL THEN r.expected_level ELSE a.expected_level END AS expected_level,
+           CASE WHEN r.id IS NULL THEN CASE WHEN a.expected_level IS NULL THEN NULL ELSE 'rule' END
+                WHEN r.action = 'accept' THEN 'model' ELSE 'reviewer' END AS source
+    FROM attempt a
+    LEFT JOIN claim_review r ON r.id = (SELECT MAX(c.id) FROM claim_review c WHERE c.attempt_id = a.id)
+)"""
+"""A CTE with one row per attempt: (attempt_id, expected_level, source)."""
+
+
+def effective_expected_level(db: Database, attempt_id: int):
+    """The expected level reports count for an attempt (`ExpectedLevel`)."""
+    from workbench.assist.models import ExpectedLevel
+
+    row = db.execute(
+        f"WITH {EFFECTIVE_EXPECTED} SELECT expected_level, source FROM effective_expected"
+        " WHERE attempt_id = ?",
+        [attempt_id],
+    ).fetchone()
+    return ExpectedLevel(None, None) if row is None else ExpectedLevel(row[0], row[1])
+
+
+def _llm_call(row: dict[str, Any]):
+    from workbench.assist.models import LlmCall
+
+    return LlmCall(
+        id=row["id"], at=row["at"], purpose=row["purpose"], model=row["model"],
+        input_hash=row["input_hash"], input_tokens=row["input_tokens"] or 0,
+        output_tokens=row["output_tokens"] or 0, cache_read_tokens=row["cache_read_tokens"] or 0,
+        cache_write_tokens=row["cache_write_tokens"] or 0, cost_usd=row["cost_usd"],
+        response=json.loads(row["response"]) if row["response"] else None, error=row["error"],
+        migration_id=row["migration_id"], attempt_id=row["attempt_id"],
+    )
+
+
+def cached_llm_call(db: Database, input_hash: str):
+    """The latest answered call with this exact input, if any: asking again costs nothing."""
+    rows = _rows(db, "SELECT * FROM llm_call WHERE input_hash = ? AND error IS NULL"
+                     " AND response IS NOT NULL ORDER BY id DESC LIMIT 1", [input_hash])
+    return _llm_call(rows[0]) if rows else None
+
+
+def latest_llm_call(db: Database, attempt_id: int, purpose: str, *, answered: bool = True):
+    sql = "SELECT * FROM llm_call WHERE attempt_id = ? AND purpose = ?"
+    if answered:
+        sql += " AND error IS NULL AND response IS NOT NULL"
+    rows = _rows(db, sql + " ORDER BY id DESC LIMIT 1", [attempt_id, purpose])
+    return _llm_call(rows[0]) if rows else None
+
+
+def llm_calls(db: Database, *, migration_id: int | None = None, after: int | None = None,
+              limit: int = 500) -> list:
+    """Recorded calls, oldest first, `limit` at a time after the id `after`."""
+    return [_llm_call(r) for r in _rows(
+        db,
+        "SELECT * FROM llm_call WHERE (:m IS NULL OR migration_id = :m) AND (:after IS NULL OR id > :after)"
+        " ORDER BY id LIMIT :limit",
+        {"m": migration_id, "after": after, "limit": limit},
+    )]
+
+
+def llm_cost(db: Database, *, migration_id: int | None = None):
+    """Tokens and dollars of every recorded call (cache hits record none), for the report."""
+    from workbench.assist.models import CostTotal
+
+    where = "WHERE (:m IS NULL OR migration_id = :m)"
+    row = db.execute(
+        "SELECT count(*), count(error), COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0),"
+        " COALESCE(SUM(cache_read_tokens), 0), COALESCE(SUM(cache_write_tokens), 0),"
+        " COALESCE(SUM(cost_usd), 0.0),"
+        " SUM(CASE WHEN cost_usd IS NULL AND input_tokens + output_tokens > 0 THEN 1 ELSE 0 END)"
+        f" FROM llm_call {where}",
+        {"m": migration_id},
+    ).fetchone()
+    by_purpose = dict(db.execute(
+        f"SELECT purpose, COALESCE(SUM(cost_usd), 0.0) FROM llm_call {where} GROUP BY purpose ORDER BY purpose",
+        {"m": migration_id},
+    ).fetchall())
+    return CostTotal(calls=row[0], errors=row[1], input_tokens=row[2], output_tokens=row[3],
+                     cache_read_tokens=row[4], cache_write_tokens=row[5], cost_usd=row[6],
+                     unpriced_calls=row[7] or 0, by_purpose=by_purpose)
+
+
+def claim_extractions(db: Database, attempt_id: int) -> list:
+    """Every model extraction of an attempt's claim, oldest first."""
+    from workbench.assist.models import ClaimExtraction
+
+    return [
+        ClaimExtraction(id=r["id"], attempt_id=r["attempt_id"], llm_call_id=r["llm_call_id"], model=r["model"],
+                        expected_level=r["expected_level"], success_claimed=bool(r["success_claimed"]),
+                        sentence=r["sentence"], quote_found=bool(r["quote_found"]), at=r["at"])
+        for r in _rows(db, "SELECT * FROM claim_extraction WHERE attempt_id = ? ORDER BY id", [attempt_id])
+    ]
+
+
+def claim_reviews(db: Database, attempt_id: int) -> list:
+    """Every reviewer record on an attempt's claim, oldest first; the latest counts."""
+    from workbench.assist.models import ClaimReview
+
+    return [
+        ClaimReview(id=r["id"], attempt_id=r["attempt_id"], action=r["action"],
+                    expected_level=r["expected_level"], reviewer=r["reviewer"], at=r["at"],
+                    extraction_id=r["extraction_id"], note=r["note"] or "")
+        for r in _rows(db, "SELECT * FROM claim_review WHERE attempt_id = ? ORDER BY id", [attempt_id])
+    ]

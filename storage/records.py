@@ -289,6 +289,125 @@ def add_verify_settings(
     )
 
 
+# AI assist (docs/assist.md): model calls, model-extracted claims, the reviewer's verdict on them.
+
+def record_llm_call(
+    db: Database,
+    *,
+    purpose: str,
+    model: str,
+    input_hash: str,
+    request: dict[str, Any],
+    reviewer: str,
+    migration_id: int | None = None,
+    attempt_id: int | None = None,
+    input_tokens: int = 0,
+    output_tokens: int = 0,
+    cache_read_tokens: int = 0,
+    cache_write_tokens: int = 0,
+    cost_usd: float | None = None,
+    response: Any = None,
+    error: str | None = None,
+    duration_s: float | None = None,
+) -> int:
+    """One call to a language model, answered or not: what was sent, the tokens, the dollars."""
+    row = {
+        "at": now(),
+        "purpose": purpose,
+        "migration_id": migration_id,
+        "attempt_id": attempt_id,
+        "model": model,
+        "input_hash": input_hash,
+        "request": json.dumps(request, sort_keys=True),
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "cache_read_tokens": cache_read_tokens,
+        "cache_write_tokens": cache_write_tokens,
+        "cost_usd": cost_usd,
+        "response": None if response is None else json.dumps(response, sort_keys=True),
+        "error": error,
+        "duration_s": duration_s,
+        "reviewer": reviewer,
+    }
+    with db.atomic():
+        row_id = db["llm_call"].insert(row).last_pk
+        audit(db, reviewer, "insert", "llm_call", row_id,
+              {k: v for k, v in row.items() if k not in ("request", "response")})
+    return row_id
+
+
+def add_claim_extraction(
+    db: Database,
+    *,
+    attempt_id: int,
+    llm_call_id: int,
+    model: str,
+    expected_level: int | None,
+    success_claimed: bool,
+    sentence: str | None,
+    quote_found: bool,
+    reviewer: str,
+) -> int:
+    """What a model read from an attempt's claim; it counts only once a reviewer accepts it."""
+    return _insert(
+        db,
+        "claim_extraction",
+        {
+            "attempt_id": attempt_id,
+            "llm_call_id": llm_call_id,
+            "model": model,
+            "expected_level": expected_level,
+            "success_claimed": int(success_claimed),
+            "sentence": sentence,
+            "quote_found": int(quote_found),
+            "at": now(),
+        },
+        reviewer,
+    )
+
+
+def add_claim_review(
+    db: Database,
+    *,
+    attempt_id: int,
+    action: str,
+    reviewer: str,
+    extraction_id: int | None = None,
+    expected_level: int | None = None,
+    note: str = "",
+) -> int:
+    """The reviewer's word on an attempt's expected level: `accept` a model extraction (its level
+    counts) or `correct` (this record's level counts; None means the agent expected no level)."""
+    if action not in ("accept", "correct"):
+        raise ValueError("a claim review is 'accept' or 'correct'")
+    if action == "accept":
+        if extraction_id is None:
+            raise ValueError("accepting needs the extraction it accepts")
+        found = db.execute(
+            "SELECT expected_level FROM claim_extraction WHERE id = ? AND attempt_id = ?",
+            [extraction_id, attempt_id],
+        ).fetchone()
+        if found is None:
+            raise ValueError(f"no claim extraction {extraction_id} for this attempt")
+        expected_level = found[0]
+    if expected_level is not None and not 1 <= expected_level <= 5:
+        raise ValueError("an expected level is 1 to 5, or none")
+    return _insert(
+        db,
+        "claim_review",
+        {
+            "attempt_id": attempt_id,
+            "extraction_id": extraction_id,
+            "action": action,
+            "expected_level": expected_level,
+            "note": note,
+            "reviewer": reviewer,
+            "at": now(),
+        },
+        reviewer,
+    )
+
+
 # --------------------------------------------------------------------------- human effort
 # docs/effort.md. Each write validates what a reviewer typed and raises ValueError with one line
 # that says what is wrong; nothing is written then.

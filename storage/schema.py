@@ -336,6 +336,80 @@ def m005_transcript_imports(db: Database) -> None:
 
 
 @migrations()
+def m006_llm_calls(db: Database) -> None:
+    """AI assist (docs/assist.md): every call to a language model with its tokens and cost, the
+    claims a model extracted, and the reviewer's accept or correct records. All append-only."""
+    db["llm_call"].create(
+        {
+            "id": int,
+            "at": str,
+            "purpose": str,
+            "migration_id": int,
+            "attempt_id": int,
+            "model": str,
+            "input_hash": str,
+            "request": str,
+            "input_tokens": int,
+            "output_tokens": int,
+            "cache_read_tokens": int,
+            "cache_write_tokens": int,
+            "cost_usd": float,
+            "response": str,
+            "error": str,
+            "duration_s": float,
+            "reviewer": str,
+        },
+        pk="id",
+        not_null={"at", "purpose", "model", "input_hash"},
+        defaults={"input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0,
+                  "cache_write_tokens": 0},
+        foreign_keys=[("migration_id", "migration", "id"), ("attempt_id", "attempt", "id")],
+    )
+    db["llm_call"].create_index(["input_hash"])
+    db["llm_call"].create_index(["attempt_id", "purpose"])
+    db["claim_extraction"].create(
+        {
+            "id": int,
+            "attempt_id": int,
+            "llm_call_id": int,
+            "model": str,
+            "expected_level": int,
+            "success_claimed": int,
+            "sentence": str,
+            "quote_found": int,
+            "at": str,
+        },
+        pk="id",
+        not_null={"attempt_id", "llm_call_id", "model", "success_claimed", "at"},
+        foreign_keys=[("attempt_id", "attempt", "id"), ("llm_call_id", "llm_call", "id")],
+    )
+    db["claim_extraction"].create_index(["attempt_id"])
+    db["claim_review"].create(
+        {
+            "id": int,
+            "attempt_id": int,
+            "extraction_id": int,
+            "action": str,
+            "expected_level": int,
+            "note": str,
+            "reviewer": str,
+            "at": str,
+        },
+        pk="id",
+        not_null={"attempt_id", "action", "reviewer", "at"},
+        foreign_keys=[("attempt_id", "attempt", "id"), ("extraction_id", "claim_extraction", "id")],
+    )
+    db["claim_review"].create_index(["attempt_id"])
+    for table in ("llm_call", "claim_extraction", "claim_review"):
+        for event in ("UPDATE", "DELETE"):
+            db.execute(
+                f"CREATE TRIGGER {table}_append_only_{event.lower()} BEFORE {event} ON {table}"
+                f" BEGIN SELECT RAISE(ABORT, '{table} records are append-only:"
+                f" record a new one instead'); END"
+            )
+
+
+@migrations()
 def m007_human_effort(db: Database) -> None:
     """Human effort (docs/effort.md): a study's own intervention kinds, budget changes made in
     the app (append-only, latest wins), what the rules suggested at each decision, when a
