@@ -452,7 +452,7 @@ def m007_human_effort(db: Database) -> None:
 
 
 @migrations()
-def m007_rerun_jobs(db: Database) -> None:
+def m008_rerun_jobs(db: Database) -> None:
     """Re-run jobs (docs/rerun.md): stored before they start, updated as they run; and the probe
     reports each job brought back, one row per process."""
     db["job"].create(

@@ -753,3 +753,13 @@ def report(db: Path, slugs: tuple[str, ...], fmt: str, output: Path | None, pseu
         sys.stdout.buffer.flush()
 
 
+
+
+def _add_rerun_commands() -> None:
+    from workbench.rerun.cli import jobs_cmd, rerun
+
+    main.add_command(rerun)
+    main.add_command(jobs_cmd)
+
+
+_add_rerun_commands()

@@ -1,0 +1,170 @@
+"""`workbench rerun` and `workbench jobs`: re-runs from a shell (added to the main command group)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from workbench import config
+from workbench.errors import WorkbenchError
+from workbench.untrusted import clean
+
+DB_PATH = click.Path(dir_okay=False, path_type=Path)
+
+
+def _env_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for text in pairs:
+        if "=" not in text:
+            raise WorkbenchError(f"--env expects KEY=VALUE, not {text!r}")
+        key, value = text.split("=", 1)
+        out[key] = value
+    return out
+
+
+@click.command()
+@click.argument("db", type=DB_PATH)
+@click.argument("migration")
+@click.argument("attempt", type=int)
+@click.option("--backend", type=click.Choice(["local", "ssh", "gcloud", "skypilot"]), default="local", show_default=True)
+@click.option("--host", help="ssh host, TPU VM name (gcloud) or cluster name (skypilot).")
+@click.option("--zone", help="gcloud zone.")
+@click.option("--chips", type=int, help="Chips (local without a TPU: virtual XLA:CPU devices). Default: the intended count.")
+@click.option("--env", "env_pairs", multiple=True, metavar="KEY=VALUE", help="Environment override (repeatable).")
+@click.option("--command", "command", help="Replace the command (a shell-quoted line; it is split, never run by a shell).")
+@click.option("--timeout", type=float, help="Stop the run after this many seconds.")
+@click.option("--venv", help="The target environment's folder (its bin/ goes first on PATH).")
+@click.option("--keep-worktree", is_flag=True, help="Keep the job's git worktree afterwards.")
+@click.option("--option", "extra", multiple=True, metavar="KEY=VALUE", help="Backend option (ssh_options, project, mode, ...).")
+@click.option("--yes", "-y", is_flag=True, help="Run without asking: the command is still printed in full first.")
+@click.option("--wait", is_flag=True, help="Stream the output and wait for the result.")
+def rerun(db: Path, migration: str, attempt: int, backend: str, host: str | None, zone: str | None,
+          chips: int | None, env_pairs: tuple[str, ...], command: str | None, timeout: float | None,
+          venv: str | None, keep_worktree: bool, extra: tuple[str, ...], yes: bool, wait: bool) -> None:
+    """Re-run attempt ATTEMPT (its seq) of MIGRATION; the result becomes a new, verified attempt.
+
+    The command comes from the attempt's record, which came from an agent's transcript: it is
+    shown in full and runs only after you confirm it (or pass --yes). See docs/rerun.md.
+    """
+    import json
+    import shlex
+
+    from storage import queries
+    from storage.converters import attempt_from_row
+    from storage.database import open_study
+    from workbench.rerun import jobs
+
+    study = open_study(db)
+    try:
+        sdb = study.db
+        jobs.recover(sdb, config.reviewer())
+        m = queries.get_migration(sdb, migration)
+        if m is None:
+            raise WorkbenchError(f"{db}: no migration {migration!r}")
+        rows = list(sdb.query("SELECT * FROM attempt WHERE migration_id = ? AND seq = ?", [m.id, attempt]))
+        if not rows:
+            raise WorkbenchError(f"{migration}: no attempt {attempt}")
+        options = {}
+        for text in extra:
+            key, _, value = text.partition("=")
+            try:
+                options[key] = json.loads(value)
+            except ValueError:
+                options[key] = value
+        if venv or config_venv():
+            options["venv"] = venv or config_venv()
+        spec = jobs.spec_for(sdb, attempt_from_row(rows[0]), backend, chips=chips, host=host, zone=zone,
+                             timeout_s=timeout, keep_worktree=keep_worktree, options=options)
+        if command:
+            spec = jobs.with_changes(spec, argv=tuple(shlex.split(command)))
+        spec = jobs.with_changes(spec, env={**spec.env, **_env_pairs(env_pairs)})
+        where = backend + (f" {host}" if host else "") + (f" ({zone})" if zone else "")
+        click.echo(clean(f"backend   {where}, {spec.chips} chip(s) of {spec.accelerator}"))
+        click.echo(clean(f"directory {spec.cwd}"))
+        click.echo(clean("env       " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(spec.env.items()))))
+        click.echo(clean(f"command   {shlex.join(spec.argv)}"))
+        if not yes and not click.confirm("Run this command?", default=False):
+            raise WorkbenchError("not confirmed: nothing ran")
+        job = jobs.launch(study, spec, config.reviewer())
+        click.echo(f"job {job.id} started (log: {job.log_path})")
+        if not wait:
+            return
+        offset = 0
+        while True:
+            data, offset = jobs.read_output(job, offset)
+            if data:
+                sys.stdout.write(clean(data.decode("utf-8", errors="replace"), keep_newlines=True))
+                sys.stdout.flush()
+            job = jobs.get_job(sdb, job.id)
+            if not job.active:
+                data, offset = jobs.read_output(job, offset, 1 << 30)
+                if data:
+                    sys.stdout.write(clean(data.decode("utf-8", errors="replace"), keep_newlines=True))
+                break
+            if not jobs.runner_alive(job) and job.runner_pid is not None:
+                jobs.recover(sdb, config.reviewer())
+                continue
+            time.sleep(0.2)
+        click.echo(_describe(sdb, job))
+        if job.state is not jobs.JobState.FINISHED:
+            sys.exit(1)
+    finally:
+        study.close()
+
+
+def config_venv() -> str | None:
+    import os
+
+    return os.environ.get("WORKBENCH_TARGET_VENV")
+
+
+def _describe(db, job) -> str:
+    from storage import queries
+
+    text = f"job {job.id} {job.state.value}"
+    if job.exit_code is not None:
+        text += f", exit {job.exit_code}"
+    if job.wall_seconds is not None:
+        text += f", {job.wall_seconds:.1f} s"
+    if job.error:
+        text += f": {clean(job.error)}"
+    if job.result_attempt_id:
+        seq = db.execute("SELECT seq FROM attempt WHERE id = ?", [job.result_attempt_id]).fetchone()[0]
+        v = queries.current_verification(db, job.result_attempt_id)
+        marks = "".join({"pass": "✓", "fail": "✗", "unknown": "?"}[d.effective.value]
+                        for d in queries.verdicts(db, job.result_attempt_id))
+        text += f"\nnew attempt {seq}: {marks} level {v.highest_level if v else '?'}"
+        if v and v.cause:
+            text += f", cause {v.cause.value}{' (silent)' if v.silent else ''}"
+    return text
+
+
+@click.command("jobs")
+@click.argument("db", type=DB_PATH)
+@click.option("--cancel", "cancel_id", type=int, help="Cancel this job.")
+def jobs_cmd(db: Path, cancel_id: int | None) -> None:
+    """List re-run jobs (marking those whose runner is gone as interrupted), or cancel one."""
+    from storage.database import open_study
+    from workbench.rerun import jobs
+
+    study = open_study(db)
+    try:
+        sdb = study.db
+        jobs.recover(sdb, config.reviewer())
+        if cancel_id is not None:
+            job = jobs.get_job(sdb, cancel_id)
+            if not job.active:
+                raise WorkbenchError(f"job {cancel_id} is already {job.state.value}")
+            jobs.cancel(job)
+            click.echo(f"job {cancel_id}: cancel requested")
+            return
+        for job in jobs.list_jobs(sdb):
+            line = f"{job.id:>4} {job.state.value:<11} {job.spec.backend:<8} {job.spec.chips:>2} chips  {job.created_at}"
+            if job.wall_seconds is not None:
+                line += f"  {job.wall_seconds:.1f} s"
+            click.echo(clean(line))
+    finally:
+        study.close()

@@ -1,0 +1,218 @@
+"""The detached process that runs one job: `python -m workbench.rerun.runner DB JOB_ID`.
+
+It owns the job from `running` to its end, so the job outlives the app that started it: the
+app only reads the job row and tails `output.log`. Steps: check the commit out into a fresh
+worktree, let the backend ship it, run the command in its own process group with output into
+`output.log` (probe-file lines taken out), stop it on cancel or timeout, then store the run as a
+new attempt and verify it, and remove the worktree unless asked to keep it.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from workbench.errors import WorkbenchError
+from workbench.rerun.jobs import Job, JobState, get_job, update
+
+POLL_S = 0.1
+KILL_GRACE_S = 5.0
+TIMEOUT_EXIT = 124
+PROBE_LINE = b"@@workbench-probe-file "
+
+
+class _Output:
+    """Copies the child's output to the log file line by line; collects probe-file lines."""
+
+    def __init__(self, stream: Any, log: Path, probe_dir: Path) -> None:
+        self.stream = stream
+        self.log = log
+        self.probe_dir = probe_dir
+        self.parts: dict[str, dict[int, str]] = {}
+        self.thread = threading.Thread(target=self._pump, daemon=True)
+        self.thread.start()
+
+    def _pump(self) -> None:
+        with open(self.log, "ab", buffering=0) as out:
+            pending: list[bytes] = []
+            for line in iter(self.stream.readline, b""):
+                if line.startswith(PROBE_LINE):
+                    self._probe_part(line)
+                    continue
+                pending.append(line)
+                if len(pending) >= 256 or self._idle():
+                    out.write(b"".join(pending))
+                    pending.clear()
+            if pending:
+                out.write(b"".join(pending))
+
+    def _idle(self) -> bool:
+        """Flush a lone line at once when no more output is waiting (a slow program)."""
+        import select
+
+        try:
+            ready, _, _ = select.select([self.stream], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return not ready
+
+    def _probe_part(self, line: bytes) -> None:
+        try:
+            _, name, index, count, data = line.decode().rstrip("\n").split(" ", 4)
+        except ValueError:
+            return
+        name = os.path.basename(name)
+        parts = self.parts.setdefault(name, {})
+        parts[int(index)] = data
+        if len(parts) == int(count):
+            self.probe_dir.mkdir(parents=True, exist_ok=True)
+            (self.probe_dir / name).write_bytes(base64.b64decode("".join(parts[i] for i in range(int(count)))))
+
+    def join(self, timeout: float = 10.0) -> None:
+        self.thread.join(timeout)
+
+
+def _kill_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except OSError:
+        pass
+
+
+def run_job(db_path: Path, job_id: int) -> Job:
+    from storage.database import open_study
+    from storage.records import now
+    from workbench.rerun import backends, worktree
+
+    study = open_study(db_path)
+    db = study.db
+    job = get_job(db, job_id)
+    reviewer = job.reviewer or "workbench"
+    if job.state is not JobState.QUEUED:
+        study.close()
+        raise WorkbenchError(f"job {job_id} is {job.state.value}, not queued")
+    started = now()
+    t0 = time.monotonic()
+    update(db, job.id, reviewer, state=JobState.RUNNING, started_at=started, runner_pid=os.getpid(),
+           runner_host=socket.gethostname())
+    job = get_job(db, job_id)
+    attempt = db.execute("SELECT commit_sha FROM attempt WHERE id = ?", [job.spec.attempt_id]).fetchone()
+    repo = Path(db.execute("SELECT repo FROM migration WHERE id = ?", [job.spec.migration_id]).fetchone()[0])
+    tree = job.dir / "src"
+    runner_log = job.dir / "runner.log"
+    spec = job.spec
+    backend = backends.get(spec.backend)
+    ctx = backends.Context(
+        job_id=job.id, commit=attempt[0], worktree=tree, job_dir=job.dir, argv=list(spec.argv),
+        cwd=spec.cwd, env=dict(spec.env), chips=spec.chips, host=spec.host, zone=spec.zone,
+        options=dict(spec.options),
+    )
+    quiet = backends.quiet_runner(runner_log)
+    state, exit_code, error, timed_out = JobState.FINISHED, None, None, False
+    ran = False
+    try:
+        if (job.dir / "cancel").exists():
+            raise _Cancelled()
+        worktree.add(repo, ctx.commit, tree)
+        backend.prepare(ctx, quiet)
+        argv, env, cwd = backend.main(ctx)
+        env["WORKBENCH_JOB_ID"] = str(job.id)
+        ctx.probe_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            child = subprocess.Popen(argv, cwd=str(cwd), env=env, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        except OSError as exc:
+            raise WorkbenchError(f"cannot start {argv[0]}: {exc.strerror}") from None
+        ran = True
+        update(db, job.id, reviewer, child_pid=child.pid)
+        pump = _Output(child.stdout, job.log_path, ctx.probe_dir)
+        deadline = None if spec.timeout_s is None else t0 + spec.timeout_s
+        stopping_since = None
+        while child.poll() is None:
+            time.sleep(POLL_S)
+            reason = None
+            if (job.dir / "cancel").exists():
+                reason = "cancel"
+            elif deadline is not None and time.monotonic() > deadline:
+                reason = "timeout"
+            if reason and stopping_since is None:
+                stopping_since = time.monotonic()
+                if reason == "cancel":
+                    state = JobState.CANCELLED
+                else:
+                    state, timed_out = JobState.FAILED, True
+                    error = f"timed out after {spec.timeout_s:g} s"
+                remote_stop = backend.stop(ctx)
+                if remote_stop:
+                    try:
+                        quiet(remote_stop, timeout=30)
+                    except (WorkbenchError, subprocess.TimeoutExpired, OSError):
+                        pass
+                _kill_group(child.pid, signal.SIGTERM)
+            elif stopping_since is not None and time.monotonic() - stopping_since > KILL_GRACE_S:
+                _kill_group(child.pid, signal.SIGKILL)
+        pump.join()
+        exit_code = child.returncode
+    except _Cancelled:
+        state = JobState.CANCELLED
+    except (WorkbenchError, OSError, subprocess.SubprocessError) as exc:
+        state, error = JobState.FAILED, str(exc)
+    ended = now()
+    wall = time.monotonic() - t0
+    result = None
+    log_id = None
+    try:
+        if ran and state is not JobState.CANCELLED:
+            from workbench.rerun.finish import store_result
+
+            result, log_id = store_result(db, job, exit_code=TIMEOUT_EXIT if timed_out else exit_code,
+                                          timed_out=timed_out, started_at=started, ended_at=ended,
+                                          reviewer=reviewer)
+        elif ran and job.log_path.is_file():
+            from storage.logs import store_log
+
+            with db.atomic():
+                log_id = store_log(db, job.log_path)
+    except Exception as exc:  # the run happened: record why its result could not be stored
+        state, error = JobState.FAILED, f"storing the result failed: {type(exc).__name__}: {exc}"
+    update(db, job.id, reviewer, state=state, ended_at=ended, wall_seconds=wall,
+           exit_code=exit_code, error=error, result_attempt_id=result, log_id=log_id)
+    if ran:
+        try:
+            backend.cleanup(ctx, quiet)
+        except (WorkbenchError, OSError, subprocess.SubprocessError):
+            pass
+    if not spec.keep_worktree:
+        worktree.remove(repo, tree)
+    job = get_job(db, job_id)
+    study.close()
+    return job
+
+
+class _Cancelled(Exception):
+    pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        print("usage: python -m workbench.rerun.runner DB JOB_ID", file=sys.stderr)
+        return 2
+    try:
+        job = run_job(Path(args[0]), int(args[1]))
+    except WorkbenchError as exc:
+        print(f"workbench runner: {exc}", file=sys.stderr)
+        return 2
+    return 0 if job.state is JobState.FINISHED else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
