@@ -90,6 +90,8 @@ class AttemptScreen(WorkbenchScreen):
                 tooltip="The next silent failure"),
         Binding("c", "compare", "Compare", id="attempt.compare",
                 tooltip="Compare with the attempt marked on the migration screen, else the previous one"),
+        Binding("b", "brief", "Brief", id="attempt.brief",
+                tooltip="AI brief of this attempt (advisory; asks before sending anything)"),
         *(Binding(str(n + 1), f"pane('{name}')", name.capitalize(), show=False,
                   id=f"attempt.pane_{name}", tooltip=f"Show the {name} pane")
           for n, name in enumerate(PANES)),
@@ -164,6 +166,11 @@ class AttemptScreen(WorkbenchScreen):
         if not message.verdicts:
             verdict_list.add_option(Option(Text("No verdicts yet: run workbench verify on the study.",
                                                 style="dim"), disabled=True))
+
+    def action_brief(self) -> None:
+        from screens.brief import BriefScreen
+
+        self.app.push_screen(BriefScreen(self.migration, self.summary.attempt))
 
     # --- panes ------------------------------------------------------------------------------------
     @property

@@ -575,3 +575,9 @@ def test_cli_review_accepts_and_corrects(api, study) -> None:
     assert corrected.stdout.strip() == "mlp-xla #3: expected level L1 (from the reviewer)"
     both = workbench("assist", "review", path, "mlp-xla", "3", "--accept", "--level", "2", env=env)
     assert both.returncode == 2 and "give one of" in both.stderr
+
+
+def test_every_assist_command_has_help() -> None:
+    for args in (["assist"], ["assist", "claims"], ["assist", "brief"], ["assist", "review"], ["assist", "cost"]):
+        result = workbench(*args, "--help", env={})
+        assert result.returncode == 0 and "Usage:" in result.stdout, args
