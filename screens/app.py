@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from textual import work
+from textual import events, on, work
 from textual.app import App
 from textual.binding import Binding
 
 from screens.base import PAGE_SIZE
 from screens.commands import WorkbenchCommands
 from screens.data import read
+from screens.effort import EffortHooks
 from screens.help import HelpScreen
 from screens.messages import LoadFailed
 from screens.migration import MigrationScreen
@@ -69,6 +70,8 @@ class WorkbenchApp(App[None]):
         self.db_path = Path(db_path)
         self.page_size = page_size
         self.sub_title = clean(self.db_path.name)
+        self.effort = EffortHooks(self)
+        """Review time from input, and other reviewers' records within seconds (docs/effort.md)."""
         self.keymap_problem = ""
         keymap = load_keymap(keymap_path or default_keymap_path())
         if isinstance(keymap, str):
@@ -77,6 +80,18 @@ class WorkbenchApp(App[None]):
             self.set_keymap(keymap)
         self.attempt_names: list[tuple[str, int, int, str]] = []
         """(slug, seq, attempt id, source) of every attempt, for the palette; loaded at start."""
+
+    @on(events.Mount)
+    def _start_effort(self) -> None:
+        self.effort.start()
+
+    @on(events.Unmount)
+    def _stop_effort(self) -> None:
+        self.effort.stop()
+
+    async def on_event(self, event: events.Event) -> None:
+        self.effort.input(event)
+        await super().on_event(event)
 
     def on_mount(self) -> None:
         if self.keymap_problem:

@@ -26,6 +26,7 @@ from screens.base import WorkbenchScreen
 from screens.curves import CurvesPane
 from screens.data import read
 from screens.diff_view import DiffPane
+from screens.effort import EffortActions
 from screens.log_view import LogPane
 from screens.messages import LoadFailed
 from workbench.models import LADDER, AttemptSummary, Migration, Outcome
@@ -68,7 +69,7 @@ class VerdictList(OptionList):
             screen.jump_to_log_line_of(self.get_option_at_index(self.highlighted).id or "")
 
 
-class AttemptScreen(WorkbenchScreen):
+class AttemptScreen(EffortActions, WorkbenchScreen):
     """Pushed from the migration screen with the attempt's summary row."""
 
     BINDINGS = [
@@ -90,6 +91,8 @@ class AttemptScreen(WorkbenchScreen):
                 tooltip="The next silent failure"),
         Binding("c", "compare", "Compare", id="attempt.compare",
                 tooltip="Compare with the attempt marked on the migration screen, else the previous one"),
+        Binding("r", "rerun", "Re-run", id="attempt.rerun",
+                tooltip="Re-run this attempt's commit (shows the command to confirm first)"),
         Binding("b", "brief", "Brief", id="attempt.brief",
                 tooltip="AI brief of this attempt (advisory; asks before sending anything)"),
         *(Binding(str(n + 1), f"pane('{name}')", name.capitalize(), show=False,
@@ -134,6 +137,25 @@ class AttemptScreen(WorkbenchScreen):
                                  reference.attempt.id if reference and reference.attempt.id != a.id else None,
                                  self.migration.id)
         yield Footer()
+
+    def effort_target(self) -> tuple[Migration, int | None, str]:
+        """For the effort keys (screens/effort.py): this attempt."""
+        return self.migration, self.summary.attempt.id, f"{self.migration.slug} #{self.summary.attempt.seq}"
+
+    def effort_level(self) -> int | None:
+        """The verdict highlighted on the verdicts pane, for `o`."""
+        verdicts = self.query_one(VerdictList)
+        if verdicts.highlighted is None:
+            return None
+        option_id = verdicts.get_option_at_index(verdicts.highlighted).id or ""
+        match = re.match(r"(?:level|ev):(\d+)", option_id)
+        return int(match.group(1)) if match else None
+
+    def effort_saved(self, what: str) -> None:
+        super().effort_saved(what)
+        if what == "override":
+            self.load_facts(self.app.db_path, self.summary.attempt.id, self.migration.repo,
+                            self.summary.attempt.commit)
 
     def on_mount(self) -> None:
         self.query_one("#problem").display = False
@@ -227,6 +249,11 @@ class AttemptScreen(WorkbenchScreen):
         if found is None:
             self.app.notify("No silent failure after this one", markup=False)
         await self.show(found)
+
+    def action_rerun(self) -> None:
+        from screens.rerun import open_launcher
+
+        open_launcher(self, self.migration, self.summary.attempt)
 
     def action_compare(self) -> None:
         other = self.origin.compare_partner(self.summary.attempt.id)

@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 from screens import render
 from screens.base import PAGE_SIZE, Pager, WorkbenchScreen
 from screens.data import read
+from screens.effort import EffortActions, EffortPanel
 from screens.messages import AttemptsPage, LoadFailed
 from screens.widgets import NavTable
 from storage import queries
@@ -51,7 +52,7 @@ def _pin_key(values: tuple[Text, Text]) -> tuple[bool, int]:
     return (source.plain != render.SOURCE[AttemptSource.REFERENCE][0], int(seq.plain))
 
 
-class MigrationScreen(WorkbenchScreen):
+class MigrationScreen(EffortActions, WorkbenchScreen):
     """Pushed from the study screen; `escape` goes back."""
 
     BINDINGS = [
@@ -90,7 +91,18 @@ class MigrationScreen(WorkbenchScreen):
         yield table
         yield Static(Text("Loading the attempts…", style="dim"), id="attempt-detail",
                      classes="detail")
+        yield EffortPanel(self.migration.id)
         yield Footer()
+
+    def effort_target(self) -> tuple[Migration, int | None, str]:
+        """For the effort keys (screens/effort.py): this migration and the highlighted attempt."""
+        table = self.query_one(AttemptTable)
+        summary = None
+        if table.row_count:
+            summary = self.summaries.get(table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value or "")
+        if summary is None:
+            return self.migration, None, ""
+        return self.migration, summary.attempt.id, f"{self.migration.slug} #{summary.attempt.seq}"
 
     def on_mount(self) -> None:
         self.query_one("#problem").display = False

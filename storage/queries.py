@@ -515,7 +515,10 @@ def report_attempt_rows(db: Database, migration_ids: list[int]) -> list[dict[str
     """Every attempt of the migrations (references too), with its current verification and
     failure (NULL when it has none), by migration and seq."""
     sql = f"""
-    SELECT a.*, v.id AS verification_id, v.highest_level AS v_highest_level, v.wall_seconds,
+    SELECT a.id, a.migration_id, a.seq, a.source, a.argv, a.cwd, a.env, a.status, a.exit_code,
+           a.started_at, a.ended_at, a.expected_level, a.claim, a.intended_kind, a.intended_count,
+           a.observed_kind, a.observed_count,
+           v.id AS verification_id, v.highest_level AS v_highest_level, v.wall_seconds,
            v.cost_dollars, v.time_ratio, v.cost_ratio, v.reference_attempt_id,
            f.id AS failure_id, f.cause AS failure_cause, f.silent AS failure_silent,
            f.note AS failure_note
@@ -528,14 +531,15 @@ def report_attempt_rows(db: Database, migration_ids: list[int]) -> list[dict[str
     return _rows(db, sql, {"migrations": json.dumps(migration_ids)})
 
 
-def report_verdict_rows(db: Database, migration_ids: list[int]) -> list[dict[str, Any]]:
-    """Current verdicts (attempt_id, level, automated outcome) of the migrations' attempts."""
+def report_verdict_rows(db: Database, migration_ids: list[int]) -> list[tuple[int, int, int, str]]:
+    """Current verdicts as (id, attempt_id, level, automated outcome) tuples (five per attempt:
+    tuples, not dicts, for speed)."""
     sql = f"""
     SELECT v.id, v.attempt_id, v.level, v.outcome
     FROM verdict v JOIN attempt a ON a.id = v.attempt_id
     WHERE v.superseded_by IS NULL AND a.migration_id {_IN_MIGRATIONS}
     """
-    return _rows(db, sql, {"migrations": json.dumps(migration_ids)})
+    return db.execute(sql, {"migrations": json.dumps(migration_ids)}).fetchall()
 
 
 def report_override_rows(db: Database, migration_ids: list[int]) -> list[dict[str, Any]]:

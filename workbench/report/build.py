@@ -6,6 +6,7 @@ interventions, decisions and review sessions are read as rows and counted in one
 
 from __future__ import annotations
 
+import json
 import re
 from collections import defaultdict
 from functools import lru_cache
@@ -78,7 +79,7 @@ def build_report(db: Any, slugs: list[str] | tuple[str, ...] | None = None, *,
                  pseudonymise: bool = False) -> StudyReport:
     """The report over the whole study, or over the migrations named by `slugs`."""
     from storage import queries
-    from storage.converters import attempt_from_row, migration_from_row
+    from storage.converters import migration_from_row
     from workbench.verify.ladder import Run, _price, cost
 
     study = queries.get_study(db)
@@ -113,10 +114,10 @@ def build_report(db: Any, slugs: list[str] | tuple[str, ...] | None = None, *,
         latest_override[row["verdict_id"]] = row
     automated: dict[int, dict[int, str]] = defaultdict(dict)
     effective: dict[int, dict[int, str]] = defaultdict(dict)
-    for row in queries.report_verdict_rows(db, ids):
-        automated[row["attempt_id"]][row["level"]] = row["outcome"]
-        o = latest_override.get(row["id"])
-        effective[row["attempt_id"]][row["level"]] = o["outcome"] if o else row["outcome"]
+    for verdict_id, attempt_id, level, outcome in queries.report_verdict_rows(db, ids):
+        automated[attempt_id][level] = outcome
+        o = latest_override.get(verdict_id)
+        effective[attempt_id][level] = o["outcome"] if o else outcome
     overrides = [
         OverrideRow(
             id=r["id"], verdict_id=r["verdict_id"], attempt_id=r["attempt_id"], migration_id=r["migration_id"],
@@ -137,7 +138,7 @@ def build_report(db: Any, slugs: list[str] | tuple[str, ...] | None = None, *,
             continue
         facts_by_migration[row["migration_id"]].append(
             _attempt_facts(row, migration_by_id[row["migration_id"]], study.prices, automated, effective,
-                           scrub, attempt_from_row, Run, cost, _price)
+                           scrub, Run, cost, _price)
         )
 
     # Human records.
@@ -201,43 +202,51 @@ def build_report(db: Any, slugs: list[str] | tuple[str, ...] | None = None, *,
     )
 
 
-def _attempt_facts(row, migration, prices, automated, effective, scrub, attempt_from_row, Run, cost,
-                   price_of) -> AttemptFacts:
-    attempt = attempt_from_row(row)
+def _attempt_facts(row, migration, prices, automated, effective, scrub, Run, cost, price_of) -> AttemptFacts:
+    from workbench.models import Attempt, AttemptSource, AttemptStatus, Command, Hardware
+
+    attempt_id = row["id"]
     verified = row["verification_id"] is not None
-    auto = automated.get(attempt.id, {})
-    eff = effective.get(attempt.id, {})
+    auto = automated.get(attempt_id, {})
+    eff = effective.get(attempt_id, {})
     level_auto = _level(auto) if verified else None
     level_eff = _level(eff) if verified else None
     failed_auto = verified and "fail" in auto.values()
     failed_eff = verified and "fail" in eff.values()
+    exit_code = row["exit_code"]
     # "Raised no error": the verifier's silent flag on its failure; an attempt it did not fail
     # raised none when it exited 0 (a traceback or fatal line would have failed level 1).
-    no_error = bool(row["failure_silent"]) if row["failure_id"] is not None else attempt.exit_code == 0
-    expected = attempt.expected_level
+    no_error = bool(row["failure_silent"]) if row["failure_id"] is not None else exit_code == 0
+    expected = row["expected_level"]
     # Compute: the verifier's own figures where it stored them; else its cost function on the record.
-    kind = (attempt.intended_hardware.kind if attempt.intended_hardware else migration.target.accelerator)
-    chips = (attempt.observed_hardware.count if attempt.observed_hardware
-             else attempt.intended_hardware.count if attempt.intended_hardware else migration.target.chips)
-    wall, dollars = cost(Run(attempt, None, {}), prices, kind, chips)
-    if verified and row["cost_dollars"] is not None:
-        dollars = row["cost_dollars"]
-    if verified and row["wall_seconds"] is not None:
-        wall = row["wall_seconds"]
+    kind = row["intended_kind"] or migration.target.accelerator
+    chips = row["observed_count"] or row["intended_count"] or migration.target.chips
+    wall, dollars = (row["wall_seconds"], row["cost_dollars"]) if verified else (None, None)
+    command = Command(tuple(json.loads(row["argv"])), row["cwd"] or ".", json.loads(row["env"] or "{}"))
+    if wall is None or dollars is None:
+        attempt = Attempt(
+            id=attempt_id, migration_id=row["migration_id"], seq=row["seq"], source=AttemptSource(row["source"]),
+            commit="", command=command, status=AttemptStatus(row["status"]), started_at=row["started_at"],
+            ended_at=row["ended_at"], exit_code=exit_code,
+            intended_hardware=Hardware(row["intended_kind"], row["intended_count"]) if row["intended_kind"] else None,
+        )
+        computed_wall, computed = cost(Run(attempt, None, {}), prices, kind, chips)
+        wall = computed_wall if wall is None else wall
+        dollars = computed if dollars is None else dollars
     price = price_of(prices, kind)
     if dollars is not None and price:
         chip_hours = dollars / price
     else:
         chip_hours = None if wall is None else wall / 3600.0 * chips
     return AttemptFacts(
-        id=attempt.id,
-        migration_id=attempt.migration_id,
-        seq=attempt.seq,
-        source=attempt.source.value,
-        command=scrub.text(attempt.command.display()),
-        claim=scrub.text(attempt.claim),
-        status=attempt.status.value,
-        exit_code=attempt.exit_code,
+        id=attempt_id,
+        migration_id=row["migration_id"],
+        seq=row["seq"],
+        source=row["source"],
+        command=scrub.text(command.display()),
+        claim=scrub.text(row["claim"]),
+        status=row["status"],
+        exit_code=exit_code,
         expected_level=expected,
         verification_id=row["verification_id"],
         level=level_eff,

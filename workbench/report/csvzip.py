@@ -12,8 +12,8 @@ from workbench.report.tables import V, all_tables, title_lines
 _FORMULA = ("=", "+", "@", "\t", "\r")
 
 
-def value(v: V) -> object:
-    raw = v.raw
+def value(v: V | object) -> object:
+    raw = v.raw if isinstance(v, V) else v
     if raw is None:
         return ""
     if isinstance(raw, bool):
@@ -35,7 +35,8 @@ def render_csv_zip(report: StudyReport) -> bytes:
             text = io.StringIO()
             writer = csv.writer(text, lineterminator="\n")
             writer.writerow([h.lower().replace(" ", "_") for h in table.headers])
-            writer.writerows([value(v) for v in row] for row in table.rows)
+            rows = table.raw_rows if table.raw_rows is not None else table.rows
+            writer.writerows([value(v) for v in row] for row in rows)
             info = zipfile.ZipInfo(f"{table.name}.csv", fixed)
             info.compress_type = zipfile.ZIP_DEFLATED
             archive.writestr(info, text.getvalue())

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from typing import Any
 
-from workbench.report.model import MigrationReport, StudyReport
+from workbench.report.model import AttemptFacts, MigrationReport, StudyReport
 
 DEFINITIONS = {
     "attempt": "a row of `attempt` whose source is not `reference` (agent runs and re-runs)",
@@ -61,6 +61,14 @@ def _migration(m: MigrationReport) -> dict[str, Any]:
     }
 
 
+_ATTEMPT_FIELDS = tuple(f.name for f in fields(AttemptFacts))
+
+
+def _flat(obj: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    """`asdict` for a flat dataclass, without its recursive copying (15,000 attempts: ~10x faster)."""
+    return {name: getattr(obj, name) for name in names}
+
+
 def report_dict(report: StudyReport) -> dict[str, Any]:
     t = report.totals
     return {
@@ -104,7 +112,7 @@ def report_dict(report: StudyReport) -> dict[str, Any]:
             "total_cost_dollars": t.total_cost,
         },
         "migrations": [_migration(m) for m in report.migrations],
-        "attempts": [asdict(a) for m in report.migrations for a in m.attempt_facts],
+        "attempts": [_flat(a, _ATTEMPT_FIELDS) for m in report.migrations for a in m.attempt_facts],
         "interventions": [{**asdict(i), "counts": i.current} for i in report.interventions],
         "overrides": [asdict(o) for o in report.overrides],
         "review_sessions": [asdict(r) for r in report.review_sessions],
@@ -112,4 +120,5 @@ def report_dict(report: StudyReport) -> dict[str, Any]:
 
 
 def render_json(report: StudyReport) -> str:
-    return json.dumps(report_dict(report), indent=1, ensure_ascii=False) + "\n"
+    # No indent: the C encoder is several times faster on a study's thousands of ids.
+    return json.dumps(report_dict(report), ensure_ascii=False, separators=(",", ":")) + "\n"

@@ -1,0 +1,433 @@
+"""Forms for human records: an intervention, a decision, a verdict override, budgets.
+
+Each is a `ModalScreen[int | None]` that saves itself in a thread worker and dismisses with the
+new record's id only once the database has it; until then (bad input, a locked or missing
+database) it says what is wrong on its `#form-error` line and keeps everything typed.
+`ctrl+s` saves, `escape` cancels.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from typing import Any
+
+from rich.text import Text
+from sqlite_utils import Database
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, Select, Static
+from textual.worker import Worker, WorkerState
+
+from screens.data import describe_error, reading
+from storage import queries, records
+from workbench import config, effort
+from workbench.errors import WorkbenchError
+from workbench.models import LADDER, Budgets, DecisionKind, Intervention, Outcome, Verdict
+from workbench.untrusted import clean, text
+
+Save = Callable[[Database], int]
+"""What a form writes: run on the study in a worker thread; ValueError means bad input."""
+
+
+class RecordForm(ModalScreen[int | None]):
+    """A form that saves one record. Subclasses compose their fields and build the write."""
+
+    DEFAULT_CSS = """
+    RecordForm { align: center middle; }
+    RecordForm > Vertical {
+        width: 90%; max-width: 96; height: auto; max-height: 95%;
+        border: round $primary; background: $surface; padding: 0 1;
+    }
+    RecordForm VerticalScroll { height: auto; max-height: 100%; }
+    RecordForm Label { margin-top: 1; color: $text-muted; }
+    RecordForm .form-info { margin-top: 1; }
+    RecordForm #form-error { color: $error; text-style: bold; margin-top: 1; }
+    RecordForm .form-buttons { height: auto; margin-top: 1; }
+    RecordForm .form-buttons Button { margin-right: 2; }
+    """
+
+    BINDINGS = [
+        Binding("ctrl+s", "save", "Save", id="form.save", tooltip="Save this record"),
+        Binding("escape", "cancel", "Cancel", id="form.cancel",
+                tooltip="Close without saving (nothing is written)"),
+    ]
+
+    form_title = "Record"
+    record_name = "record"
+
+    def __init__(self) -> None:
+        super().__init__(classes="record-form")
+        self.saved_id: int | None = None
+        """The new record's id once the database has it."""
+        self.saving = False
+
+    def compose(self) -> ComposeResult:
+        with Vertical() as box:
+            box.border_title = self.form_title
+            box.border_subtitle = "ctrl+s saves · escape cancels"
+            with VerticalScroll():
+                yield from self.compose_fields()
+                yield Static(id="form-error")
+                with Horizontal(classes="form-buttons"):
+                    yield Button("Save", variant="primary", id="form-save")
+                    yield Button("Cancel", id="form-cancel")
+
+    def compose_fields(self) -> ComposeResult:
+        yield from ()
+
+    def on_mount(self) -> None:
+        self.query_one("#form-error").display = False
+
+    def build(self) -> Save:
+        """Check what was typed (ValueError says what is wrong) and return the write."""
+        raise NotImplementedError
+
+    def show_error(self, problem: str) -> None:
+        error = self.query_one("#form-error", Static)
+        error.update(Text(clean(problem)))
+        error.display = True
+
+    def action_save(self) -> None:
+        if self.saving:
+            return
+        try:
+            save = self.build()
+        except ValueError as exc:
+            self.show_error(str(exc))
+            return
+        self.saving = True
+        self.query_one("#form-save", Button).disabled = True
+        self._save(save)
+
+    def action_cancel(self) -> None:
+        if not self.saving:
+            self.dismiss(None)
+
+    @on(Button.Pressed, "#form-save")
+    def _save_pressed(self) -> None:
+        self.action_save()
+
+    @on(Button.Pressed, "#form-cancel")
+    def _cancel_pressed(self) -> None:
+        self.action_cancel()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="form-save")
+    def _save(self, save: Save) -> None:
+        try:
+            with reading(self.app.db_path) as db:
+                new_id = save(db)
+        except ValueError as exc:
+            self.app.call_from_thread(self._failed, str(exc))
+            return
+        except (WorkbenchError, sqlite3.Error) as exc:
+            self.app.call_from_thread(self._failed, f"not saved: {describe_error(exc)}")
+            return
+        self.app.call_from_thread(self._saved, new_id)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state is WorkerState.ERROR and event.worker.error is not None:
+            self._failed(f"not saved: {describe_error(event.worker.error)}")
+
+    def _failed(self, problem: str) -> None:
+        self.saving = False
+        self.query_one("#form-save", Button).disabled = False
+        self.show_error(problem)
+
+    def _saved(self, new_id: int) -> None:
+        self.saved_id = new_id
+        self.saving = False
+        self.app.notify(f"Saved {self.record_name} #{new_id}", markup=False)
+        self.dismiss(new_id)
+
+
+def _select_value(select: Select) -> Any:
+    value = select.value
+    return None if value is Select.NULL else value
+
+
+def _minutes_label(minutes: float) -> str:
+    return f"{minutes:g} min"
+
+
+class InterventionForm(RecordForm):
+    """Kind, minutes, a note, the attempt it concerns, and optionally the record it corrects."""
+
+    form_title = "Record an intervention"
+    record_name = "intervention"
+
+    def __init__(
+        self,
+        migration_id: int,
+        *,
+        kinds: dict[str, str],
+        attempts: list[tuple[int, str]],
+        attempt_id: int | None = None,
+        history: list[Intervention] = (),  # type: ignore[assignment]
+        corrected: dict[int, int] | None = None,
+        migration_title: str = "",
+    ) -> None:
+        super().__init__()
+        self.migration_id = migration_id
+        self.kinds = kinds
+        self.attempts = attempts
+        self.attempt_id = attempt_id
+        self.history = [i for i in history if i.id not in (corrected or {})]
+        """Records that can still be corrected: those nothing corrects yet."""
+        self.migration_title = migration_title
+
+    def compose_fields(self) -> ComposeResult:
+        if self.migration_title:
+            yield Static(text(self.migration_title, "bold"), classes="form-info")
+        yield Label("Kind")
+        yield Select([(Text(f"{name} – {clean(about)}" if about else name), name)
+                      for name, about in self.kinds.items()],
+                     prompt="Choose a kind", id="intervention-kind")
+        yield Label("Minutes spent (15, 7.5 or 1:30)")
+        yield Input(placeholder="minutes", id="intervention-minutes")
+        yield Label("Note")
+        yield Input(placeholder="what was done and why", id="intervention-note")
+        yield Label("Attempt it concerns")
+        yield Select([(Text(clean(label)), attempt_id) for attempt_id, label in self.attempts],
+                     prompt="the migration as a whole", value=self.attempt_id or Select.NULL,
+                     id="intervention-attempt")
+        if self.history:
+            yield Label("Corrects (leave empty for a new record; the original stays in history)")
+            yield Select([(Text(clean(f"#{i.id} {i.kind} {_minutes_label(i.minutes)} by {i.reviewer}: "
+                                      f"{i.note[:40]}")), i.id) for i in reversed(self.history)],
+                         prompt="nothing: a new intervention", id="intervention-corrects")
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.query_one("#intervention-kind", Select).focus()
+
+    @on(Select.Changed, "#intervention-corrects")
+    def _correcting(self, event: Select.Changed) -> None:
+        """Start a correction from the original's values; the reviewer changes what was wrong."""
+        original = next((i for i in self.history if i.id == event.value), None)
+        if original is None:
+            return
+        if original.kind in self.kinds:
+            self.query_one("#intervention-kind", Select).value = original.kind
+        minutes = self.query_one("#intervention-minutes", Input)
+        if not minutes.value:
+            minutes.value = f"{original.minutes:g}"
+        note = self.query_one("#intervention-note", Input)
+        if not note.value:
+            note.value = original.note
+        if original.attempt_id is not None:
+            self.query_one("#intervention-attempt", Select).value = original.attempt_id
+
+    def build(self) -> Save:
+        kind = _select_value(self.query_one("#intervention-kind", Select))
+        if kind is None:
+            raise ValueError(f"kind: choose one of {', '.join(self.kinds)}")
+        effort.check_kind(kind, self.kinds)
+        minutes = effort.parse_minutes(self.query_one("#intervention-minutes", Input).value)
+        note = self.query_one("#intervention-note", Input).value
+        attempt_id = _select_value(self.query_one("#intervention-attempt", Select))
+        corrects = None
+        if self.history:
+            corrects = _select_value(self.query_one("#intervention-corrects", Select))
+        reviewer, migration_id = config.reviewer(), self.migration_id
+        return lambda db: records.record_intervention(
+            db, migration_id=migration_id, kind=kind, minutes=minutes, note=note, reviewer=reviewer,
+            attempt_id=attempt_id, corrects=corrects,
+        )
+
+
+DECISION_WORDS = {DecisionKind.ACCEPT: "Accept", DecisionKind.STOP: "Stop", DecisionKind.CONTINUE: "Continue"}
+
+
+def standing_text(standing: effort.Standing) -> Text:
+    """The budget lines and the suggestion, for the decision form and the effort panel."""
+    out = Text()
+    for lim in standing.limits:
+        style = "bold red" if lim.exhausted else ("yellow" if lim.near else "")
+        out.append(effort.describe_limit(lim), style=style)
+        out.append("\n")
+    if standing.unpriced_runs:
+        out.append(f"({standing.unpriced_runs} run(s) without a price or times are not in compute)\n",
+                   style="dim")
+    out.append(f"staff cost ${standing.staff_dollars:,.2f}\n")
+    best = "none verified" if standing.highest_level is None else f"L{standing.highest_level}"
+    out.append(f"best level {best} · L{standing.acceptance_level} required\n")
+    style = {DecisionKind.ACCEPT: "bold green", DecisionKind.STOP: "bold red"}.get(standing.suggestion, "bold")
+    out.append("The rules suggest: ")
+    out.append(standing.suggestion.value.upper(), style=style)
+    out.append("\n")
+    for reason in standing.reasons:
+        out.append(f"  · {reason}\n", style="dim")
+    return out
+
+
+class DecisionForm(RecordForm):
+    """Accept, stop or continue, with a reason; the figures at this moment are stored with it."""
+
+    record_name = "decision"
+
+    def __init__(self, migration_id: int, kind: DecisionKind, *, migration_title: str = "") -> None:
+        super().__init__()
+        self.migration_id = migration_id
+        self.kind = kind
+        self.migration_title = migration_title
+        self.standing: effort.Standing | None = None
+        self.form_title = f"{DECISION_WORDS[kind]} this migration"
+
+    def compose_fields(self) -> ComposeResult:
+        if self.migration_title:
+            yield Static(text(self.migration_title, "bold"), classes="form-info")
+        yield Static(Text("Reading the figures…", style="dim"), id="decision-standing", classes="form-info")
+        yield Label("Decision")
+        yield Select([(DECISION_WORDS[k], k.value) for k in DecisionKind], value=self.kind.value,
+                     allow_blank=False, id="decision-kind")
+        yield Label("Reason (required when it goes against the suggestion)")
+        yield Input(placeholder="why", id="decision-reason")
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.query_one("#decision-reason", Input).focus()
+        self._load(self.migration_id)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="form-load")
+    def _load(self, migration_id: int) -> None:
+        try:
+            with reading(self.app.db_path) as db:
+                current = queries.migration_standing(db, migration_id)
+        except (WorkbenchError, sqlite3.Error) as exc:
+            self.app.call_from_thread(self.show_error, describe_error(exc))
+            return
+        self.app.call_from_thread(self._loaded, current)
+
+    def _loaded(self, current: effort.Standing) -> None:
+        self.standing = current
+        self.query_one("#decision-standing", Static).update(standing_text(current))
+
+    def build(self) -> Save:
+        if self.standing is None:
+            raise ValueError("the figures are still loading; save again in a moment")
+        kind = DecisionKind(self.query_one("#decision-kind", Select).value)
+        reason = self.query_one("#decision-reason", Input).value
+        if self.standing.needs_reason(kind) and not reason.strip():
+            raise ValueError(f"reason: the rules suggest {self.standing.suggestion.value};"
+                             f" say why you {kind.value} instead")
+        reviewer, migration_id, expected = config.reviewer(), self.migration_id, self.standing.suggestion
+        return lambda db: records.record_decision(
+            db, migration_id=migration_id, kind=kind, reason=reason, reviewer=reviewer, expected=expected,
+        )
+
+
+class OverrideForm(RecordForm):
+    """Override one level's outcome with a justification; the automated verdict stays beside it."""
+
+    form_title = "Override a verdict"
+    record_name = "verdict override"
+
+    def __init__(self, verdicts: list[Verdict], *, level: int | None = None, attempt_label: str = "") -> None:
+        super().__init__()
+        self.verdicts = {v.level: v for v in verdicts}
+        self.level = level if level in self.verdicts else (min(self.verdicts) if self.verdicts else None)
+        self.attempt_label = attempt_label
+
+    def compose_fields(self) -> ComposeResult:
+        if self.attempt_label:
+            yield Static(text(self.attempt_label, "bold"), classes="form-info")
+        if not self.verdicts:
+            yield Static("This attempt has no verdicts yet: verify it first.", classes="form-info")
+            return
+        yield Label("Level")
+        yield Select([(f"L{n} {LADDER.get(n, '')}", n) for n in sorted(self.verdicts)],
+                     value=self.level, allow_blank=False, id="override-level")
+        yield Static(id="override-verdict", classes="form-info")
+        yield Label("Outcome")
+        yield Select([(o.value, o.value) for o in Outcome], prompt="Choose the outcome", id="override-outcome")
+        yield Label("Justification (required)")
+        yield Input(placeholder="why the verifier is wrong here", id="override-justification")
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        if self.verdicts:
+            self._show_verdict(self.level)
+            self.query_one("#override-outcome", Select).focus()
+
+    @on(Select.Changed, "#override-level")
+    def _level_changed(self, event: Select.Changed) -> None:
+        self._show_verdict(event.value)
+
+    def _show_verdict(self, level: Any) -> None:
+        verdict = self.verdicts.get(level)
+        if verdict is None:
+            return
+        out = Text()
+        out.append("verifier: ", style="dim")
+        out.append(verdict.outcome.value, style="bold")
+        out.append(" – ")
+        out.append_text(text(verdict.reason or "no reason given"))
+        for o in verdict.overrides:
+            out.append(f"\noverridden to {o.outcome.value} by ", style="dim")
+            out.append_text(text(f"{o.reviewer}: {o.justification}", "dim"))
+        self.query_one("#override-verdict", Static).update(out)
+
+    def build(self) -> Save:
+        if not self.verdicts:
+            raise ValueError("nothing to override: this attempt has no verdicts yet")
+        verdict = self.verdicts[self.query_one("#override-level", Select).value]
+        outcome = _select_value(self.query_one("#override-outcome", Select))
+        if outcome is None:
+            raise ValueError("outcome: choose pass, fail or unknown")
+        justification = self.query_one("#override-justification", Input).value
+        if not justification.strip():
+            raise ValueError("justification: say why the verifier's outcome is wrong")
+        reviewer = config.reviewer()
+        return lambda db: records.add_verdict_override(
+            db, verdict_id=verdict.id, outcome=Outcome(outcome), justification=justification.strip(),
+            reviewer=reviewer,
+        )
+
+
+class BudgetForm(RecordForm):
+    """Edit the budgets and the acceptance level: a new record, the latest one wins."""
+
+    form_title = "Budgets and acceptance"
+    record_name = "budget change"
+
+    FIELDS = (
+        ("compute_dollars", "Compute budget ($)", False),
+        ("staff_hours", "Staff hours", False),
+        ("attempts", "Agent attempts", True),
+        ("calendar_days", "Calendar days", False),
+    )
+
+    def __init__(self, migration_id: int, budgets: Budgets, acceptance_level: int) -> None:
+        super().__init__()
+        self.migration_id = migration_id
+        self.budgets = budgets
+        self.acceptance_level = acceptance_level
+
+    def compose_fields(self) -> ComposeResult:
+        yield Static(Text("Leave a budget empty for no limit.", style="dim"), classes="form-info")
+        for name, label, _ in self.FIELDS:
+            value = getattr(self.budgets, name)
+            yield Label(label)
+            yield Input("" if value is None else f"{value:g}", id=f"budget-{name.replace('_', '-')}")
+        yield Label("Acceptance: the ladder level required")
+        yield Select([(f"L{n} {LADDER[n]}", n) for n in LADDER], value=self.acceptance_level,
+                     allow_blank=False, id="budget-level")
+        yield Label("Reason")
+        yield Input(placeholder="why the budgets change", id="budget-reason")
+
+    def build(self) -> Save:
+        values = {
+            name: effort.parse_budget(self.query_one(f"#budget-{name.replace('_', '-')}", Input).value,
+                                      label.lower(), integer=integer)
+            for name, label, integer in self.FIELDS
+        }
+        level = effort.check_acceptance_level(self.query_one("#budget-level", Select).value)
+        reason = self.query_one("#budget-reason", Input).value
+        reviewer, migration_id = config.reviewer(), self.migration_id
+        return lambda db: records.add_budget_change(
+            db, migration_id=migration_id, acceptance_level=level, reason=reason, reviewer=reviewer, **values,
+        )

@@ -1,0 +1,262 @@
+"""Re-runs in the app: the launcher (`r` on an attempt) and the live view of a job's output.
+
+The launcher shows everything that will run, editable: backend, host or TPU name, zone, chips,
+the command one argument per line (it came from an agent's transcript: nothing runs until the
+reviewer presses Run), environment overrides one KEY=VALUE per line, timeout, target venv.
+The job view tails the job's log file (written by its detached runner, so it re-attaches to a
+job started earlier or from the shell), in batches every 250 ms, with state, elapsed time and
+progress; when the job ends it names the new attempt and its level.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Button, Checkbox, Footer, Label, Log, ProgressBar, Select, Static, TextArea, Input
+
+from screens.data import describe_error, reading
+from workbench.models import Attempt, Migration
+from workbench.untrusted import clean, text
+
+BACKENDS = [("local (this machine; XLA:CPU devices stand in for chips)", "local"), ("ssh", "ssh"),
+            ("gcloud TPU VM", "gcloud"), ("SkyPilot", "skypilot")]
+
+
+class RerunLauncher(ModalScreen[int | None]):
+    """Confirm and start a re-run; dismisses with the new job's id, or None."""
+
+    DEFAULT_CSS = """
+    RerunLauncher { align: center middle; }
+    RerunLauncher > Vertical { width: 90%; max-width: 110; height: 95%; border: round $warning;
+        background: $surface; padding: 0 1; }
+    RerunLauncher Label { margin-top: 1; color: $text-muted; }
+    RerunLauncher #rerun-argv { height: 8; }
+    RerunLauncher #rerun-env { height: 5; }
+    RerunLauncher #rerun-error { color: $error; text-style: bold; }
+    RerunLauncher Horizontal { height: auto; }
+    RerunLauncher Horizontal Button { margin-right: 2; }
+    """
+
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel", id="rerun.cancel", tooltip="Close; nothing runs"),
+        Binding("ctrl+r", "run", "Run", id="rerun.run", tooltip="Run the command exactly as shown"),
+    ]
+
+    def __init__(self, db_path: Path, migration: Migration, attempt: Attempt) -> None:
+        super().__init__()
+        self.db_path = db_path
+        self.migration = migration
+        self.attempt = attempt
+
+    def compose(self) -> ComposeResult:
+        from workbench.rerun.backends import default_env
+
+        a = self.attempt
+        chips = a.intended_hardware.count if a.intended_hardware else self.migration.target.chips
+        env = {**a.command.env, **default_env("local", chips, {})}
+        with Vertical():
+            yield Static(text(f"Re-run attempt #{a.seq} of {self.migration.slug} at {a.commit[:12]}",
+                              "bold"))
+            yield Static(text("The command comes from the agent's record: read it. Nothing runs until you"
+                              " press Run.", "italic"))
+            with VerticalScroll():
+                yield Label("Backend")
+                yield Select(BACKENDS, value="local", allow_blank=False, id="rerun-backend")
+                yield Label("Host, TPU VM or cluster name (not for local)")
+                yield Input(id="rerun-host")
+                yield Label("Zone (gcloud)")
+                yield Input(id="rerun-zone")
+                yield Label("Chips")
+                yield Input(str(chips), id="rerun-chips", type="integer")
+                yield Label(f"Command, one argument per line (runs in {a.command.cwd} of the checkout)")
+                yield TextArea("\n".join(a.command.argv), id="rerun-argv", soft_wrap=True)
+                yield Label("Environment, KEY=VALUE per line")
+                yield TextArea("\n".join(f"{k}={v}" for k, v in sorted(env.items())), id="rerun-env")
+                yield Label("Timeout in seconds (empty: none)")
+                yield Input(id="rerun-timeout", type="number")
+                yield Label("Target environment (venv folder; its bin/ goes first on PATH)")
+                yield Input(os.environ.get("WORKBENCH_TARGET_VENV", ""), id="rerun-venv")
+                yield Checkbox("Keep the worktree afterwards", id="rerun-keep")
+            yield Static("", id="rerun-error")
+            with Horizontal():
+                yield Button("Run", variant="warning", id="rerun-go")
+                yield Button("Cancel", id="rerun-close")
+
+    def _spec(self):
+        from workbench.rerun.jobs import JobSpec
+
+        argv = tuple(line for line in self.query_one("#rerun-argv", TextArea).text.splitlines() if line)
+        env = {}
+        for line in self.query_one("#rerun-env", TextArea).text.splitlines():
+            if not line.strip():
+                continue
+            if "=" not in line:
+                raise ValueError(f"environment line without '=': {line!r}")
+            key, value = line.split("=", 1)
+            env[key.strip()] = value
+        chips_text = self.query_one("#rerun-chips", Input).value.strip() or "1"
+        timeout_text = self.query_one("#rerun-timeout", Input).value.strip()
+        options = {}
+        venv = self.query_one("#rerun-venv", Input).value.strip()
+        if venv:
+            options["venv"] = venv
+        a = self.attempt
+        return JobSpec(
+            migration_id=self.migration.id, attempt_id=a.id,
+            backend=str(self.query_one("#rerun-backend", Select).value), argv=argv, cwd=a.command.cwd,
+            env=env, chips=int(chips_text), host=self.query_one("#rerun-host", Input).value.strip() or None,
+            zone=self.query_one("#rerun-zone", Input).value.strip() or None,
+            accelerator=a.intended_hardware.kind if a.intended_hardware else self.migration.target.accelerator,
+            timeout_s=float(timeout_text) if timeout_text else None,
+            keep_worktree=self.query_one("#rerun-keep", Checkbox).value, options=options,
+        )
+
+    @on(Button.Pressed, "#rerun-go")
+    def action_run(self) -> None:
+        try:
+            spec = self._spec()
+        except ValueError as exc:
+            self.query_one("#rerun-error", Static).update(text(str(exc)))
+            return
+        self._launch(spec)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="rerun-launch")
+    def _launch(self, spec) -> None:
+        from storage.database import open_study
+        from workbench import config
+        from workbench.rerun import jobs
+
+        try:
+            study = open_study(self.db_path)
+            try:
+                job = jobs.launch(study, spec, config.reviewer())
+            finally:
+                study.close()
+        except Exception as exc:  # shown on the form; the form stays open with what was typed
+            self.app.call_from_thread(self.query_one("#rerun-error", Static).update, text(describe_error(exc)))
+            return
+        self.app.call_from_thread(self.dismiss, job.id)
+
+    @on(Button.Pressed, "#rerun-close")
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class JobScreen(Screen[None]):
+    """A job's live output, state, elapsed time and progress."""
+
+    DEFAULT_CSS = """
+    JobScreen #job-status { height: auto; padding: 0 1; }
+    JobScreen ProgressBar { padding: 0 1; }
+    JobScreen Log { height: 1fr; }
+    """
+
+    BINDINGS = [
+        Binding("escape", "app.pop_screen", "Back", id="job.back", tooltip="Back (the job keeps running)"),
+        Binding("x", "cancel_job", "Cancel job", id="job.cancel", tooltip="Stop the job (press twice)"),
+    ]
+    help_title = "job"
+
+    def __init__(self, db_path: Path, job_id: int) -> None:
+        super().__init__()
+        self.db_path = db_path
+        self.job_id = job_id
+        self.read_offset = 0
+        self.done = False
+        self.cancel_armed = 0.0
+
+    def compose(self) -> ComposeResult:
+        yield Static(text(f"job {self.job_id}"), id="job-status")
+        yield ProgressBar(total=None, show_eta=False, id="job-progress")
+        yield Log(id="job-log", max_lines=200_000)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.poll()
+        self.set_interval(0.25, self.poll)
+
+    def poll(self) -> None:
+        if not self.done:
+            self._read()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="job-poll")
+    def _read(self) -> None:
+        from storage import queries
+        from workbench.rerun import jobs
+
+        with reading(self.db_path) as db:
+            job = jobs.get_job(db, self.job_id)
+            if job.active and job.runner_pid is not None and not jobs.runner_alive(job):
+                jobs.recover(db)
+                job = jobs.get_job(db, self.job_id)
+            data, offset = jobs.read_output(job, self.read_offset)
+            result = ""
+            if not job.active and job.result_attempt_id:
+                seq = db.execute("SELECT seq FROM attempt WHERE id = ?", [job.result_attempt_id]).fetchone()[0]
+                v = queries.current_verification(db, job.result_attempt_id)
+                result = f" · new attempt #{seq}" + (f", level {v.highest_level}" if v else "")
+        self.app.call_from_thread(self._show, job, data, offset, result)
+
+    def _show(self, job, data: bytes, offset: int, result: str) -> None:
+        from workbench.rerun import jobs
+
+        self.read_offset = offset
+        if data:
+            lines = [clean(line) for line in data.decode("utf-8", errors="replace").splitlines()]
+            self.query_one(Log).write_lines(lines)
+            found = jobs.progress(data)
+            if found:
+                bar = self.query_one(ProgressBar)
+                bar.update(total=found[1], progress=found[0])
+        elapsed = ""
+        if job.wall_seconds is not None:
+            elapsed = f"{job.wall_seconds:.1f} s"
+        elif job.started_at:
+            import datetime
+
+            start = datetime.datetime.fromisoformat(job.started_at)
+            elapsed = f"{(datetime.datetime.now(datetime.UTC) - start).total_seconds():.0f} s"
+        where = job.spec.backend + (f" {job.spec.host}" if job.spec.host else "")
+        line = f"job {job.id} · {job.state.value} · {where} · {job.spec.chips} chip(s) · {elapsed}"
+        if job.exit_code is not None:
+            line += f" · exit {job.exit_code}"
+        if job.error:
+            line += f" · {job.error}"
+        self.query_one("#job-status", Static).update(text(line + result))
+        if not job.active:
+            self.done = True
+
+    def action_cancel_job(self) -> None:
+        now = time.monotonic()
+        if now - self.cancel_armed > 3:
+            self.cancel_armed = now
+            self.app.notify("Press x again to stop the job", markup=False)
+            return
+        self._cancel()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="job-cancel")
+    def _cancel(self) -> None:
+        from workbench.rerun import jobs
+
+        with reading(self.db_path) as db:
+            jobs.cancel(jobs.get_job(db, self.job_id))
+        self.app.call_from_thread(self.app.notify, "Stopping the job…", markup=False)
+
+
+def open_launcher(screen: Screen, migration: Migration, attempt: Attempt) -> None:
+    """Push the launcher; on Run, show the new job's output."""
+    app = screen.app
+    path = app.db_path
+
+    def started(job_id: int | None) -> None:
+        if job_id is not None:
+            app.push_screen(JobScreen(path, job_id))
+
+    app.push_screen(RerunLauncher(path, migration, attempt), started)
