@@ -16,6 +16,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -315,7 +316,9 @@ class ChangeWatcher:
     def changed(self) -> bool:
         with self._lock:
             if self._conn is None:
-                self._conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S, check_same_thread=False)
+                # mode=rw: never create the file (a missing database is the screens' message)
+                uri = f"file:{urllib.parse.quote(str(self.path.resolve()))}?mode=rw"
+                self._conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
             version = self._conn.execute("PRAGMA data_version").fetchone()[0]
             changed = self._last is not None and version != self._last
             self._last = version

@@ -282,3 +282,14 @@ async def test_override_from_the_verdicts_pane_takes_the_highlighted_level(db_pa
     (override,) = rows(db_path, "SELECT o.outcome, v.level, v.outcome AS automated FROM verdict_override o"
                                 " JOIN verdict v ON v.id = o.verdict_id")
     assert override == {"outcome": "pass", "level": 3, "automated": "fail"}
+
+
+def test_the_change_watcher_never_creates_a_database(tmp_path: Path) -> None:
+    import sqlite3
+
+    from screens.effort import ChangeWatcher
+
+    missing = tmp_path / "a dir with spaces" / "nope?.db"
+    with pytest.raises(sqlite3.OperationalError):
+        ChangeWatcher(missing).changed()
+    assert not missing.exists()

@@ -49,7 +49,13 @@ def _open(path: Path, *, create: bool = False):
 
 
 def _run_app(path: Path) -> None:
-    _open(path).close()  # refuse a missing or foreign database before the screen takes over
+    study = _open(path)  # refuse a missing or foreign database before the screen takes over
+    try:
+        from workbench.rerun.jobs import recover
+
+        recover(study.db, config.reviewer())  # re-runs whose runner died while the app was away
+    finally:
+        study.close()
     from screens.app import WorkbenchApp
 
     WorkbenchApp(path).run()

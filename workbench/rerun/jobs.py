@@ -298,7 +298,6 @@ def recover(db: Any, reviewer: str = "workbench") -> list[int]:
         if runner_alive(job):
             continue
         if job.runner_pid is None:
-            from storage import records  # noqa: F401
             import datetime
 
             created = datetime.datetime.fromisoformat(job.created_at)
