@@ -47,8 +47,15 @@ class StudyScreen(WorkbenchScreen):
 
     BINDINGS = [
         Binding("q", "app.quit", "Quit", id="study.quit", tooltip="Quit workbench"),
+        Binding("e", "export", "Export", id="study.export",
+                tooltip="Export a counted report (Markdown, HTML, CSV, JSON, LaTeX)"),
     ]
     help_title = "study"
+
+    def action_export(self) -> None:
+        from screens.export import ExportScreen
+
+        self.app.push_screen(ExportScreen(self.app.db_path))
 
     def __init__(self, *, page_size: int = PAGE_SIZE) -> None:
         super().__init__(id="study")
