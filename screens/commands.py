@@ -26,7 +26,7 @@ class WorkbenchCommands(Provider):
             commands.append(("Go back", app.action_back, "Back to the previous screen"))
         commands.append(("Help", app.action_help, "The keys that work on this screen"))
         seen = set()
-        for active in app.screen.active_bindings.values():
+        for active in self.screen.active_bindings.values():
             binding = active.binding
             if binding.id is None or binding.id in seen or binding.id in ("app.help_f1",):
                 continue

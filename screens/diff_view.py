@@ -71,7 +71,7 @@ class DiffView(VirtualLines):
     DiffView > .diff-view--header { text-style: bold; color: $text; }
     """
 
-    gutter = False
+    show_gutter = False
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -374,6 +374,7 @@ class FileScreen(Screen):
         view = self.query_one(FileView)
         view.lines = message.lines
         view.reset()
-        view.go_to(self.line - 1, top=True)
+        view.cursor = self.line - 1
+        self.call_after_refresh(view.go_to, self.line - 1, top=True)
         if message.problem:
             self.query_one("#file-title", Static).update(Text(message.problem, style="bold"))

@@ -56,7 +56,7 @@ class VirtualLines(ScrollView, can_focus=True):
     ]
 
     cursor: reactive[int] = reactive(0, always_update=True)
-    gutter: bool = True
+    show_gutter: bool = True
 
     class CursorMoved(Message):
         def __init__(self, view: VirtualLines, line: int) -> None:
@@ -88,7 +88,7 @@ class VirtualLines(ScrollView, can_focus=True):
     # --- geometry ------------------------------------------------------------------------------
     @property
     def gutter_width(self) -> int:
-        return len(str(max(self.line_count, 1))) + 1 if self.gutter else 0
+        return len(str(max(self.line_count, 1))) + 1 if self.show_gutter else 0
 
     def reset(self) -> None:
         """The lines changed: forget what was rendered and size the view again."""

@@ -1,0 +1,514 @@
+"""The review screens, driven by Pilot over the demo study (real runs), verified once per module."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import BundleBuilder, git
+from screens.app import WorkbenchApp
+from screens.attempt import AttemptScreen, VerdictList
+from screens.compare import CompareScreen
+from screens.curves import CurvesPane
+from screens.diff_view import DiffPane, DiffView, FileScreen
+from screens.help import HelpScreen
+from screens.log_view import LogPane, LogView
+from screens.migration import MigrationScreen
+from screens.study import StudyScreen
+from storage.database import open_study
+from test_app import EVIL, EVIL_SHOWN, build, column, screen_text, settle, table
+from workbench import config
+from workbench.bundle import import_bundle
+from workbench.verify import verify_study
+
+
+@pytest.fixture(scope="module")
+def demo_db(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("demo") / "demo.db"
+    study = open_study(path, create=True)
+    try:
+        assert import_bundle(study, config.DEMO_BUNDLE, "ana").problems == []
+        verify_study(study.db, "ana")
+    finally:
+        study.close()
+    return path
+
+
+async def open_attempt(pilot, migration_row: int, attempt_row: int) -> AttemptScreen:
+    """From the study screen: open a migration (by row), then an attempt (by row)."""
+    await settle(pilot)
+    await pilot.press(*["j"] * migration_row, "enter")
+    await settle(pilot)
+    await pilot.press(*["j"] * attempt_row, "enter")
+    await settle(pilot)
+    assert isinstance(pilot.app.screen, AttemptScreen)
+    return pilot.app.screen
+
+
+async def test_study_screen_counts_as_the_paper_reports_them(demo_db: Path) -> None:
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        text = screen_text(app)
+        assert "failed 6/6 · silent 5 (83%) · over-claims 4 · interventions 0.0/migration" in text
+        assert column(app, "slug") == ["bow-classifier", "mlp-classifier"]
+        assert column(app, "failed") == ["2", "4"]
+        assert column(app, "silent") == ["2", "3"]
+        assert column(app, "level") == ["L4", "L4"]
+        assert all(cost.startswith("$") for cost in column(app, "cost"))
+
+
+async def test_migration_screen_flags_and_failure_keys(demo_db: Path) -> None:
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("j", "enter")
+        await settle(pilot)
+        assert isinstance(app.screen, MigrationScreen)
+        assert column(app, "seq") == ["0", "1", "2", "3", "4"]  # the reference pinned first
+        assert column(app, "ladder") == ["·····", "✗?✗??", "✓✓✗✓✗", "✓✗✓✗✗", "✓✓✓✓✗"]
+        assert column(app, "over") == ["", "over", "", "over", ""]
+        assert column(app, "failure")[1] == "api_misuse"  # not silent: it crashed
+        assert column(app, "failure")[3] == "numerical_mismatch silent"
+        await pilot.press("n")
+        assert table(app).cursor_row == 1
+        await pilot.press("s")
+        assert table(app).cursor_row == 2  # the next silent failure
+        await pilot.press("n", "n")
+        assert table(app).cursor_row == 4
+        await pilot.press("p")
+        assert table(app).cursor_row == 3
+        await pilot.press("n", "n")  # nothing further: stays, says so
+        assert table(app).cursor_row == 4
+
+
+async def test_attempt_overview_and_panes(demo_db: Path) -> None:
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_attempt(pilot, 1, 3)  # mlp #3: silent numerical mismatch, over-claim
+        text = screen_text(app)
+        assert "mlp-classifier  #3 agent · ok · ✓✗✓✗✗ L1 · numerical_mismatch silent · over" in text
+        assert "command   CPU_NUM_DEVICES=4 PJRT_DEVICE=CPU python train.py" in text
+        assert "status    ok (exit code from process)" in text
+        assert "claim     expects L4 project goal" in text
+        assert "verified  L1 runs" in text and "over-claim" in text
+        assert "failure   numerical_mismatch silent" in text
+        assert "→ metric loss@5 loss = 1.26126 (log line 6); reference 1.16112" in text
+        panes = []
+        for _ in range(5):
+            await pilot.press("tab")
+            await settle(pilot)
+            panes.append(screen.tabs.active)
+        assert panes == ["diff", "log", "verdicts", "curves", "overview"]
+        await pilot.press("shift+tab")
+        assert screen.tabs.active == "curves"
+        await pilot.press("3")
+        assert screen.tabs.active == "log"
+
+
+async def test_previous_and_next_attempt_and_failures_from_inside(demo_db: Path) -> None:
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_attempt(pilot, 1, 1)
+        assert screen.summary.attempt.seq == 1
+        await pilot.press("2")  # the diff pane stays chosen while stepping
+        await pilot.press("right_square_bracket")
+        await settle(pilot)
+        assert app.screen is screen and screen.summary.attempt.seq == 2
+        assert screen.tabs.active == "diff"
+        assert "#2 agent" in screen_text(app)
+        await pilot.press("left_square_bracket", "left_square_bracket")
+        await settle(pilot)
+        assert screen.summary.attempt.seq == 0  # the reference run
+        await pilot.press("left_square_bracket")  # nothing before it
+        await settle(pilot)
+        assert screen.summary.attempt.seq == 0
+        await pilot.press("s")
+        await settle(pilot)
+        assert screen.summary.attempt.seq == 2  # #1 failed loudly, #2 silently
+        await pilot.press("n")
+        await settle(pilot)
+        assert screen.summary.attempt.seq == 3
+        await pilot.press("p")
+        await settle(pilot)
+        assert screen.summary.attempt.seq == 2
+        await pilot.press("escape")
+        await settle(pilot)
+        assert isinstance(app.screen, MigrationScreen)
+        assert table(app).cursor_row == 2  # the migration screen followed
+
+
+async def test_diff_pane_toggles_base_and_opens_the_whole_file(demo_db: Path) -> None:
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_attempt(pilot, 1, 4)  # mlp #4: the clipping fix
+        await pilot.press("2")
+        await settle(pilot)
+        pane = app.screen.query_one(DiffPane)
+        text = screen_text(app)
+        assert "93f8f40 → e248af8 against attempt #3 · 1 file" in text
+        assert "M train.py" in text
+        view = app.screen.query_one(DiffView)
+        assert view.has_focus
+        lines = pane.diff.lines
+        assert lines[0] == "diff --git a/train.py b/train.py"
+        assert not pane.diff.partner  # a moved line: nothing replaced
+        await pilot.press("b")
+        await settle(pilot)
+        assert pane.against_base
+        assert "370c605 → e248af8 against the base commit" in screen_text(app)
+        assert len(pane.diff.lines) > len(lines)
+        # changed words are highlighted on paired lines, not the whole line
+        minus = min(pane.diff.partner)
+        word = view.get_component_rich_style("diff-view--removed-word").bgcolor
+        rendered = view.line_text(minus)
+        marked = [s for s in rendered.spans if s.style.bgcolor == word]
+        assert marked and sum(s.end - s.start for s in marked) < len(rendered.plain) - 1
+        await pilot.press("b")
+        await settle(pilot)
+        assert not pane.against_base
+        # the cursor on a changed line, `o` opens train.py at that commit and line
+        target = next(i for i, line in enumerate(pane.diff.lines) if line.startswith("+") and i > 4)
+        view.go_to(target)
+        await pilot.press("o")
+        await settle(pilot)
+        assert isinstance(app.screen, FileScreen)
+        assert app.screen.commit.startswith("e248af8") and app.screen.path == "train.py"
+        assert "train.py at e248af8" in screen_text(app)
+        assert pane.diff.lines[target][1:].strip() in screen_text(app)
+        await pilot.press("escape")
+        await settle(pilot)
+        assert app.screen is screen
+
+
+async def test_log_pane_search_errors_warnings_and_wrap(demo_db: Path) -> None:
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_attempt(pilot, 1, 1)  # mlp #1: crashed with a traceback
+        await pilot.press("3")
+        await settle(pilot)
+        pane = app.screen.query_one(LogPane)
+        view = app.screen.query_one(LogView)
+        assert view.line_count == 13
+        assert "line 1 of 13 · 2 error lines, 0 warnings" in screen_text(app)
+        await pilot.press("e")
+        assert view.cursor == 1  # "Traceback (most recent call last):"
+        await pilot.press("e")
+        assert view.cursor == 12  # the RuntimeError
+        await pilot.press("g", "slash")
+        await pilot.press(*"sync", "enter")
+        await settle(pilot)
+        assert pane.found == [5, 6, 7, 8]
+        assert view.cursor == 5
+        assert "/sync 4 lines" in screen_text(app)
+        await pilot.press("n")
+        assert view.cursor == 6
+        await pilot.press("N", "N")
+        assert view.cursor == 8  # wraps round to the last match
+        await pilot.press("w")
+        await settle(pilot)
+        assert view.wrap
+        assert "   ve an NVIDIA GPU and installed a driver" in screen_text(app)  # the rest of line 13
+        await pilot.press("w")
+        # bow #1: XLA's GSPMD warnings
+        await pilot.press("escape", "escape")
+        await settle(pilot)
+        await pilot.press("k", "enter")
+        await settle(pilot)
+        await pilot.press("j", "enter")
+        await settle(pilot)
+        await pilot.press("3")
+        await settle(pilot)
+        pane = app.screen.query_one(LogPane)
+        assert len(pane.warnings) > 10
+        await pilot.press("t")
+        assert app.screen.query_one(LogView).cursor == pane.warnings[0]
+        assert "W external/xla/xla/service/sharding_propagatio" in screen_text(app)
+        await pilot.press("t", "T")
+        assert app.screen.query_one(LogView).cursor == pane.warnings[0]
+
+
+async def test_verdict_evidence_jumps_to_log_line_and_metric_point(demo_db: Path) -> None:
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_attempt(pilot, 1, 1)
+        await pilot.press("4")
+        await settle(pilot)
+        text = screen_text(app)
+        assert "L1 runs ✗ fail" in text
+        assert "exited with status 1 and its log holds a traceback or fatal error" in text
+        assert "→ log line 13 RuntimeError: Found no NVIDIA driver" in text
+        verdicts = app.screen.query_one(VerdictList)
+        assert verdicts.has_focus
+        index = next(i for i in range(verdicts.option_count)
+                     if verdicts.get_option_at_index(i).id == "ev:1:1")
+        verdicts.highlighted = index
+        await pilot.press("enter")
+        await settle(pilot)
+        assert screen.tabs.active == "log"
+        assert app.screen.query_one(LogView).cursor == 12
+        # mlp #3: a metric point's evidence opens the curves at that step
+        await pilot.press("right_square_bracket", "right_square_bracket")
+        await settle(pilot)
+        assert screen.summary.attempt.seq == 3
+        await pilot.press("4")
+        await settle(pilot)
+        verdicts = app.screen.query_one(VerdictList)
+        index = next(i for i in range(verdicts.option_count)
+                     if verdicts.get_option_at_index(i).id == "ev:2:0")
+        verdicts.highlighted = index
+        await pilot.press("enter")
+        await settle(pilot)
+        assert screen.tabs.active == "curves"
+        curves = app.screen.query_one(CurvesPane)
+        assert curves.marker == 5 and curves.metric == "loss"
+        assert "│ step 5" in screen_text(app)
+        await pilot.press("4")
+        await settle(pilot)
+        verdicts.highlighted = index
+        await pilot.press("l")  # the log line the metric point was read from
+        await settle(pilot)
+        assert screen.tabs.active == "log"
+        assert app.screen.query_one(LogView).cursor == 5
+
+
+async def test_curves_plot_the_band_and_the_largest_deviations(demo_db: Path) -> None:
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_attempt(pilot, 1, 3)
+        await pilot.press("5")
+        await settle(pilot)
+        text = screen_text(app)
+        assert "loss (1/3, m: next)" in text
+        assert "#3 (40)" in text and "reference (40)" in text and "tol r0.01 a0.0001" in text
+        assert any(ch in text for ch in "⠁⠂⠄⡀⣿")  # braille drawn
+        rows = [line for line in text.splitlines() if line.strip().startswith("loss ")]
+        assert rows[1].split()[1] == "33"  # under the legend: the worst step first
+        await pilot.press("m")
+        await settle(pilot)
+        assert "grad_norm (2/3, m: next)" in screen_text(app)
+
+
+async def test_compare_two_attempts(demo_db: Path) -> None:
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("j", "enter")
+        await settle(pilot)
+        await pilot.press("j", "j", "c")  # mark #2 (1 device) ...
+        await pilot.press("j", "j", "c")  # ... and compare with #4 (4 devices)
+        await settle(pilot)
+        assert isinstance(app.screen, CompareScreen)
+        text = screen_text(app)
+        assert "compare #2 ✓✓✗✓✗ with #4 ✓✓✓✓✗" in text
+        assert "observed hardware" in text and "cpu x 1" in text and "cpu x 4" in text
+        assert "env CPU_NUM_DEVICES" in text
+        assert "other fields are the same" in text
+        assert "intended hardware" not in text  # the same on both: not shown
+        await pilot.press("tab")
+        await settle(pilot)
+        assert "#2 (40)" in screen_text(app) and "#4 (40)" in screen_text(app)
+        await pilot.press("tab")
+        await settle(pilot)
+        assert "4b4bd65 → e248af8 against attempt #2" in screen_text(app)
+        await pilot.press("escape")
+        await settle(pilot)
+        # `c` inside an attempt compares with the previous one
+        await pilot.press("enter")
+        await settle(pilot)
+        await pilot.press("c")
+        await settle(pilot)
+        assert isinstance(app.screen, CompareScreen)
+        assert app.screen.left.attempt.seq == 3 and app.screen.right.attempt.seq == 4
+
+
+async def test_palette_jumps_to_an_attempt_and_runs_actions(demo_db: Path) -> None:
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("ctrl+p")
+        await pilot.press(*"mlp #3")
+        await settle(pilot)
+        assert "Open attempt mlp-classifier #3" in screen_text(app)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, AttemptScreen)
+        assert app.screen.summary.attempt.seq == 3
+        await pilot.press("ctrl+p")
+        await pilot.press(*"Next failure")
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert app.screen.summary.attempt.seq == 4
+
+
+async def test_help_lists_the_focused_widgets_keys(demo_db: Path) -> None:
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_attempt(pilot, 1, 1)
+        await pilot.press("3")
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        assert "Keys: attempt" in screen_text(app)
+        text = " | ".join(description.lower() for _, description, _ in app.screen.rows)
+        for words in ("search", "next match", "error", "xla warning", "wrap", "silent",
+                      "compare", "prev", "pane"):
+            assert words in text
+        assert "next failure" not in text  # in the log, n is the next match
+        await pilot.press("escape")
+        await pilot.press("4", "question_mark")
+        await pilot.pause()
+        text = " | ".join(description.lower() for _, description, _ in app.screen.rows)
+        assert "go to evidence" in text and "search" not in text and "next failure" in text
+
+
+async def test_a_keymap_file_remaps_a_binding(demo_db: Path, tmp_path: Path) -> None:
+    keymap = tmp_path / "keymap.toml"
+    keymap.write_text('[keymap]\n"attempt.next" = "ctrl+n"\n')
+    app = WorkbenchApp(demo_db, keymap_path=keymap)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_attempt(pilot, 1, 1)
+        await pilot.press("ctrl+n")
+        await settle(pilot)
+        assert screen.summary.attempt.seq == 2
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[keymap\n")
+    app = WorkbenchApp(demo_db, keymap_path=bad)
+    assert "keymap not read" in app.keymap_problem
+
+
+@pytest.fixture
+def evil_study(bundle: BundleBuilder, tmp_path: Path) -> Path:
+    """Markup and terminal escapes in a log, a diff, a commit message, a claim, a metric name."""
+    folder, shas = bundle.add_migration("evil", commits=2, title=f"Title {EVIL}")
+    repo = folder / "repo"
+    (repo / "train.py").write_text(f"print('{EVIL}')\n# \x1b[2J clear\n")
+    git(repo, "commit", "-q", "-am", f"Commit {EVIL}")
+    evil_sha = git(repo, "rev-parse", "HEAD")
+    (folder / "logs").mkdir(exist_ok=True)
+    (folder / "logs" / "1.log").write_text(
+        f"step 1 loss 0.5\nLine {EVIL}\n\x1b[2J cleared? \x1b[31mred\x1b[0m\nTraceback (most recent call last):\n"
+        f"ValueError: {EVIL}\n")
+    (folder / "metrics").mkdir(exist_ok=True)
+    (folder / "metrics" / "1.jsonl").write_text(
+        '{"name": "loss", "step": 1, "value": 0.5}\n{"name": "[b]x[/]\\u001b]0;t\\u0007", "step": 1, "value": 1}\n')
+    bundle.write_attempts(folder, [
+        bundle.attempt(0, shas[0]),
+        bundle.attempt(1, evil_sha, claim=f"Claim {EVIL}", status="nonzero_exit", exit_code=1),
+    ])
+    path = build(bundle, tmp_path)
+    study = open_study(path)
+    try:
+        verify_study(study.db, "ana")
+    finally:
+        study.close()
+    return path
+
+
+async def test_untrusted_text_is_inert_on_every_new_screen(evil_study: Path) -> None:
+    app = WorkbenchApp(evil_study)
+    async with app.run_test(size=(160, 40)) as pilot:
+        screen = await open_attempt(pilot, 0, 1)
+
+        def check() -> str:
+            text = screen_text(app)
+            assert "\x1b" not in text and "\x07" not in text
+            assert app.is_running
+            return text
+
+        assert "Commit [/] [@click=app.quit]x[/] ␛]0;x␇" in check()  # the commit subject
+        assert "Claim [/] [@click=app.quit]x[/]" in check()
+        await pilot.press("2")
+        await settle(pilot)
+        text = check()
+        assert "print('[/] [@click=app.quit]x[/] ␛]0;x␇')" in text
+        assert "␛[2J clear" in text
+        await pilot.press("o")
+        await settle(pilot)
+        assert "␛[2J clear" in check()
+        await pilot.press("escape", "3")
+        await settle(pilot)
+        text = check()
+        for shown in EVIL_SHOWN:
+            assert shown in text
+        assert "␛[2J cleared? red" in text  # colours kept, the clear-screen made visible
+        await pilot.press("slash", *"[/]", "enter")
+        await settle(pilot)
+        assert app.screen.query_one(LogPane).found == [1, 4]
+        await pilot.press("e", "4")
+        await settle(pilot)
+        check()
+        await pilot.click("#verdict-list")
+        await pilot.press("5")
+        await settle(pilot)
+        check()
+        seen = ""
+        for _ in range(3):
+            await pilot.press("m")
+            await settle(pilot)
+            seen += check()
+        assert "[b]x[/]␛]0;t␇" in seen  # the metric's name, literally
+        await pilot.press("c")
+        await settle(pilot)
+        assert isinstance(app.screen, CompareScreen)
+        check()
+        await pilot.press("tab", "tab")
+        await settle(pilot)
+        check()
+        await pilot.press("question_mark")
+        await pilot.pause()
+        check()
+        await pilot.press("escape", "escape")  # the help, then the comparison
+        await pilot.press("ctrl+p", *"evil #1")
+        await settle(pilot)
+        check()
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.is_running and screen.is_attached
+
+
+def test_a_20000_line_diff_and_a_large_log_paint_at_once(bundle: BundleBuilder, tmp_path: Path) -> None:
+    import asyncio
+
+    folder, shas = bundle.add_migration("big", commits=1)
+    repo = folder / "repo"
+    (repo / "big.py").write_text("".join(f"value_{n} = {n}\n" for n in range(10_000)))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "add")
+    added = git(repo, "rev-parse", "HEAD")
+    (repo / "big.py").write_text("".join(f"value_{n} = {n + 1}\n" for n in range(10_000)))
+    git(repo, "commit", "-q", "-am", "change every line")
+    head = git(repo, "rev-parse", "HEAD")
+    (folder / "logs").mkdir(exist_ok=True)
+    (folder / "logs" / "2.log").write_text("".join(f"step {n} loss {1 / (n + 1):.6f}\n" for n in range(300_000)))
+    bundle.write_attempts(folder, [bundle.attempt(0, shas[0]), bundle.attempt(1, added),
+                                   bundle.attempt(2, head)])
+    path = build(bundle, tmp_path)
+
+    async def run() -> None:
+        app = WorkbenchApp(path)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await open_attempt(pilot, 0, 2)
+            started = time.perf_counter()
+            await pilot.press("2")
+            await settle(pilot)
+            pane = app.screen.query_one(DiffPane)
+            assert len(pane.diff.lines) > 20_000
+            await pilot.press("G")
+            await pilot.pause()
+            assert "+value_9999 = 10000" in screen_text(app)
+            assert time.perf_counter() - started < 5
+            await pilot.press("3")
+            await settle(pilot)
+            view = app.screen.query_one(LogView)
+            assert view.line_count == 300_000
+            await pilot.press("G")
+            await pilot.pause()
+            assert "step 299999 loss" in screen_text(app)
+            assert len(view._blocks) <= 4  # only the blocks on screen were read
+
+    asyncio.run(run())
