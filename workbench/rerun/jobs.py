@@ -315,6 +315,17 @@ def recover(db: Any, reviewer: str = "workbench") -> list[int]:
                 log_id = store_log(db, job.log_path)
         from storage.records import now
 
+        stored = db.execute("SELECT id, seq, status FROM attempt WHERE external_id = ?",
+                            [f"rerun:job-{job.id}"]).fetchone()
+        if stored is not None:  # the runner died after its result was committed: keep and link it
+            from workbench.rerun.finish import verify_attempt
+
+            verify_attempt(db, job.spec.migration_id, stored[1], reviewer)
+            update(db, job.id, reviewer, ended_at=now(), log_id=log_id, result_attempt_id=stored[0],
+                   state=JobState.FAILED if stored[2] == "interrupted" else JobState.FINISHED,
+                   error="the runner died after storing the result" + (" (timed out)" if stored[2] == "interrupted" else ""))
+            marked.append(job.id)
+            continue
         update(db, job.id, reviewer, state=JobState.INTERRUPTED, ended_at=now(), log_id=log_id,
                error="the runner is gone (the app's machine stopped or the runner was killed)")
         marked.append(job.id)

@@ -1,0 +1,341 @@
+"""Faults: SIGKILL in the middle of a write, a full disk, several writers at once.
+
+Each kill is deterministic: the child process runs the real code path (the CLI, the importer, the
+verifier, the re-run runner) with `storage.records.audit` wrapped so that at the N-th audit row of
+a given kind it prints FAULT and sleeps *inside the still-open write transaction* (every write
+audits itself in its own transaction, docs/storage.md). The test then SIGKILLs it and reopens the
+database. `assert_intact` is the definition of "nothing half-written" (docs/reliability.md).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from storage.database import open_study
+from storage.logs import CHUNK
+from workbench.bundle import import_bundle
+
+ROOT = Path(__file__).resolve().parents[1]
+
+HOOK = textwrap.dedent("""
+    import os, sys, time
+    from storage import records
+
+    _spec = os.environ.get("FAULT_AT")  # entity:action:nth (action may be empty: any)
+    if _spec:
+        _entity, _action, _nth = _spec.split(":")
+        _nth, _seen = int(_nth), [0]
+        _orig = records.audit
+
+        def _audit(db, reviewer, action, entity, entity_id, detail=None):
+            _orig(db, reviewer, action, entity, entity_id, detail)
+            if entity == _entity and (not _action or action == _action):
+                _seen[0] += 1
+                if _seen[0] == _nth:
+                    print("FAULT", "in-transaction" if db.conn.in_transaction else "committed", flush=True)
+                    time.sleep(600)
+
+        records.audit = _audit
+""")
+
+
+def run_child(code: str, *, fault: str | None = None, timeout: float = 120, env: dict | None = None
+              ) -> tuple[str, subprocess.Popen]:
+    """Run HOOK + code; with `fault`, SIGKILL it when it reports FAULT. Returns (stdout, proc)."""
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), "WORKBENCH_REVIEWER": "ana", **(env or {})}
+    full_env.pop("FAULT_AT", None)
+    if fault:
+        full_env["FAULT_AT"] = fault
+    proc = subprocess.Popen([sys.executable, "-c", HOOK + textwrap.dedent(code)], cwd=ROOT, env=full_env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if not fault:
+        out, err = proc.communicate(timeout=timeout)
+        return out + err, proc
+    lines = []
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if line.startswith("FAULT"):
+                assert line.split()[1] == "in-transaction", line
+                proc.send_signal(signal.SIGKILL)
+                break
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    err = proc.stderr.read()
+    assert proc.returncode == -signal.SIGKILL, (fault, "".join(lines), err)
+    return "".join(lines), proc
+
+
+def count(db, sql: str, params=()) -> int:
+    return db.execute(sql, list(params)).fetchone()[0]
+
+
+def assert_intact(path: Path) -> None:
+    """integrity_check clean, and no record half-written: each row and its audit row, logs whole,
+    verifications whole, at most one current verification per attempt."""
+    study = open_study(path)
+    try:
+        db = study.db
+        assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        assert db.execute("PRAGMA foreign_key_check").fetchall() == []
+        # logs: every one whole (its chunks add up to its size, in sequence) and used by something
+        for log_id, size, lines in db.execute("SELECT id, size, line_count FROM log").fetchall():
+            chunks = db.execute("SELECT seq, length(data) FROM log_chunk WHERE log_id = ? ORDER BY seq",
+                                [log_id]).fetchall()
+            assert [s for s, _ in chunks] == list(range(math.ceil(size / CHUNK)))
+            assert sum(n for _, n in chunks) == size
+            assert count(db, "SELECT count(*) FROM log_line WHERE log_id = ?", [log_id]) >= 1
+            users = count(db, "SELECT count(*) FROM attempt WHERE log_id = ?", [log_id])
+            if "job" in db.table_names():
+                users += count(db, "SELECT count(*) FROM job WHERE log_id = ?", [log_id])
+            assert users, f"log {log_id} stored but used by nothing (a half-written import)"
+        assert count(db, "SELECT count(*) FROM log_chunk WHERE log_id NOT IN (SELECT id FROM log)") == 0
+        # every audited row: its row exists, and every row was audited (one transaction each)
+        for table in ("attempt", "intervention", "decision", "verification", "verdict", "job"):
+            if table not in db.table_names():
+                continue
+            rows = {r[0] for r in db.execute(f"SELECT id FROM {table}")}
+            audited = {r[0] for r in db.execute(
+                "SELECT entity_id FROM audit WHERE entity = ? AND action = 'insert'", [table])}
+            assert rows == audited, (table, rows ^ audited)
+        # verifications: five verdicts each; one current per attempt, with its current verdicts
+        for vid, attempt_id, superseded in db.execute(
+                "SELECT id, attempt_id, superseded_by FROM verification").fetchall():
+            assert count(db, "SELECT count(*) FROM verdict WHERE verification_id = ?", [vid]) == 5
+        for (attempt_id,) in db.execute("SELECT DISTINCT attempt_id FROM verification").fetchall():
+            current = db.execute("SELECT id FROM verification WHERE attempt_id = ? AND superseded_by IS NULL",
+                                 [attempt_id]).fetchall()
+            assert len(current) == 1, (attempt_id, current)
+            verdicts = db.execute("SELECT DISTINCT verification_id FROM verdict WHERE attempt_id = ?"
+                                  " AND superseded_by IS NULL", [attempt_id]).fetchall()
+            assert verdicts == current, (attempt_id, verdicts, current)
+            failures = db.execute("SELECT verification_id FROM failure WHERE attempt_id = ?"
+                                  " AND superseded_by IS NULL", [attempt_id]).fetchall()
+            assert set(failures) <= set(current)
+    finally:
+        study.close()
+
+
+# --------------------------------------------------------------------------- a study to hurt
+
+ATTEMPTS = 6
+BIG = 3  # this attempt's log is large enough to spill uncommitted pages into the WAL
+
+
+@pytest.fixture
+def fault_bundle(bundle):
+    folder, shas = bundle.add_migration("mlp-xla", commits=3)
+    records = [bundle.attempt(seq, shas[min(seq, 2)]) for seq in range(ATTEMPTS)]
+    line = b"step %d/9000 loss 0.%06d grad_norm 1.5 step_time 0.01 " + b"x" * 60 + b"\n"
+    (folder / f"logs/{BIG}.log").write_bytes(b"".join(line % (s, s) for s in range(60_000)))
+    bundle.write_attempts(folder, records)
+    return bundle
+
+
+def imported_seqs(path: Path) -> list[int]:
+    study = open_study(path)
+    try:
+        return [r[0] for r in study.db.execute("SELECT seq FROM attempt ORDER BY seq")]
+    finally:
+        study.close()
+
+
+IMPORT = """
+    from workbench.cli import main
+    main(["import", "bundle", sys.argv[1], "--db", sys.argv[2]])
+"""
+
+
+def cli_child(code: str, *args: str) -> str:
+    return f"import sys\nsys.argv = ['workbench', *{list(args)!r}]\n" + textwrap.dedent(code)
+
+
+# --------------------------------------------------------------------------- SIGKILL: import
+
+
+def test_sigkill_during_import_loses_no_committed_attempt_and_half_writes_none(fault_bundle, tmp_path):
+    db = tmp_path / "s.db"
+    # killed while attempt seq BIG is written (its 6 MB log stored, its metrics being replaced)
+    run_child(cli_child(IMPORT, str(fault_bundle.root), str(db)), fault=f"metric_point:replace:{BIG + 1}")
+    assert imported_seqs(db) == list(range(BIG))  # those committed before it, none of it
+    assert_intact(db)
+    study = open_study(db)
+    try:
+        assert count(study.db, "SELECT count(*) FROM log") == BIG  # the big log went with its attempt
+    finally:
+        study.close()
+    out, proc = run_child(cli_child(IMPORT, str(fault_bundle.root), str(db)))  # the import again: completes
+    assert proc.returncode == 0, out
+    assert f"{ATTEMPTS - BIG} new, 0 updated, {BIG + 2} unchanged" in out
+    assert imported_seqs(db) == list(range(ATTEMPTS))
+    assert_intact(db)
+
+
+def test_sigkill_while_the_first_records_are_written_leaves_an_openable_study(fault_bundle, tmp_path):
+    db = tmp_path / "s.db"
+    run_child(cli_child(IMPORT, str(fault_bundle.root), str(db)), fault="migration:insert:1")
+    assert imported_seqs(db) == []
+    assert_intact(db)
+    study = open_study(db)
+    try:  # the study row was committed on its own; the migration was not
+        assert count(study.db, "SELECT count(*) FROM migration") == 0
+    finally:
+        study.close()
+
+
+# --------------------------------------------------------------------------- SIGKILL: verification
+
+VERIFY = """
+    from workbench.cli import main
+    main(["verify", sys.argv[1], *sys.argv[2:]])
+"""
+
+
+@pytest.fixture
+def imported(fault_bundle, tmp_path) -> Path:
+    db = tmp_path / "s.db"
+    study = open_study(db, create=True)
+    try:
+        assert import_bundle(study, fault_bundle.root, "ana").problems == []
+    finally:
+        study.close()
+    return db
+
+
+def current_verifications(path: Path) -> dict[int, int]:
+    study = open_study(path)
+    try:
+        return dict(study.db.execute(
+            "SELECT a.seq, v.id FROM verification v JOIN attempt a ON a.id = v.attempt_id"
+            " WHERE v.superseded_by IS NULL").fetchall())
+    finally:
+        study.close()
+
+
+def test_sigkill_during_verification_keeps_whole_verifications_only(imported):
+    agent = ATTEMPTS - 1  # seq 0 is the reference
+    # killed at the 3rd verdict of the 2nd attempt's verification
+    run_child(cli_child(VERIFY, str(imported)), fault="verdict:insert:8")
+    assert list(current_verifications(imported)) == [1]
+    assert_intact(imported)
+    out, proc = run_child(cli_child(VERIFY, str(imported)))
+    assert proc.returncode == 0, out
+    first = current_verifications(imported)
+    assert sorted(first) == list(range(1, agent + 1))
+    assert_intact(imported)
+    # a forced re-verification killed while it supersedes the 2nd attempt's verdicts
+    run_child(cli_child(VERIFY, str(imported), "--force"), fault="verdict:supersede:7")
+    after = current_verifications(imported)
+    assert after[1] != first[1] and {s: after[s] for s in after if s != 1} == {s: first[s] for s in first if s != 1}
+    assert_intact(imported)
+
+
+# --------------------------------------------------------------------------- SIGKILL: intervention save
+
+INTERVENE = """
+    from workbench.cli import main
+    main(["intervene", sys.argv[1], "mlp-xla", "--kind", "hint", "--minutes", "5", "--note", sys.argv[2]])
+"""
+
+SAVES = """
+    from storage import queries, records
+    from storage.database import open_study
+    study = open_study(sys.argv[1])
+    m = queries.get_migration(study.db, "mlp-xla")
+    for n in range(10):
+        records.record_intervention(study.db, migration_id=m.id, kind="hint", minutes=n, note=f"note {n}",
+                                    reviewer="ana")
+"""
+
+
+def notes(path: Path) -> list[str]:
+    study = open_study(path)
+    try:
+        return [r[0] for r in study.db.execute("SELECT note FROM intervention ORDER BY id")]
+    finally:
+        study.close()
+
+
+def test_sigkill_during_an_intervention_save(imported):
+    run_child(cli_child(INTERVENE, str(imported), "never saved"), fault="intervention:insert:1")
+    assert notes(imported) == []
+    assert_intact(imported)
+    out, proc = run_child(cli_child(INTERVENE, str(imported), "saved"))
+    assert proc.returncode == 0, out
+    run_child(cli_child(SAVES, str(imported)), fault="intervention:insert:7")  # 6 saved, the 7th in flight
+    assert notes(imported) == ["saved"] + [f"note {n}" for n in range(6)]
+    assert_intact(imported)
+
+
+# --------------------------------------------------------------------------- SIGKILL: re-run
+
+RUNNER = """
+    import runpy
+    sys.argv = ["runner", sys.argv[1], sys.argv[2]]
+    runpy.run_module("workbench.rerun.runner", run_name="__main__")
+"""
+
+
+@pytest.fixture
+def rerun_study(tmp_path):
+    from tests.rerun_helpers import study_with_script
+
+    study = study_with_script(tmp_path)
+    yield study
+    study.close()
+
+
+def _queued_job(study):
+    from tests.rerun_helpers import attempt
+    from workbench.rerun import jobs
+
+    spec = jobs.with_changes(jobs.spec_for(study.db, attempt(study, "toy", 1), "local"),
+                             argv=("python3", "train.py", "20"))
+    return jobs.create_job(study.db, study.path, spec, "ana")
+
+
+@pytest.mark.parametrize("fault, stored", [
+    ("attempt:insert:1", False),      # inside the transaction that stores the new attempt
+    ("verification:insert:1", True),  # the attempt committed; its verification in flight
+])
+def test_sigkill_of_the_rerun_runner_while_it_stores_the_result(rerun_study, fault, stored):
+    from workbench.rerun import jobs
+    from workbench.rerun.jobs import JobState
+
+    job = _queued_job(rerun_study)
+    before = count(rerun_study.db, "SELECT count(*) FROM attempt")
+    run_child(f"import sys\nsys.argv = ['x', {str(rerun_study.path)!r}, '{job.id}']\n" + textwrap.dedent(RUNNER),
+              fault=fault)
+    rerun_study.close()
+    assert_intact(rerun_study.path)
+    db = rerun_study.db
+    result = db.execute("SELECT id FROM attempt WHERE external_id = ?", [f"rerun:job-{job.id}"]).fetchone()
+    assert count(db, "SELECT count(*) FROM attempt") == before + stored
+    assert (result is not None) is stored
+    assert jobs.recover(db, "ana") == [job.id]
+    job = jobs.get_job(db, job.id)
+    assert job.log_id is not None  # the run's output is kept either way
+    if stored:  # the result was committed: the job points at it, and the attempt is verified
+        assert job.state is JobState.FINISHED and job.result_attempt_id == result[0]
+        assert count(db, "SELECT count(*) FROM verification WHERE attempt_id = ?", [result[0]]) == 1
+    else:
+        assert job.state is JobState.INTERRUPTED and job.result_attempt_id is None
+    rerun_study.close()
+    assert_intact(rerun_study.path)
