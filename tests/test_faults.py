@@ -339,3 +339,178 @@ def test_sigkill_of_the_rerun_runner_while_it_stores_the_result(rerun_study, fau
         assert job.state is JobState.INTERRUPTED and job.result_attempt_id is None
     rerun_study.close()
     assert_intact(rerun_study.path)
+
+
+# --------------------------------------------------------------------------- a full disk
+
+LIMITED = """
+    import sqlite3
+    from storage import database
+
+    _connect = database._connect
+    def _limited(path):
+        db = _connect(path)
+        db.execute(f"PRAGMA max_page_count = {int(sys.argv[-1])}")
+        return db
+    database._connect = _limited
+    from workbench.cli import main
+    main(["import", "bundle", sys.argv[1], "--db", sys.argv[2]])
+"""
+
+
+def _pages(path: Path) -> int:
+    study = open_study(path, create=True)
+    try:
+        return count(study.db, "PRAGMA page_count")
+    finally:
+        study.close()
+
+
+def _assert_clean_failure(out: str, proc: subprocess.Popen, message: str) -> None:
+    assert proc.returncode == 2, out
+    assert "Traceback" not in out, out
+    assert f"workbench: database error: {message}" in out, out
+
+
+def test_disk_full_during_import_is_a_clear_error_and_the_study_stays_intact(fault_bundle, tmp_path):
+    """The database may not grow past ~1 MiB more (SQLite's max_page_count, SQLITE_FULL as on a
+    full disk): the 6 MB log does not fit."""
+    db = tmp_path / "s.db"
+    limit = _pages(db) + 250
+    out, proc = run_child(cli_child(LIMITED, str(fault_bundle.root), str(db), str(limit)))
+    _assert_clean_failure(out, proc, "database or disk is full")
+    assert imported_seqs(db) == list(range(BIG))
+    assert_intact(db)
+    out, proc = run_child(cli_child(IMPORT, str(fault_bundle.root), str(db)))  # space again: it completes
+    assert proc.returncode == 0, out
+    assert imported_seqs(db) == list(range(ATTEMPTS))
+    assert_intact(db)
+
+
+FSIZE = """
+    import resource, signal
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
+    limit = int(sys.argv[-1])
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    from workbench.cli import main
+    main(["import", "bundle", sys.argv[1], "--db", sys.argv[2]])
+"""
+
+
+def test_file_size_limit_during_import_is_a_clear_error(fault_bundle, tmp_path):
+    """RLIMIT_FSIZE: no file this process writes may pass 2 MiB (the WAL fills first)."""
+    db = tmp_path / "s.db"
+    _pages(db)
+    out, proc = run_child(cli_child(FSIZE, str(fault_bundle.root), str(db), str(2 << 20)))
+    _assert_clean_failure(out, proc, "disk I/O error")  # EFBIG is SQLITE_IOERR_WRITE
+    assert imported_seqs(db) == list(range(BIG))
+    assert_intact(db)
+
+
+@pytest.fixture
+def tiny_filesystem(tmp_path):
+    """A 3 MiB tmpfs, where this user may mount one (root in CI containers); else skipped."""
+    where = tmp_path / "tiny"
+    where.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(where)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def test_a_really_full_filesystem_during_import(fault_bundle, tiny_filesystem):
+    db = tiny_filesystem / "s.db"
+    out, proc = run_child(cli_child(IMPORT, str(fault_bundle.root), str(db)))
+    _assert_clean_failure(out, proc, "database or disk is full")
+    assert imported_seqs(db) == list(range(BIG))
+    assert_intact(db)
+
+
+# --------------------------------------------------------------------------- writers at once
+
+APP_WRITER = """
+    import asyncio
+    from pathlib import Path
+    from screens.app import WorkbenchApp
+    from screens.forms import InterventionForm
+
+    NAME, SAVES = sys.argv[2], int(sys.argv[3])
+
+    async def until(pilot, test, tries=400):
+        for _ in range(tries):
+            await pilot.pause(0.05)
+            if test():
+                return
+        raise SystemExit(f"{NAME}: timed out waiting")
+
+    async def main():
+        app = WorkbenchApp(Path(sys.argv[1]))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.app.workers.wait_for_complete()
+            app.open_migration("mlp-xla")
+            await until(pilot, lambda: app.screen.__class__.__name__ == "MigrationScreen")
+            await pilot.app.workers.wait_for_complete()
+            print("ready", flush=True)
+            sys.stdin.readline()
+            for n in range(SAVES):
+                await pilot.press("i")
+                await until(pilot, lambda: isinstance(app.screen, InterventionForm))
+                form = app.screen
+                form.query_one("#intervention-kind").value = "hint"
+                form.query_one("#intervention-minutes").value = "3"
+                form.query_one("#intervention-note").value = f"{NAME} {n}"
+                await pilot.press("ctrl+s")
+                await until(pilot, lambda: form.saved_id is not None and app.screen is not form)
+        print("done", flush=True)
+
+    asyncio.run(main())
+"""
+
+CLI_WRITER = """
+    from click.testing import CliRunner
+    from workbench.cli import main
+
+    path, saves = sys.argv[1], int(sys.argv[2])
+    sys.stdin.readline()
+    runner = CliRunner()
+    for n in range(saves):
+        for args in (["intervene", path, "mlp-xla", "--kind", "hint", "--minutes", "2", "--note", f"cli {n}"],
+                     ["verify", path, "--force"] if n == 1 else None):
+            if args:
+                result = runner.invoke(main, args)
+                assert result.exit_code == 0, result.output
+    print("done", flush=True)
+"""
+
+
+def test_two_app_processes_and_the_cli_writing_at_once(imported):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "WORKBENCH_REVIEWER": "ana"}
+    saves = 3
+    apps = [subprocess.Popen([sys.executable, "-c", "import sys\n" + textwrap.dedent(APP_WRITER), str(imported),
+                              name, str(saves)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env) for name in ("ana", "ben")]
+    cli = subprocess.Popen([sys.executable, "-c", "import sys\n" + textwrap.dedent(CLI_WRITER), str(imported),
+                            str(saves * 2)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+    try:
+        for app in apps:
+            assert app.stdout.readline().strip() == "ready", app.stderr.read()
+        for proc in (*apps, cli):
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        for proc in (*apps, cli):
+            out, err = proc.communicate(timeout=300)
+            assert proc.returncode == 0 and out.strip().endswith("done"), err[-3000:]
+    finally:
+        for proc in (*apps, cli):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    got = notes(imported)
+    want = {f"{name} {n}" for name in ("ana", "ben") for n in range(saves)} | {f"cli {n}" for n in range(saves * 2)}
+    assert sorted(got) == sorted(want)
+    assert_intact(imported)
