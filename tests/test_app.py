@@ -393,3 +393,18 @@ def test_every_binding_can_be_remapped_and_none_steals_typing() -> None:
         for binding in owner.__dict__.get("BINDINGS", []):
             assert binding.id and binding.tooltip, (owner.__name__, binding.key)
             assert not (binding.priority and len(binding.key) == 1), (owner.__name__, binding.key)
+
+
+@pytest.mark.skipif(not __import__("workbench.config").config.DEMO_BUNDLE.is_dir(),
+                    reason="the demo bundle is not generated yet")
+def test_the_demo_opens_with_verdicts(tmp_path: Path) -> None:
+    """`workbench demo` verifies the study once after building it."""
+    from test_cli import workbench
+
+    done = workbench("demo", "--no-open", env={"XDG_DATA_HOME": str(tmp_path), "HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    study = open_study(Path(done.stdout.strip()))
+    try:
+        assert study.db.execute("SELECT count(*) FROM verdict").fetchone()[0] > 0
+    finally:
+        study.close()

@@ -65,7 +65,7 @@ def _run_app(path: Path) -> None:
 @click.option("--rebuild", is_flag=True, help="Build the demo database again from the bundle.")
 @click.option("--no-open", is_flag=True, help="Only build the demo database and print its path.")
 def demo(rebuild: bool, no_open: bool) -> None:
-    """Open the app on the bundled demo study (built once in the user data dir)."""
+    """Open the app on the bundled demo study (built and verified once in the user data dir)."""
     from workbench.bundle import import_bundle
 
     path = config.demo_db()
@@ -75,11 +75,18 @@ def demo(rebuild: bool, no_open: bool) -> None:
     if not path.exists():
         if not config.DEMO_BUNDLE.is_dir():
             raise WorkbenchError(f"{config.DEMO_BUNDLE}: the demo bundle is missing from this install")
+        from workbench.verify import verify_study
+
         study = _open(path, create=True)
         try:
             report = import_bundle(study, config.DEMO_BUNDLE, config.reviewer())
-        finally:
+            if not report.problems:
+                verify_study(study.db, config.reviewer())  # so the demo opens with verdicts
+        except BaseException:
             study.close()
+            path.unlink(missing_ok=True)
+            raise
+        study.close()
         if report.problems:
             path.unlink(missing_ok=True)
             raise WorkbenchError(f"the demo bundle did not import cleanly: {report.problems[0]}")
