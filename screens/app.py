@@ -57,6 +57,8 @@ class WorkbenchApp(App[None]):
     CSS_PATH = ASSETS / "styles" / "app.tcss"
     TITLE = "workbench"
     COMMANDS = App.COMMANDS | {WorkbenchCommands}
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
+    """Screens under 30 rows get `-short` (app.tcss gives the tables more of the height)."""
     BINDINGS = [
         Binding("question_mark", "help", "Help", key_display="?", id="app.help",
                 tooltip="Show the keys that work on this screen"),

@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rich.console import Group
+from rich.padding import Padding
+from rich.table import Table
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -29,7 +32,7 @@ from screens.diff_view import DiffPane
 from screens.effort import EffortActions
 from screens.log_view import LogPane
 from screens.messages import LoadFailed
-from workbench.models import LADDER, AttemptSummary, Migration, Outcome
+from workbench.models import LADDER, AttemptSource, AttemptSummary, Migration, Outcome
 from workbench.untrusted import text
 
 if TYPE_CHECKING:
@@ -185,7 +188,11 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
         verdict_list = self.query_one(VerdictList)
         verdict_list.clear_options()
         verdict_list.add_options(_verdict_options(message.verdicts))
-        if not message.verdicts:
+        if not message.verdicts and self.summary.attempt.source is AttemptSource.REFERENCE:
+            verdict_list.add_option(Option(Text("The reference run has no verdicts: the agent's "
+                                                "attempts are judged against it.", style="dim"),
+                                           disabled=True))
+        elif not message.verdicts:
             verdict_list.add_option(Option(Text("No verdicts yet: run workbench verify on the study.",
                                                 style="dim"), disabled=True))
 
@@ -327,15 +334,19 @@ def _verdict_options(verdicts) -> list[Option]:
             head.append(": ", style="dim")
             head.append_text(text(last.justification, "dim"))
             head.append(")", style="dim")
-        head.append("\n  ")
-        head.append_text(text(verdict.reason or "–"))
-        options.append(Option(head, id=f"level:{verdict.level}"))
+        # Wrapped lines hang under their own text, not under the level's name.
+        reason = Padding(text(verdict.reason or "–"), (0, 0, 0, 2))
+        options.append(Option(Group(head, reason), id=f"level:{verdict.level}"))
         for n, evidence in enumerate(verdict.evidence):
-            line = Text("    → ", style="dim")
+            line = Text()
             line.append(_evidence_label(evidence), style="bold")
             line.append(" ")
             line.append_text(text(evidence.text))
-            options.append(Option(line, id=f"ev:{verdict.level}:{n}"))
+            arrow = Table.grid(padding=(0, 1))
+            arrow.add_column(no_wrap=True, style="dim")
+            arrow.add_column(ratio=1)
+            arrow.add_row(Text("   →"), line)
+            options.append(Option(arrow, id=f"ev:{verdict.level}:{n}"))
     return options
 
 

@@ -86,8 +86,27 @@ class CompareFacts(Message):
     right: dict[str, str]
 
 
+def shorten(value: str, spans: list[tuple[int, int]], width: int) -> tuple[str, list[tuple[int, int]]]:
+    """`value` cut to about `width` characters around its first changed span (with `…` where
+    it was cut), and the spans moved to match; unchanged when it fits."""
+    if len(value) <= width or width < 8:
+        return value, spans
+    first = spans[0][0] if spans else 0
+    start = max(0, min(first - width // 4, len(value) - width + 1))
+    end = start + width - (1 if start else 0)
+    if end < len(value):
+        end -= 1
+    cut = ("…" if start else "") + value[start:end] + ("…" if end < len(value) else "")
+    shift = start - (1 if start else 0)
+    moved = [(max(a - shift, 0), min(b - shift, len(cut))) for a, b in spans
+             if b > start and a < end]
+    return cut, moved
+
+
 def difference_table(left_label: str, right_label: str, left: dict[str, str],
-                     right: dict[str, str]) -> Table | Text:
+                     right: dict[str, str], *, width: int = 0) -> Table | Text:
+    """The fields that differ; with `width` (the screen's), long commands are cut around the
+    first change so that each fits one line of its column."""
     from workbench.diffs import changed_words
 
     keys = list(dict.fromkeys([*left, *right]))
@@ -101,6 +120,10 @@ def difference_table(left_label: str, right_label: str, left: dict[str, str],
     for key in differing:
         a, b = clean(left.get(key, "–")), clean(right.get(key, "–"))
         spans_a, spans_b = changed_words(a, b)
+        if key == "command" and width:
+            column = max((width - 26) // 2, 8)
+            a, spans_a = shorten(a, list(spans_a), column)
+            b, spans_b = shorten(b, list(spans_b), column)
         ta, tb = Text(a), Text(b)
         for start, end in spans_a:
             ta.stylize("bold red", start, end)
@@ -185,7 +208,8 @@ class CompareScreen(WorkbenchScreen):
 
     def on_compare_facts(self, message: CompareFacts) -> None:
         self.query_one("#differences-text", Static).update(difference_table(
-            f"#{self.left.attempt.seq}", f"#{self.right.attempt.seq}", message.left, message.right))
+            f"#{self.left.attempt.seq}", f"#{self.right.attempt.seq}", message.left, message.right,
+            width=self.app.size.width if self.app.size.width < 120 else 0))
 
     def action_next_pane(self, step: int = 1) -> None:
         tabs = self.query_one(TabbedContent)

@@ -78,6 +78,22 @@ class DiffView(VirtualLines):
         self.diff = None
         self._highlighter: Highlighter | None = None
 
+    class Scrolled(Message):
+        """The view scrolled (by the wheel, a page key or a jump): the file list follows."""
+
+        def __init__(self, view: DiffView) -> None:
+            super().__init__()
+            self.view = view
+
+        @property
+        def control(self) -> DiffView:
+            return self.view
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        if round(old_value) != round(new_value):
+            self.post_message(self.Scrolled(self))
+
     def show(self, diff) -> None:
         self.diff = diff
         self._highlighter = Highlighter(self.app.current_theme.dark)
@@ -165,7 +181,8 @@ class DiffLoaded(Message):
 
 
 class DiffPane(Vertical):
-    """A diff against the previous attempt or against the migration's base commit (`b`)."""
+    """A diff against the previous attempt or against the migration's base commit (`v`: versus;
+    `b` is the attempt screen's brief everywhere)."""
 
     DEFAULT_CSS = """
     DiffPane { height: 1fr; }
@@ -174,8 +191,8 @@ class DiffPane(Vertical):
     DiffPane #diff-files { width: 30%; max-width: 40; min-width: 18; height: 1fr; }
     """
     BINDINGS = [
-        Binding("b", "toggle_base", "Base/prev", id="diff.toggle_base",
-                tooltip="Diff against the migration's base commit, or against the previous attempt"),
+        Binding("v", "toggle_base", "Vs base/prev", id="diff.toggle_base",
+                tooltip="Diff versus the migration's base commit, or versus the previous attempt"),
         Binding("o", "open_file", "Open file", id="diff.open_file",
                 tooltip="Open the whole file at this commit, at the cursor's line"),
         Binding("f", "focus_files", "Files", show=False, id="diff.files",
@@ -279,10 +296,33 @@ class DiffPane(Vertical):
     def action_focus_files(self) -> None:
         self.query_one("#diff-files").focus()
 
+    @on(VirtualLines.CursorMoved, "#diff-view")
+    @on(DiffView.Scrolled, "#diff-view")
+    def _follow(self, event) -> None:
+        """Highlight, in the file list, the file the cursor is in (else the top line's)."""
+        event.stop()
+        view = self.query_one(DiffView)
+        if self.diff is None or not self.diff.files:
+            return
+        top = round(view.scroll_offset.y)
+        height = view.scrollable_content_region.height or 1
+        line = view.cursor if top <= view.cursor < top + height else top
+        found = self.diff.file_at(line)
+        if found is None:
+            return
+        index = self.diff.files.index(found)
+        files = self.query_one("#diff-files", OptionList)
+        if files.highlighted != index:
+            self._following = index
+            files.highlighted = index
+
     @on(OptionList.OptionHighlighted, "#diff-files")
     @on(OptionList.OptionSelected, "#diff-files")
     def _file_chosen(self, event) -> None:
         if self.diff is None or event.option.id is None:
+            return
+        if isinstance(event, OptionList.OptionHighlighted) and getattr(self, "_following", None) == event.option_index:
+            self._following = None  # the list followed the view: the view stays where it is
             return
         found = self.diff.files[int(event.option.id)]
         view = self.query_one(DiffView)

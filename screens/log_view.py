@@ -56,6 +56,7 @@ class LogView(VirtualLines):
         self.matches: set[int] = set()
         self.wrap = False
         self._rows: tuple[tuple[int, int], list[tuple[int, int]]] | None = None
+        self._wraps: OrderedDict[tuple[int, int], list[Strip]] = OrderedDict()
         self.problem = ""
 
     def on_mount(self) -> None:
@@ -115,13 +116,39 @@ class LogView(VirtualLines):
     def action_toggle_wrap(self) -> None:
         self.wrap = not self.wrap
         self._rows = None
+        self._wraps.clear()
         self.reset()
 
     def _resize(self) -> None:
         if self.wrap:
-            self.virtual_size = Size(self.scrollable_content_region.width, self.line_count)
+            # Scroll positions are whole lines; the last lines' wrapped rows need room below.
+            height = self.scrollable_content_region.height
+            self.virtual_size = Size(self.scrollable_content_region.width,
+                                     self.line_count + max(height - 1, 0))
         else:
             super()._resize()
+
+    def go_to(self, index: int, *, top: bool = False) -> None:
+        super().go_to(index, top=top)
+        if self.wrap and self.line_count:
+            self._show_cursor_rows()
+
+    def _show_cursor_rows(self) -> None:
+        """When wrapping, scroll down (a line at a time) until every row of the cursor's line
+        is on screen."""
+        width = self.scrollable_content_region.width
+        height = self.scrollable_content_region.height or 1
+        y = round(self.scroll_offset.y)
+        if self.cursor < y:
+            return
+        while y < self.cursor:
+            rows = self._layout(y, width, height)
+            parts = len(self._wrapped(self.cursor, max(width - self.gutter_width, 1)))
+            if (self.cursor, min(parts, height) - 1) in rows:
+                break
+            y += 1
+        if y != round(self.scroll_offset.y):
+            self.scroll_to(y=y, animate=False)
 
     def _layout(self, top: int, width: int, height: int) -> list[tuple[int, int]]:
         """(line, row within the line) for each screen row when wrapping, from line `top`."""
@@ -132,12 +159,27 @@ class LogView(VirtualLines):
         rows: list[tuple[int, int]] = []
         line = top
         while len(rows) < height and line < self.line_count:
-            length = max(self._strip_for(line).cell_length, 1)
-            for part in range(min((length + body - 1) // body, height - len(rows))):
+            for part in range(min(len(self._wrapped(line, body)), height - len(rows))):
                 rows.append((line, part))
             line += 1
         self._rows = (key, rows)
         return rows
+
+    def _wrapped(self, line: int, body: int) -> list[Strip]:
+        """Line `line` broken at words into rows of at most `body` cells (a word longer than
+        a row is folded)."""
+        key = (line, body)
+        found = self._wraps.get(key)
+        if found is not None:
+            self._wraps.move_to_end(key)
+            return found
+        console = self.app.console
+        parts = self.line_text(line).wrap(console, body, overflow="fold", no_wrap=False)
+        found = [Strip(list(part.render(console))).crop(0, body) for part in parts] or [Strip([])]
+        self._wraps[key] = found
+        if len(self._wraps) > 2000:
+            self._wraps.popitem(last=False)
+        return found
 
     def render_line(self, y: int) -> Strip:
         if not self.wrap:
@@ -151,7 +193,7 @@ class LogView(VirtualLines):
         line, part = rows[y]
         gutter = self.gutter_width
         body = max(width - gutter, 1)
-        piece = self._strip_for(line).crop(part * body, (part + 1) * body)
+        piece = self._wrapped(line, body)[part]
         from rich.segment import Segment
 
         label = f"{line + 1:>{gutter - 1}} " if part == 0 else " " * gutter

@@ -154,6 +154,49 @@ class MigrationScreen(EffortActions, WorkbenchScreen):
         if self.open_attempt is not None:
             self._open_pending(table)
 
+    # --- records changed (another reviewer, a form, a verify run): rows read again ------------
+    def study_changed(self) -> None:
+        """Called by the effort poller when the database changed: the loaded attempts are read
+        again and their rows updated in place (the cursor stays where it is)."""
+        if self.summaries and not self.pager.loading and self.pager.after is not None:
+            self.reload_rows(self.app.db_path, self.pager.after)
+
+    def effort_saved(self, what: str) -> None:
+        super().effort_saved(what)
+        self.study_changed()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="attempts-refresh")
+    def reload_rows(self, path: Path, last: int) -> None:
+        migration_id = self.migration.id
+
+        def gather(db):
+            rows = []
+            after = None
+            while True:
+                page = queries.attempt_summaries(db, migration_id, after=after, limit=500)
+                rows += page
+                if len(page) < 500 or page[-1].attempt.seq >= last:
+                    return rows
+                after = page[-1].attempt.seq
+
+        rows = read(path, gather)
+        if not isinstance(rows, LoadFailed):
+            self.app.call_from_thread(self._refreshed, rows)
+
+    def _refreshed(self, rows: list[AttemptSummary]) -> None:
+        table = self.query_one(AttemptTable)
+        width = max(12, self.app.size.width - FIXED_WIDTH)
+        keys = [key for _, key in COLUMNS]
+        with self.app.batch_update():
+            for summary in rows:
+                key = str(summary.attempt.id)
+                if key not in self.summaries or summary == self.summaries[key]:
+                    continue
+                self.summaries[key] = summary
+                for column, cell in zip(keys, render.attempt_row(summary, command_width=width)):
+                    table.update_cell(key, column, cell)
+        self._show_detail(table.cursor_row)
+
     def _open_pending(self, table: DataTable) -> None:
         key = str(self.open_attempt)
         if key in self.summaries:

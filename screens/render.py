@@ -310,52 +310,61 @@ def attempt_heading(m: Migration, summary: AttemptSummary) -> Text:
     return out
 
 
-def attempt_overview(summary: AttemptSummary, verification, subject: str) -> Text:
+def attempt_overview(summary: AttemptSummary, verification, subject: str):
     """Command, where and when, status and the exit code's source, claim beside verified level,
-    failure cause and the evidence behind it."""
+    failure cause and the evidence behind it. Labelled fields wrap under their value, not under
+    the label."""
+    from rich.console import Group
+    from rich.table import Table
+
     a = summary.attempt
-    out = Text()
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(style="dim", no_wrap=True, min_width=9)
+    grid.add_column(ratio=1)
 
-    def field(name: str) -> None:
-        out.append(f"\n{name:<10}", style="dim")
+    def field(name: str, value: Text) -> None:
+        grid.add_row(Text(name), value)
 
-    out.append("command   ", style="dim")
-    out.append_text(text(a.command.display()))
+    field("command", text(a.command.display()))
     if a.command.cwd not in ("", "."):
-        field("in")
-        out.append_text(text(a.command.cwd))
-    field("commit")
-    out.append_text(text(a.commit[:12]))
+        field("in", text(a.command.cwd))
+    commit = Text()
+    commit.append_text(text(a.commit[:12]))
     if subject:
-        out.append("  ")
-        out.append_text(text(subject, "italic"))
-    field("when")
-    out.append_text(text(when(a.started_at, a.ended_at)))
-    field("where")
-    out.append_text(text(a.observed_hardware.describe() if a.observed_hardware else "?"))
+        commit.append("  ")
+        commit.append_text(text(subject, "italic"))
+    field("commit", commit)
+    field("when", text(when(a.started_at, a.ended_at)))
+    where = Text()
+    where.append_text(text(a.observed_hardware.describe() if a.observed_hardware else "?"))
     if a.intended_hardware:
-        out.append(" (meant ", style="dim")
-        out.append_text(text(a.intended_hardware.describe()))
-        out.append(")", style="dim")
-    field("status")
-    out.append_text(attempt_status(summary))
+        where.append(" (meant ", style="dim")
+        where.append_text(text(a.intended_hardware.describe()))
+        where.append(")", style="dim")
+    field("where", where)
+    status = Text()
+    status.append_text(attempt_status(summary))
     if a.exit_code_source:
-        out.append_text(text(f" (exit code from {a.exit_code_source})", "dim"))
-    field("claim")
+        status.append_text(text(f" (exit code from {a.exit_code_source})", "dim"))
+    field("status", status)
     if a.expected_level is not None:
-        out.append(f"expects L{a.expected_level} {LADDER.get(a.expected_level, '')}", style="bold")
+        field("claim", Text(f"expects L{a.expected_level} {LADDER.get(a.expected_level, '')}", style="bold"))
     else:
-        out.append("names no level", style="dim")
-    field("verified")
-    if verification is None:
-        out.append("not verified yet", style="dim")
+        field("claim", Text("names no level", style="dim"))
+    if verification is None and a.source is AttemptSource.REFERENCE:
+        field("verified", Text("the reference: the agent's attempts are judged against it",
+                               style="dim"))
+    elif verification is None:
+        field("verified", Text("not verified yet", style="dim"))
     else:
         lvl = verification.highest_level
-        out.append_text(level(lvl))
-        out.append(f" {LADDER.get(lvl, 'nothing')}  ")
-        out.append_text(ladder(summary))
+        verified = Text()
+        verified.append_text(level(lvl))
+        verified.append(f" {LADDER.get(lvl, 'nothing')}  ")
+        verified.append_text(ladder(summary))
         if verification.over_claim:
-            out.append("  over-claim", style="bold yellow")
+            verified.append("  over-claim", style="bold yellow")
+        field("verified", verified)
         extras = []
         if verification.wall_seconds is not None:
             extras.append(f"{verification.wall_seconds:.1f} s")
@@ -366,23 +375,28 @@ def attempt_overview(summary: AttemptSummary, verification, subject: str) -> Tex
         if verification.cost_ratio is not None:
             extras.append(f"cost x{verification.cost_ratio:.2f}")
         if extras:
-            field("cost")
-            out.append(" · ".join(extras))
+            field("cost", Text(" · ".join(extras)))
+    parts: list = [grid]
     if a.claim:
-        out.append("\n\n")
-        out.append("The agent said:\n", style="dim")
-        out.append_text(text(a.claim, keep_newlines=True))
+        said = Text("\nThe record says:\n" if a.source is AttemptSource.REFERENCE
+                    else "\nThe agent said:\n", style="dim")
+        said.append_text(text(a.claim, keep_newlines=True))
+        parts.append(said)
     f = summary.failure
     if f is not None:
-        out.append("\n\n")
-        out.append("failure   ", style="dim")
-        out.append_text(failure(summary))
+        cause = Table.grid(padding=(0, 1))
+        cause.add_column(style="dim", no_wrap=True, min_width=9)
+        cause.add_column(ratio=1)
+        value = Text()
+        value.append_text(failure(summary))
         if f.note:
-            out.append("\n          ")
-            out.append_text(text(f.note))
+            value.append("\n")
+            value.append_text(text(f.note))
         for evidence in f.evidence:
-            out.append("\n  → ", style="dim")
-            out.append_text(text(f"{evidence.kind} {evidence.ref}", "bold"))
-            out.append(" ")
-            out.append_text(text(evidence.text))
-    return out
+            value.append("\n→ ", style="dim")
+            value.append_text(text(f"{evidence.kind} {evidence.ref}", "bold"))
+            value.append(" ")
+            value.append_text(text(evidence.text))
+        cause.add_row(Text("failure"), value)
+        parts += [Text(""), cause]
+    return Group(*parts)

@@ -134,6 +134,46 @@ class StudyScreen(WorkbenchScreen):
             self._show_detail(0)
         self._maybe_load_more(table)
 
+    # --- records changed (another reviewer, a form, a verify run): counts read again ----------
+    def study_changed(self) -> None:
+        """Called by the effort poller when the database changed: the loaded rows and the totals
+        are read again and updated in place (the cursor stays where it is)."""
+        if self.summaries and not self.pager.loading:
+            self.reload_rows(self.app.db_path, next(reversed(self.summaries)))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="study-refresh")
+    def reload_rows(self, path: Path, last: str) -> None:
+        def gather(db):
+            rows = []
+            after = None
+            while True:  # keyset pages up to the last loaded slug, never more than is shown
+                page = queries.migration_summaries(db, after=after, limit=500)
+                rows += [r for r in page if r.migration.slug <= last]
+                if len(page) < 500 or page[-1].migration.slug >= last:
+                    return (queries.get_study(db), queries.count_migrations(db), rows,
+                            queries.study_totals(db))
+                after = page[-1].migration.slug
+
+        result = read(path, gather)
+        if not isinstance(result, LoadFailed):
+            self.app.call_from_thread(self._refreshed, *result)
+
+    def _refreshed(self, study, total: int, rows: list[MigrationSummary], totals) -> None:
+        table = self.query_one(MigrationTable)
+        keys = [key for _, key in COLUMNS]
+        with self.app.batch_update():
+            for summary in rows:
+                slug = summary.migration.slug
+                if slug not in self.summaries:
+                    continue  # added since: it shows when the study is opened again
+                if summary == self.summaries[slug]:
+                    continue
+                self.summaries[slug] = summary
+                for key, cell in zip(keys, render.migration_row(summary)):
+                    table.update_cell(slug, key, cell)
+        self.on_study_loaded(StudyLoaded(study, total, totals))
+        self._show_detail(table.cursor_row)
+
     def on_load_failed(self, message: LoadFailed) -> None:
         super().on_load_failed(message)
         if not self.summaries:

@@ -155,7 +155,7 @@ async def test_diff_pane_toggles_base_and_opens_the_whole_file(demo_db: Path) ->
         lines = pane.diff.lines
         assert lines[0] == "diff --git a/train.py b/train.py"
         assert not pane.diff.partner  # a moved line: nothing replaced
-        await pilot.press("b")
+        await pilot.press("v")
         await settle(pilot)
         assert pane.against_base
         assert "370c605 → e248af8 against the base commit" in screen_text(app)
@@ -166,7 +166,7 @@ async def test_diff_pane_toggles_base_and_opens_the_whole_file(demo_db: Path) ->
         rendered = view.line_text(minus)
         marked = [s for s in rendered.spans if s.style.bgcolor == word]
         assert marked and sum(s.end - s.start for s in marked) < len(rendered.plain) - 1
-        await pilot.press("b")
+        await pilot.press("v")
         await settle(pilot)
         assert not pane.against_base
         # the cursor on a changed line, `o` opens train.py at that commit and line
@@ -210,7 +210,12 @@ async def test_log_pane_search_errors_warnings_and_wrap(demo_db: Path) -> None:
         await pilot.press("w")
         await settle(pilot)
         assert view.wrap
-        assert "   ve an NVIDIA GPU and installed a driver" in screen_text(app)  # the rest of line 13
+        await pilot.press("G")
+        await pilot.pause()
+        shown = screen_text(app)
+        # the rest of line 13, broken at a word, and scrolled so that all its rows show
+        assert "   have an NVIDIA GPU and installed a driver from" in shown
+        assert "   http://www.nvidia.com/Download/index.aspx" in shown
         await pilot.press("w")
         # bow #1: XLA's GSPMD warnings
         await pilot.press("escape", "escape")
@@ -512,3 +517,116 @@ def test_a_20000_line_diff_and_a_large_log_paint_at_once(bundle: BundleBuilder, 
             assert len(view._blocks) <= 4  # only the blocks on screen were read
 
     asyncio.run(run())
+
+
+async def test_the_diff_file_list_follows_the_diff(bundle: BundleBuilder, tmp_path: Path) -> None:
+    folder, shas = bundle.add_migration("files", commits=1)
+    repo = folder / "repo"
+    for name in ("a.py", "b.py", "c.py"):
+        (repo / name).write_text("".join(f"{name[0]}_{n} = {n}\n" for n in range(60)))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "three files")
+    head = git(repo, "rev-parse", "HEAD")
+    bundle.write_attempts(folder, [bundle.attempt(0, shas[0]), bundle.attempt(1, head)])
+    path = build(bundle, tmp_path)
+    app = WorkbenchApp(path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_attempt(pilot, 0, 1)
+        await pilot.press("2")
+        await settle(pilot)
+        pane = app.screen.query_one(DiffPane)
+        files = app.screen.query_one("#diff-files")
+        view = app.screen.query_one(DiffView)
+        assert [f.path for f in pane.diff.files] == ["a.py", "b.py", "c.py"]
+        await pilot.press(*["j"] * 70)  # past a.py's 60 lines and its header
+        await settle(pilot)
+        assert files.highlighted == 1 and view.cursor == 70  # b.py; the cursor stayed put
+        await pilot.press("pagedown", "pagedown")
+        await settle(pilot)
+        assert files.highlighted == 2
+        view.scroll_to(y=0, animate=False)  # the wheel: the cursor is off screen, the top leads
+        await settle(pilot)
+        assert files.highlighted == 0 and view.cursor > 100
+        # choosing a file in the list still moves the diff to it
+        files.focus()
+        await pilot.press("down", "enter")
+        await settle(pilot)
+        assert view.cursor == pane.diff.files[1].start
+
+
+async def test_b_is_the_brief_on_every_pane_and_v_toggles_the_diff(demo_db: Path) -> None:
+    from screens.brief import BriefScreen
+
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_attempt(pilot, 1, 4)
+        for pane in ("1", "2", "3", "4", "5"):
+            await pilot.press(pane)
+            await settle(pilot)
+            await pilot.press("b")
+            await settle(pilot)
+            assert isinstance(app.screen, BriefScreen), pane
+            await pilot.press("escape")
+            await settle(pilot)
+            assert app.screen is screen
+        await pilot.press("2")
+        await settle(pilot)
+        await pilot.press("v")
+        await settle(pilot)
+        assert screen.query_one(DiffPane).against_base
+
+
+async def test_counts_follow_records_written_elsewhere(demo_db: Path, tmp_path: Path) -> None:
+    """Another reviewer's intervention: the migration's and the study's Intv columns and the
+    totals change within a poll, with the cursor where it was."""
+    import asyncio
+    import shutil
+
+    from storage import records
+
+    path = tmp_path / "copy.db"
+    shutil.copy(demo_db, path)
+    app = WorkbenchApp(path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("j", "enter")
+        await settle(pilot)
+        await pilot.press("j", "j")
+        screen = app.screen
+        assert isinstance(screen, MigrationScreen)
+        assert column(app, "interventions")[2] == "0"
+        study = open_study(path)
+        try:
+            attempt_id = int(table(app).coordinate_to_cell_key((2, 0)).row_key.value)
+            records.add_intervention(study.db, migration_id=screen.migration.id, kind="hint",
+                                     minutes=3, note="from ben's terminal", reviewer="ben",
+                                     attempt_id=attempt_id)
+        finally:
+            study.close()
+        loop = asyncio.get_running_loop()
+        end = loop.time() + 6
+        while column(app, "interventions")[2] != "1":
+            assert loop.time() < end, column(app, "interventions")
+            await pilot.pause(0.1)
+        assert table(app).cursor_row == 2
+        await pilot.press("escape")
+        await settle(pilot)
+        assert column(app, "interventions") == ["0", "1"]
+        assert "interventions 0.5/migration" in screen_text(app)
+
+
+def test_compare_shortens_long_commands_around_the_change() -> None:
+    from screens.compare import difference_table, shorten
+
+    long = "CPU_NUM_DEVICES=4 PJRT_DEVICE=CPU python train.py --steps 40 --batch-size 128 --seed 3"
+    at = long.index("--seed")
+    cut, spans = shorten(long, [(at, at + 6)], 27)
+    assert len(cut) == 27 and cut.startswith("…") and cut[spans[0][0]:spans[0][1]] == "--seed"
+    assert shorten("short", [(0, 1)], 27) == ("short", [(0, 1)])
+    from rich.console import Console
+
+    console = Console(width=80, record=True)
+    console.print(difference_table("#1", "#2", {"command": long}, {"command": long.replace("3", "4")},
+                                   width=80))
+    rows = [line for line in console.export_text().splitlines() if "command" in line]
+    assert len(rows) == 1 and "--seed 3" in rows[0] and "--seed 4" in rows[0]
