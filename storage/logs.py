@@ -63,27 +63,18 @@ def _store_stream(db: Database, fh: BinaryIO, sha: str) -> int:
         "INSERT INTO log (sha256, size, line_count) VALUES (?, 0, 0)", [sha]
     ).lastrowid
     offset = 0
-    newlines = 0
-    last_indexed_line, last_indexed_offset = 0, 0
-    index_rows = [(log_id, 0, 0)]
+    index = _LineIndex(log_id)
     last_byte = b""
     seq = 0
+    insert = db.conn.execute
     while block := fh.read(CHUNK):
-        db.execute(
-            "INSERT INTO log_chunk (log_id, seq, data) VALUES (?, ?, ?)", [log_id, seq, block]
-        )
-        pos = block.find(b"\n")
-        while pos != -1:
-            newlines += 1
-            start = offset + pos + 1
-            if newlines - last_indexed_line >= INDEX_EVERY or start - last_indexed_offset >= INDEX_GAP:
-                index_rows.append((log_id, newlines, start))
-                last_indexed_line, last_indexed_offset = newlines, start
-            pos = block.find(b"\n", pos + 1)
+        insert("INSERT INTO log_chunk (log_id, seq, data) VALUES (?, ?, ?)", (log_id, seq, block))
+        index.block(block, offset)
         offset += len(block)
         last_byte = block[-1:]
         seq += 1
-    line_count = newlines + (1 if offset and last_byte != b"\n" else 0)
+    index_rows = index.rows
+    line_count = index.newlines + (1 if offset and last_byte != b"\n" else 0)
     if index_rows[-1][1] >= line_count and line_count:
         index_rows.pop()  # an index entry past the last line points at nothing
     db.conn.executemany("INSERT INTO log_line (log_id, line, offset) VALUES (?, ?, ?)", index_rows)
@@ -91,6 +82,66 @@ def _store_stream(db: Database, fh: BinaryIO, sha: str) -> int:
         "UPDATE log SET size = ?, line_count = ? WHERE id = ?", [offset, line_count, log_id]
     )
     return log_id
+
+
+class _LineIndex:
+    """The sparse line index of a log fed block by block: a row at every INDEX_EVERY-th line
+    start and at the first line start INDEX_GAP bytes or more past the last row.
+
+    Newlines are counted with `bytes.count` and the indexed ones located by counting halves
+    of the stretch before them, so no Python code runs per line."""
+
+    __slots__ = ("log_id", "rows", "newlines", "last_line", "last_offset")
+
+    def __init__(self, log_id: int) -> None:
+        self.log_id = log_id
+        self.rows: list[tuple[int, int, int]] = [(log_id, 0, 0)]
+        self.newlines = 0
+        self.last_line = 0
+        self.last_offset = 0
+
+    def block(self, block: bytes, offset: int) -> None:
+        pos, size = 0, len(block)
+        while True:
+            # the first newline at or past `gap` starts a line INDEX_GAP bytes past the last row
+            gap = self.last_offset + INDEX_GAP - 1 - offset
+            by_gap = block.find(b"\n", max(pos, gap)) if gap < size else -1
+            end = size if by_gap == -1 else by_gap + 1
+            found = block.count(b"\n", pos, end)
+            need = self.last_line + INDEX_EVERY - self.newlines  # newlines until the next counted row
+            if found >= need:
+                at = _nth_newline(block, pos, end, need, found)
+                found = need
+            elif by_gap != -1:
+                at = by_gap
+            else:
+                self.newlines += found
+                return
+            self.newlines += found
+            self.last_line, self.last_offset = self.newlines, offset + at + 1
+            self.rows.append((self.log_id, self.last_line, self.last_offset))
+            pos = at + 1
+
+
+def _nth_newline(block: bytes, lo: int, hi: int, k: int, count: int) -> int:
+    """Position of the k-th newline (from 1) in block[lo:hi], which holds `count` >= k of them."""
+    while True:
+        if k <= 32:
+            at = lo - 1
+            for _ in range(k):
+                at = block.find(b"\n", at + 1)
+            return at
+        if count - k < 32:
+            at = hi
+            for _ in range(count - k + 1):
+                at = block.rfind(b"\n", lo, at)
+            return at
+        mid = lo + (hi - lo) * k // count
+        before = block.count(b"\n", lo, mid)
+        if before >= k:
+            hi, count = mid, before
+        else:
+            lo, k, count = mid, k - before, count - before
 
 
 class LogReader:

@@ -818,8 +818,13 @@ class ClaudeCodeImporter:
         if rows == current or (not rows and not current):
             return False
         self.db.execute(f"DELETE FROM {table} WHERE attempt_id = ?", [attempt_id])
-        for row in rows:
-            self.db[table].insert({**row, "attempt_id": attempt_id})
+        if rows:
+            names = ", ".join(columns)
+            marks = ", ".join("?" * len(columns))
+            self.db.conn.executemany(
+                f"INSERT INTO {table} ({names}, attempt_id) VALUES ({marks}, ?)",
+                [(*row.values(), attempt_id) for row in rows],
+            )
         records.audit(self.db, self.reviewer, "replace", table, attempt_id, {"rows": len(rows)})
         return True
 
