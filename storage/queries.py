@@ -31,7 +31,7 @@ from workbench.models import (
 )
 
 EFFECTIVE_VERDICTS = """
-effective AS (
+effective AS NOT MATERIALIZED (
     SELECT v.attempt_id, v.level,
            COALESCE((SELECT o.outcome FROM verdict_override o WHERE o.verdict_id = v.id
                      ORDER BY o.id DESC LIMIT 1), v.outcome) AS outcome
@@ -46,6 +46,70 @@ current_intervention AS (
     WHERE NOT EXISTS (SELECT 1 FROM intervention c WHERE c.corrects = i.id)
 )"""
 """An intervention that a later record corrects no longer counts; the correction does."""
+
+# The effective expected level (docs/assist.md, docs/report.md), the one definition the verifier's
+# over-claim flag, the screens and the reports use: the reviewer's latest claim review
+# (a correction, or the acceptance of a model extraction, whose level it copies) if any, else the
+# importer's rule-based level. A model extraction nobody accepted never counts. The `*_of(alias)`
+# functions give it, the level and the over-claim flag as SQL expressions over an `attempt` row
+# (correlated subqueries: a screen reading one attempt reads only that attempt's rows).
+
+
+def expected_level_of(a: str) -> str:
+    """SQL: the effective expected level of the attempt row `a`."""
+    return f"""(CASE WHEN EXISTS (SELECT 1 FROM claim_review c WHERE c.attempt_id = {a}.id)
+        THEN (SELECT c.expected_level FROM claim_review c WHERE c.attempt_id = {a}.id ORDER BY c.id DESC LIMIT 1)
+        ELSE {a}.expected_level END)"""
+
+
+def expected_source_of(a: str) -> str:
+    """SQL: where that level came from: `reviewer`, `model` (an accepted extraction), `rule`, NULL."""
+    return f"""(CASE WHEN EXISTS (SELECT 1 FROM claim_review c WHERE c.attempt_id = {a}.id)
+        THEN (SELECT CASE c.action WHEN 'accept' THEN 'model' ELSE 'reviewer' END FROM claim_review c
+              WHERE c.attempt_id = {a}.id ORDER BY c.id DESC LIMIT 1)
+        WHEN {a}.expected_level IS NOT NULL THEN 'rule' END)"""
+
+
+def level_of(a: str) -> str:
+    """SQL (needs EFFECTIVE_VERDICTS): the highest L whose levels 1 to L all pass, overrides
+    counting; 0 when level 1 does not pass (or the attempt has no verdicts)."""
+    return f"""(SELECT COALESCE(MIN(n.level), 6) - 1
+        FROM (SELECT 1 AS level UNION ALL SELECT 2 UNION ALL SELECT 3
+              UNION ALL SELECT 4 UNION ALL SELECT 5) n
+        WHERE NOT EXISTS (SELECT 1 FROM effective e WHERE e.attempt_id = {a}.id
+                          AND e.level = n.level AND e.outcome = 'pass'))"""
+
+
+def verified_of(a: str) -> str:
+    """SQL: the attempt has current verdicts."""
+    return f"EXISTS (SELECT 1 FROM verdict v WHERE v.attempt_id = {a}.id AND v.superseded_by IS NULL)"
+
+
+def over_claim_of(a: str) -> str:
+    """SQL (needs EFFECTIVE_VERDICTS): 1 when the attempt's effective expected level is above its
+    level, 0 when not, NULL when it is not verified or has no expected level."""
+    # expected > level, i.e. not every level from 1 to the expected one passes (one range scan)
+    return f"""(SELECT CASE WHEN q.x IS NULL OR NOT {verified_of(a)} THEN NULL
+        ELSE (SELECT count(*) FROM effective e WHERE e.attempt_id = {a}.id AND e.level <= q.x
+              AND e.outcome = 'pass') < q.x END
+        FROM (SELECT {expected_level_of(a)} AS x) q)"""
+
+
+EFFECTIVE_EXPECTED = f"""
+effective_expected AS (
+    SELECT a.id AS attempt_id, {expected_level_of("a")} AS expected_level,
+           {expected_source_of("a")} AS source
+    FROM attempt a
+)"""
+"""A CTE with one row per attempt: (attempt_id, expected_level, source)."""
+
+ATTEMPT_LEVEL = f"""
+attempt_level AS (
+    SELECT a.id, a.migration_id, {level_of("a")} AS level, {verified_of("a")} AS verified
+    FROM attempt a WHERE a.source != 'reference'
+)"""
+"""A CTE (after EFFECTIVE_VERDICTS) with each agent attempt's level and whether it is verified."""
+
 
 
 def _rows(db: Database, sql: str, params: list[Any] | dict[str, Any]) -> list[dict[str, Any]]:
@@ -71,19 +135,7 @@ def migration_summaries(
 ) -> list[MigrationSummary]:
     """Migrations ordered by slug, `limit` at a time after the slug `after`."""
     sql = f"""
-    WITH {EFFECTIVE_VERDICTS},
-    attempt_level AS (
-        SELECT a.id, a.migration_id,
-               (SELECT COALESCE(MIN(n.level), 6) - 1
-                FROM (SELECT 1 AS level UNION ALL SELECT 2 UNION ALL SELECT 3
-                      UNION ALL SELECT 4 UNION ALL SELECT 5) n
-                WHERE NOT EXISTS (SELECT 1 FROM effective e WHERE e.attempt_id = a.id
-                                  AND e.level = n.level AND e.outcome = 'pass')) AS level,
-               EXISTS (SELECT 1 FROM verdict v WHERE v.attempt_id = a.id
-                       AND v.superseded_by IS NULL) AS verified
-        FROM attempt a WHERE a.source != 'reference'
-    ),
-    {CURRENT_INTERVENTIONS}
+    WITH {EFFECTIVE_VERDICTS}, {ATTEMPT_LEVEL}, {CURRENT_INTERVENTIONS}
     SELECT m.*,
         (SELECT count(*) FROM attempt a WHERE a.migration_id = m.id
             AND a.source != 'reference') AS n_attempts,
@@ -97,9 +149,8 @@ def migration_summaries(
             AS n_interventions,
         (SELECT MAX(level) FROM attempt_level l WHERE l.migration_id = m.id AND l.verified)
             AS highest_level,
-        (SELECT count(*) FROM verification v JOIN attempt a ON a.id = v.attempt_id
-            WHERE a.migration_id = m.id AND v.superseded_by IS NULL AND v.over_claim)
-            AS n_over_claims,
+        (SELECT count(*) FROM attempt a WHERE a.migration_id = m.id AND a.source != 'reference'
+            AND {over_claim_of("a")}) AS n_over_claims,
         (SELECT SUM(v.cost_dollars) FROM verification v JOIN attempt a ON a.id = v.attempt_id
             WHERE a.migration_id = m.id AND v.superseded_by IS NULL) AS cost_dollars
     FROM migration m
@@ -134,8 +185,7 @@ def attempt_summaries(
         f.note AS failure_note, f.evidence AS failure_evidence,
         (SELECT count(*) FROM current_intervention i WHERE i.attempt_id = a.id)
             AS n_interventions,
-        (SELECT v.over_claim FROM verification v WHERE v.attempt_id = a.id
-            AND v.superseded_by IS NULL) AS over_claim
+        CASE WHEN a.source = 'reference' THEN NULL ELSE {over_claim_of("a")} END AS over_claim
     FROM attempt a LEFT JOIN failure f ON f.attempt_id = a.id AND f.superseded_by IS NULL
     WHERE a.migration_id = :migration AND (:after IS NULL OR a.seq > :after)
     ORDER BY a.seq LIMIT :limit
@@ -225,6 +275,12 @@ def verify_settings(db: Database, migration_id: int) -> dict[str, Any]:
     return json.loads(row[0]) if row else {}
 
 
+def probe_reports(db: Database, attempt_id: int) -> list[dict[str, Any]]:
+    """The probe reports stored with an attempt (`probe_report`, a re-run's), one per process."""
+    return [json.loads(r[0]) for r in db.execute(
+        "SELECT data FROM probe_report WHERE attempt_id = ? ORDER BY id", [attempt_id]).fetchall()]
+
+
 def _verification(row: dict[str, Any]) -> Verification:
     return Verification(
         id=row["id"],
@@ -302,7 +358,7 @@ def study_totals(db: Database) -> dict[str, int]:
     """The study's counts as the paper reports them: agent attempts, failed ones, silent
     failures, over-claims and (current) interventions, over every migration."""
     sql = f"""
-    WITH {CURRENT_INTERVENTIONS}
+    WITH {EFFECTIVE_VERDICTS}, {CURRENT_INTERVENTIONS}
     SELECT
         (SELECT count(*) FROM migration) AS migrations,
         (SELECT count(*) FROM attempt WHERE source != 'reference') AS attempts,
@@ -310,7 +366,7 @@ def study_totals(db: Database) -> dict[str, int]:
             WHERE a.source != 'reference' AND f.superseded_by IS NULL) AS failed,
         (SELECT count(*) FROM failure f JOIN attempt a ON a.id = f.attempt_id
             WHERE a.source != 'reference' AND f.superseded_by IS NULL AND f.silent) AS silent,
-        (SELECT count(*) FROM verification v WHERE v.superseded_by IS NULL AND v.over_claim)
+        (SELECT count(*) FROM attempt a WHERE a.source != 'reference' AND {over_claim_of("a")})
             AS over_claims,
         (SELECT count(*) FROM current_intervention) AS interventions
     """
@@ -407,20 +463,9 @@ def effort_inputs(db: Database, migration_id: int) -> EffortInputs:
             )
         runs.append(RunCost(row["id"], row["source"], dollars, row["started_at"]))
     sql = f"""
-    WITH {EFFECTIVE_VERDICTS}, {CURRENT_INTERVENTIONS},
-    attempt_level AS (
-        SELECT a.id,
-               (SELECT COALESCE(MIN(n.level), 6) - 1
-                FROM (SELECT 1 AS level UNION ALL SELECT 2 UNION ALL SELECT 3
-                      UNION ALL SELECT 4 UNION ALL SELECT 5) n
-                WHERE NOT EXISTS (SELECT 1 FROM effective e WHERE e.attempt_id = a.id
-                                  AND e.level = n.level AND e.outcome = 'pass')) AS level
-        FROM attempt a
-        WHERE a.migration_id = :m AND a.source != 'reference'
-          AND EXISTS (SELECT 1 FROM verdict v WHERE v.attempt_id = a.id AND v.superseded_by IS NULL)
-    )
+    WITH {EFFECTIVE_VERDICTS}, {CURRENT_INTERVENTIONS}, {ATTEMPT_LEVEL}
     SELECT
-        (SELECT MAX(level) FROM attempt_level) AS highest,
+        (SELECT MAX(level) FROM attempt_level WHERE migration_id = :m AND verified) AS highest,
         (SELECT count(*) FROM attempt WHERE migration_id = :m AND source = 'agent') AS agent_attempts,
         (SELECT COALESCE(SUM(minutes), 0) FROM current_intervention WHERE migration_id = :m) AS minutes,
         (SELECT COALESCE(SUM(active_seconds), 0) FROM review_session WHERE migration_id = :m) AS seconds,
@@ -513,10 +558,13 @@ _IN_MIGRATIONS = "IN (SELECT value FROM json_each(:migrations))"
 
 def report_attempt_rows(db: Database, migration_ids: list[int]) -> list[dict[str, Any]]:
     """Every attempt of the migrations (references too), with its current verification and
-    failure (NULL when it has none), by migration and seq."""
+    failure (NULL when it has none), by migration and seq. `expected_level` is the effective one
+    (`expected_level_of`), `expected_source` where it came from."""
     sql = f"""
     SELECT a.id, a.migration_id, a.seq, a.source, a.argv, a.cwd, a.env, a.status, a.exit_code,
-           a.started_at, a.ended_at, a.expected_level, a.claim, a.intended_kind, a.intended_count,
+           a.started_at, a.ended_at, {expected_level_of("a")} AS expected_level,
+           {expected_source_of("a")} AS expected_source, a.claim,
+           a.intended_kind, a.intended_count,
            a.observed_kind, a.observed_count,
            v.id AS verification_id, v.highest_level AS v_highest_level, v.wall_seconds,
            v.cost_dollars, v.time_ratio, v.cost_ratio, v.reference_attempt_id,
@@ -556,8 +604,8 @@ def report_override_rows(db: Database, migration_ids: list[int]) -> list[dict[st
 
 
 def report_human_rows(db: Database, migration_ids: list[int]) -> dict[str, list[dict[str, Any]]]:
-    """The migrations' interventions (corrected ones too, with `corrected_by`), decisions and
-    review sessions, oldest first."""
+    """The migrations' interventions (corrected ones too, with `corrected_by`), decisions,
+    review sessions and budget changes, oldest first."""
     params = {"migrations": json.dumps(migration_ids)}
     return {
         "intervention": _rows(db, f"""
@@ -567,6 +615,8 @@ def report_human_rows(db: Database, migration_ids: list[int]) -> dict[str, list[
                           params),
         "review_session": _rows(db, f"SELECT * FROM review_session WHERE migration_id {_IN_MIGRATIONS}"
                                     " ORDER BY id", params),
+        "budget_change": _rows(db, f"SELECT * FROM budget_change WHERE migration_id {_IN_MIGRATIONS}"
+                                   " ORDER BY id", params),
     }
 
 
@@ -591,19 +641,7 @@ def report_series(db: Database, attempt_ids: list[int], name: str) -> dict[int, 
     return out
 
 
-# AI assist (docs/assist.md). The effective expected level: the reviewer's latest claim review
-# (a correction, or the acceptance of a model extraction, whose level it copies) if any, else the
-# importer's rule-based level. A model extraction nobody accepted never counts.
-EFFECTIVE_EXPECTED = """
-effective_expected AS (
-    SELECT a.id AS attempt_id,
-           CASE WHEN r.id IS NOT NULL THEN r.expected_level ELSE a.expected_level END AS expected_level,
-           CASE WHEN r.id IS NULL THEN CASE WHEN a.expected_level IS NULL THEN NULL ELSE 'rule' END
-                WHEN r.action = 'accept' THEN 'model' ELSE 'reviewer' END AS source
-    FROM attempt a
-    LEFT JOIN claim_review r ON r.id = (SELECT MAX(c.id) FROM claim_review c WHERE c.attempt_id = a.id)
-)"""
-"""A CTE with one row per attempt: (attempt_id, expected_level, source)."""
+# AI assist (docs/assist.md).
 
 
 def effective_expected_level(db: Database, attempt_id: int):

@@ -86,3 +86,48 @@ def test_dump_lines_carry_probe_files_back(tmp_path):
                           capture_output=True, text=True)
     lines = done.stdout.splitlines()
     assert len(lines) > 1 and all(line.startswith("@@workbench-probe-file probe-h-1.json ") for line in lines)
+
+
+def _report(rank: int, **changes) -> dict:
+    return {"probe_version": 1, "idle": False, "device_kind": "CPU", "global_device_count": 4, "devices_used": 4,
+            "world_size": 1, "rank": rank, "launcher_world_size": 4, "spmd": False, "steps": 40,
+            "xla_metrics": {"compiles": 60, "fallbacks": {"aten::nonzero": 3}}, "_file": f"probe-h-{rank}.json",
+            **changes}
+
+
+def test_level_3_reads_the_same_facts_from_the_probe_lines_and_from_stored_reports():
+    """One reading of probe JSON: the `workbench-probe` line a process printed and the report it
+    stored (a re-run's probe_report row) give level 3 the same facts and the same verdict."""
+    import dataclasses
+
+    from workbench.models import Attempt, AttemptSource, AttemptStatus, Command, FailureCause, Hardware, Outcome
+    from workbench.probe.inject import workbench_probe
+    from workbench.verify.ladder import Run, level3
+    from workbench.verify.logscan import scan_chunks
+    from workbench.verify.settings import merge
+
+    reports = [_report(0), _report(1, devices_used=2), {"probe_version": 1, "idle": True, "_file": "probe-h-9.json"}]
+    lines = [f"workbench-probe {json.dumps(s)}\n" for s in map(workbench_probe.summary, reports) if s is not None]
+    assert len(lines) == 2  # an idle process prints none
+    log = "".join(["step 40/40 loss 0.1\n", *lines]).encode()
+    from_lines = probe.facts(json.loads(lines[1].split(" ", 1)[1]), "line 3", lines[1].rstrip("\n"))
+    from_row = probe.facts(reports[1], "probe-h-1.json")
+    assert dataclasses.replace(from_row, where="line 3") == from_lines
+    assert from_row.device_count == 2 and from_row.compiles == 60 and from_row.fallbacks == ("aten::nonzero",)
+    assert probe.facts(reports[2], "probe-h-9.json") is None
+
+    attempt = Attempt(1, 1, 1, AttemptSource.RERUN, "c", Command(("python", "train.py"), ".", {}),
+                      AttemptStatus.OK, exit_code=0)
+    facts = scan_chunks([log])
+    settings = merge({})
+    by_line = level3(Run(attempt, facts, {}, "log"), Hardware("cpu", 4), settings)
+    by_row = level3(Run(attempt, scan_chunks([b"step 40/40 loss 0.1\n"]), {}, "log", reports),
+                    Hardware("cpu", 4), settings)
+    both = level3(Run(attempt, facts, {}, "log", reports), Hardware("cpu", 4), settings)  # rows first, not twice
+    for result in (by_line, by_row, both):
+        assert result.outcome is Outcome.FAIL
+        assert "2 device(s) where 4" in result.reason and "2 process(es)" in result.reason
+        assert "aten::nonzero" in result.reason and "compile count 60 after 40 steps" in result.reason
+        assert {c for c, _ in result.causes} == {FailureCause.WRONG_CONFIGURATION, FailureCause.CPU_FALLBACK,
+                                                  FailureCause.RECOMPILATION}
+    assert by_row.evidence[0].ref == "probe-h-1.json" and by_line.evidence[0].ref == "line 3"

@@ -494,6 +494,65 @@ def test_superseded_verdicts_and_stored_flags_do_not_count(study):
     assert b1.over_claim
 
 
+def test_a_reviewers_claim_correction_changes_the_over_claim_count(study):
+    """Over-claims compare the effective expected level: a reviewer's claim review, else the rules.
+    The screens' counts (storage.queries) say the same as the report."""
+    from storage import queries, records
+
+    s, ids = study
+    before = build_report(s.db).totals
+    assert sorted(before.over_claims.part.ids) == sorted([ids["a1"], ids["a2"], ids["b1"]])
+    assert queries.study_totals(s.db)["over_claims"] == 3
+    # a2: the rules read level 4 in its claim (it reached 1); the reviewer reads level 1
+    records.add_claim_review(s.db, attempt_id=ids["a2"], action="correct", expected_level=1, reviewer="ana")
+    # b2: the rules read level 4 (it reached 4); the reviewer reads level 5
+    records.add_claim_review(s.db, attempt_id=ids["b2"], action="correct", expected_level=5, reviewer="bob")
+    report = build_report(s.db)
+    after = report.totals
+    assert sorted(after.over_claims.part.ids) == sorted([ids["a1"], ids["b1"], ids["b2"]])
+    assert after.over_claims.whole.n == before.over_claims.whole.n == 5
+    b2 = next(a for m in report.migrations for a in m.attempt_facts if a.id == ids["b2"])
+    assert (b2.expected_level, b2.expected_source, b2.over_claim) == (5, "reviewer", True)
+    # a reviewer who says the agent named no level takes the attempt out of the denominator
+    records.add_claim_review(s.db, attempt_id=ids["a1"], action="correct", expected_level=None, reviewer="ana")
+    third = build_report(s.db).totals.over_claims
+    assert (third.part.n, third.whole.n) == (2, 4)
+    assert queries.study_totals(s.db)["over_claims"] == 2
+    summaries = {m.migration.slug: m.over_claims for m in queries.migration_summaries(s.db)}
+    assert summaries == {"alpha": 0, "beta": 2, "gamma": 0}
+    assert queries.attempt_summary(s.db, ids["a2"]).over_claim is False
+    assert queries.attempt_summary(s.db, ids["b2"]).over_claim is True
+    assert queries.attempt_summary(s.db, ids["a1"]).over_claim is None
+
+
+def test_decisions_show_what_the_rules_suggested_and_budget_changes_are_listed(study):
+    from workbench.models import DecisionKind
+
+    s, ids = study
+    alpha = ids["alpha"]
+    records.add_budget_change(s.db, migration_id=alpha, compute_dollars=50.0, staff_hours=4.0, attempts=6,
+                              calendar_days=None, acceptance_level=4, reason="more compute for the TPU run",
+                              reviewer="ana")
+    made = records.record_decision(s.db, migration_id=alpha, kind=DecisionKind.CONTINUE, reason="worth one more",
+                                   reviewer="ana")
+    suggested = s.db.execute("SELECT suggested FROM decision WHERE id = ?", [made]).fetchone()[0]
+    assert suggested
+    report = build_report(s.db)
+    tables = md_tables(render(report, "md").decode())
+    decisions = {r[1]: r for r in tables["Decisions and their reasons"][1:]}
+    assert decisions[str(made)][2:5] == ["continue", "worth one more", suggested]
+    assert decisions[str(ids["d1"])][4] == "–"  # recorded without the rules' suggestion
+    budgets = tables["Budget changes"]
+    assert budgets[1][:7] == ["alpha", budgets[1][1], "50.00", "4.0", "6", "–", "4"]
+    assert "more compute for the TPU run" in budgets[1]
+    doc = json.loads(render(report, "json"))
+    m = {x["slug"]: x for x in doc["migrations"]}
+    assert m["alpha"]["decisions"][-1]["suggested"] == suggested
+    assert m["alpha"]["budget_changes"][0]["compute_dollars"] == 50.0
+    assert "budget_changes" in csv_tables(render(report, "csv"))
+    assert "Budget changes" in render(report, "latex").decode()
+
+
 def test_cli_writes_each_format(study, tmp_path):
     s, ids = study
     runner = CliRunner()

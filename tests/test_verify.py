@@ -69,6 +69,22 @@ def test_demo_mlp_attempts_get_their_verdicts_from_the_runs(demo):
     assert v.cause is FailureCause.SLOWER_OR_COSTLIER
 
 
+def test_the_over_claim_flag_compares_the_effective_expected_level(demo):
+    """A reviewer's claim review replaces the rule-based expected level; verifying again redoes the
+    flag, and the screens' counts read the same definition."""
+    db = demo.db
+    verify_study(db, "ana", slug="mlp-classifier")
+    _, v, f = ladder(db, "mlp-classifier", 3)
+    assert v.over_claim is True and v.highest_level == 1
+    records.add_claim_review(db, attempt_id=f.attempt_id, action="correct", expected_level=1, reviewer="ana")
+    assert queries.attempt_summary(db, f.attempt_id).over_claim is False  # counted live
+    again = verify_study(db, "ana", slug="mlp-classifier")
+    assert again.changed == 1
+    assert [o.attempt.expected_level for o in again.outcomes if o.changed] == [1]
+    _, v, _ = ladder(db, "mlp-classifier", 3)
+    assert v.over_claim is False
+
+
 def test_verifying_again_changes_nothing_and_a_new_tolerance_keeps_history(demo):
     db = demo.db
     first = verify_study(db, "ana", slug="mlp-classifier")

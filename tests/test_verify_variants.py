@@ -1,10 +1,12 @@
 """The variant matrix: a small training script run for real, the reference on the CPU and each
-attempt variant on torch_xla with 4 virtual CPU devices, then verified from its log alone.
+attempt variant on torch_xla with 4 virtual CPU devices and the workbench's probe inside
+(workbench/probe), then verified from its log alone (the probe's `workbench-probe` lines in it).
 
 Needs the torch_xla environment (assets/demo/requirements-xla-cpu.txt): its python is
 `$WORKBENCH_XLA_PYTHON`, else `.venv-xla/bin/python` at the repository root, else the CI cache
 (`${XDG_CACHE_HOME:-~/.cache}/workbench/xla-venv`). Without one the tests skip, saying so. The
-runs (about a minute and a half on 2 cores) are cached by the script's and python's hash.
+runs (about a minute and a half on 2 cores) are cached by the hash of the script, the probe and
+python.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import pytest
 from storage import queries, records
 from storage.database import open_study
 from workbench.bundle import import_bundle
+from workbench import probe
 from workbench.models import FailureCause, Outcome
 from workbench.verify import verify_study
 
@@ -29,7 +32,7 @@ from conftest import BundleBuilder, make_repo
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = Path(__file__).resolve().parent / "verify_project" / "train.py"
-PROBE = ROOT / "workbench" / "verify" / "probe"
+PROBE = probe.INJECT_DIR
 P, F, U = Outcome.PASS, Outcome.FAIL, Outcome.UNKNOWN
 
 # seq, variant, devices, the agent's expected level
@@ -76,7 +79,8 @@ def variant_bundle(tmp_path_factory) -> Path:
     if python is None:
         pytest.skip("no torch_xla environment: set WORKBENCH_XLA_PYTHON or run assets/demo/regenerate.sh "
                     "(CI creates one with .ci/run)")
-    key = hashlib.sha256(SCRIPT.read_bytes() + str(python.resolve()).encode()).hexdigest()[:16]
+    probe_source = b"".join(p.read_bytes() for p in sorted(PROBE.glob("*.py")))
+    key = hashlib.sha256(SCRIPT.read_bytes() + probe_source + str(python.resolve()).encode()).hexdigest()[:16]
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "workbench" / "verify-variants" / key
     if (cache / "study.toml").is_file():
         return cache
@@ -88,6 +92,7 @@ def variant_bundle(tmp_path_factory) -> Path:
     (folder / "logs").mkdir()
     sha = make_repo(folder / "repo", [{"train.py": SCRIPT.read_text()}])[0]
     base_env = {"PJRT_DEVICE": "CPU", "PYTHONPATH": str(PROBE), "TF_CPP_MIN_LOG_LEVEL": "1"}
+    harness = ("PYTHONPATH", "WORKBENCH_PROBE_DIR")  # the probe's variables: not the attempt's command
     lines = []
     ref = _run(python, ["train.py", "--reference"], {}, folder / "logs" / "000.log")
     assert ref["exit_code"] == 0, (folder / "logs" / "000.log").read_text()[-2000:]
@@ -98,10 +103,10 @@ def variant_bundle(tmp_path_factory) -> Path:
                   "log": "logs/000.log"})
     for seq, variant, devices, expected in VARIANTS:
         argv = ["train.py", "--variant", "identical" if variant == "fewer_devices" else variant]
-        env = {**base_env, "CPU_NUM_DEVICES": str(devices)}
+        env = {**base_env, "CPU_NUM_DEVICES": str(devices), "WORKBENCH_PROBE_DIR": str(work / "probe" / str(seq))}
         result = _run(python, argv, env, folder / "logs" / f"{seq:03d}.log")
         lines.append({"seq": seq, "source": "agent", "commit": sha,
-                      "command": {"argv": ["python", *argv], "env": {k: v for k, v in env.items() if k != "PYTHONPATH"}},
+                      "command": {"argv": ["python", *argv], "env": {k: v for k, v in env.items() if k not in harness}},
                       **result, "expected_level": expected, "claim": f"variant {variant}",
                       "intended_hardware": {"kind": "cpu", "count": 4}, "observed_hardware": None,
                       "log": f"logs/{seq:03d}.log"})

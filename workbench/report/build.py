@@ -16,6 +16,7 @@ from workbench.errors import WorkbenchError
 from workbench.redact import redact
 from workbench.report.model import (
     AttemptFacts,
+    BudgetChangeRow,
     Count,
     DecisionRow,
     InterventionRow,
@@ -102,7 +103,7 @@ def build_report(db: Any, slugs: list[str] | tuple[str, ...] | None = None, *,
         # Names in a fixed order: the study's list, then first appearance in each table.
         for name in study.reviewers:
             scrub.add_reviewer(name)
-        for table in ("intervention", "decision", "review_session"):
+        for table in ("intervention", "decision", "review_session", "budget_change"):
             for row in human[table]:
                 scrub.add_reviewer(row["reviewer"])
         for row in override_rows:
@@ -152,8 +153,14 @@ def build_report(db: Any, slugs: list[str] | tuple[str, ...] | None = None, *,
     ]
     decisions = [
         DecisionRow(r["id"], r["migration_id"], r["kind"], scrub.text(r["reason"]), scrub.reviewer(r["reviewer"]),
-                    r["at"])
+                    r["at"], r["suggested"])
         for r in human["decision"]
+    ]
+    budget_changes = [
+        BudgetChangeRow(r["id"], r["migration_id"], r["compute_dollars"], r["staff_hours"], r["attempts"],
+                        r["calendar_days"], r["acceptance_level"], scrub.text(r["reason"]),
+                        scrub.reviewer(r["reviewer"]), r["at"])
+        for r in human["budget_change"]
     ]
     sessions = [
         ReviewRow(r["id"], r["migration_id"], scrub.reviewer(r["reviewer"]), r["started_at"],
@@ -168,13 +175,15 @@ def build_report(db: Any, slugs: list[str] | tuple[str, ...] | None = None, *,
         llm_source = f"the `llm_call` table ({len(llm_rows)} calls)"
 
     by_migration: dict[str, dict[int, list[Any]]] = {
-        name: defaultdict(list) for name in ("intervention", "decision", "review", "llm")
+        name: defaultdict(list) for name in ("intervention", "decision", "budget_change", "review", "llm")
     }
     for i in interventions:
         if i.current:
             by_migration["intervention"][i.migration_id].append(i)
     for d in decisions:
         by_migration["decision"][d.migration_id].append(d)
+    for b in budget_changes:
+        by_migration["budget_change"][b.migration_id].append(b)
     for s in sessions:
         by_migration["review"][s.migration_id].append(s)
     for r in llm_rows:
@@ -248,6 +257,7 @@ def _attempt_facts(row, migration, prices, automated, effective, scrub, Run, cos
         status=row["status"],
         exit_code=exit_code,
         expected_level=expected,
+        expected_source=row["expected_source"],
         verification_id=row["verification_id"],
         level=level_eff,
         level_automated=level_auto,
@@ -317,6 +327,7 @@ def _migration_report(m, facts: list[AttemptFacts], reference_id: int | None, by
         review=_ids(sessions, table="review_session"),
         review_seconds=review_seconds,
         decisions=list(by_migration["decision"].get(m.id, [])),
+        budget_changes=list(by_migration["budget_change"].get(m.id, [])),
         wall_hours=sum(a.wall_seconds or 0.0 for a in facts) / 3600.0,
         chip_hours=sum(a.chip_hours or 0.0 for a in facts),
         compute=Money(sum(a.cost_dollars or 0.0 for a in facts),

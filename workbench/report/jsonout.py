@@ -13,7 +13,8 @@ DEFINITIONS = {
     "verified": "an attempt with a current (not superseded) verification",
     "failed": "a verified attempt with at least one current verdict whose effective outcome is fail",
     "silent": "a failed attempt that raised no error (exit 0, no traceback or fatal line)",
-    "over_claim": "a verified attempt whose expected_level is above its highest verified level",
+    "over_claim": "a verified attempt whose effective expected level (a reviewer's claim review, else the"
+                  " rule-based expected_level) is above its highest verified level",
     "intervention": "an intervention record that no later record corrects",
     "goal_met": "the highest verified level of any attempt is 4 or more",
     "final_run": "the last verified attempt (by seq) whose effective level-1 verdict passes",
@@ -50,6 +51,7 @@ def _migration(m: MigrationReport) -> dict[str, Any]:
                                       for k in m.by_kind}},
         "review": {**m.review.json(), "seconds": m.review_seconds},
         "decisions": [asdict(d) for d in m.decisions],
+        "budget_changes": [asdict(b) for b in m.budget_changes],
         "compute": {"wall_hours": m.wall_hours, "chip_hours": m.chip_hours, "cost_dollars": m.compute.dollars,
                     **m.compute.sources.json()},
         "llm": {"cost_dollars": m.llm.dollars, **m.llm.sources.json()},

@@ -95,6 +95,10 @@ class AttemptFacts:
     status: str
     exit_code: int | None
     expected_level: int | None
+    """The effective expected level: a reviewer's claim review, else the importer's rules
+    (storage.queries.expected_level_of)."""
+    expected_source: str | None
+    """`reviewer`, `model` (an accepted extraction), `rule`, or None without a level."""
     verification_id: int | None
     level: int | None
     """Highest effective level (overrides count); None when not verified."""
@@ -146,6 +150,24 @@ class DecisionRow:
     id: int
     migration_id: int
     kind: str
+    reason: str
+    reviewer: str
+    at: str
+    suggested: str | None = None
+    """What the stopping rules suggested when it was made (docs/effort.md); None: no suggestion."""
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetChangeRow:
+    """A reviewer's edit of a migration's budgets (`budget_change`); the latest one is in force."""
+
+    id: int
+    migration_id: int
+    compute_dollars: float | None
+    staff_hours: float | None
+    attempts: int | None
+    calendar_days: float | None
+    acceptance_level: int
     reason: str
     reviewer: str
     at: str
@@ -222,6 +244,7 @@ class MigrationReport:
     review: Count
     review_seconds: float
     decisions: list[DecisionRow]
+    budget_changes: list[BudgetChangeRow]
     wall_hours: float
     chip_hours: float
     compute: Money

@@ -168,11 +168,27 @@ def kinds_table(report: StudyReport) -> Table:
                  ["Migration", "Kind", "Count", "Minutes"], rows, numeric=(2, 3))
 
 
+def _at(text: str) -> V:
+    return s(text[:16].replace("T", " "))
+
+
 def decisions_table(report: StudyReport) -> Table:
-    rows = [[s(m.slug), n(d.id), s(d.kind), s(d.reason), s(d.reviewer), s(d.at[:16].replace("T", " "))]
+    rows = [[s(m.slug), n(d.id), s(d.kind), s(d.reason), s(d.suggested or "–"), s(d.reviewer), _at(d.at)]
             for m in report.migrations for d in m.decisions]
     return Table("decisions", "Decisions and their reasons",
-                 ["Migration", "Id", "Decision", "Reason", "Reviewer", "At"], rows, numeric=(1,), wide=True)
+                 ["Migration", "Id", "Decision", "Reason", "Rules suggested", "Reviewer", "At"], rows,
+                 numeric=(1,), wide=True,
+                 note="Rules suggested: what the stopping rules suggested at that moment (docs/effort.md).")
+
+
+def budget_changes_table(report: StudyReport) -> Table:
+    rows = [[s(m.slug), n(b.id), num(b.compute_dollars), num(b.staff_hours, 1), n(b.attempts),
+             num(b.calendar_days, 1), n(b.acceptance_level), s(b.reason), s(b.reviewer), _at(b.at)]
+            for m in report.migrations for b in m.budget_changes]
+    return Table("budget_changes", "Budget changes",
+                 ["Migration", "Id", "Compute $", "Staff hours", "Attempts", "Days", "Accept at level", "Reason",
+                  "Reviewer", "At"], rows, numeric=(1, 2, 3, 4, 5, 6), wide=True,
+                 note="The latest change of a migration is in force; a dash: no budget.")
 
 
 def overrides_table(report: StudyReport) -> Table:
@@ -192,13 +208,15 @@ def attempts_table(report: StudyReport) -> Table:
         slug = m.slug
         for a in m.attempt_facts:
             rows.append([
-                slug, a.id, a.seq, a.source, a.status, a.exit_code, a.expected_level, a.level, a.level_automated,
+                slug, a.id, a.seq, a.source, a.status, a.exit_code, a.expected_level, a.expected_source, a.level,
+                a.level_automated,
                 a.failed, a.silent, a.over_claim, a.failed_automated, a.silent_automated, a.over_claim_automated,
                 a.cause, a.wall_seconds, a.chip_hours, a.cost_dollars, a.time_ratio, a.cost_ratio, a.command,
                 a.claim, a.failure_note,
             ])
     return Table("attempts", "Attempts",
-                 ["migration", "attempt_id", "seq", "source", "status", "exit_code", "expected_level", "level",
+                 ["migration", "attempt_id", "seq", "source", "status", "exit_code", "expected_level",
+                  "expected_source", "level",
                   "level_verifier", "failed", "silent", "over_claim", "failed_verifier", "silent_verifier",
                   "over_claim_verifier", "cause", "wall_seconds", "chip_hours", "cost_dollars", "time_ratio",
                   "cost_ratio", "command", "claim", "failure_note"], raw_rows=rows)
@@ -226,6 +244,8 @@ def document_tables(report: StudyReport) -> list[Table]:
     """The tables of a document (Markdown, HTML, LaTeX)."""
     tables = [totals_table(report), outcomes_table(report), verifier_table(report), effort_table(report),
               kinds_table(report), decisions_table(report)]
+    if any(m.budget_changes for m in report.migrations):
+        tables.append(budget_changes_table(report))
     if report.overrides:
         tables.append(overrides_table(report))
     return tables
@@ -234,7 +254,8 @@ def document_tables(report: StudyReport) -> list[Table]:
 def all_tables(report: StudyReport) -> list[Table]:
     """Every table, record-level ones included (CSV)."""
     return [totals_table(report), outcomes_table(report), verifier_table(report), effort_table(report),
-            kinds_table(report), decisions_table(report), overrides_table(report), attempts_table(report),
+            kinds_table(report), decisions_table(report), budget_changes_table(report), overrides_table(report),
+            attempts_table(report),
             intervention_records_table(report), review_table(report)]
 
 

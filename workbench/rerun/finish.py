@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
+from storage.queries import probe_reports  # noqa: F401  (the stored reports, read back)
 from workbench.models import AttemptSource, AttemptStatus
 
 
@@ -32,6 +34,10 @@ def store_result(db: Any, job: Any, *, exit_code: int | None, timed_out: bool, s
     if main is not None:
         for name, points in probe.series(main).items():
             series.setdefault(name, points)   # the program's own prints first, the probe fills gaps
+    if any(not math.isfinite(v) for points in series.values() for v in points.values()):
+        # a diverged run (`loss nan`): metric_point cannot hold NaN (SQLite stores it as NULL), so
+        # store no series and let the verifier read them, NaN included, from the stored log
+        series = {}
     observed_kind = observed_count = None
     if main is not None and main.get("device_kind"):
         observed_kind = str(main["device_kind"]).lower()
@@ -95,9 +101,3 @@ def verify_attempt(db: Any, migration_id: int, seq: int, reviewer: str) -> None:
     row = list(db.query("SELECT * FROM migration WHERE id = ?", [migration_id]))[0]
     if study is not None:
         verify_migration(db, migration_from_row(row), study, reviewer, seq=seq)
-
-
-def probe_reports(db: Any, attempt_id: int) -> list[dict[str, Any]]:
-    """The probe reports stored with an attempt, one per process."""
-    return [json.loads(r[0]) for r in db.execute(
-        "SELECT data FROM probe_report WHERE attempt_id = ? ORDER BY id", [attempt_id]).fetchall()]

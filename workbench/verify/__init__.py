@@ -9,6 +9,7 @@ verdicts and keeps the old ones in history. docs/verification.md is the specific
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from typing import Any
 from workbench.models import Attempt, AttemptSource, Migration, Study
 
 VERIFIER = "workbench.ladder"
-VERSION = "1.0.0"
+VERSION = "1.1.0"
 """Bump on any change to what a level checks: stored verdicts of an older version are redone."""
 
 EXTRACT_LIMIT = 64 << 20
@@ -54,7 +55,9 @@ def _series_from_db(db: Any, attempt_id: int) -> dict[str, dict[int, float]]:
 
 
 def load_run(db: Any, attempt: Attempt, settings: dict[str, Any]):
-    """The attempt's evidence: log facts from one streaming pass, and its metric series."""
+    """The attempt's evidence: log facts from one streaming pass, its metric series, and the
+    probe reports a re-run stored with it."""
+    from storage.queries import probe_reports
     from workbench.verify.ladder import Run
     from workbench.verify.logscan import LogScanner, compile_patterns, stored_chunks
 
@@ -67,9 +70,10 @@ def load_run(db: Any, attempt: Attempt, settings: dict[str, Any]):
         for chunk in stored_chunks(db, attempt.log_id):
             scanner.feed(chunk)
         facts = scanner.finish()
+    reports = probe_reports(db, attempt.id)
     if stored:
-        return Run(attempt, facts, stored, "stored")
-    return Run(attempt, facts, facts.point_series() if facts else {}, "log")
+        return Run(attempt, facts, stored, "stored", reports)
+    return Run(attempt, facts, facts.point_series() if facts else {}, "log", reports)
 
 
 def _input_digest(db: Any, attempt: Attempt) -> dict[str, Any]:
@@ -79,26 +83,31 @@ def _input_digest(db: Any, attempt: Attempt) -> dict[str, Any]:
     log = None
     if attempt.log_id is not None:
         log = db.execute("SELECT sha256 FROM log WHERE id = ?", [attempt.log_id]).fetchone()[0]
+    from storage.queries import probe_reports
+
     digest = hashlib.sha256()
-    for point in db.execute(
-        "SELECT name, step, value FROM metric_point WHERE attempt_id = ? ORDER BY name, step", [attempt.id]
-    ):
-        digest.update(repr(tuple(point)).encode())
+    for name, points in _series_from_db(db, attempt.id).items():
+        for step, value in points.items():
+            digest.update(repr((name, step, value)).encode())
+    probes = json.dumps(probe_reports(db, attempt.id), sort_keys=True, default=str)
     return {
         "record": hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest(),
         "log_sha256": log,
         "metrics_sha256": digest.hexdigest(),
+        "probes_sha256": hashlib.sha256(probes.encode()).hexdigest(),
     }
 
 
 def inputs_for(db: Any, migration: Migration, study: Study, attempt: Attempt, reference: Attempt | None,
                settings: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """Hashes of every input a verdict depends on, and one hash over them all."""
+    """Hashes of every input a verdict depends on, and one hash over them all. `attempt` carries
+    its effective expected level (see `with_effective_expected`): a claim review changes it."""
     inputs = {
         "verifier": VERIFIER,
         "version": VERSION,
         "settings": settings,
         "attempt": _input_digest(db, attempt),
+        "expected_level": attempt.expected_level,
         "reference": _input_digest(db, reference) if reference else None,
         "migration": {
             "goal": [migration.goal.metric, migration.goal.reference, migration.goal.direction.value,
@@ -122,6 +131,15 @@ def reference_of(db: Any, migration_id: int) -> Attempt | None:
     return attempt_from_row(rows[0]) if rows else None
 
 
+def with_effective_expected(db: Any, attempt: Attempt) -> Attempt:
+    """The attempt with its effective expected level (`storage.queries.expected_level_of`: a
+    reviewer's claim review, else the rule-based level), the level its over-claim flag compares."""
+    from storage.queries import effective_expected_level
+
+    level = effective_expected_level(db, attempt.id).level
+    return attempt if level == attempt.expected_level else dataclasses.replace(attempt, expected_level=level)
+
+
 def verify_migration(db: Any, migration: Migration, study: Study, reviewer: str, *,
                      seq: int | None = None, force: bool = False) -> Report:
     """Verify a migration's agent attempts (or the one with `seq`)."""
@@ -140,7 +158,7 @@ def verify_migration(db: Any, migration: Migration, study: Study, reviewer: str,
         sql += " AND seq = ?"
         params.append(seq)
     for row in list(db.query(sql + " ORDER BY seq", params)):
-        attempt = attempt_from_row(row)
+        attempt = with_effective_expected(db, attempt_from_row(row))
         digest, inputs = inputs_for(db, migration, study, attempt, reference, settings)
         current = queries.current_verification(db, attempt.id)
         if current is not None and current.inputs_hash == digest and not force:

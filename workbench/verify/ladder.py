@@ -23,6 +23,8 @@ from workbench.models import (
     Outcome,
     Study,
 )
+from workbench.probe import ProbeFacts, facts_of_reports
+from workbench.probe import facts as probe_facts
 from workbench.verify.logscan import LogFacts
 
 PASS, FAIL, UNKNOWN = Outcome.PASS, Outcome.FAIL, Outcome.UNKNOWN
@@ -38,6 +40,18 @@ class Run:
     """name -> step -> value: the stored series when present, else extracted from the log."""
     series_source: str = "stored"
     """`stored` (from the bundle) or `log` (extracted by the scan)."""
+    probe_reports: list[dict[str, Any]] = field(default_factory=list)
+    """The probe's reports stored with the attempt (`probe_report` rows of a re-run), if any."""
+
+    def probes(self) -> list[ProbeFacts]:
+        """Each probed process's facts: from the stored reports when there are any, else from the
+        `workbench-probe` lines of the log (a re-run's log holds both; the reports say more)."""
+        if self.probe_reports:
+            return facts_of_reports(self.probe_reports)
+        if self.facts is None:
+            return []
+        found = (probe_facts(record, f"line {hit.line}", hit.text) for hit, record in self.facts.probes)
+        return [f for f in found if f is not None]
 
     def metric_evidence(self, name: str, step: int, extra: str = "") -> Evidence:
         value = self.series.get(name, {}).get(step)
@@ -276,19 +290,20 @@ def _kind_matches(intended: str, observed: str) -> bool:
     return i == o or i.startswith(o + "-") or o.startswith(i + "-") or i.split("-")[0] == o.split("-")[0]
 
 
+def _probe(p: ProbeFacts) -> Evidence:
+    return Evidence("probe", p.where, p.text[:300])
+
+
 def observed_devices(run: Run) -> tuple[str | None, int | None, list[Evidence]]:
     """Device kind and count from the probe, else sharding specs, else the run's own report."""
     facts = run.facts
     kind = count = None
     evidence: list[Evidence] = []
-    if facts is not None and facts.probes:
-        hit, probe = facts.probes[-1]
-        kind = probe.get("device_kind")
-        count = probe.get("global_device_count")
-        used = probe.get("devices_used")
-        if isinstance(used, int):
-            count = used if count is None else min(count, used)
-        evidence.append(Evidence("probe", f"line {hit.line}", hit.text))
+    probes = run.probes()
+    if probes:
+        probe = probes[-1]
+        kind, count = probe.device_kind, probe.device_count
+        evidence.append(_probe(probe))
     if count is None and facts is not None and facts.sharding:
         hit = max(facts.sharding, key=lambda h: int(h.text))
         count = int(hit.text)
@@ -303,8 +318,12 @@ def observed_devices(run: Run) -> tuple[str | None, int | None, list[Evidence]]:
     return kind, count, evidence
 
 
-def recompilation(facts: LogFacts, settings: dict[str, Any]) -> tuple[bool | None, str, list[Evidence]]:
-    """torch_xla's rule: more than `max_compiles_per_step` compilations per step after warm-up."""
+def recompilation(facts: LogFacts, settings: dict[str, Any],
+                  probes: list[ProbeFacts] = ()) -> tuple[bool | None, str, list[Evidence]]:
+    """torch_xla's rule: more than `max_compiles_per_step` compilations per step after warm-up.
+
+    Evidence in this order: profiler lines, compilation-cause blocks, the compile counter of the
+    log's metrics reports, else the compile count each probed process reported at exit."""
     warm = int(settings["warmup_steps"])
     rate_max = float(settings["max_compiles_per_step"])
     for hit in facts.profiler:
@@ -320,6 +339,10 @@ def recompilation(facts: LogFacts, settings: dict[str, Any]) -> tuple[bool | Non
         return False, f"{len(after)} compilation-cause blocks after warm-up", []
     series = facts.counter_series.get("UncachedCompile") or facts.counter_series.get("CompileTime") or []
     if not series or last is None:
+        counted = [p for p in probes if p.compiles is not None and p.steps]
+        if counted:
+            p = max(counted, key=lambda p: p.compiles / p.steps)
+            return _final_count("the probe's compile count", p.compiles, p.steps, settings, _probe(p))
         return None, "no compile counts in the log", []
     name = "UncachedCompile" if facts.counter_series.get("UncachedCompile") else "CompileTime"
     snaps = [(h.step, int(h.text), h) for h in series if h.step is not None]
@@ -331,24 +354,40 @@ def recompilation(facts: LogFacts, settings: dict[str, Any]) -> tuple[bool | Non
         return grown, (f"{name} grew from {c0} at step {s0} to {c1} at step {s1} ({rate:.2f} per step)"), [_log(h1, f"{name} ")]
     total = int(series[-1].text)
     steps = series[-1].step or last
+    hit = series[-1]
+    return _final_count(name, total, steps, settings,
+                        Evidence("log_line", str(hit.line), f"{name}: {total} after {steps} steps"))
+
+
+def _final_count(name: str, total: int, steps: int, settings: dict[str, Any],
+                 evidence: Evidence) -> tuple[bool | None, str, list[Evidence]]:
+    """One compile count at the end of `steps` steps against warm-up plus the per-step rate."""
+    warm = int(settings["warmup_steps"])
+    rate_max = float(settings["max_compiles_per_step"])
     if steps <= warm:
         return None, f"only {steps} steps: too few to judge compilation after warm-up", []
     allowed = int(settings["warmup_compiles"]) + rate_max * (steps - warm)
-    hit = series[-1]
-    ev = [Evidence("log_line", str(hit.line), f"{name}: {total} after {steps} steps")]
     if total > allowed:
         return True, (f"{name} {total} after {steps} steps: more than {settings['warmup_compiles']} during warm-up "
-                      f"plus {rate_max:g} per step after it ({allowed:g})"), ev
-    return False, f"{name} {total} after {steps} steps", ev
+                      f"plus {rate_max:g} per step after it ({allowed:g})"), [evidence]
+    return False, f"{name} {total} after {steps} steps", [evidence]
 
 
-def fallbacks(facts: LogFacts, settings: dict[str, Any]) -> list[Evidence]:
+def fallbacks(facts: LogFacts, settings: dict[str, Any], probes: list[ProbeFacts] = ()) -> list[Evidence]:
+    """`aten::` counters above 0 in the log's metrics reports, then those the probe found at exit
+    that the log does not show, then `not lowered` profiler lines."""
     ignore = set(settings["fallback_ignore"])
     out = [
         Evidence("log_line", str(hit.line), f"{name} ran on the CPU {hit.text} times")
         for name, hit in sorted(facts.counters.items())
         if name.startswith("aten::") and name not in ignore and int(hit.text) > 0
     ]
+    seen = set(facts.counters)
+    for p in probes:
+        for name in p.fallbacks:
+            if name.startswith("aten::") and name not in ignore and name not in seen:
+                seen.add(name)
+                out.append(Evidence("probe", p.where, f"{name} ran on the CPU (the probe's counters at exit)"))
     for hit in facts.profiler:
         if "not lowered" in hit.text:
             out.append(_log(hit))
@@ -383,22 +422,23 @@ def level3(run: Run, intended: Hardware, settings: dict[str, Any]) -> LevelResul
         problems.append((FailureCause.WRONG_CONFIGURATION, f"ran on {count} device(s) where {intended.count} are intended",
                          evidence[:1]))
     facts = run.facts
-    if facts is not None and facts.probes:
-        sizes = [(hit, p.get("world_size"), p.get("launcher_world_size")) for hit, p in facts.probes]
+    probes = run.probes()
+    if probes:
         launched = _launcher_processes(run.attempt.command.argv)
-        alone = [h for h, ws, lws in sizes if ws == 1 and ((lws or 0) > 1 or (launched or 0) > 1)]
-        if not alone and len(sizes) > 1 and all(ws == 1 for _, ws, _ in sizes):
-            alone = [h for h, _, _ in sizes]
+        alone = [p for p in probes
+                 if p.world_size == 1 and ((p.launcher_world_size or 0) > 1 or (launched or 0) > 1)]
+        if not alone and len(probes) > 1 and all(p.world_size == 1 for p in probes):
+            alone = probes
         if alone:
             problems.append((FailureCause.WRONG_CONFIGURATION,
                              f"{len(alone)} process(es) under a multi-process launch each report world size 1",
-                             [_log(h) for h in alone[:4]]))
+                             [_probe(p) for p in alone[:4]]))
     if facts is not None:
-        fb = fallbacks(facts, settings)
+        fb = fallbacks(facts, settings, probes)
         if fb:
             ops = ", ".join(e.text.split(" ran on")[0] for e in fb if " ran on" in e.text) or "ops not lowered"
             problems.append((FailureCause.CPU_FALLBACK, f"CPU fallbacks: {ops}", fb))
-        recompiled, why, rev = recompilation(facts, settings)
+        recompiled, why, rev = recompilation(facts, settings, probes)
         if recompiled:
             problems.append((FailureCause.RECOMPILATION, f"repeated compilation: {why}", rev))
     if problems:
@@ -408,7 +448,7 @@ def level3(run: Run, intended: Hardware, settings: dict[str, Any]) -> LevelResul
         return LevelResult(3, UNKNOWN, f"no evidence of the device count (intended {intended.describe()})", evidence)
     notes = ""
     if facts is not None:
-        recompiled, why, rev = recompilation(facts, settings)
+        recompiled, why, rev = recompilation(facts, settings, probes)
         if recompiled is False:
             notes = f"; no repeated compilation ({why})"
             evidence += rev

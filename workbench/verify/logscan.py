@@ -129,7 +129,7 @@ class LogFacts:
     profiler: list[Hit] = field(default_factory=list)
     """`pt-xla-profiler:` lines (PT_XLA_DEBUG=1): too-frequent compiles or transfers, ops not lowered."""
     probes: list[tuple[Hit, dict[str, Any]]] = field(default_factory=list)
-    """`workbench-probe {json}` lines written by the probe (workbench/verify/probe)."""
+    """`workbench-probe {json}` lines written by the probe (workbench/probe)."""
     sharding: list[Hit] = field(default_factory=list)
     """Sharding specs `{devices=[4,1]0,1,2,3}`; `text` is the number of devices named."""
     reports: int = 0

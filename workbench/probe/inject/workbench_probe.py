@@ -278,6 +278,21 @@ SUMMARY_KEYS = ("device_kind", "global_device_count", "devices_used", "world_siz
                 "launcher_world_size", "spmd", "steps")
 
 
+def summary(data: dict) -> dict | None:
+    """The `workbench-probe {json}` line's object for a report; None for an idle process.
+
+    The workbench reduces stored reports with this same function (workbench.probe.facts), so
+    the line and the file say the same thing to the verifier.
+    """
+    if data.get("idle"):
+        return None
+    out = {k: data.get(k) for k in SUMMARY_KEYS}
+    xm = data.get("xla_metrics") or {}
+    if xm:
+        out.update(compiles=xm.get("compiles"), fallbacks=sorted(xm.get("fallbacks") or {}))
+    return out
+
+
 def _at_exit() -> None:
     s = _state
     if s is None or s.written:
@@ -291,13 +306,10 @@ def _at_exit() -> None:
         with open(tmp, "w") as fh:
             json.dump(data, fh, default=str)
         os.replace(tmp, os.path.join(s.out_dir, name))
-        if data["idle"]:
+        line = summary(data)
+        if line is None:
             return  # a launcher (torchrun's parent) or a helper process: no summary line
-        summary = {k: data.get(k) for k in SUMMARY_KEYS}
-        xm = data.get("xla_metrics") or {}
-        if xm:
-            summary.update(compiles=xm.get("compiles"), fallbacks=sorted(xm.get("fallbacks", {})))
-        sys.stderr.write("workbench-probe " + json.dumps(summary, default=str) + "\n")
+        sys.stderr.write("workbench-probe " + json.dumps(line, default=str) + "\n")
         sys.stderr.flush()
     except Exception as exc:  # the exit of the program is not ours to spoil
         try:
