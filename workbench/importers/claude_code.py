@@ -3,8 +3,10 @@
 A transcript is read one line at a time, never whole. Every Bash call the workload rule
 accepts becomes an attempt; the other tool calls and the edits made since the previous attempt
 are kept beside it; the assistant's words after it are its claim. Each attempt (its row, log,
-edits and tool calls) is written in its own transaction, keyed by the Bash call's tool_use id,
-so a re-import changes nothing and a resumed session adds only what is new.
+edits and tool calls) is written whole or not at all (a savepoint), keyed by the Bash call's
+tool_use id, so a re-import changes nothing and a resumed session adds only what is new. Attempts
+are committed in small groups (BATCH_*): a crash loses at most the last group, never half of an
+attempt, and the next import adds it.
 
 Bad lines, unknown record types and calls without results are counted per file and reported;
 they never stop an import.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -54,6 +57,10 @@ CONTEXT_TEXT_MAX = 4_000
 TASK_TOOLS = {"Task", "Agent"}
 EDIT_TOOLS = {"Edit", "Write", "MultiEdit"}
 OUTPUT_TOOLS = {"TaskOutput", "BashOutput"}
+BATCH_ATTEMPTS = 64
+BATCH_BYTES = 16 << 20
+BATCH_SECONDS = 0.5
+"""A group of written attempts is committed when it reaches any of these (and at the end)."""
 
 _EXIT = re.compile(r"^(?:Error: )?Exit code (-?\d+)")
 _BACKGROUND = re.compile(r"running in background with ID: (\w+)")
@@ -707,6 +714,10 @@ class ClaudeCodeImporter:
         self.next_seq = (self.db.execute(
             "SELECT COALESCE(MAX(seq), 0) FROM attempt WHERE migration_id = ?", [found.id]
         ).fetchone()[0]) + 1
+        self._batch: list[tuple[FileReport, str, str]] = []
+        self._batch_open = False
+        self._batch_bytes = 0
+        self._batch_started = 0.0
         self.linker = None
         if repo is not None:
             from workbench.importers.gitlink import GitLinker
@@ -716,8 +727,9 @@ class ClaudeCodeImporter:
     def run(self, paths: list[Path]) -> ImportReport:
         report = ImportReport()
         files, report.problems = discover(paths)
-        # One transaction per attempt: in WAL mode, NORMAL keeps the database safe from corruption
-        # and skips an fsync per commit (a power cut may lose the last attempts, never half of one).
+        # Attempts are committed in groups: in WAL mode, NORMAL keeps the database safe from
+        # corruption and skips an fsync per commit (a power cut may lose the last attempts, never
+        # half of one).
         previous = self.db.execute("PRAGMA synchronous").fetchone()[0]
         self.db.execute("PRAGMA synchronous=NORMAL")
         try:
@@ -725,8 +737,43 @@ class ClaudeCodeImporter:
                 session = SessionImporter(self, path)
                 report.files.extend(session.run())
         finally:
+            self._commit()
             self.db.execute(f"PRAGMA synchronous={int(previous)}")
         return report
+
+    # -- groups of attempts in one transaction
+
+    def _begin(self) -> None:
+        """Open a group unless a transaction is open already (then its owner commits it)."""
+        if not self.db.conn.in_transaction:
+            self.db.conn.execute("BEGIN IMMEDIATE")
+            self._batch_open = True
+            self._batch_bytes = 0
+            self._batch_started = time.monotonic()
+
+    def _commit(self) -> None:
+        if not self._batch_open:
+            return
+        self._batch_open = False
+        batch, self._batch = self._batch, []
+        try:
+            self.db.conn.execute("COMMIT")
+        except Exception as exc:  # noqa: BLE001 - the group is lost; it is reported, not raised
+            if self.db.conn.in_transaction:
+                self.db.conn.rollback()
+            self._lost(batch, exc)
+
+    def _lost(self, batch: list[tuple[FileReport, str, str]], exc: Exception) -> None:
+        """Attempts of a group that was rolled back after they were counted: they are not written."""
+        for report, what, tool_use_id in batch:
+            if what == "insert":
+                report.attempts_new -= 1
+            elif what == "update":
+                report.attempts_updated -= 1
+            else:
+                report.attempts_unchanged -= 1
+            report.attempts_failed += 1
+            report.problems.append(f"attempt {tool_use_id}: not written ({type(exc).__name__}: {exc})")
 
     def seq_for(self, tool_use_id: str) -> int:
         row = self.db.execute(
@@ -749,6 +796,7 @@ class ClaudeCodeImporter:
 
     def link_agent(self, tool_use_id: str, agent_id: str) -> None:
         """Tool calls already written (by an earlier import) learn the sub-agent they started."""
+        self._begin()
         self.db.execute(
             "UPDATE attempt_tool_call SET spawned_agent_id = ? WHERE tool_use_id = ? AND spawned_agent_id IS NULL"
             " AND attempt_id IN (SELECT id FROM attempt WHERE migration_id = ?)",
@@ -756,7 +804,7 @@ class ClaudeCodeImporter:
         )
 
     def write(self, pending: PendingAttempt) -> None:
-        """One attempt, with its log, edits and tool calls, in one transaction."""
+        """One attempt, with its log, edits and tool calls, whole in one savepoint of the group."""
         report = pending.report
         claim = redact("\n\n".join(pending.claim))
         if pending.claim_chars > CLAIM_MAX:
@@ -777,11 +825,14 @@ class ClaudeCodeImporter:
             expected_level=expected_level(claim),
             claim=claim,
         )
+        size = 0
         try:
+            self._begin()
             with self.db.atomic():
                 log_id = None
                 if pending.answered and pending.output:
                     data = redact("\n".join(pending.output)).encode("utf-8", errors="replace")
+                    size = len(data)
                     log_id = store_log_bytes(self.db, data)
                 row = attempt_to_row(attempt)
                 row.update(
@@ -799,6 +850,10 @@ class ClaudeCodeImporter:
                 if changed and what == "same":
                     what = "update"
         except Exception as exc:  # noqa: BLE001 - one attempt's failure never stops the import
+            if self._batch_open and not self.db.conn.in_transaction:  # the error ended the group
+                self._batch_open = False
+                batch, self._batch = self._batch, []
+                self._lost(batch, exc)
             report.attempts_failed += 1
             report.problems.append(f"attempt {pending.tool_use_id}: not written ({type(exc).__name__}: {exc})")
             return
@@ -808,6 +863,12 @@ class ClaudeCodeImporter:
             report.attempts_updated += 1
         else:
             report.attempts_unchanged += 1
+        if self._batch_open:
+            self._batch.append((report, what, pending.tool_use_id))
+            self._batch_bytes += size
+            if (len(self._batch) >= BATCH_ATTEMPTS or self._batch_bytes >= BATCH_BYTES
+                    or time.monotonic() - self._batch_started >= BATCH_SECONDS):
+                self._commit()
 
     def _replace(self, attempt_id: int, table: str, rows: list[dict[str, Any]]) -> bool:
         columns = list(rows[0]) if rows else []
