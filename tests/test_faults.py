@@ -514,3 +514,31 @@ def test_two_app_processes_and_the_cli_writing_at_once(imported):
     want = {f"{name} {n}" for name in ("ana", "ben") for n in range(saves)} | {f"cli {n}" for n in range(saves * 2)}
     assert sorted(got) == sorted(want)
     assert_intact(imported)
+
+
+DIVERGING = """\
+import sys
+for i in range(1, 6):
+    print(f"step {i}/5 loss {'nan' if i > 2 else 1.0 / i} grad_norm 0.5", flush=True)
+print("eval_accuracy 0.95", flush=True)
+"""
+
+
+def test_a_rerun_whose_loss_goes_nan_is_stored_and_fails_level_2(tmp_path):
+    """metric_point cannot hold NaN: the result is stored (the log carries the NaN), not lost."""
+    from storage import queries
+    from tests.rerun_helpers import attempt, study_with_script
+    from workbench.rerun import jobs
+    from workbench.rerun.jobs import JobState
+
+    study = study_with_script(tmp_path, DIVERGING)
+    try:
+        spec = jobs.with_changes(jobs.spec_for(study.db, attempt(study, "toy", 1), "local"),
+                                 argv=("python3", "train.py"))
+        job = jobs.wait(study.db, jobs.launch(study, spec, "ana").id, timeout=120)
+        assert job.state is JobState.FINISHED, job.error
+        levels = {v.level: v.outcome.value for v in queries.verdicts(study.db, job.result_attempt_id)}
+        assert levels[2] == "fail"
+    finally:
+        study.close()
+    assert_intact(study.path)
