@@ -285,60 +285,102 @@ class LogScanner:
         return None
 
     def _metrics(self, piece: bytes, base: int, marks: list[tuple[int, int]]) -> None:
-        facts = self.facts
         for compiled in self.patterns:
             if compiled.gate and not any(g in piece for g in compiled.gate):
                 continue
-            groups = compiled.groups
             pattern = compiled.pattern
+            if not pattern.json:
+                self._fields(compiled, piece, base, marks)
+                continue
             counter = _LineCounter(piece, base)
             for m in compiled.regex.finditer(piece):
                 start = m.start()
                 step = None
-                if pattern.json:
-                    try:
-                        record = json.loads(m.group(0))
-                    except ValueError:
-                        continue
-                    if not isinstance(record, dict):
-                        continue
-                    raw_step = record.get("step", record.get("global_step"))
-                    if isinstance(raw_step, int) and not isinstance(raw_step, bool):
-                        step = raw_step
-                    pairs = [
-                        (k, float(v)) for k, v in record.items()
-                        if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in SKIP_NAMES
-                    ]
-                else:
-                    if "step" in groups and m.group("step") is not None:
-                        step = int(m.group("step"))
-                        if "epoch" in groups and m.group("epoch") is not None and m.group("total"):
-                            step = int(m.group("epoch")) * int(m.group("total")) + step
-                    if pattern.name == "plain" and m.group("total") is not None:
-                        facts.total_steps = int(m.group("total"))
-                    if "name" in groups:
-                        pairs = [(m.group("name").decode("utf-8", "replace"), _num(m.group("value")))]
-                    else:
-                        body = m.group("body") if "body" in groups else m.group(0)
-                        pairs = [
-                            (k.decode("utf-8", "replace"), _num(v))
-                            for k, v in _KV.findall(body)
-                            if k not in _SKIP_BYTES
-                        ]
+                try:
+                    record = json.loads(m.group(0))
+                except ValueError:
+                    continue
+                if not isinstance(record, dict):
+                    continue
+                raw_step = record.get("step", record.get("global_step"))
+                if isinstance(raw_step, int) and not isinstance(raw_step, bool):
+                    step = raw_step
+                pairs = [
+                    (k, float(v)) for k, v in record.items()
+                    if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in SKIP_NAMES
+                ]
                 if step is not None and not pattern.sequential:
                     marks.append((start, step))
                 line = counter.at(start)
                 for name, value in pairs:
-                    if value is None:
-                        continue
-                    if step is not None:
-                        facts.points.setdefault(name, {})[step] = (value, line)
-                    elif pattern.sequential:
-                        n = self._sequence.get(name, 0) + 1
-                        self._sequence[name] = n
-                        facts.points.setdefault(name, {})[n] = (value, line)
-                    else:
-                        self._pending.append((name, value, line, start))
+                    self._point(name, value, step, line, start, pattern.sequential)
+
+    def _point(self, name: str, value: float, step: int | None, line: int, start: int, sequential: bool) -> None:
+        if step is not None:
+            self.facts.points.setdefault(name, {})[step] = (value, line)
+        elif sequential:
+            n = self._sequence.get(name, 0) + 1
+            self._sequence[name] = n
+            self.facts.points.setdefault(name, {})[n] = (value, line)
+        else:
+            self._pending.append((name, value, line, start))
+
+    def _fields(self, compiled: _Compiled, piece: bytes, base: int, marks: list[tuple[int, int]]) -> None:
+        """A regex pattern's matches: the per-line loop of metric extraction, kept lean (no
+        Python call per metric beyond `float`; names decoded once)."""
+        facts = self.facts
+        points = facts.points
+        groups = compiled.groups
+        pattern = compiled.pattern
+        sequential = pattern.sequential
+        has_step = "step" in groups
+        has_epoch = "epoch" in groups
+        has_name = "name" in groups
+        has_body = "body" in groups
+        plain = pattern.name == "plain"
+        kv = _KV.findall
+        skip = _SKIP_BYTES
+        names = _NAMES
+        count = piece.count
+        line, last = base, 0
+        for m in compiled.regex.finditer(piece):
+            start = m.start()
+            step = None
+            if has_step:
+                raw = m.group("step")
+                if raw is not None:
+                    step = int(raw)
+                    if has_epoch and m.group("epoch") is not None and m.group("total"):
+                        step = int(m.group("epoch")) * int(m.group("total")) + step
+            if plain and m.group("total") is not None:
+                facts.total_steps = int(m.group("total"))
+            if has_name:
+                found = [(m.group("name"), m.group("value"))]
+            else:
+                found = kv(m.group("body") if has_body else m.group(0))
+            if step is not None and not sequential:
+                marks.append((start, step))
+            line += count(b"\n", last, start)
+            last = start
+            for key, raw_value in found:
+                if not has_name and key in skip:
+                    continue
+                name = names.get(key)
+                if name is None:
+                    name = key.decode("utf-8", "replace")
+                    if len(names) < 4096:
+                        names[key] = name
+                try:
+                    value = float(raw_value)
+                except ValueError:
+                    continue
+                if step is not None:
+                    dest = points.get(name)
+                    if dest is None:
+                        dest = points[name] = {}
+                    dest[step] = (value, line)
+                else:
+                    self._point(name, value, step, line, start, sequential)
 
     def _tracebacks(self, piece: bytes, base: int) -> None:
         facts = self.facts
@@ -436,6 +478,9 @@ class LogScanner:
 
 
 _SKIP_BYTES = frozenset(n.encode() for n in SKIP_NAMES)
+_NAMES: dict[bytes, str] = {}
+"""Metric names as read (bytes) and decoded, shared by all scans (at most 4096): a log repeats
+a few names."""
 
 
 class _Deferred:
