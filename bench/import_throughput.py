@@ -9,8 +9,9 @@ in a fresh subprocess so peak RSS is its own:
 - parse:  `for line in f: json.loads(line)` over the file;
 - import: `ClaudeCodeImporter` into a new study database (default workload rule).
 
-Target: import time at most twice the bare parse. Prints a Markdown table row for
-bench/RESULTS.md.
+Each is run --runs times, interleaved; medians of wall and CPU time are printed (CPU time is the
+steadier figure on a shared machine). Target: import time at most twice the bare parse. Prints a
+Markdown table row for bench/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import argparse
 import json
 import random
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -63,6 +65,7 @@ def write_transcript(path: Path, megabytes: int) -> int:
 
 def measure(mode: str, transcript: Path, workdir: Path) -> None:
     start = time.perf_counter()
+    cpu = time.process_time()
     if mode == "parse":
         n = 0
         with transcript.open("rb") as fh:
@@ -84,18 +87,21 @@ def measure(mode: str, transcript: Path, workdir: Path) -> None:
         study = open_study(workdir / "s.db", create=True)
         import_bundle(study, builder.root, "bench")
         start = time.perf_counter()
+        cpu = time.process_time()
         report = ClaudeCodeImporter(study, "mlp-xla", "bench").run([transcript])
         study.close()
         detail = f"{report.inserted} attempts, {sum(f.tool_calls for f in report.files)} tool calls"
     elapsed = time.perf_counter() - start
+    cpu = time.process_time() - cpu
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"mode": mode, "seconds": elapsed, "peak_mib": peak, "detail": detail}))
+    print(json.dumps({"mode": mode, "seconds": elapsed, "cpu": cpu, "peak_mib": peak, "detail": detail}))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--mb", type=int, default=200)
     parser.add_argument("--keep", type=Path)
+    parser.add_argument("--runs", type=int, default=3, help="measurements of each; medians are printed")
     parser.add_argument("--measure", choices=["parse", "import"])
     parser.add_argument("--transcript", type=Path)
     parser.add_argument("--workdir", type=Path)
@@ -109,20 +115,28 @@ def main() -> None:
         transcript = work / "session.jsonl"
         runs = write_transcript(transcript, args.mb)
         size = transcript.stat().st_size / (1 << 20)
-        results = {}
+        samples: dict[str, list[dict]] = {"parse": [], "import": []}
+        for _ in range(args.runs):  # interleaved, so a burst of load on a shared machine hits both
+            for mode in ("parse", "import"):
+                done = subprocess.run(
+                    [sys.executable, __file__, "--measure", mode, "--transcript", str(transcript), "--workdir", str(work)],
+                    capture_output=True, text=True, check=True,
+                )
+                samples[mode].append(json.loads(done.stdout.strip().splitlines()[-1]))
+
+        def median(mode: str, key: str) -> float:
+            return statistics.median(r[key] for r in samples[mode])
+
+        print(f"transcript: {size:.0f} MiB, {runs} workload runs; medians of {args.runs}")
         for mode in ("parse", "import"):
-            done = subprocess.run(
-                [sys.executable, __file__, "--measure", mode, "--transcript", str(transcript), "--workdir", str(work)],
-                capture_output=True, text=True, check=True,
-            )
-            results[mode] = json.loads(done.stdout.strip().splitlines()[-1])
-        parse, imp = results["parse"], results["import"]
-        print(f"transcript: {size:.0f} MiB, {runs} workload runs")
-        for r in (parse, imp):
-            print(f"{r['mode']:>6}: {r['seconds']:.2f} s ({size / r['seconds']:.0f} MiB/s), peak RSS {r['peak_mib']:.0f} MiB, {r['detail']}")
-        print(f"ratio import/parse: {imp['seconds'] / parse['seconds']:.2f}")
-        print(f"| {size:.0f} MiB | {parse['seconds']:.2f} s | {imp['seconds']:.2f} s | "
-              f"{imp['seconds'] / parse['seconds']:.2f} | {parse['peak_mib']:.0f} MiB | {imp['peak_mib']:.0f} MiB |")
+            wall, cpu = median(mode, "seconds"), median(mode, "cpu")
+            print(f"{mode:>6}: {wall:.2f} s wall ({size / wall:.0f} MiB/s), {cpu:.2f} s CPU, "
+                  f"peak RSS {median(mode, 'peak_mib'):.0f} MiB, {samples[mode][-1]['detail']}")
+        ratio, cpu_ratio = median("import", "seconds") / median("parse", "seconds"), median("import", "cpu") / median("parse", "cpu")
+        print(f"ratio import/parse: {ratio:.2f} wall, {cpu_ratio:.2f} CPU")
+        print(f"| {size:.0f} MiB, {runs:,} runs | {median('parse', 'seconds'):.2f} s | {median('import', 'seconds'):.2f} s "
+              f"| {ratio:.1f} | {median('parse', 'cpu'):.2f} s | {median('import', 'cpu'):.2f} s | {cpu_ratio:.1f} "
+              f"| {median('parse', 'peak_mib'):.0f} MiB | {median('import', 'peak_mib'):.0f} MiB |")
 
 
 if __name__ == "__main__":
