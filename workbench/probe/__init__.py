@@ -5,13 +5,19 @@ WORKBENCH_PROBE_DIR naming the folder for its reports; the project's code is not
 `inject/workbench_probe.py` is standard library only and runs inside the target environment
 (a TPU VM's Python, the torch_xla venv), so nothing in it imports the workbench.
 docs/rerun.md describes the report.
+
+`facts` is the one reading of probe JSON for the verifier (level 3): a `workbench-probe {json}`
+line from a log, or a stored report (a `probe_report` row or a file), becomes `ProbeFacts`.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from workbench.probe.inject import workbench_probe as _probe
 
 INJECT_DIR = Path(__file__).resolve().parent / "inject"
 """The folder to put on PYTHONPATH."""
@@ -65,4 +71,72 @@ def series(report: dict[str, Any]) -> dict[str, dict[int, float]]:
                 continue
         if points:
             out[name] = points
+    return out
+
+
+@dataclass(frozen=True)
+class ProbeFacts:
+    """What one process's probe says about devices, world size and compilation."""
+
+    where: str
+    """Where it was read: `line N` of the log, or the report's file name."""
+    text: str
+    """The summary line as printed (or as the report would print it): the evidence text."""
+    device_kind: str | None = None
+    global_device_count: int | None = None
+    devices_used: int | None = None
+    world_size: int | None = None
+    rank: int | None = None
+    launcher_world_size: int | None = None
+    steps: int | None = None
+    compiles: int | None = None
+    fallbacks: tuple[str, ...] = ()
+
+    @property
+    def device_count(self) -> int | None:
+        """The devices the process used: the global count, or fewer when it used fewer."""
+        count, used = self.global_device_count, self.devices_used
+        if used is None:
+            return count
+        return used if count is None else min(count, used)
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def facts(record: dict[str, Any], where: str, text: str | None = None) -> ProbeFacts | None:
+    """One process's facts from its probe JSON: the object of a `workbench-probe` line, or a full
+    report (reduced with the probe's own `summary`, so both say the same); None for an idle
+    process or something that is not probe JSON."""
+    if not isinstance(record, dict):
+        return None
+    if "probe_version" in record:
+        record = _probe.summary(record)
+        if record is None:
+            return None
+    kind = record.get("device_kind")
+    fallbacks = record.get("fallbacks")
+    return ProbeFacts(
+        where=where,
+        text=text if text is not None else "workbench-probe " + json.dumps(record, default=str),
+        device_kind=str(kind) if kind else None,
+        global_device_count=_int(record.get("global_device_count")),
+        devices_used=_int(record.get("devices_used")),
+        world_size=_int(record.get("world_size")),
+        rank=_int(record.get("rank")),
+        launcher_world_size=_int(record.get("launcher_world_size")),
+        steps=_int(record.get("steps")),
+        compiles=_int(record.get("compiles")),
+        fallbacks=tuple(str(f) for f in fallbacks) if isinstance(fallbacks, (list, tuple)) else (),
+    )
+
+
+def facts_of_reports(reports: list[dict[str, Any]]) -> list[ProbeFacts]:
+    """The facts of stored reports (one per process), idle processes left out."""
+    out = []
+    for report in reports:
+        found = facts(report, str(report.get("_file") or "probe report"))
+        if found is not None:
+            out.append(found)
     return out

@@ -6,6 +6,7 @@ import json
 import math
 from typing import Any
 
+from storage.queries import probe_reports  # noqa: F401  (the stored reports, read back)
 from workbench.models import AttemptSource, AttemptStatus
 
 
@@ -100,9 +101,3 @@ def verify_attempt(db: Any, migration_id: int, seq: int, reviewer: str) -> None:
     row = list(db.query("SELECT * FROM migration WHERE id = ?", [migration_id]))[0]
     if study is not None:
         verify_migration(db, migration_from_row(row), study, reviewer, seq=seq)
-
-
-def probe_reports(db: Any, attempt_id: int) -> list[dict[str, Any]]:
-    """The probe reports stored with an attempt, one per process."""
-    return [json.loads(r[0]) for r in db.execute(
-        "SELECT data FROM probe_report WHERE attempt_id = ? ORDER BY id", [attempt_id]).fetchall()]
