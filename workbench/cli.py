@@ -96,6 +96,31 @@ def demo(rebuild: bool, no_open: bool) -> None:
     _run_app(path)
 
 
+@main.command()
+@click.argument("db", type=DB_PATH, required=False)
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on (the default answers this machine only).")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535),
+              help="Port to listen on.")
+def serve(db: Path | None, host: str, port: int) -> None:
+    """Serve the app to a web browser (textual-serve): every page load runs `workbench open DB`.
+
+    Listens on 127.0.0.1 unless --host says otherwise: anyone who reaches the port can review
+    (and record decisions) as the user running this command.
+    """
+    import shlex
+
+    path = (db or config.default_db()).resolve()
+    _open(path).close()  # refuse a missing or foreign database before serving anything
+    try:
+        from textual_serve.server import Server
+    except ImportError as exc:
+        raise WorkbenchError(f"serve needs textual-serve ({exc}): pip install textual-serve") from exc
+    command = shlex.join([sys.executable, "-m", "workbench", "open", str(path)])
+    click.echo(f"workbench: serving {clean(str(path))} at http://{host}:{port}/ (ctrl+c stops)", err=True)
+    Server(command, host=host, port=port, title=f"workbench — {clean(path.name)}").serve()
+
+
 @main.command("open")
 @click.argument("db", type=DB_PATH, required=False)
 def open_(db: Path | None) -> None:
@@ -733,39 +758,6 @@ def decide(db: Path, migration: str, kind: str, reason: str) -> None:
     against = "" if made.suggested is made.kind else f" (the rules suggested {made.suggested.value})"
     click.echo(f"decision {new_id}: {kind}{against}")
     click.echo(" ".join(f"{k}={v}" for k, v in made.figures.items() if v is not None))
-
-
-@main.command()
-@click.argument("db", type=DB_PATH)
-@click.option("--migration", "slugs", multiple=True, metavar="SLUG",
-              help="Only this migration (repeatable); the whole study without it.")
-@click.option("--format", "fmt", type=click.Choice(["md", "html", "csv", "json", "latex"]), default="md",
-              show_default=True, help="csv writes a zip with one CSV file per table.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write to this file instead of standard output.")
-@click.option("--pseudonymise", is_flag=True, help="Replace reviewer names with Reviewer 1, 2, ...")
-def report(db: Path, slugs: tuple[str, ...], fmt: str, output: Path | None, pseudonymise: bool) -> None:
-    """Export the study's counted outcomes, human effort and costs (see docs/report.md).
-
-    API keys and tokens in commands, claims, notes and reasons are redacted in every format.
-    """
-    from workbench.report import build_report, render
-
-    study = _open(db)
-    try:
-        data = render(build_report(study.db, list(slugs), pseudonymise=pseudonymise), fmt)
-    finally:
-        study.close()
-    if output is not None:
-        output.write_bytes(data)
-        click.echo(f"wrote {clean(str(output))} ({len(data):,} bytes)", err=True)
-    elif fmt == "csv" and sys.stdout.isatty():
-        raise WorkbenchError("--format csv writes a zip: give -o FILE or redirect standard output")
-    else:
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
-
-
 
 
 def _add_rerun_commands() -> None:

@@ -1,0 +1,101 @@
+"""`workbench serve`: the app in a browser through textual-serve, started in a subprocess."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import BundleBuilder
+from test_app import build
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def served(small_bundle: BundleBuilder, tmp_path: Path):
+    pytest.importorskip("textual_serve", reason="textual-serve is not installed")
+    db = build(small_bundle, tmp_path)
+    port = free_port()
+    log = tmp_path / "serve.log"
+    env = {**os.environ, "WORKBENCH_REVIEWER": "ana", "XDG_CONFIG_HOME": str(tmp_path)}
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "workbench", "serve", str(db), "--port", str(port)],
+                                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        page = None
+        deadline = time.monotonic() + 30
+        while page is None and time.monotonic() < deadline:
+            if proc.poll() is not None:
+                pytest.skip(f"textual-serve did not start here: {log.read_text()[-500:]}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as response:
+                    assert response.status == 200
+                    page = response.read().decode()
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                time.sleep(0.2)
+        if page is None:
+            pytest.skip(f"textual-serve did not answer within 30 s: {log.read_text()[-500:]}")
+        yield port, page, log
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_serve_answers_on_localhost_with_the_app_page(served) -> None:
+    port, page, log = served
+    assert "textual.js" in page
+    assert f'data-session-websocket-url="ws://127.0.0.1:{port}/ws"' in page
+    assert "127.0.0.1" in log.read_text()  # bound to this machine only, unless --host says otherwise
+
+
+def test_the_served_app_shows_the_study(served) -> None:
+    """The page's websocket runs `workbench open DB` and streams the study screen."""
+    aiohttp = pytest.importorskip("aiohttp")
+    port, _, _ = served
+
+    async def screen_bytes() -> bytes:
+        seen = b""
+        async with aiohttp.ClientSession() as session:
+            async with session.ws_connect(f"http://127.0.0.1:{port}/ws?width=100&height=30") as ws:
+                deadline = asyncio.get_running_loop().time() + 30
+                while b"mlp-xla" not in seen and asyncio.get_running_loop().time() < deadline:
+                    try:
+                        message = await ws.receive(timeout=5)
+                    except asyncio.TimeoutError:
+                        continue
+                    if message.type == aiohttp.WSMsgType.BINARY:
+                        seen += message.data
+                    elif message.type == aiohttp.WSMsgType.TEXT:
+                        seen += message.data.encode()
+                    elif message.type in (aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.ERROR):
+                        break
+                await ws.send_json(["stdin", "q"])
+        return seen
+
+    seen = asyncio.run(screen_bytes())
+    assert b"mlp-xla" in seen and b"cnn-xla" in seen
+
+
+def test_serve_refuses_a_missing_database(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "workbench", "serve", str(tmp_path / "none.db")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "none.db" in done.stderr
