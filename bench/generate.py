@@ -44,8 +44,8 @@ LOG_BYTES = 1 << 30
 TRANSCRIPT_BYTES = 200 << 20
 DIFF_LINES = 20_000
 COMMITS = 10
-POINT_STEPS = 38
-"""Steps per attempt whose loss, grad_norm and step_time go into the metric series (3 x 38 + the
+POINT_STEPS = 41
+"""Steps per attempt whose loss, grad_norm and step_time go into the metric series (3 x 41 + the
 goal metric for a run that finishes; crashed runs have fewer: about 100 an attempt in all)."""
 
 PROJECTS = ["mlp", "cnn", "resnet", "vit", "bert", "gpt2", "unet", "lstm", "dlrm", "t5", "whisper", "detr",
