@@ -433,6 +433,19 @@ def migration_by_id(db: Database, migration_id: int) -> Migration | None:
     return migration_from_row(rows[0]) if rows else None
 
 
+def find_attempt(db: Database, slug: str, seq: int) -> tuple[Migration, Any]:
+    """The migration `slug` and its attempt `seq`; a WorkbenchError naming what is missing."""
+    from workbench.errors import WorkbenchError
+
+    migration = get_migration(db, slug)
+    if migration is None:
+        raise WorkbenchError(f"no migration {slug!r}")
+    rows = _rows(db, "SELECT * FROM attempt WHERE migration_id = ? AND seq = ?", [migration.id, seq])
+    if not rows:
+        raise WorkbenchError(f"{slug}: no attempt #{seq}")
+    return migration, attempt_from_row(rows[0])
+
+
 def attempt_id_by_seq(db: Database, migration_id: int, seq: int) -> int | None:
     row = db.execute("SELECT id FROM attempt WHERE migration_id = ? AND seq = ?", [migration_id, seq]).fetchone()
     return row[0] if row else None

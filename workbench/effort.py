@@ -87,15 +87,15 @@ def estimate_cost(
     started_at: str | None, ended_at: str | None, kind: str | None, chips: int | None,
     prices: dict[str, float],
 ) -> float | None:
-    """Wall time x chips x the price per chip-hour, as the verifier computes it; None when a
-    time or the price is missing."""
-    start, end = _parse_time(started_at), _parse_time(ended_at)
-    if start is None or end is None or not kind or not chips:
+    """Wall time x chips x the price per chip-hour, the verifier's cost model
+    (`workbench.verify.ladder.chip_cost`); None when a time, the kind, chips or the price is
+    missing; a negative span counts 0."""
+    from workbench.verify.ladder import chip_cost
+
+    if not kind or not chips:
         return None
-    price = {k.lower(): v for k, v in prices.items()}.get(kind.lower())
-    if price is None:
-        return None
-    return max(0.0, (end - start).total_seconds()) / 3600.0 * chips * price
+    _, dollars = chip_cost(started_at, ended_at, prices, kind, chips)
+    return None if dollars is None else max(0.0, dollars)
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,16 +207,6 @@ class Standing:
         return kind is not self.suggestion
 
 
-def _parse_time(value: str | None) -> datetime.datetime | None:
-    if not value:
-        return None
-    try:
-        parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
-
-
 def utcnow() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
@@ -228,11 +218,13 @@ def standing(inputs: EffortInputs, now: datetime.datetime | None = None) -> Stan
     else continue. A migration already accepted or stopped keeps that as the suggestion only if
     the rules agree.
     """
+    from workbench.verify.ladder import parse_time
+
     now = now or utcnow()
     compute = sum(r.dollars for r in inputs.runs if r.dollars is not None)
     unpriced = sum(1 for r in inputs.runs if r.dollars is None)
     staff_minutes = inputs.intervention_minutes + inputs.review_seconds / 60.0
-    start = _parse_time(inputs.first_at)
+    start = parse_time(inputs.first_at)
     days = max(0.0, (now - start).total_seconds() / 86400.0) if start else 0.0
     b = inputs.budgets
     limits = (

@@ -303,17 +303,9 @@ def ask(db: Database, assistant: Assistant, migration: Migration, attempt: Attem
 
 
 def find_attempt(db: Database, slug: str, seq: int) -> tuple[Migration, Attempt]:
-    from storage import queries
-    from storage.converters import attempt_from_row
-    from workbench.errors import WorkbenchError
+    from storage.queries import find_attempt
 
-    migration = queries.get_migration(db, slug)
-    if migration is None:
-        raise WorkbenchError(f"no migration {slug!r}")
-    rows = list(db.query("SELECT * FROM attempt WHERE migration_id = ? AND seq = ?", [migration.id, seq]))
-    if not rows:
-        raise WorkbenchError(f"{slug}: no attempt #{seq}")
-    return migration, attempt_from_row(rows[0])
+    return find_attempt(db, slug, seq)
 
 
 def render_text(brief: Brief) -> str:

@@ -112,7 +112,10 @@ def facts(record: dict[str, Any], where: str, text: str | None = None) -> ProbeF
     if not isinstance(record, dict):
         return None
     if "probe_version" in record:
-        record = _probe.summary(record)
+        try:
+            record = _probe.summary(record)
+        except (AttributeError, TypeError):  # a damaged report: its plain fields still count
+            record = {k: record.get(k) for k in _probe.SUMMARY_KEYS}
         if record is None:
             return None
     kind = record.get("device_kind")
@@ -136,6 +139,8 @@ def facts_of_reports(reports: list[dict[str, Any]]) -> list[ProbeFacts]:
     """The facts of stored reports (one per process), idle processes left out."""
     out = []
     for report in reports:
+        if not isinstance(report, dict):
+            continue
         found = facts(report, str(report.get("_file") or "probe report"))
         if found is not None:
             out.append(found)

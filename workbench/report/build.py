@@ -81,7 +81,7 @@ def build_report(db: Any, slugs: list[str] | tuple[str, ...] | None = None, *,
     """The report over the whole study, or over the migrations named by `slugs`."""
     from storage import queries
     from storage.converters import migration_from_row
-    from workbench.verify.ladder import Run, _price, cost
+    from workbench.verify.ladder import _price, chip_cost
 
     study = queries.get_study(db)
     if study is None:
@@ -139,7 +139,7 @@ def build_report(db: Any, slugs: list[str] | tuple[str, ...] | None = None, *,
             continue
         facts_by_migration[row["migration_id"]].append(
             _attempt_facts(row, migration_by_id[row["migration_id"]], study.prices, automated, effective,
-                           scrub, Run, cost, _price)
+                           scrub, chip_cost, _price)
         )
 
     # Human records.
@@ -211,8 +211,8 @@ def build_report(db: Any, slugs: list[str] | tuple[str, ...] | None = None, *,
     )
 
 
-def _attempt_facts(row, migration, prices, automated, effective, scrub, Run, cost, price_of) -> AttemptFacts:
-    from workbench.models import Attempt, AttemptSource, AttemptStatus, Command, Hardware
+def _attempt_facts(row, migration, prices, automated, effective, scrub, chip_cost, price_of) -> AttemptFacts:
+    from workbench.models import Command
 
     attempt_id = row["id"]
     verified = row["verification_id"] is not None
@@ -233,13 +233,7 @@ def _attempt_facts(row, migration, prices, automated, effective, scrub, Run, cos
     wall, dollars = (row["wall_seconds"], row["cost_dollars"]) if verified else (None, None)
     command = Command(tuple(json.loads(row["argv"])), row["cwd"] or ".", json.loads(row["env"] or "{}"))
     if wall is None or dollars is None:
-        attempt = Attempt(
-            id=attempt_id, migration_id=row["migration_id"], seq=row["seq"], source=AttemptSource(row["source"]),
-            commit="", command=command, status=AttemptStatus(row["status"]), started_at=row["started_at"],
-            ended_at=row["ended_at"], exit_code=exit_code,
-            intended_hardware=Hardware(row["intended_kind"], row["intended_count"]) if row["intended_kind"] else None,
-        )
-        computed_wall, computed = cost(Run(attempt, None, {}), prices, kind, chips)
+        computed_wall, computed = chip_cost(row["started_at"], row["ended_at"], prices, kind, chips)
         wall = computed_wall if wall is None else wall
         dollars = computed if dollars is None else dollars
     price = price_of(prices, kind)

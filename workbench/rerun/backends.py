@@ -158,7 +158,25 @@ def _artifacts(ctx: Context) -> tuple[Path, Path]:
     return code, tar
 
 
-class Ssh(Backend):
+class RemoteShell(Backend):
+    """A backend that runs shell commands on the remote host (`ssh`): the job's folder there holds
+    the checkout, the probe and the pid; the same run, stop and clean-up for every such backend."""
+
+    def ssh(self, ctx: Context, command: str) -> list[str]:
+        raise NotImplementedError
+
+    def main(self, ctx: Context) -> tuple[list[str], dict[str, str], Path]:
+        return self.ssh(ctx, remote_script(ctx, ctx.remote_dir)), dict(os.environ), ctx.job_dir
+
+    def stop(self, ctx: Context) -> list[str] | None:
+        q = shlex.quote(ctx.remote_dir)
+        return self.ssh(ctx, f'kill -TERM $(cat "$HOME"/{q}/pid) 2>/dev/null; true')
+
+    def cleanup(self, ctx: Context, run: Any) -> None:
+        run(self.ssh(ctx, f'rm -rf "$HOME"/{shlex.quote(ctx.remote_dir)}'))
+
+
+class Ssh(RemoteShell):
     name = "ssh"
 
     def ssh(self, ctx: Context, command: str) -> list[str]:
@@ -173,18 +191,8 @@ class Ssh(Backend):
         run(self.ssh(ctx, f'cat > "$HOME"/{q}/probe.tar'), stdin=tar)
         run(self.ssh(ctx, _unpack(ctx, root)))
 
-    def main(self, ctx: Context) -> tuple[list[str], dict[str, str], Path]:
-        return self.ssh(ctx, remote_script(ctx, ctx.remote_dir)), dict(os.environ), ctx.job_dir
 
-    def stop(self, ctx: Context) -> list[str] | None:
-        q = shlex.quote(ctx.remote_dir)
-        return self.ssh(ctx, f'kill -TERM $(cat "$HOME"/{q}/pid) 2>/dev/null; true')
-
-    def cleanup(self, ctx: Context, run: Any) -> None:
-        run(self.ssh(ctx, f'rm -rf "$HOME"/{shlex.quote(ctx.remote_dir)}'))
-
-
-class Gcloud(Backend):
+class Gcloud(RemoteShell):
     name = "gcloud"
 
     def _base(self, ctx: Context, verb: str) -> list[str]:
@@ -208,16 +216,6 @@ class Gcloud(Backend):
         run(self.ssh(ctx, f'mkdir -p "$HOME"/{q}'))
         run([*self._base(ctx, "scp"), str(code), str(tar), f"{ctx.host}:{ctx.remote_dir}/", *self._where(ctx)])
         run(self.ssh(ctx, _unpack(ctx, ctx.remote_dir)))
-
-    def main(self, ctx: Context) -> tuple[list[str], dict[str, str], Path]:
-        return self.ssh(ctx, remote_script(ctx, ctx.remote_dir)), dict(os.environ), ctx.job_dir
-
-    def stop(self, ctx: Context) -> list[str] | None:
-        q = shlex.quote(ctx.remote_dir)
-        return self.ssh(ctx, f'kill -TERM $(cat "$HOME"/{q}/pid) 2>/dev/null; true')
-
-    def cleanup(self, ctx: Context, run: Any) -> None:
-        run(self.ssh(ctx, f'rm -rf "$HOME"/{shlex.quote(ctx.remote_dir)}'))
 
 
 class Skypilot(Backend):

@@ -53,7 +53,6 @@ def rerun(db: Path, migration: str, attempt: int, backend: str, host: str | None
     import shlex
 
     from storage import queries
-    from storage.converters import attempt_from_row
     from storage.database import open_study
     from workbench.rerun import jobs
 
@@ -61,12 +60,7 @@ def rerun(db: Path, migration: str, attempt: int, backend: str, host: str | None
     try:
         sdb = study.db
         jobs.recover(sdb, config.reviewer())
-        m = queries.get_migration(sdb, migration)
-        if m is None:
-            raise WorkbenchError(f"{db}: no migration {migration!r}")
-        rows = list(sdb.query("SELECT * FROM attempt WHERE migration_id = ? AND seq = ?", [m.id, attempt]))
-        if not rows:
-            raise WorkbenchError(f"{migration}: no attempt {attempt}")
+        _, target = queries.find_attempt(sdb, migration, attempt)
         options = {}
         for text in extra:
             key, _, value = text.partition("=")
@@ -76,7 +70,7 @@ def rerun(db: Path, migration: str, attempt: int, backend: str, host: str | None
                 options[key] = value
         if venv or config_venv():
             options["venv"] = venv or config_venv()
-        spec = jobs.spec_for(sdb, attempt_from_row(rows[0]), backend, chips=chips, host=host, zone=zone,
+        spec = jobs.spec_for(sdb, target, backend, chips=chips, host=host, zone=zone,
                              timeout_s=timeout, keep_worktree=keep_worktree, options=options)
         if command:
             spec = jobs.with_changes(spec, argv=tuple(shlex.split(command)))

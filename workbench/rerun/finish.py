@@ -11,13 +11,9 @@ from workbench.models import AttemptSource, AttemptStatus
 
 
 def _series_from_log(path) -> dict[str, dict[int, float]]:
-    from workbench.verify.logscan import LogScanner, compile_patterns
+    from workbench.verify.logscan import compile_patterns, file_chunks, scan_chunks
 
-    scanner = LogScanner(compile_patterns((), defaults=True), extract_metrics=True)
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 20):
-            scanner.feed(block)
-    return scanner.finish().point_series()
+    return scan_chunks(file_chunks(path), patterns=compile_patterns((), defaults=True)).point_series()
 
 
 def store_result(db: Any, job: Any, *, exit_code: int | None, timed_out: bool, started_at: str,

@@ -59,17 +59,15 @@ def load_run(db: Any, attempt: Attempt, settings: dict[str, Any]):
     probe reports a re-run stored with it."""
     from storage.queries import probe_reports
     from workbench.verify.ladder import Run
-    from workbench.verify.logscan import LogScanner, compile_patterns, stored_chunks
+    from workbench.verify.logscan import compile_patterns, scan_chunks, stored_chunks
 
     stored = _series_from_db(db, attempt.id)
     facts = None
     if attempt.log_id is not None:
         size = db.execute("SELECT size FROM log WHERE id = ?", [attempt.log_id]).fetchone()[0]
         patterns = compile_patterns(settings.get("patterns") or (), defaults=settings.get("default_patterns", True))
-        scanner = LogScanner(patterns, extract_metrics=not stored or size <= EXTRACT_LIMIT)
-        for chunk in stored_chunks(db, attempt.log_id):
-            scanner.feed(chunk)
-        facts = scanner.finish()
+        facts = scan_chunks(stored_chunks(db, attempt.log_id), patterns=patterns,
+                            extract_metrics=not stored or size <= EXTRACT_LIMIT)
     reports = probe_reports(db, attempt.id)
     if stored:
         return Run(attempt, facts, stored, "stored", reports)

@@ -477,13 +477,24 @@ def level4(run: Run, migration: Migration) -> LevelResult:
 # --------------------------------------------------------------------------- level 5
 
 
-def wall_seconds(a: Attempt) -> float | None:
-    if not a.started_at or not a.ended_at:
+def parse_time(value: str | None) -> datetime.datetime | None:
+    """An ISO 8601 timestamp (`Z` allowed; without a zone it is UTC); None when absent or bad."""
+    if not value:
         return None
     try:
-        start = datetime.datetime.fromisoformat(a.started_at.replace("Z", "+00:00"))
-        end = datetime.datetime.fromisoformat(a.ended_at.replace("Z", "+00:00"))
+        parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
+
+
+def wall_seconds(a: Attempt) -> float | None:
+    return span_seconds(a.started_at, a.ended_at)
+
+
+def span_seconds(started_at: str | None, ended_at: str | None) -> float | None:
+    start, end = parse_time(started_at), parse_time(ended_at)
+    if start is None or end is None:
         return None
     return (end - start).total_seconds()
 
@@ -495,12 +506,20 @@ def _price(prices: dict[str, float], kind: str | None) -> float | None:
     return lowered.get(kind.lower())
 
 
-def cost(run: Run, prices: dict[str, float], kind: str | None, chips: int | None) -> tuple[float | None, float | None]:
-    wall = wall_seconds(run.attempt)
+def chip_cost(started_at: str | None, ended_at: str | None, prices: dict[str, float], kind: str | None,
+              chips: int | None) -> tuple[float | None, float | None]:
+    """(wall seconds, dollars): wall hours x chips x the study's price per chip-hour for `kind`
+    (case-insensitive); dollars None without a time, a price or a chip count. The one cost model:
+    the verifier's level 5, the report and the stopping rules (workbench.effort) use it."""
+    wall = span_seconds(started_at, ended_at)
     price = _price(prices, kind)
     if wall is None or price is None or chips is None:
         return wall, None
     return wall, wall / 3600.0 * chips * price
+
+
+def cost(run: Run, prices: dict[str, float], kind: str | None, chips: int | None) -> tuple[float | None, float | None]:
+    return chip_cost(run.attempt.started_at, run.attempt.ended_at, prices, kind, chips)
 
 
 def level5(run: Run, reference: Run | None, migration: Migration, study: Study, intended: Hardware,
