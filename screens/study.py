@@ -89,14 +89,19 @@ class StudyScreen(WorkbenchScreen):
             queries.get_study(db),
             queries.count_migrations(db),
             queries.migration_summaries(db, after=None, limit=size),
-            queries.study_totals(db),
         ))
         if isinstance(result, LoadFailed):
             self.post_message(result)
             return
-        study, total, rows, totals = result
-        self.post_message(StudyLoaded(study, total, totals))
+        study, total, rows = result
+        # The table first; the study's totals (a pass over every attempt) follow.
+        self.post_message(StudyLoaded(study, total, None))
         self.post_message(MigrationsPage(None, rows, len(rows) < self.pager.size))
+        totals = read(path, queries.study_totals)
+        if isinstance(totals, LoadFailed):
+            self.post_message(totals)
+            return
+        self.post_message(StudyLoaded(study, total, totals))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="migrations")
     def load_page(self, path: Path, after: str) -> None:

@@ -1,0 +1,374 @@
+"""The review app on a large study: launch time, `j` latency and memory with a huge log open.
+
+    .venv/bin/python bench/ui.py [--log-mb 1024] [--runs 7] [--presses 200] [--keep DIR]
+
+Generates a study of 150 migrations and 15,150 attempts (bench/report.py's SQL generator: a
+reference and 100 verified attempts per migration) and streams a synthetic training log of
+--log-mb megabytes into the store chunk by chunk (never held in memory), attached to
+project-001's attempt #1. Then, each in fresh processes:
+
+- launch: from process start to the study screen showing its first page of migrations
+  (headless, 120x40), against a bare Textual app that shows one 100-row DataTable; medians of
+  --runs, and their ratio;
+- `j`: on project-001's attempt table, the time from a `j` key event (posted to the app as the
+  driver posts it; Pilot's `press` adds about 100 ms of its own waiting, measured) until the
+  detail below the table names the next attempt and one more refresh has run; p50/p95 of
+  --presses, beside the same on a bare app with a 101-row table and a Static;
+- memory: resident set size with the big log open in the attempt's log pane, at its last line,
+  after the error/warning scan finished (VmRSS, and the peak VmHWM).
+
+Prints a Markdown section for bench/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.util
+import io
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+MIGRATIONS = 150
+ATTEMPTS = 15_000
+SIZE = (120, 40)
+
+
+# --- the study ------------------------------------------------------------------------------------
+class SyntheticLog(io.RawIOBase):
+    """A training log of `size` bytes made up as it is read: step lines, an XLA warning every
+    50 steps, a traceback near the end."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.made = 0
+        self.step = 0
+        self.pending = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def _lines(self, want: int) -> bytes:
+        parts = []
+        got = 0
+        while got < want:
+            self.step += 1
+            line = (f"step {self.step} loss {1.0 / self.step ** 0.5:.6f} grad_norm 0.4{self.step % 97:02d}"
+                    f" step_time 0.0{self.step % 89:02d} lr 0.001 tokens_per_second 1834{self.step % 10}\n")
+            if self.step % 50 == 0:
+                line += ("2026-12-02 15:29:33.400928: W external/xla/xla/service/sharding_propagation.cc:"
+                         f"{self.step % 3000}] sharding propagation fell back to replication\n")
+            parts.append(line)
+            got += len(line)
+        return "".join(parts).encode()
+
+    def read(self, n: int = -1) -> bytes:
+        left = self.size - self.made
+        if left <= 0:
+            return b""
+        n = left if n is None or n < 0 else min(n, left)
+        while len(self.pending) < n:
+            self.pending += self._lines(max(n - len(self.pending), 1 << 16))
+        out, self.pending = self.pending[:n], self.pending[n:]
+        if self.made + len(out) >= self.size:
+            out = out[:-1] + b"\n"
+        self.made += len(out)
+        return out
+
+
+def generate(path: Path, log_mb: int) -> tuple[float, float]:
+    """The study, then the big log; returns (seconds for the study, seconds for the log)."""
+    spec = importlib.util.spec_from_file_location("bench_report", ROOT / "bench" / "report.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    started = time.perf_counter()
+    module.generate(path, ATTEMPTS, MIGRATIONS)
+    study_s = time.perf_counter() - started
+
+    from storage.database import open_study
+    from storage.logs import _store_stream
+
+    started = time.perf_counter()
+    study = open_study(path)
+    try:
+        with study.db.conn:
+            log_id = _store_stream(study.db, SyntheticLog(log_mb << 20), f"bench-{log_mb}")
+            study.db.conn.execute(
+                "UPDATE attempt SET log_id = ? WHERE seq = 1 AND migration_id ="
+                " (SELECT id FROM migration WHERE slug = 'project-001')", [log_id])
+    finally:
+        study.close()
+    return study_s, time.perf_counter() - started
+
+
+# --- launch -----------------------------------------------------------------------------------------
+LAUNCH_WORKBENCH = """
+import sys, time
+sys.path.insert(0, {root!r})
+from pathlib import Path
+from screens.app import WorkbenchApp
+from textual.widgets import DataTable
+
+app = WorkbenchApp(Path({db!r}), keymap_path=Path("/nonexistent"))
+app.effort.start = lambda: None
+
+def check():
+    if app.screen.query(DataTable) and app.screen.query_one(DataTable).row_count:
+        app.exit(time.time())
+
+app.call_later(lambda: app.set_interval(0.002, check))
+print(app.run(headless=True, size={size!r}))
+"""
+
+LAUNCH_BARE = """
+import sys, time
+from textual.app import App
+from textual.widgets import DataTable
+
+class Bare(App):
+    def compose(self):
+        yield DataTable()
+
+    def on_mount(self):
+        table = self.query_one(DataTable)
+        table.add_columns("Migration", "Status", "Attempts")
+        for n in range(100):
+            table.add_row(f"project-{{n:03d}}", "in progress", str(n))
+        self.call_after_refresh(lambda: self.exit(time.time()))
+
+print(Bare().run(headless=True, size={size!r}))
+"""
+
+
+def launch(script: str) -> float:
+    started = time.time()
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "WORKBENCH_REVIEWER": "bench"})
+    if done.returncode != 0:
+        raise SystemExit(done.stderr[-2000:])
+    return float(done.stdout.strip().splitlines()[-1]) - started
+
+
+# --- j latency and memory (in a child: Pilot) ------------------------------------------------------------
+PILOT = """
+import asyncio, sys, time, json
+sys.path.insert(0, {root!r})
+from pathlib import Path
+from screens.app import WorkbenchApp
+from screens.migration import AttemptTable
+from textual import events
+
+def rss():
+    fields = dict(line.split(":", 1) for line in open("/proc/self/status"))
+    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
+
+async def settle(pilot):
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+async def main():
+    app = WorkbenchApp(Path({db!r}), keymap_path=Path("/nonexistent"))
+    app.effort.start = lambda: None
+    out = {{}}
+    async with app.run_test(size={size!r}) as pilot:
+        await settle(pilot)
+        out["rss_study"] = rss()
+        app.open_migration("project-001")
+        while not app.screen.query(AttemptTable):
+            await pilot.pause(0.01)
+        await settle(pilot)
+        screen = app.screen
+        table = screen.query_one(AttemptTable)
+        detail = screen.query_one("#attempt-detail")
+        times = []
+        for n in range({presses}):
+            if table.cursor_row >= table.row_count - 1:
+                await pilot.press("g")
+                await settle(pilot)
+            want = screen.ordered()[table.cursor_row + 1].attempt.seq
+            await pilot.pause()
+            started = time.perf_counter()
+            app.post_message(events.Key("j", "j"))  # as the terminal driver delivers it
+            while not str(detail.render()).startswith(f"#{{want}} "):
+                await asyncio.sleep(0.0005)
+                if time.perf_counter() - started > 10:
+                    raise SystemExit(f"no detail for #{{want}} after 10 s")
+            await pilot.pause(0)  # the refresh that paints it
+            times.append(time.perf_counter() - started)
+        out["j"] = times
+        # the big log: project-001 attempt #1, log pane, last line, scan finished
+        await pilot.press("g", "j", "enter")
+        await settle(pilot)
+        started = time.perf_counter()
+        await pilot.press("3")
+        await pilot.pause()
+        out["log_open_s"] = time.perf_counter() - started
+        out["rss_log_open"] = rss()
+        started = time.perf_counter()
+        await pilot.press("G")
+        await pilot.pause()
+        out["log_end_s"] = time.perf_counter() - started
+        from screens.log_view import LogPane, LogView
+        out["log_lines"] = app.screen.query_one(LogView).line_count
+        out["log_end_text"] = app.screen.query_one(LogView).raw_line(out["log_lines"] - 1)[:60]
+        started = time.perf_counter()
+        pane = app.screen.query_one(LogPane)
+        while not pane.scan_done and time.perf_counter() - started < {scan_limit}:
+            await pilot.pause(0.2)
+        out["scan_s"] = (time.perf_counter() - started + out["log_open_s"] + out["log_end_s"]
+                         if pane.scan_done else None)
+        out["warnings"] = len(pane.warnings)
+        out["rss_log_scanned"] = rss()
+    print(json.dumps(out))
+
+asyncio.run(main())
+"""
+
+
+BARE_J = """
+import asyncio, json, time
+from textual import events
+from textual.app import App
+from textual.widgets import DataTable, Static
+
+class Bare(App):
+    def compose(self):
+        yield DataTable(cursor_type="row", zebra_stripes=True)
+        yield Static(id="detail")
+
+    def on_mount(self):
+        table = self.query_one(DataTable)
+        table.add_columns(*"# Src Status L1-5 Failure Claim Intv Exp Commit Command".split())
+        for n in range(101):
+            table.add_row(str(n), "agent", "ok", "✓✓✗✓✗", "numerical_mismatch silent", "over", "0",
+                          "L4", "93f8f40", f"python train.py --seed={{n}}")
+
+    def on_data_table_row_highlighted(self, event):
+        self.query_one("#detail", Static).update(f"#{{event.cursor_row}} agent · ok")
+
+async def main():
+    app = Bare()
+    async with app.run_test(size={size!r}) as pilot:
+        await pilot.pause()
+        table, detail = app.query_one(DataTable), app.query_one("#detail")
+        times = []
+        for n in range({presses}):
+            if table.cursor_row >= table.row_count - 1:
+                table.move_cursor(row=0)
+                await pilot.pause()
+            want = table.cursor_row + 1
+            await pilot.pause()
+            started = time.perf_counter()
+            app.post_message(events.Key("down", None))
+            while not str(detail.render()).startswith(f"#{{want}} "):
+                await asyncio.sleep(0.0005)
+                if time.perf_counter() - started > 10:
+                    raise SystemExit(f"no detail for #{{want}} after 10 s")
+            await pilot.pause(0)
+            times.append(time.perf_counter() - started)
+    print(json.dumps(times))
+
+asyncio.run(main())
+"""
+
+
+def bare_j(presses: int) -> list[float]:
+    import json
+
+    done = subprocess.run([sys.executable, "-c", BARE_J.format(size=SIZE, presses=presses)],
+                          capture_output=True, text=True, cwd=ROOT)
+    if done.returncode != 0:
+        raise SystemExit(done.stderr[-3000:])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def pilot_run(db: Path, presses: int, scan_limit: float) -> dict:
+    import json
+
+    done = subprocess.run(
+        [sys.executable, "-c", PILOT.format(root=str(ROOT), db=str(db), size=SIZE, presses=presses,
+                                            scan_limit=scan_limit)],
+        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "WORKBENCH_REVIEWER": "bench"})
+    if done.returncode != 0:
+        raise SystemExit(done.stderr[-3000:])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--log-mb", type=int, default=1024)
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--presses", type=int, default=200)
+    parser.add_argument("--scan-limit", type=float, default=300.0,
+                        help="Seconds to wait for the log pane's error/warning scan.")
+    parser.add_argument("--keep", type=Path, help="Keep the study in this folder.")
+    args = parser.parse_args()
+
+    folder = args.keep or Path(tempfile.mkdtemp(prefix="bench-ui-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    db = folder / "ui.db"
+    load_before = os.getloadavg()
+    if not db.exists():
+        study_s, log_s = generate(db, args.log_mb)
+        print(f"generated: study {study_s:.1f} s, {args.log_mb} MiB log {log_s:.1f} s,"
+              f" file {db.stat().st_size / 2**20:.0f} MiB", file=sys.stderr)
+
+    workbench = [launch(LAUNCH_WORKBENCH.format(root=str(ROOT), db=str(db), size=SIZE)) for _ in range(args.runs)]
+    bare = [launch(LAUNCH_BARE.format(size=SIZE)) for _ in range(args.runs)]
+    print(f"launch: workbench {sorted(workbench)}, bare {sorted(bare)}", file=sys.stderr)
+    result = pilot_run(db, args.presses, args.scan_limit)
+    bare_times = sorted(bare_j(args.presses))
+    load_after = os.getloadavg()
+
+    times = sorted(result["j"])
+    p50 = statistics.median(times) * 1000
+    p95 = times[int(0.95 * (len(times) - 1))] * 1000
+    w, b = statistics.median(workbench), statistics.median(bare)
+    scan = (f"within {result['scan_s']:.1f} s ({result['warnings']:,} warning lines)" if result["scan_s"] is not None
+            else f"not done in {args.scan_limit:.0f} s")
+    print(f"""
+## Review app on a large study (`bench/ui.py`)
+
+{MIGRATIONS} migrations, 15,150 attempts (a reference and 100 verified attempts each, bench/report.py's
+generator), and a {args.log_mb:,} MiB synthetic training log ({result['log_lines']:,} lines) streamed into
+the chunk store and attached to one attempt. {os.cpu_count()} cores ({cpu_model()}), Python
+{platform.python_version()}, {datetime.date.today().isoformat()}; load average {load_before[0]:.1f} before,
+{load_after[0]:.1f} after (the machine is shared). Launch times are medians of {args.runs} fresh
+processes each; `j` over {len(times)} presses.
+
+| measure | result | target |
+| --- | --- | --- |
+| launch to the first screen (study, first page shown) | {w * 1000:.0f} ms median | |
+| bare Textual app showing one 100-row table | {b * 1000:.0f} ms median | |
+| launch ratio, workbench / bare | x{w / b:.2f} | |
+| `j` to the next attempt's detail shown, p50 | {p50:.1f} ms | |
+| `j` to the next attempt's detail shown, p95 | {p95:.1f} ms | 50 ms |
+| the same on a bare app (101-row table, a Static updated on highlight), p50 / p95 | {statistics.median(bare_times) * 1000:.1f} / {bare_times[int(0.95 * (len(bare_times) - 1))] * 1000:.1f} ms | |
+| RSS, study screen | {result['rss_study'][0]:.0f} MiB | |
+| RSS, {args.log_mb:,} MiB log open at its last line | {result['rss_log_open'][0]:.0f} MiB | under 200 MiB |
+| RSS after the log's error/warning scan (done {scan} after opening the pane; peak) | {result['rss_log_scanned'][0]:.0f} MiB (peak {result['rss_log_scanned'][1]:.0f} MiB) | under 200 MiB |
+| open the log pane / jump to the last line | {result['log_open_s'] * 1000:.0f} ms / {result['log_end_s'] * 1000:.0f} ms | |
+""")
+
+
+if __name__ == "__main__":
+    main()
