@@ -173,6 +173,8 @@ class LogScanner:
         self._in_traceback: Hit | None = None
         self._sequence: dict[str, int] = {}
         self._pending: list[tuple[str, float, int, int]] = []
+        self._recent_step: int | None = None
+        """Step of the last step-bearing line read so far: where a step-less metric line belongs."""
         self._lines = _Deferred()
         self._tail: deque[tuple[bytes, int]] = deque()
         self._tail_bytes = 0
@@ -230,15 +232,19 @@ class LogScanner:
             marks.sort()
             positions = [p for p, _ in marks]
 
+            recent = self._recent_step
+
             def step_at(pos: int) -> int | None:
                 i = bisect.bisect_left(positions, pos)
-                return marks[i - 1][1] if i else before
+                return marks[i - 1][1] if i else recent
 
             for name, value, line, pos in self._pending:
                 step = step_at(pos)
-                self.facts.points.setdefault(name, {})[0 if step is None else step] = (value, line)
+                _keep_later(self.facts.points.setdefault(name, {}), 0 if step is None else step, value, line)
             self._pending.clear()
             last = max((s for _, s in marks), default=None)
+            if marks:
+                self._recent_step = marks[-1][1]
         else:
             # no per-line work: a rare event's step is found by looking back for a step line
             def step_at(pos: int) -> int | None:
@@ -246,6 +252,8 @@ class LogScanner:
                 return before if found is None else found
 
             last = self._step_before(piece, len(piece))
+            if last is not None:
+                self._recent_step = last
         self._tracebacks(piece, base)
         self._tail.append((piece, base))
         self._tail_bytes += len(piece)
@@ -317,7 +325,7 @@ class LogScanner:
 
     def _point(self, name: str, value: float, step: int | None, line: int, start: int, sequential: bool) -> None:
         if step is not None:
-            self.facts.points.setdefault(name, {})[step] = (value, line)
+            _keep_later(self.facts.points.setdefault(name, {}), step, value, line)
         elif sequential:
             n = self._sequence.get(name, 0) + 1
             self._sequence[name] = n
@@ -378,7 +386,9 @@ class LogScanner:
                     dest = points.get(name)
                     if dest is None:
                         dest = points[name] = {}
-                    dest[step] = (value, line)
+                    old = dest.get(step)
+                    if old is None or old[1] <= line:
+                        dest[step] = (value, line)
                 else:
                     self._point(name, value, step, line, start, sequential)
 
@@ -401,7 +411,9 @@ class LogScanner:
             end = piece.find(b"\n", pos)
             end = len(piece) if end == -1 else end
             text = piece[pos:end]
-            if text and text[:1] not in (b" ", b"\t") and not text.startswith(b"Traceback"):
+            if text.startswith(b"Traceback"):
+                return  # the next traceback takes over, wherever the chunks were cut
+            if text and text[:1] not in (b" ", b"\t"):
                 m = _EXCEPTION.match(text)
                 if m and (b"Error" in m.group(1) or b"Exception" in m.group(1) or b"Interrupt" in m.group(1)
                           or b"Exit" in m.group(1) or b"Abort" in m.group(1)):
@@ -525,6 +537,13 @@ class _LineCounter:
             self.line += self.data.count(b"\n", self.pos, pos)
         self.pos = pos
         return self.line
+
+
+def _keep_later(series: dict[int, tuple[float, int]], step: int, value: float, line: int) -> None:
+    """A step logged twice keeps its later line, whatever order the patterns ran in."""
+    old = series.get(step)
+    if old is None or old[1] <= line:
+        series[step] = (value, line)
 
 
 def _num(raw: bytes) -> float | None:
