@@ -403,6 +403,7 @@ def test_file_size_limit_during_import_is_a_clear_error(fault_bundle, tmp_path):
     _pages(db)
     out, proc = run_child(cli_child(FSIZE, str(fault_bundle.root), str(db), str(2 << 20)))
     _assert_clean_failure(out, proc, "disk I/O error")  # EFBIG is SQLITE_IOERR_WRITE
+    assert "is the disk full, or a file-size limit reached?" in out
     assert imported_seqs(db) == list(range(BIG))
     assert_intact(db)
 

@@ -28,7 +28,12 @@ class Group(click.Group):
             click.echo(f"workbench: {clean(str(exc))}", err=True)
             ctx.exit(2)
         except sqlite3.Error as exc:
-            click.echo(f"workbench: database error: {clean(str(exc))}", err=True)
+            hint = ""
+            if isinstance(exc, sqlite3.OperationalError) and any(
+                words in str(exc) for words in ("disk I/O error", "disk is full")
+            ):
+                hint = " (is the disk full, or a file-size limit reached?)"
+            click.echo(f"workbench: database error: {clean(str(exc))}{hint}", err=True)
             ctx.exit(2)
 
 
