@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(VENV)/bin/python -m pip install --quiet -e '.[test]'
+	$(VENV)/bin/python -m pip install --quiet -e '.[test,tensors]'
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -506,6 +506,21 @@ def m008_rerun_jobs(db: Database) -> None:
     db["probe_report"].create_index(["attempt_id"])
 
 
+@migrations()
+def m009_artifacts(db: Database) -> None:
+    """Files an attempt saved (docs/bundle-format.md `checkpoint`): copied on import into the
+    content-addressed store beside the database (`<db stem>.artifacts/<sha256>`); one row per
+    attempt and kind. `name` is the path the bundle gave, `path` the stored copy's, relative to
+    the database's folder."""
+    db["artifact"].create(
+        {"id": int, "attempt_id": int, "kind": str, "name": str, "sha256": str, "size": int, "path": str},
+        pk="id",
+        not_null={"attempt_id", "kind", "name", "sha256", "size", "path"},
+        foreign_keys=[("attempt_id", "attempt", "id")],
+    )
+    db["artifact"].create_index(["attempt_id", "kind"], unique=True)
+
+
 def known() -> list[str]:
     """Every migration this workbench knows, oldest first."""
     return [m.name for m in migrations.pending(Database(memory=True))]

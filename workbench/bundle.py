@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from storage import records
+from storage import artifacts, records
 from storage.converters import attempt_to_row, migration_to_row, study_to_row
 from storage.database import StudyDatabase
 from storage.logs import store_log
@@ -385,6 +385,7 @@ class BundleImporter:
         self, folder: Path, migration_id: int, record: Any, resolver: CommitResolver
     ) -> None:
         attempt, rerun_seq, log_name, metrics_name = parse_attempt(record, migration_id)
+        checkpoint = self._checkpoint(folder, record)
         commit = resolver.resolve(attempt.commit)
         if commit is None:
             raise BadRecord(f"commit {attempt.commit!r} is not in the repository")
@@ -415,7 +416,36 @@ class BundleImporter:
         attempt_id, what = records.upsert_by_key(self.db, "attempt", key, row, self.reviewer)
         if self._replace_metrics(attempt_id, points) and what == "same":
             what = "update"
+        if self._store_checkpoint(attempt_id, checkpoint) and what == "same":
+            what = "update"
         self.report.count(what)
+
+    @staticmethod
+    def _checkpoint(folder: Path, record: dict[str, Any]) -> tuple[str, Path] | None:
+        """The record's `checkpoint` name and file, checked before anything is written."""
+        name = take(record, "checkpoint", str, required=False)
+        if name is None:
+            return None
+        if not name.strip():
+            raise BadRecord("'checkpoint' must not be empty")
+        path = folder / name
+        if not path.exists():
+            raise BadRecord(f"checkpoint {name!r} does not exist")
+        if not path.is_file():
+            raise BadRecord(f"checkpoint {name!r} is not a file")
+        return name, path
+
+    def _store_checkpoint(self, attempt_id: int, checkpoint: tuple[str, Path] | None) -> bool:
+        """Hash and copy the checkpoint into the store (never unpickled here); True if it changed."""
+        if checkpoint is None:
+            return artifacts.drop_artifact(self.db, attempt_id, "checkpoint", self.reviewer)
+        name, path = checkpoint
+        try:
+            what = artifacts.store_artifact(self.db, self.study_db.path, attempt_id, "checkpoint", path, name,
+                                            self.reviewer)
+        except OSError as exc:
+            raise BadRecord(f"checkpoint {name!r}: cannot store ({exc.strerror or exc})") from None
+        return what != "same"
 
     def _replace_metrics(self, attempt_id: int, points: list[tuple[str, int, float]]) -> bool:
         current = self.db.execute(

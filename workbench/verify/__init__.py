@@ -18,7 +18,7 @@ from typing import Any
 from workbench.models import Attempt, AttemptSource, Migration, Study
 
 VERIFIER = "workbench.ladder"
-VERSION = "1.1.0"
+VERSION = "1.2.0"
 """Bump on any change to what a level checks: stored verdicts of an older version are redone."""
 
 EXTRACT_LIMIT = 64 << 20
@@ -75,6 +75,8 @@ def load_run(db: Any, attempt: Attempt, settings: dict[str, Any]):
 
 
 def _input_digest(db: Any, attempt: Attempt) -> dict[str, Any]:
+    from storage.artifacts import artifact_of
+
     row = db.execute("SELECT * FROM attempt WHERE id = ?", [attempt.id]).fetchone()
     columns = [d[0] for d in db.execute("SELECT * FROM attempt LIMIT 0").description]
     record = {k: v for k, v in zip(columns, row) if k not in ("id",)}
@@ -88,25 +90,37 @@ def _input_digest(db: Any, attempt: Attempt) -> dict[str, Any]:
         for step, value in points.items():
             digest.update(repr((name, step, value)).encode())
     probes = json.dumps(probe_reports(db, attempt.id), sort_keys=True, default=str)
+    checkpoint = artifact_of(db, attempt.id)
     return {
         "record": hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest(),
         "log_sha256": log,
         "metrics_sha256": digest.hexdigest(),
         "probes_sha256": hashlib.sha256(probes.encode()).hexdigest(),
+        "checkpoint_sha256": checkpoint["sha256"] if checkpoint else None,
     }
 
 
 def inputs_for(db: Any, migration: Migration, study: Study, attempt: Attempt, reference: Attempt | None,
                settings: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """Hashes of every input a verdict depends on, and one hash over them all. `attempt` carries
-    its effective expected level (see `with_effective_expected`): a claim review changes it."""
+    its effective expected level (see `with_effective_expected`): a claim review changes it.
+    When both runs saved a checkpoint, the torch version (None when absent) is an input too:
+    installing torch redoes a comparison that was skipped for want of it."""
+    mine = _input_digest(db, attempt)
+    theirs = _input_digest(db, reference) if reference else None
+    tensor_backend = None
+    if mine["checkpoint_sha256"] and theirs and theirs["checkpoint_sha256"]:
+        from workbench.verify.tensors import backend
+
+        tensor_backend = backend() or "absent"
     inputs = {
         "verifier": VERIFIER,
         "version": VERSION,
         "settings": settings,
-        "attempt": _input_digest(db, attempt),
+        "attempt": mine,
         "expected_level": attempt.expected_level,
-        "reference": _input_digest(db, reference) if reference else None,
+        "reference": theirs,
+        "tensor_backend": tensor_backend,
         "migration": {
             "goal": [migration.goal.metric, migration.goal.reference, migration.goal.direction.value,
                      migration.goal.tolerance],
@@ -116,6 +130,23 @@ def inputs_for(db: Any, migration: Migration, study: Study, attempt: Attempt, re
     }
     text = json.dumps(inputs, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest(), inputs
+
+
+def compare_checkpoints(db: Any, attempt: Attempt, reference: Attempt | None, settings: dict[str, Any],
+                        cache: dict[str, dict[str, Any]] | None = None):
+    """Level 2's checkpoint comparison (a `LevelResult`) when the attempt and the reference both
+    have a stored checkpoint, else None."""
+    from storage.artifacts import artifact_of
+
+    if reference is None:
+        return None
+    mine, theirs = artifact_of(db, attempt.id), artifact_of(db, reference.id)
+    if mine is None or theirs is None:
+        return None
+    from workbench.verify.tensors import compare_files
+
+    return compare_files(mine["file"], theirs["file"], float(settings["tensor_rtol"]),
+                         mine_name=mine["name"], reference_name=theirs["name"], cache=cache)
 
 
 def reference_of(db: Any, migration_id: int) -> Attempt | None:
@@ -149,6 +180,7 @@ def verify_migration(db: Any, migration: Migration, study: Study, reviewer: str,
     settings = merge(queries.verify_settings(db, migration.id))
     reference = reference_of(db, migration.id)
     ref_run = load_run(db, reference, settings) if reference else None
+    loaded: dict[str, dict[str, Any]] = {}
     report = Report()
     sql = "SELECT * FROM attempt WHERE migration_id = ? AND source != ?"
     params: list[Any] = [migration.id, AttemptSource.REFERENCE.value]
@@ -163,7 +195,8 @@ def verify_migration(db: Any, migration: Migration, study: Study, reviewer: str,
             report.outcomes.append(AttemptResult(attempt, current.id, False))
             continue
         run = load_run(db, attempt, settings)
-        judgement = judge(run, ref_run, migration, study, settings)
+        judgement = judge(run, ref_run, migration, study, settings,
+                          compare_checkpoints(db, attempt, reference, settings, loaded))
         verification_id = records.record_verification(
             db,
             attempt_id=attempt.id,

@@ -208,13 +208,42 @@ def _is_eval(name: str, goal_metric: str) -> bool:
 
 def level2(run: Run, reference: Run | None, goal_metric: str, settings: dict[str, Any],
            tensors: LevelResult | None = None) -> LevelResult:
+    """The metric series against the reference's, and with `tensors` (the checkpoint comparison,
+    `workbench.verify.tensors`, when both runs saved one) the checkpoints too: either failing
+    fails the level; a skipped checkpoint comparison leaves the series to decide, and says so."""
+    series, compared = _level2_series(run, reference, goal_metric, settings)
+    if tensors is None:
+        return series
+    if tensors.outcome is UNKNOWN:
+        return LevelResult(2, series.outcome, f"{series.reason}; {tensors.reason}", series.evidence, series.causes)
+    if tensors.outcome is FAIL:
+        if series.outcome is FAIL:
+            ev = series.evidence + tensors.evidence
+            return LevelResult(2, FAIL, f"{series.reason}; and {tensors.reason}", ev,
+                               [(FailureCause.NUMERICAL_MISMATCH, ev)])
+        return tensors
+    # the checkpoints agree
+    if series.outcome is FAIL:
+        return LevelResult(2, FAIL, f"{series.reason} (the checkpoints agree: {tensors.reason})",
+                           series.evidence, series.causes)
+    if series.outcome is PASS:
+        return LevelResult(2, PASS, f"{series.reason}, {tensors.reason}", series.evidence + tensors.evidence)
+    if not compared:
+        return LevelResult(2, PASS, f"agrees with the reference: {tensors.reason} ({series.reason})",
+                           tensors.evidence)
+    return LevelResult(2, UNKNOWN, f"{series.reason}; {tensors.reason}", series.evidence + tensors.evidence)
+
+
+def _level2_series(run: Run, reference: Run | None, goal_metric: str,
+                   settings: dict[str, Any]) -> tuple[LevelResult, bool]:
+    """Level 2 on the metric series alone, and whether anything was compared."""
     if reference is None:
-        return LevelResult(2, UNKNOWN, "no reference run to compare with")
+        return LevelResult(2, UNKNOWN, "no reference run to compare with"), False
     from workbench.verify.settings import tolerance
 
     per_step, at_end = _compared_metrics(reference, goal_metric, settings)
     if not per_step and not at_end:
-        return LevelResult(2, UNKNOWN, "the reference run has no metric series to compare")
+        return LevelResult(2, UNKNOWN, "the reference run has no metric series to compare"), False
     window = max(1, int(settings["window"]))
     agreed: list[str] = []
     unknown: list[str] = []
@@ -240,7 +269,7 @@ def level2(run: Run, reference: Run | None, goal_metric: str, settings: dict[str
                 ev = [run.metric_evidence(name, worst, f"reference {ref[worst]:.6g}")]
                 ev += [run.metric_evidence(name, s, f"reference {ref[s]:.6g}") for s in block if s != worst][:2]
                 return LevelResult(2, FAIL, reason, ev,
-                                   [(FailureCause.NUMERICAL_MISMATCH, ev)])
+                                   [(FailureCause.NUMERICAL_MISMATCH, ev)]), True
         ref_end = max(ref)
         if ref_end not in mine:
             unknown.append(f"{name} agrees through step {common[-1]}; the run stopped before step {ref_end}")
@@ -251,7 +280,7 @@ def level2(run: Run, reference: Run | None, goal_metric: str, settings: dict[str
             ev = [run.metric_evidence(name, ref_end, f"reference {ref[ref_end]:.6g}")]
             return LevelResult(2, FAIL, f"{name} at the end (step {ref_end}) is {mine[ref_end]:.6g} vs "
                                f"{ref[ref_end]:.6g} (rtol {ertol:g}, atol {eatol:g})", ev,
-                               [(FailureCause.NUMERICAL_MISMATCH, ev)])
+                               [(FailureCause.NUMERICAL_MISMATCH, ev)]), True
         agreed.append(f"{name} over {len(common)} steps")
         evidence.append(run.metric_evidence(name, ref_end, f"reference {ref[ref_end]:.6g}"))
     for name in at_end:
@@ -265,21 +294,15 @@ def level2(run: Run, reference: Run | None, goal_metric: str, settings: dict[str
         if not _agree(mine[ms], ref[rs], rtol, atol):
             ev = [run.metric_evidence(name, ms, f"reference {ref[rs]:.6g}")]
             return LevelResult(2, FAIL, f"{name} is {mine[ms]:.6g} vs the reference's {ref[rs]:.6g} "
-                               f"(rtol {rtol:g}, atol {atol:g})", ev, [(FailureCause.NUMERICAL_MISMATCH, ev)])
+                               f"(rtol {rtol:g}, atol {atol:g})", ev, [(FailureCause.NUMERICAL_MISMATCH, ev)]), True
         agreed.append(name)
         evidence.append(run.metric_evidence(name, ms, f"reference {ref[rs]:.6g}"))
-    if tensors is not None:
-        if tensors.outcome is FAIL:
-            return tensors
-        if tensors.outcome is PASS:
-            agreed.append(tensors.reason)
-            evidence += tensors.evidence
     if unknown and not agreed and not evidence:
-        return LevelResult(2, UNKNOWN, "nothing to compare: " + "; ".join(unknown))
+        return LevelResult(2, UNKNOWN, "nothing to compare: " + "; ".join(unknown)), False
     if unknown:
         return LevelResult(2, UNKNOWN, "agrees so far, unknown beyond: " + "; ".join(unknown)
-                           + (f" (agrees: {', '.join(agreed)})" if agreed else ""), evidence)
-    return LevelResult(2, PASS, "agrees with the reference: " + ", ".join(agreed), evidence)
+                           + (f" (agrees: {', '.join(agreed)})" if agreed else ""), evidence), True
+    return LevelResult(2, PASS, "agrees with the reference: " + ", ".join(agreed), evidence), True
 
 
 # --------------------------------------------------------------------------- level 3
