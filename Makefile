@@ -2,20 +2,26 @@
 # Each makes its own virtual environment in .venv on first use.
 PYTHON ?= python3
 VENV := .venv
-STAMP := $(VENV)/.installed
 
 .PHONY: demo test clean xla-env
 
-$(STAMP): pyproject.toml
+$(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(VENV)/bin/python -m pip install --quiet -e '.[test,tensors]'
-	touch $(STAMP)
 
-demo: $(STAMP)
+# The app alone for the demo; the tests add their tools and torch (checkpoint comparison).
+$(VENV)/.app: pyproject.toml | $(VENV)/bin/python
+	$(VENV)/bin/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.test: pyproject.toml | $(VENV)/bin/python
+	$(VENV)/bin/python -m pip install --quiet -e '.[test,tensors]'
+	touch $@
+
+demo: $(VENV)/.app
 	$(VENV)/bin/workbench demo
 
-test: $(STAMP)
+test: $(VENV)/.test
 	$(VENV)/bin/python -m pytest
 
 # The torch_xla CPU target environment (torch 2.9.0 + torch-xla 2.9.0) that re-runs, the demo and
