@@ -52,6 +52,11 @@ class ImportReport:
     unchanged: int = 0
     problems: list[str] = field(default_factory=list)
 
+    @property
+    def imported(self) -> int:
+        """Records now in the database from this import, new or not."""
+        return self.inserted + self.updated + self.unchanged
+
     def count(self, what: str) -> None:
         if what == "insert":
             self.inserted += 1

@@ -157,10 +157,7 @@ def import_bundle_cmd(directory: Path, db: Path | None) -> None:
         study.close()
     for problem in report.problems:
         click.echo(clean(problem), err=True)
-    click.echo(
-        f"{report.inserted} new, {report.updated} updated, {report.unchanged} unchanged"
-        + (f"; {len(report.problems)} problem(s) reported" if report.problems else "")
-    )
+    click.echo(_counts(report) + (f"; {len(report.problems)} problem(s) reported" if report.problems else ""))
     if report.problems:
         sys.exit(2)
 
@@ -211,7 +208,7 @@ def import_claude_code_cmd(
         click.echo(clean(file.summary()))
         for problem in file.problems:
             click.echo(f"  {clean(problem)}")
-    click.echo(f"{report.inserted} new, {report.updated} updated, {report.unchanged} unchanged")
+    click.echo(_counts(report))
     if report.imported == 0:
         sys.exit(2)
 
@@ -239,8 +236,7 @@ def import_git_cmd(repo: Path, db: Path | None, slug: str, ref: str, logs: Path 
         study.close()
     for problem in report.problems:
         click.echo(clean(problem), err=True)
-    click.echo(f"{report.inserted} new, {report.updated} updated, {report.unchanged} unchanged"
-               + (f"; {len(report.problems)} commit(s) skipped" if report.problems else ""))
+    click.echo(_counts(report) + (f"; {len(report.problems)} commit(s) skipped" if report.problems else ""))
     if report.imported == 0:
         sys.exit(2)
 
@@ -262,6 +258,11 @@ def _jsonl_files(paths: tuple[Path, ...]):
             yield path
         elif path.is_dir():
             yield from (p for p in path.rglob("*.jsonl") if p.is_file())
+
+
+def _counts(report: Any) -> str:
+    """The one summary line every importer prints."""
+    return f"{report.inserted} new, {report.updated} updated, {report.unchanged} unchanged"
 
 
 def _table(headers: list[str], rows: list[list[Any]]) -> str:

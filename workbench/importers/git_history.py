@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from storage.converters import attempt_to_row
 from storage.database import StudyDatabase
 from storage.logs import store_log_bytes
 from storage.queries import get_migration
+from workbench.bundle import ImportReport
 from workbench.errors import WorkbenchError
 from workbench.importers.rules import command_parts, expected_level, redact
 from workbench.models import Attempt, AttemptSource, AttemptStatus, Command
@@ -32,18 +32,6 @@ METRICS_PATH = ".workbench/metrics.jsonl"
 
 class BadCommit(ValueError):
     pass
-
-
-@dataclass
-class GitImportReport:
-    inserted: int = 0
-    updated: int = 0
-    unchanged: int = 0
-    problems: list[str] = field(default_factory=list)
-
-    @property
-    def imported(self) -> int:
-        return self.inserted + self.updated + self.unchanged
 
 
 def _git(repo: Path, *args: str, check: bool = True) -> bytes | None:
@@ -117,8 +105,8 @@ class GitHistoryImporter:
             raise WorkbenchError(f"{repo}: no commit {ref!r}")
         self.tip = tip.decode().strip()
 
-    def run(self) -> GitImportReport:
-        report = GitImportReport()
+    def run(self) -> ImportReport:
+        report = ImportReport()
         out = _git(self.repo, "rev-list", "--first-parent", "--reverse", f"{self.migration.base_commit}..{self.tip}")
         next_seq = self.db.execute(
             "SELECT COALESCE(MAX(seq), 0) FROM attempt WHERE migration_id = ?", [self.migration.id]
@@ -132,12 +120,7 @@ class GitHistoryImporter:
                 continue
             if used_seq:
                 next_seq += 1
-            if what == "insert":
-                report.inserted += 1
-            elif what == "update":
-                report.updated += 1
-            else:
-                report.unchanged += 1
+            report.count(what)
         return report
 
     def _file(self, sha: str, path: str, beside: str) -> bytes | None:
@@ -207,5 +190,5 @@ class GitHistoryImporter:
         return what, existing is None
 
 
-def import_git(study_db: StudyDatabase, repo: Path, migration: str, reviewer: str, **kwargs: Any) -> GitImportReport:
+def import_git(study_db: StudyDatabase, repo: Path, migration: str, reviewer: str, **kwargs: Any) -> ImportReport:
     return GitHistoryImporter(study_db, repo, migration, reviewer, **kwargs).run()
