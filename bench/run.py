@@ -72,7 +72,7 @@ def cells(line: str) -> list[str]:
 
 
 def startup(ctx) -> list[tuple]:
-    cli = timed([PY, "-m", "workbench", "migrations", str(ctx.db)])
+    cli = timed([PY, "-m", "cli", "migrations", str(ctx.db)])
     bare = timed([PY, "-c", "pass"])
     return [("CLI start-up (`workbench migrations DB`)", ms(cli), f"`python -c pass`: {ms(bare)}",
              f"x{cli / bare:.1f}")]
@@ -189,7 +189,7 @@ print(time.perf_counter() - t0, total)
 
 def verification(ctx) -> list[tuple]:
     t0 = time.perf_counter()
-    done = sh([PY, "-m", "workbench", "verify", str(ctx.db), "--json"], timeout=3600)
+    done = sh([PY, "-m", "cli", "verify", str(ctx.db), "--json"], timeout=3600)
     seconds = time.perf_counter() - t0
     if done.returncode != 0:
         raise RuntimeError(done.stderr[-400:])
@@ -269,7 +269,7 @@ def main() -> int:
         generated = time.perf_counter() - started
         if not ctx.db.exists():
             t0 = time.perf_counter()
-            done = sh([PY, "-m", "workbench", "import", "bundle", str(out / "bundle"), "--db", str(ctx.db)],
+            done = sh([PY, "-m", "cli", "import", "bundle", str(out / "bundle"), "--db", str(ctx.db)],
                       timeout=7200)
             ctx.import_s = time.perf_counter() - t0
             if done.returncode != 0:

@@ -8,6 +8,8 @@ from textual import events, on, work
 from textual.app import App
 from textual.binding import Binding
 
+from domain.models import Migration, MigrationSummary
+from domain.text import clean
 from screens.base import PAGE_SIZE
 from screens.commands import WorkbenchCommands
 from screens.data import read
@@ -18,8 +20,6 @@ from screens.migration import MigrationScreen
 from screens.study import StudyScreen
 from storage import queries
 from workbench.config import ASSETS
-from workbench.models import Migration, MigrationSummary
-from workbench.untrusted import clean
 
 
 def default_keymap_path() -> Path:

@@ -24,6 +24,7 @@ from textual.message import Message
 from textual.widgets import Footer, Header, OptionList, Static, TabbedContent, TabPane
 from textual.widgets.option_list import Option
 
+from domain.models import LADDER, AttemptSource, AttemptSummary, Migration, Outcome
 from screens import render
 from screens.base import WorkbenchScreen
 from screens.curves import CurvesPane
@@ -32,8 +33,7 @@ from screens.diff_view import DiffPane
 from screens.effort import EffortActions
 from screens.log_view import LogPane
 from screens.messages import LoadFailed
-from workbench.models import LADDER, AttemptSource, AttemptSummary, Migration, Outcome
-from workbench.untrusted import text
+from screens.text import text
 
 if TYPE_CHECKING:
     from screens.migration import MigrationScreen
@@ -351,7 +351,7 @@ def _verdict_options(verdicts) -> list[Option]:
 
 
 def _evidence_label(evidence) -> str:
-    from workbench.untrusted import clean
+    from domain.text import clean
 
     if evidence.kind == "log_line":
         return f"log line {clean(evidence.ref)}"

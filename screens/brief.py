@@ -22,8 +22,8 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from workbench.models import Attempt, Migration
-from workbench.untrusted import text
+from domain.models import Attempt, Migration
+from screens.text import text
 
 
 class BriefScreen(ModalScreen[None]):

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
 
-from workbench.untrusted import clean
+from domain.text import clean
 
 if TYPE_CHECKING:
     from screens.app import WorkbenchApp

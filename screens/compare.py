@@ -17,14 +17,15 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.widgets import Footer, Header, Static, TabbedContent, TabPane
 
+from domain.models import AttemptSummary, Migration
+from domain.text import clean
 from screens import render
 from screens.base import WorkbenchScreen
 from screens.curves import CurvesPane
 from screens.data import read
 from screens.diff_view import DiffPane
 from screens.messages import LoadFailed
-from workbench.models import AttemptSummary, Migration
-from workbench.untrusted import clean, text
+from screens.text import text
 
 if TYPE_CHECKING:
     from screens.migration import MigrationScreen

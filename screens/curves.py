@@ -17,9 +17,10 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
+from domain.text import clean
 from screens.data import read
 from screens.messages import LoadFailed
-from workbench.untrusted import clean, text
+from screens.text import text
 
 BITS = ((0x01, 0x08), (0x02, 0x10), (0x04, 0x20), (0x40, 0x80))
 """Braille dot bits by (row, column) inside a cell of 2x4 dots."""

@@ -15,10 +15,10 @@ from typing import TypeVar
 
 from sqlite_utils import Database
 
-from storage.database import open_study
-from workbench.errors import WorkbenchError
+from domain.errors import WorkbenchError
+from domain.text import clean
 from screens.messages import LoadFailed
-from workbench.untrusted import clean
+from storage.database import open_study
 
 T = TypeVar("T")
 

@@ -19,8 +19,9 @@ from textual.screen import Screen
 from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
+from domain.text import clean
 from screens.lines import VirtualLines
-from workbench.untrusted import clean, text
+from screens.text import text
 
 HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
 
@@ -233,8 +234,8 @@ class DiffPane(Vertical):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="diff")
     def _load(self, repo: str, old: str, new: str) -> None:
+        from domain.errors import WorkbenchError
         from workbench.diffs import git_diff
-        from workbench.errors import WorkbenchError
 
         try:
             diff = git_diff(repo, old, new)
@@ -402,8 +403,8 @@ class FileScreen(Screen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="file")
     def _load(self, repo: str, commit: str, path: str) -> None:
+        from domain.errors import WorkbenchError
         from workbench.diffs import show_file
-        from workbench.errors import WorkbenchError
 
         try:
             self.post_message(FileLoaded(show_file(repo, commit, path)))

@@ -27,14 +27,16 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Static
 
+from domain import effort
+from domain.models import DecisionKind, Intervention, Migration
+from domain.text import clean
 from screens.data import read
-from screens.forms import BudgetForm, DecisionForm, InterventionForm, OverrideForm, standing_text
+from screens.forms import BudgetForm, DecisionForm, InterventionForm, OverrideForm
 from screens.messages import LoadFailed
+from screens.text import text
 from storage import queries, records
 from storage.database import BUSY_TIMEOUT_S
-from workbench import config, effort
-from workbench.models import DecisionKind, Intervention, Migration
-from workbench.untrusted import clean, text
+from workbench import config
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
+from domain.text import clean
 from screens.data import reading
-from workbench.untrusted import clean
 
 FORMAT_CHOICES = [
     ("Markdown (.md)", "md"),

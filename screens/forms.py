@@ -22,12 +22,14 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 from textual.worker import Worker, WorkerState
 
+from domain import effort
+from domain.errors import WorkbenchError
+from domain.models import LADDER, Budgets, DecisionKind, Intervention, Outcome, Verdict
+from domain.text import clean
 from screens.data import describe_error, reading
+from screens.text import text
 from storage import queries, records
-from workbench import config, effort
-from workbench.errors import WorkbenchError
-from workbench.models import LADDER, Budgets, DecisionKind, Intervention, Outcome, Verdict
-from workbench.untrusted import clean, text
+from workbench import config
 
 Save = Callable[[Database], int]
 """What a form writes: run on the study in a worker thread; ValueError means bad input."""

@@ -12,7 +12,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from workbench.models import LADDER
+from domain.models import LADDER
 
 
 def key_table(rows: Iterable[tuple[str, str, str]]) -> Table:

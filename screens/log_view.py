@@ -24,7 +24,7 @@ from textual.worker import get_current_worker
 
 from screens.data import reading
 from screens.lines import VirtualLines
-from workbench.untrusted import ansi_text
+from screens.text import ansi_text
 
 BLOCK = 256
 """Lines read and cached together."""

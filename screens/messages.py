@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from workbench.models import AttemptSummary, MigrationSummary, Study
+from domain.models import AttemptSummary, MigrationSummary, Study
 
 
 @dataclass

@@ -10,6 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Header, Static
 
+from domain.models import AttemptSource, AttemptSummary, Migration
 from screens import render
 from screens.base import PAGE_SIZE, Pager, WorkbenchScreen
 from screens.data import read
@@ -17,7 +18,6 @@ from screens.effort import EffortActions, EffortPanel
 from screens.messages import AttemptsPage, LoadFailed
 from screens.widgets import NavTable
 from storage import queries
-from workbench.models import AttemptSource, AttemptSummary, Migration
 
 COLUMNS = (
     ("#", "seq"),

@@ -1,17 +1,16 @@
 """Domain objects to Rich `Text` for table cells and detail panes.
 
 Every string that came from a bundle (titles, claims, commands, notes) goes through
-`workbench.untrusted`, so it is shown literally: never parsed as markup, never able to
+`domain.text`, so it is shown literally: never parsed as markup, never able to
 reach the terminal as a control sequence.
 """
 
 from __future__ import annotations
 
-import datetime
-
 from rich.text import Text
 
-from workbench.models import (
+from domain.costs import parse_time
+from domain.models import (
     LADDER,
     AttemptSource,
     AttemptStatus,
@@ -22,7 +21,8 @@ from workbench.models import (
     MigrationSummary,
     Outcome,
 )
-from workbench.untrusted import clean, text
+from domain.text import clean
+from screens.text import text
 
 NONE = "–"
 """Shown where there is no value (an en dash, so it is not read as a minus sign)."""
@@ -201,17 +201,8 @@ def attempt_row(summary: AttemptSummary, *, command_width: int = 40) -> tuple[Te
     )
 
 
-def _parse_time(value: str | None) -> datetime.datetime | None:
-    if not value:
-        return None
-    try:
-        return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def duration(started: str | None, ended: str | None) -> str:
-    start, end = _parse_time(started), _parse_time(ended)
+    start, end = parse_time(started), parse_time(ended)
     if start is None or end is None:
         return ""
     try:

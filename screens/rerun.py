@@ -10,6 +10,7 @@ progress; when the job ends it names the new attempt and its level.
 
 from __future__ import annotations
 
+import datetime
 import os
 import time
 from pathlib import Path
@@ -19,11 +20,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, Checkbox, Footer, Label, Log, ProgressBar, Select, Static, TextArea, Input
+from textual.widgets import Button, Checkbox, Footer, Input, Label, Log, ProgressBar, Select, Static, TextArea
 
+from domain.costs import parse_time
+from domain.models import Attempt, Migration
+from domain.text import clean
 from screens.data import describe_error, reading
-from workbench.models import Attempt, Migration
-from workbench.untrusted import clean, text
+from screens.text import text
 
 BACKENDS = [("local (this machine; XLA:CPU devices stand in for chips)", "local"), ("ssh", "ssh"),
             ("gcloud TPU VM", "gcloud"), ("SkyPilot", "skypilot")]
@@ -218,10 +221,7 @@ class JobScreen(Screen[None]):
         elapsed = ""
         if job.wall_seconds is not None:
             elapsed = f"{job.wall_seconds:.1f} s"
-        elif job.started_at:
-            import datetime
-
-            start = datetime.datetime.fromisoformat(job.started_at)
+        elif (start := parse_time(job.started_at)) is not None:
             elapsed = f"{(datetime.datetime.now(datetime.UTC) - start).total_seconds():.0f} s"
         where = job.spec.backend + (f" {job.spec.host}" if job.spec.host else "")
         line = f"job {job.id} · {job.state.value} · {where} · {job.spec.chips} chip(s) · {elapsed}"

@@ -10,14 +10,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Header, Static
 
+from domain.models import MigrationSummary
+from domain.text import clean
 from screens import render
 from screens.base import PAGE_SIZE, Pager, WorkbenchScreen
 from screens.data import read
 from screens.messages import LoadFailed, MigrationsPage, StudyLoaded
 from screens.widgets import NavTable
 from storage import queries
-from workbench.models import MigrationSummary
-from workbench.untrusted import clean
 
 COLUMNS = (
     ("Migration", "slug"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from workbench.models import (
+from domain.models import (
     Attempt,
     AttemptSource,
     AttemptStatus,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from sqlite_utils import Database
 
+from domain.errors import SchemaTooNew, WorkbenchError
 from storage import schema
-from workbench.errors import SchemaTooNew, WorkbenchError
 
 BUSY_TIMEOUT_S = 10.0
 """How long a writer waits for another process's lock before giving up."""

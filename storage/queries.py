@@ -7,9 +7,8 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from storage.converters import attempt_from_row, migration_from_row, study_from_row
-from workbench.effort import EffortInputs, RunCost, Standing
-from workbench.models import (
+from domain.effort import EffortInputs, RunCost, Standing
+from domain.models import (
     AttemptSummary,
     BudgetChange,
     Budgets,
@@ -29,6 +28,7 @@ from workbench.models import (
     VerdictOverride,
     Verification,
 )
+from storage.converters import attempt_from_row, migration_from_row, study_from_row
 
 EFFECTIVE_VERDICTS = """
 effective AS NOT MATERIALIZED (
@@ -435,7 +435,7 @@ def migration_by_id(db: Database, migration_id: int) -> Migration | None:
 
 def find_attempt(db: Database, slug: str, seq: int) -> tuple[Migration, Any]:
     """The migration `slug` and its attempt `seq`; a WorkbenchError naming what is missing."""
-    from workbench.errors import WorkbenchError
+    from domain.errors import WorkbenchError
 
     migration = get_migration(db, slug)
     if migration is None:
@@ -452,8 +452,8 @@ def attempt_id_by_seq(db: Database, migration_id: int, seq: int) -> int | None:
 
 
 def effort_inputs(db: Database, migration_id: int) -> EffortInputs:
-    """Everything the stopping rules read for one migration (see workbench.effort.standing)."""
-    from workbench.effort import estimate_cost
+    """Everything the stopping rules read for one migration (see domain.effort.standing)."""
+    from domain.effort import estimate_cost
 
     migration = migration_by_id(db, migration_id)
     if migration is None:
@@ -509,7 +509,7 @@ def effort_inputs(db: Database, migration_id: int) -> EffortInputs:
 
 def migration_standing(db: Database, migration_id: int, now: Any = None) -> Standing:
     """Where the migration stands against its budgets now, and what the rules suggest."""
-    from workbench.effort import standing
+    from domain.effort import standing
 
     return standing(effort_inputs(db, migration_id), now)
 
@@ -659,7 +659,7 @@ def report_series(db: Database, attempt_ids: list[int], name: str) -> dict[int, 
 
 def effective_expected_level(db: Database, attempt_id: int):
     """The expected level reports count for an attempt (`ExpectedLevel`)."""
-    from workbench.assist.models import ExpectedLevel
+    from domain.assist import ExpectedLevel
 
     row = db.execute(
         f"WITH {EFFECTIVE_EXPECTED} SELECT expected_level, source FROM effective_expected"
@@ -670,7 +670,7 @@ def effective_expected_level(db: Database, attempt_id: int):
 
 
 def _llm_call(row: dict[str, Any]):
-    from workbench.assist.models import LlmCall
+    from domain.assist import LlmCall
 
     return LlmCall(
         id=row["id"], at=row["at"], purpose=row["purpose"], model=row["model"],
@@ -710,7 +710,7 @@ def llm_calls(db: Database, *, migration_id: int | None = None, after: int | Non
 
 def llm_cost(db: Database, *, migration_id: int | None = None):
     """Tokens and dollars of every recorded call (cache hits record none), for the report."""
-    from workbench.assist.models import CostTotal
+    from domain.assist import CostTotal
 
     where = "WHERE (:m IS NULL OR migration_id = :m)"
     row = db.execute(
@@ -732,7 +732,7 @@ def llm_cost(db: Database, *, migration_id: int | None = None):
 
 def claim_extractions(db: Database, attempt_id: int) -> list:
     """Every model extraction of an attempt's claim, oldest first."""
-    from workbench.assist.models import ClaimExtraction
+    from domain.assist import ClaimExtraction
 
     return [
         ClaimExtraction(id=r["id"], attempt_id=r["attempt_id"], llm_call_id=r["llm_call_id"], model=r["model"],
@@ -744,7 +744,7 @@ def claim_extractions(db: Database, attempt_id: int) -> list:
 
 def claim_reviews(db: Database, attempt_id: int) -> list:
     """Every reviewer record on an attempt's claim, oldest first; the latest counts."""
-    from workbench.assist.models import ClaimReview
+    from domain.assist import ClaimReview
 
     return [
         ClaimReview(id=r["id"], attempt_id=r["attempt_id"], action=r["action"],

@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from workbench.models import DecisionKind, Outcome
+from domain.models import DecisionKind, Outcome
 
 
 def now() -> str:
@@ -426,8 +426,8 @@ def record_intervention(
 ) -> int:
     """An intervention, checked: a known kind, sensible minutes, an attempt of this migration,
     and a correction only of a record of this migration that nothing corrects yet."""
+    from domain.effort import check_kind, intervention_kinds, parse_minutes
     from storage import queries
-    from workbench.effort import check_kind, intervention_kinds, parse_minutes
 
     value = parse_minutes(minutes)
     with immediate(db):
@@ -500,7 +500,7 @@ def add_budget_change(
     reviewer: str,
 ) -> int:
     """New budgets and acceptance level for a migration: the whole set, the latest one wins."""
-    from workbench.effort import check_acceptance_level
+    from domain.effort import check_acceptance_level
 
     for name, value in (("compute dollars", compute_dollars), ("staff hours", staff_hours),
                         ("attempts", attempts), ("calendar days", calendar_days)):

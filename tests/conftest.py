@@ -163,3 +163,21 @@ def small_bundle(bundle: BundleBuilder) -> BundleBuilder:
     )
     bundle.add_migration("cnn-xla", commits=1, title="CNN to torch_xla")
     return bundle
+
+
+@pytest.fixture(scope="module")
+def demo_db(tmp_path_factory) -> Path:
+    """The bundled demo study, imported and verified once per test module."""
+    from storage.database import open_study
+    from workbench import config
+    from workbench.bundle import import_bundle
+    from workbench.verify import verify_study
+
+    path = tmp_path_factory.mktemp("demo") / "demo.db"
+    study = open_study(path, create=True)
+    try:
+        assert import_bundle(study, config.DEMO_BUNDLE, "ana").problems == []
+        verify_study(study.db, "ana")
+    finally:
+        study.close()
+    return path

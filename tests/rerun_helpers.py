@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
 import stat
-import subprocess
 import sys
 import time
 from pathlib import Path

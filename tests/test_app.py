@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import BundleBuilder, make_repo
 from textual.widgets import DataTable
 
-from conftest import BundleBuilder, make_repo
 from screens.app import WorkbenchApp
 from screens.help import HelpScreen
 from screens.migration import MigrationScreen

@@ -13,7 +13,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from conftest import BundleBuilder
 from test_app import build
 
@@ -34,7 +33,7 @@ def served(small_bundle: BundleBuilder, tmp_path: Path):
     log = tmp_path / "serve.log"
     env = {**os.environ, "WORKBENCH_REVIEWER": "ana", "XDG_CONFIG_HOME": str(tmp_path)}
     with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "workbench", "serve", str(db), "--port", str(port)],
+        proc = subprocess.Popen([sys.executable, "-m", "cli", "serve", str(db), "--port", str(port)],
                                 cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
         page = None
@@ -96,6 +95,6 @@ def test_the_served_app_shows_the_study(served) -> None:
 
 
 def test_serve_refuses_a_missing_database(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "workbench", "serve", str(tmp_path / "none.db")],
+    done = subprocess.run([sys.executable, "-m", "cli", "serve", str(tmp_path / "none.db")],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "none.db" in done.stderr

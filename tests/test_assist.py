@@ -22,16 +22,16 @@ from typing import Any
 
 import pytest
 
+from domain.errors import WorkbenchError
+from domain.models import FailureCause
 from storage import queries, records
 from storage.database import open_study
 from workbench.assist import brief as briefs
 from workbench.assist import claims
-from workbench.assist.client import AssistError, AssistUnavailable, Assistant, Settings
+from workbench.assist.client import Assistant, AssistError, AssistUnavailable, Settings
 from workbench.assist.prices import PRICES, Price, cost, load_prices, price_for
 from workbench.bundle import import_bundle
 from workbench.config import DEMO_BUNDLE
-from workbench.errors import WorkbenchError
-from workbench.models import FailureCause
 from workbench.verify import verify_study
 
 MODEL = "claude-sonnet-5-5"
@@ -479,7 +479,7 @@ def test_brief_redacts_secrets_in_diff_and_log(api, demo) -> None:
 
 
 def test_a_long_diff_is_trimmed_with_a_note(tmp_path: Path) -> None:
-    from conftest import git, make_repo
+    from conftest import make_repo
 
     shas = make_repo(tmp_path / "r", [{"a.py": "x = 1\n"}, {"a.py": "x = 2\n" + "y = 3\n" * 5000, "b.py": "z\n"}])
     diff, note = briefs.git_diff(str(tmp_path / "r"), shas[0], shas[1], limit=2000)
@@ -509,7 +509,7 @@ def test_malformed_briefs_are_recorded_errors(api, demo, data, expected) -> None
 
 def workbench(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-    return subprocess.run([sys.executable, "-m", "workbench", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True, text=True,
                           env={**base, "WORKBENCH_REVIEWER": "ana", **env}, timeout=120)
 
 

@@ -6,15 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_app import EVIL, EVIL_SHOWN, settle
+from test_assist import USAGE_COST, api, brief_reply, claim_reply, study  # noqa: F401 - fixtures
+from test_assist import assistant as make_assistant
 
 from screens.app import WorkbenchApp
 from screens.attempt import AttemptScreen
 from screens.brief import BriefScreen
 from storage import queries
 from storage.database import open_study
-from test_app import EVIL, EVIL_SHOWN, settle
-from test_assist import USAGE_COST, api, brief_reply, claim_reply, study  # noqa: F401 - fixtures
-from test_assist import assistant as make_assistant
 from workbench import config
 from workbench.assist import claims
 from workbench.bundle import import_bundle

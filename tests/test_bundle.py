@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from domain.errors import WorkbenchError
 from storage import queries
 from storage.database import open_study
 from storage.logs import LogReader
 from workbench.bundle import import_bundle
-from workbench.errors import WorkbenchError
 
 
 def table_counts(db) -> dict[str, int]:

@@ -16,7 +16,7 @@ from workbench import config
 
 def workbench(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "workbench", *args],
+        [sys.executable, "-m", "cli", *args],
         capture_output=True,
         text=True,
         env={**os.environ, "WORKBENCH_REVIEWER": "ana", **(env or {})},
@@ -36,7 +36,7 @@ def fails_cleanly(result: subprocess.CompletedProcess[str], *expected: str) -> N
 
 def test_importing_the_cli_loads_neither_textual_nor_rich() -> None:
     code = (
-        "import sys, workbench.cli; "
+        "import sys, cli.main; "
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'textual', 'rich', 'git', 'torch', 'anthropic'}))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

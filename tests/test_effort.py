@@ -8,15 +8,15 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-
 from conftest import BundleBuilder
+from test_cli import fails_cleanly, workbench
+
+from domain import effort
+from domain.errors import WorkbenchError
+from domain.models import Budgets, DecisionKind, Outcome
 from storage import queries, records, schema
 from storage.database import open_study
-from test_cli import fails_cleanly, workbench
-from workbench import effort
 from workbench.bundle import import_bundle
-from workbench.errors import WorkbenchError
-from workbench.models import Budgets, DecisionKind, Outcome
 
 T0 = datetime.datetime(2026, 11, 1, 10, 0, tzinfo=datetime.UTC)
 

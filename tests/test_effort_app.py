@@ -7,18 +7,18 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import BundleBuilder
+from test_app import build, screen_text, settle
+from test_cli import workbench
+from test_effort import _verdicts
 from textual.widgets import Input, Select
 
-from conftest import BundleBuilder
 from screens.app import WorkbenchApp
 from screens.effort import EffortPanel
 from screens.forms import BudgetForm, DecisionForm, InterventionForm, OverrideForm
 from screens.migration import MigrationScreen
 from storage import queries
 from storage.database import open_study
-from test_app import build, screen_text, settle
-from test_cli import workbench
-from test_effort import _verdicts
 
 SIZE = (120, 40)
 

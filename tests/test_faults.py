@@ -9,7 +9,6 @@ database. `assert_intact` is the definition of "nothing half-written" (docs/reli
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import signal
@@ -158,7 +157,7 @@ def imported_seqs(path: Path) -> list[int]:
 
 
 IMPORT = """
-    from workbench.cli import main
+    from cli.main import main
     main(["import", "bundle", sys.argv[1], "--db", sys.argv[2]])
 """
 
@@ -203,7 +202,7 @@ def test_sigkill_while_the_first_records_are_written_leaves_an_openable_study(fa
 # --------------------------------------------------------------------------- SIGKILL: verification
 
 VERIFY = """
-    from workbench.cli import main
+    from cli.main import main
     main(["verify", sys.argv[1], *sys.argv[2:]])
 """
 
@@ -250,7 +249,7 @@ def test_sigkill_during_verification_keeps_whole_verifications_only(imported):
 # --------------------------------------------------------------------------- SIGKILL: intervention save
 
 INTERVENE = """
-    from workbench.cli import main
+    from cli.main import main
     main(["intervene", sys.argv[1], "mlp-xla", "--kind", "hint", "--minutes", "5", "--note", sys.argv[2]])
 """
 
@@ -353,7 +352,7 @@ LIMITED = """
         db.execute(f"PRAGMA max_page_count = {int(sys.argv[-1])}")
         return db
     database._connect = _limited
-    from workbench.cli import main
+    from cli.main import main
     main(["import", "bundle", sys.argv[1], "--db", sys.argv[2]])
 """
 
@@ -392,7 +391,7 @@ FSIZE = """
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
     limit = int(sys.argv[-1])
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-    from workbench.cli import main
+    from cli.main import main
     main(["import", "bundle", sys.argv[1], "--db", sys.argv[2]])
 """
 
@@ -473,7 +472,7 @@ APP_WRITER = """
 
 CLI_WRITER = """
     from click.testing import CliRunner
-    from workbench.cli import main
+    from cli.main import main
 
     path, saves = sys.argv[1], int(sys.argv[2])
     sys.stdin.readline()

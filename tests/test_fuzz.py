@@ -13,14 +13,14 @@ import math
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from domain.errors import WorkbenchError
 from storage.database import open_study
 from storage.logs import MAX_LINE_BYTES, LogReader, store_log_bytes
 from workbench import probe
 from workbench.bundle import BadRecord, import_bundle, parse_attempt, parse_metrics, parse_migration, parse_study
-from workbench.errors import WorkbenchError
 from workbench.importers import git_history
 from workbench.verify.logscan import LogScanner, compile_patterns
 from workbench.verify.settings import apply_assignment, parse_assignment

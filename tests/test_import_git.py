@@ -51,7 +51,7 @@ def test_each_commit_is_an_attempt(bundle, tmp_path: Path) -> None:
     study.close()
 
     env = {**os.environ, "WORKBENCH_REVIEWER": "ana"}
-    cli = [sys.executable, "-m", "workbench", "import", "git", str(repo), "--db", str(db_path), "--migration"]
+    cli = [sys.executable, "-m", "cli", "import", "git", str(repo), "--db", str(db_path), "--migration"]
     done = subprocess.run(cli + ["mlp-xla"], capture_output=True, text=True, env=env)
     assert done.returncode == 0 and "0 new, 0 updated, 2 unchanged" in done.stdout
     other = tmp_path / "other"

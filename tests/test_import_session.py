@@ -10,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from conftest import GIT_ENV, git
 from import_helpers import Transcript
 
@@ -175,7 +174,7 @@ def test_cli_imports_a_project_folder_with_a_summary(tmp_path: Path, bundle) -> 
     t.dump(project / f"{t.session}.jsonl")
     with (project / f"{t.session}.jsonl").open("a") as fh:
         fh.write('{"type": "assistant", "message": {"content": [{"type": "tool_u')
-    args = [sys.executable, "-m", "workbench", "import", "claude-code", str(project.parent), "--db", str(db),
+    args = [sys.executable, "-m", "cli", "import", "claude-code", str(project.parent), "--db", str(db),
             "--migration", "mlp-xla", "--repo", str(repo)]
     done = subprocess.run(args, capture_output=True, text=True, env={**os.environ, "WORKBENCH_REVIEWER": "ana"})
     assert done.returncode == 0, done.stderr

@@ -100,7 +100,7 @@ def test_level_3_reads_the_same_facts_from_the_probe_lines_and_from_stored_repor
     stored (a re-run's probe_report row) give level 3 the same facts and the same verdict."""
     import dataclasses
 
-    from workbench.models import Attempt, AttemptSource, AttemptStatus, Command, FailureCause, Hardware, Outcome
+    from domain.models import Attempt, AttemptSource, AttemptStatus, Command, FailureCause, Hardware, Outcome
     from workbench.probe.inject import workbench_probe
     from workbench.verify.ladder import Run, level3
     from workbench.verify.logscan import scan_chunks

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.redact import redact, redact_bytes
+from domain.redact import redact, redact_bytes
 
 SECRETS = {
     "anthropic": "sk-ant-api03-" + "A1b2C3d4E5f6G7h8I9j0" * 4,

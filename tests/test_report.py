@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from cli.main import main
 from storage import records
 from storage.database import open_study
-from workbench.cli import main
 from workbench.report import FORMATS, build_report, render
 
 SECRETS = {
@@ -137,7 +137,7 @@ def build_study(path: Path):
     i4 = records.add_intervention(db, migration_id=b, kind="fix_code", minutes=60,
                                   note=f"pasted GITHUB_TOKEN={SECRETS['github']} by mistake", reviewer="bob")
     ids.update(i1=i1, i2=i2, i3=i3, i4=i4)
-    from workbench.models import DecisionKind
+    from domain.models import DecisionKind
 
     ids["d1"] = records.add_decision(db, migration_id=a, kind=DecisionKind.ACCEPT, reason="level 5 reached",
                                      figures={}, reviewer="ana")
@@ -154,7 +154,7 @@ def build_study(path: Path):
 
 
 def _outcome(value: str):
-    from workbench.models import Outcome
+    from domain.models import Outcome
 
     return Outcome(value)
 
@@ -526,7 +526,7 @@ def test_a_reviewers_claim_correction_changes_the_over_claim_count(study):
 
 
 def test_decisions_show_what_the_rules_suggested_and_budget_changes_are_listed(study):
-    from workbench.models import DecisionKind
+    from domain.models import DecisionKind
 
     s, ids = study
     alpha = ids["alpha"]

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 from test_report import build_study
+from textual.widgets import Input, Select
 
 from screens.app import WorkbenchApp
 from screens.export import ExportScreen
-from textual.widgets import Input, Select
 
 
 async def test_e_opens_the_export_screen_and_writes_the_report(tmp_path: Path) -> None:

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from domain.errors import WorkbenchError
+from domain.models import AttemptSource, AttemptStatus
 from storage import queries
 from tests.rerun_helpers import GCLOUD, SKY, attempt, stand_in, study_with_script, wait_for
-from workbench.errors import WorkbenchError
-from workbench.models import AttemptSource, AttemptStatus
 from workbench.rerun import jobs
 from workbench.rerun.jobs import JobState
 from workbench.rerun.runner import run_job
@@ -164,7 +164,7 @@ def test_recovery_marks_a_job_whose_runner_died_interrupted_and_keeps_its_log(st
 def test_cli_rerun_wait(study, tmp_path):
     from click.testing import CliRunner
 
-    from workbench.cli import main
+    from cli.main import main
 
     path = str(study.path)
     result = CliRunner().invoke(main, ["rerun", path, "toy", "1", "--backend", "local", "--wait", "--yes",

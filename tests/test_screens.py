@@ -6,8 +6,9 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import BundleBuilder, git
+from test_app import EVIL, EVIL_SHOWN, build, column, screen_text, settle, table
+
 from screens.app import WorkbenchApp
 from screens.attempt import AttemptScreen, VerdictList
 from screens.compare import CompareScreen
@@ -16,24 +17,8 @@ from screens.diff_view import DiffPane, DiffView, FileScreen
 from screens.help import HelpScreen
 from screens.log_view import LogPane, LogView
 from screens.migration import MigrationScreen
-from screens.study import StudyScreen
 from storage.database import open_study
-from test_app import EVIL, EVIL_SHOWN, build, column, screen_text, settle, table
-from workbench import config
-from workbench.bundle import import_bundle
 from workbench.verify import verify_study
-
-
-@pytest.fixture(scope="module")
-def demo_db(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("demo") / "demo.db"
-    study = open_study(path, create=True)
-    try:
-        assert import_bundle(study, config.DEMO_BUNDLE, "ana").problems == []
-        verify_study(study.db, "ana")
-    finally:
-        study.close()
-    return path
 
 
 async def open_attempt(pilot, migration_row: int, attempt_row: int) -> AttemptScreen:
@@ -186,7 +171,7 @@ async def test_diff_pane_toggles_base_and_opens_the_whole_file(demo_db: Path) ->
 async def test_log_pane_search_errors_warnings_and_wrap(demo_db: Path) -> None:
     app = WorkbenchApp(demo_db)
     async with app.run_test(size=(80, 24)) as pilot:
-        screen = await open_attempt(pilot, 1, 1)  # mlp #1: crashed with a traceback
+        await open_attempt(pilot, 1, 1)  # mlp #1: crashed with a traceback
         await pilot.press("3")
         await settle(pilot)
         pane = app.screen.query_one(LogPane)

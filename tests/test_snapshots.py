@@ -12,13 +12,10 @@ import datetime
 from pathlib import Path
 
 import pytest
+from test_app import settle
 
 from screens.app import WorkbenchApp
-from storage.database import open_study
-from test_app import settle
 from workbench import config
-from workbench.bundle import import_bundle
-from workbench.verify import verify_study
 
 pytest.importorskip("pytest_textual_snapshot")
 pytestmark = pytest.mark.skipif(not config.DEMO_BUNDLE.is_dir(), reason="the demo bundle is not generated yet")
@@ -28,24 +25,12 @@ NOW = datetime.datetime(2026, 12, 3, 12, 0, tzinfo=datetime.UTC)
 """The effort panel's `calendar days` count to this, not to the real now."""
 
 
-@pytest.fixture(scope="module")
-def demo_db(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("snap") / "demo.db"
-    study = open_study(path, create=True)
-    try:
-        assert import_bundle(study, config.DEMO_BUNDLE, "ana").problems == []
-        verify_study(study.db, "ana")
-    finally:
-        study.close()
-    return path
-
-
 @pytest.fixture
 def make_app(demo_db: Path, monkeypatch, tmp_path: Path):
     """The app factory: a still clock, no review-time tracking, no keymap file."""
-    import workbench.effort
+    import domain.effort
 
-    monkeypatch.setattr(workbench.effort, "utcnow", lambda: NOW)
+    monkeypatch.setattr(domain.effort, "utcnow", lambda: NOW)
     monkeypatch.setenv("WORKBENCH_REVIEWER", "ana")
 
     def factory() -> WorkbenchApp:

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from sqlite_utils import Database
 
+from domain.errors import SchemaTooNew, WorkbenchError
+from domain.models import DecisionKind
 from storage import queries, records, schema
 from storage.database import open_study
 from storage.logs import CHUNK, LogReader, store_log
 from workbench.bundle import import_bundle
-from workbench.errors import SchemaTooNew, WorkbenchError
-from workbench.models import DecisionKind
 
 
 def sha(path: Path) -> str:

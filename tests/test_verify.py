@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from domain.models import FailureCause, Outcome
 from storage import queries, records
 from storage.database import open_study
 from workbench.bundle import import_bundle
 from workbench.config import DEMO_BUNDLE
-from workbench.models import FailureCause, Outcome
 from workbench.verify import verify_study
 from workbench.verify.logscan import file_chunks, scan_chunks
 
@@ -169,7 +168,7 @@ def test_scan_finds_xla_evidence_across_chunk_boundaries():
 
 def test_cli_verify_prints_the_table_and_json(tmp_path: Path):
     db = tmp_path / "s.db"
-    wb = [sys.executable, "-m", "workbench"]
+    wb = [sys.executable, "-m", "cli"]
     subprocess.run(wb + ["import", "bundle", str(DEMO_BUNDLE), "--db", str(db)], check=True, capture_output=True)
     out = subprocess.run(wb + ["verify", str(db), "--migration", "mlp-classifier"], check=True,
                          capture_output=True, text=True).stdout

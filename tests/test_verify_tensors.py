@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from domain.models import FailureCause, Outcome
 from storage import queries
 from storage.artifacts import artifact_of
 from storage.database import open_study
 from workbench.bundle import import_bundle
-from workbench.models import FailureCause, Outcome
-from workbench.verify import verify_study
 from workbench.verify import tensors as tensor_mod
+from workbench.verify import verify_study
 
 P, F, U = Outcome.PASS, Outcome.FAIL, Outcome.UNKNOWN
 
@@ -145,7 +145,7 @@ def test_tensor_rtol_setting_decides(bundle, study) -> None:
     verify_study(db, "ana")
     assert verdict(db, 1)[0].outcome is F
     result = subprocess.run(
-        [sys.executable, "-m", "workbench", "verify", str(study.path), "--migration", "mlp-xla",
+        [sys.executable, "-m", "cli", "verify", str(study.path), "--migration", "mlp-xla",
          "--set", "tensor_rtol=0.5"],
         capture_output=True, text=True, env={**os.environ, "WORKBENCH_REVIEWER": "ana"}, timeout=300,
     )

@@ -20,15 +20,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import BundleBuilder, make_repo
 
+from domain.models import FailureCause, Outcome
 from storage import queries, records
 from storage.database import open_study
-from workbench.bundle import import_bundle
 from workbench import probe
-from workbench.models import FailureCause, Outcome
+from workbench.bundle import import_bundle
 from workbench.verify import verify_study
-
-from conftest import BundleBuilder, make_repo
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = Path(__file__).resolve().parent / "verify_project" / "train.py"

@@ -15,12 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from storage import artifacts, records
-from storage.converters import attempt_to_row, migration_to_row, study_to_row
-from storage.database import StudyDatabase
-from storage.logs import store_log
-from workbench.errors import WorkbenchError
-from workbench.models import (
+from domain.errors import WorkbenchError
+from domain.models import (
     Attempt,
     AttemptSource,
     AttemptStatus,
@@ -34,7 +30,11 @@ from workbench.models import (
     Study,
     Target,
 )
-from workbench.redact import redact, redact_env
+from domain.redact import redact, redact_env
+from storage import artifacts, records
+from storage.converters import attempt_to_row, migration_to_row, study_to_row
+from storage.database import StudyDatabase
+from storage.logs import store_log
 from workbench.repos import CommitResolver, materialise
 
 FORMAT = 1
@@ -147,7 +147,7 @@ def parse_study(path: Path) -> Study:
 def _intervention_kinds(table: dict[str, Any]) -> dict[str, str]:
     """`[interventions] kinds = ["name", ...]` with optional `[interventions.describe] name = "..."`
     (docs/effort.md): the study's own kinds beside the built-in ones."""
-    from workbench.effort import valid_kind_name
+    from domain.effort import valid_kind_name
 
     kinds = take(table, "kinds", list, required=False, default=[])
     describe = take(table, "describe", dict, required=False, default={})

@@ -14,7 +14,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workbench.errors import WorkbenchError
+from domain.errors import WorkbenchError
 
 GIT_TIMEOUT_S = 60
 MAX_DIFF_BYTES = 256 << 20

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from workbench.errors import WorkbenchError
+from domain.errors import WorkbenchError
 
 
 def is_bundle_file(path: Path) -> bool:
@@ -49,8 +49,8 @@ class CommitResolver:
         self._repo = git.Repo(path)
 
     def resolve(self, name: str) -> str | None:
-        import gitdb.exc
         import git
+        import gitdb.exc
 
         try:
             return self._repo.commit(name).hexsha

@@ -18,8 +18,8 @@ from typing import Any
 
 from sqlite_utils import Database
 
+from domain.models import LADDER, Attempt, Migration
 from workbench.assist.client import Answer, Assistant, MalformedOutput, Request
-from workbench.models import LADDER, Attempt, Migration
 
 DIFF_MAX = 24_000
 """Characters of diff sent; whole files first, in git's order, then a list of the files left out."""
@@ -190,8 +190,8 @@ def log_excerpt(db: Database, log_id: int, cited: list[int]) -> dict[int, str]:
 
 
 def gather(db: Database, migration: Migration, attempt: Attempt) -> BriefInput:
+    from domain.redact import redact
     from storage import queries
-    from workbench.importers.rules import redact
 
     verdicts = queries.verdicts(db, attempt.id)
     failure = queries.current_failure(db, attempt.id)

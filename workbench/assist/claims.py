@@ -16,8 +16,8 @@ from typing import Any
 
 from sqlite_utils import Database
 
+from domain.models import LADDER, Attempt, Migration
 from workbench.assist.client import Answer, Assistant, MalformedOutput, Request
-from workbench.models import LADDER, Attempt, Migration
 
 CLAIM_MAX = 12_000
 """Characters of claim sent; the importer already cuts claims shorter than this."""
@@ -71,7 +71,7 @@ Answer only by calling record_claim."""
 
 
 def claim_request(assistant: Assistant, migration: Migration, attempt: Attempt) -> Request:
-    from workbench.importers.rules import redact
+    from domain.redact import redact
 
     claim = attempt.claim[:CLAIM_MAX]
     user = (

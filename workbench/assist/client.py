@@ -19,8 +19,8 @@ from typing import Any
 
 from sqlite_utils import Database
 
+from domain.errors import WorkbenchError
 from workbench.assist.prices import Price, cost, load_prices, price_for
-from workbench.errors import WorkbenchError
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 """Override with `--model` or `WORKBENCH_ASSIST_MODEL`."""

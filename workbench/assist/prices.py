@@ -25,7 +25,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.errors import WorkbenchError
+from domain.errors import WorkbenchError
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,26 +23,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from storage import records
-from storage.converters import attempt_to_row
-from storage.database import StudyDatabase
-from storage.logs import store_log_bytes
-from storage.queries import get_migration
-from workbench.errors import WorkbenchError
-from workbench.importers.rules import (
-    WorkloadRule,
-    bash_writes,
-    command_parts,
-    expected_level,
-    redact,
-)
-from workbench.models import (
+from domain.errors import WorkbenchError
+from domain.models import (
     Attempt,
     AttemptSource,
     AttemptStatus,
     Command,
     Edit,
     ToolCall,
+)
+from domain.redact import redact
+from storage import records
+from storage.converters import attempt_to_row
+from storage.database import StudyDatabase
+from storage.logs import store_log_bytes
+from storage.queries import get_migration
+from workbench.importers.rules import (
+    WorkloadRule,
+    bash_writes,
+    command_parts,
+    expected_level,
 )
 
 KNOWN_TYPES = {

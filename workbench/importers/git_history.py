@@ -15,15 +15,16 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from domain.errors import WorkbenchError
+from domain.models import Attempt, AttemptSource, AttemptStatus, Command
+from domain.redact import redact
 from storage import records
 from storage.converters import attempt_to_row
 from storage.database import StudyDatabase
 from storage.logs import store_log_bytes
 from storage.queries import get_migration
 from workbench.bundle import ImportReport
-from workbench.errors import WorkbenchError
-from workbench.importers.rules import command_parts, expected_level, redact
-from workbench.models import Attempt, AttemptSource, AttemptStatus, Command
+from workbench.importers.rules import command_parts, expected_level
 
 TRAILER = re.compile(r"^(Attempt-[A-Za-z-]+):\s*(.*)$")
 LOG_PATH = ".workbench/attempt.log"

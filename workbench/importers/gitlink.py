@@ -10,15 +10,15 @@ SHAs.
 
 from __future__ import annotations
 
-import datetime
 import os
 import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.errors import WorkbenchError
-from workbench.models import Edit
+from domain.costs import parse_time
+from domain.errors import WorkbenchError
+from domain.models import Edit
 
 REF_PREFIX = "refs/workbench"
 IDENTITY = {
@@ -30,15 +30,8 @@ IDENTITY = {
 
 
 def epoch(stamp: str | None) -> float | None:
-    if not stamp:
-        return None
-    try:
-        value = datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=datetime.UTC)
-    return value.timestamp()
+    value = parse_time(stamp)
+    return None if value is None else value.timestamp()
 
 
 @dataclass(frozen=True)

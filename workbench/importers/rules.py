@@ -3,7 +3,6 @@
 - which Bash calls are executions of the project's workload (`WorkloadRule`);
 - which Bash calls wrote files (`bash_writes`);
 - what ladder level the agent's own words expect (`expected_level`);
-- what is redacted before anything is stored (`redact`).
 
 Pure functions on strings: no database, no git.
 """
@@ -13,6 +12,8 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, field
+
+from domain.redact import redact
 
 LAUNCHERS = ("python", "torchrun", "accelerate", "xla_run", "xla_dist")
 """Program names (basename, with `python3`, `python3.11` and the like folded into `python`)."""
@@ -181,93 +182,6 @@ def bash_writes(command: str) -> list[str]:
     if _WRITERS.search(command):
         return [""]
     return []
-
-
-# Secrets: the stored text (commands, outputs, claims, edits, tool calls) passes through
-# workbench/redact.py, plus a few shapes it does not know.
-_EXTRA_SECRETS = [
-    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S), "[REDACTED:private-key]"),
-    (re.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{10,}"), "[REDACTED:slack]"),
-    (re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}"), "[REDACTED:gitlab]"),
-]
-
-
-_TRIGGER = re.compile(
-    r"sk-|hf_|gh[pousr]_|github_pat_|aiza|ya29\.|akia|asia|bearer|key|secret|token|passw|xox[abprs]-|glpat-"
-)
-"""Lower-case fragments every secret shape above contains: lines without one are left alone."""
-_FRAGMENTS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("k", ("sk-", "akia", "key", "token")),
-    ("f", ("hf_",)),
-    ("_", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
-    ("z", ("aiza",)),
-    ("y", ("ya29.",)),
-    ("i", ("asia",)),
-    ("b", ("bearer",)),
-    ("c", ("secret",)),
-    ("w", ("passw",)),
-    ("x", ("xoxa-", "xoxb-", "xoxp-", "xoxr-", "xoxs-")),
-    ("-", ("glpat-",)),
-)
-"""`_TRIGGER`'s fragments, each under one of its letters: a text without the letter (one memchr
-pass) holds none of them, so clean output is passed over at C speed without the regex."""
-
-
-def _first_trigger(lower: str) -> int:
-    """Where the first `_TRIGGER` fragment starts in the lower-cased text, or -1."""
-    first = -1
-    for letter, fragments in _FRAGMENTS:
-        seen = lower.find(letter)  # a fragment holding the letter ends past its first one
-        if seen == -1:
-            continue
-        for fragment in fragments:
-            start = max(0, seen - fragment.index(letter))
-            at = lower.find(fragment, start, first + len(fragment) - 1 if first != -1 else len(lower))
-            if at != -1:
-                first = at
-    return first
-
-
-def _redact_line(text: str) -> str:
-    from workbench.redact import redact as shared
-
-    text = shared(text)
-    for pattern, replacement in _EXTRA_SECRETS[1:]:
-        text = pattern.sub(replacement, text)
-    return text
-
-
-def redact(text: str) -> str:
-    """workbench.redact's patterns, then private keys, Slack and GitLab tokens.
-
-    For speed on large logs, only the lines holding a trigger fragment (`_TRIGGER`, searched in
-    the lower-cased text) go through the full patterns; private key blocks span lines and are
-    searched for in the whole text.
-    """
-    if not text:
-        return text
-    if "PRIVATE KEY-----" in text:
-        pattern, replacement = _EXTRA_SECRETS[0]
-        text = pattern.sub(replacement, text)
-    lower = text.lower()
-    if len(lower) != len(text):  # a few characters change length when lower-cased
-        return _redact_line(text)
-    first = _first_trigger(lower)
-    if first == -1:
-        return text
-    out: list[str] = []
-    pos = 0
-    while (hit := _TRIGGER.search(lower, first if not out else pos)) is not None:
-        start = text.rfind("\n", 0, hit.start()) + 1
-        end = text.find("\n", hit.end())
-        end = len(text) if end == -1 else end
-        out.append(text[pos:start])
-        out.append(_redact_line(text[start:end]))
-        pos = end
-    if not out:
-        return text
-    out.append(text[pos:])
-    return "".join(out)
 
 
 # The agent's expectation, read from its own words after an attempt.

@@ -12,8 +12,8 @@ from collections import defaultdict
 from functools import lru_cache
 from typing import Any
 
-from workbench.errors import WorkbenchError
-from workbench.redact import redact
+from domain.errors import WorkbenchError
+from domain.redact import redact
 from workbench.report.model import (
     AttemptFacts,
     BudgetChangeRow,
@@ -79,9 +79,9 @@ def _level(outcomes: dict[int, str]) -> int:
 def build_report(db: Any, slugs: list[str] | tuple[str, ...] | None = None, *,
                  pseudonymise: bool = False) -> StudyReport:
     """The report over the whole study, or over the migrations named by `slugs`."""
+    from domain.costs import chip_cost, price_of
     from storage import queries
     from storage.converters import migration_from_row
-    from workbench.verify.ladder import _price, chip_cost
 
     study = queries.get_study(db)
     if study is None:
@@ -139,7 +139,7 @@ def build_report(db: Any, slugs: list[str] | tuple[str, ...] | None = None, *,
             continue
         facts_by_migration[row["migration_id"]].append(
             _attempt_facts(row, migration_by_id[row["migration_id"]], study.prices, automated, effective,
-                           scrub, chip_cost, _price)
+                           scrub, chip_cost, price_of)
         )
 
     # Human records.
@@ -212,7 +212,7 @@ def build_report(db: Any, slugs: list[str] | tuple[str, ...] | None = None, *,
 
 
 def _attempt_facts(row, migration, prices, automated, effective, scrub, chip_cost, price_of) -> AttemptFacts:
-    from workbench.models import Command
+    from domain.models import Command
 
     attempt_id = row["id"]
     verified = row["verification_id"] is not None

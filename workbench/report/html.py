@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from html import escape
 
+from domain.text import clean
 from workbench.report.model import StudyReport
 from workbench.report.svg import ladder_chart, loss_chart
 from workbench.report.tables import Table, document_tables, rate_text, title_lines
-from workbench.untrusted import clean
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px auto;max-width:1100px;

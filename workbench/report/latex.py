@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
+from domain.text import clean
 from workbench.report.model import StudyReport
 from workbench.report.tables import Table, document_tables, title_lines
-from workbench.untrusted import clean
 
 _SPECIAL = {
     "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",

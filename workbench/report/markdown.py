@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from domain.text import clean
 from workbench.report.model import StudyReport
 from workbench.report.tables import Table, document_tables, migration_line, title_lines
-from workbench.untrusted import clean
 
 
 def cell(text: str) -> str:

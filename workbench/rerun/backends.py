@@ -272,7 +272,7 @@ def get(name: str) -> Backend:
 
 def quiet_runner(log: Path):
     """`run(argv, stdin=None)` for harness commands: output to the job's runner log, errors raised."""
-    from workbench.errors import WorkbenchError
+    from domain.errors import WorkbenchError
 
     def run(argv: list[str], stdin: Path | None = None, timeout: float = 600) -> None:
         with open(log, "ab") as out:

@@ -6,8 +6,8 @@ import json
 import math
 from typing import Any
 
+from domain.models import AttemptSource, AttemptStatus
 from storage.queries import probe_reports  # noqa: F401  (the stored reports, read back)
-from workbench.models import AttemptSource, AttemptStatus
 
 
 def _series_from_log(path) -> dict[str, dict[int, float]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import re
@@ -15,8 +16,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from workbench.errors import WorkbenchError
-from workbench.models import Attempt
+from domain.costs import parse_time
+from domain.errors import WorkbenchError
+from domain.models import Attempt
 
 
 class JobState(StrEnum):
@@ -298,10 +300,8 @@ def recover(db: Any, reviewer: str = "workbench") -> list[int]:
         if runner_alive(job):
             continue
         if job.runner_pid is None:
-            import datetime
-
-            created = datetime.datetime.fromisoformat(job.created_at)
-            age = (datetime.datetime.now(datetime.UTC) - created).total_seconds()
+            created = parse_time(job.created_at)
+            age = (datetime.datetime.now(datetime.UTC) - created).total_seconds() if created else QUEUED_GRACE_S
             if age < QUEUED_GRACE_S:
                 continue
         if job.child_pid and _environ_has(job.child_pid, f"WORKBENCH_JOB_ID={job.id}\0".encode()):

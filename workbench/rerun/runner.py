@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from workbench.errors import WorkbenchError
+from domain.errors import WorkbenchError
 from workbench.rerun.jobs import Job, JobState, get_job, update
 
 POLL_S = 0.1

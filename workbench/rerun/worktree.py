@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from workbench.errors import WorkbenchError
+from domain.errors import WorkbenchError
 
 
 def _git(repo: Path, *args: str) -> str:

@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.models import Attempt, AttemptSource, Migration, Study
+from domain.models import Attempt, AttemptSource, Migration, Study
 
 VERIFIER = "workbench.ladder"
 VERSION = "1.2.0"
@@ -215,8 +215,8 @@ def verify_migration(db: Any, migration: Migration, study: Study, reviewer: str,
 
 def verify_study(db: Any, reviewer: str, *, slug: str | None = None, seq: int | None = None,
                  force: bool = False) -> Report:
+    from domain.errors import WorkbenchError
     from storage import queries
-    from workbench.errors import WorkbenchError
 
     study = queries.get_study(db)
     if study is None:

@@ -7,13 +7,13 @@ over-claim). docs/verification.md says what each level checks.
 
 from __future__ import annotations
 
-import datetime
 import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.models import (
+from domain.costs import chip_cost
+from domain.models import (
     Attempt,
     AttemptStatus,
     Evidence,
@@ -498,48 +498,6 @@ def level4(run: Run, migration: Migration) -> LevelResult:
 
 
 # --------------------------------------------------------------------------- level 5
-
-
-def parse_time(value: str | None) -> datetime.datetime | None:
-    """An ISO 8601 timestamp (`Z` allowed; without a zone it is UTC); None when absent or bad."""
-    if not value:
-        return None
-    try:
-        parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
-
-
-def wall_seconds(a: Attempt) -> float | None:
-    return span_seconds(a.started_at, a.ended_at)
-
-
-def span_seconds(started_at: str | None, ended_at: str | None) -> float | None:
-    start, end = parse_time(started_at), parse_time(ended_at)
-    if start is None or end is None:
-        return None
-    return (end - start).total_seconds()
-
-
-def _price(prices: dict[str, float], kind: str | None) -> float | None:
-    if kind is None:
-        return None
-    lowered = {k.lower(): v for k, v in prices.items()}
-    return lowered.get(kind.lower())
-
-
-def chip_cost(started_at: str | None, ended_at: str | None, prices: dict[str, float], kind: str | None,
-              chips: int | None) -> tuple[float | None, float | None]:
-    """(wall seconds, dollars): wall hours x chips x the study's price per chip-hour for `kind`
-    (case-insensitive); dollars None without a time, a price or a chip count. The one cost model:
-    the verifier's level 5, the report and the stopping rules (workbench.effort) use it."""
-    wall = span_seconds(started_at, ended_at)
-    price = _price(prices, kind)
-    if wall is None or price is None or chips is None:
-        return wall, None
-    return wall, wall / 3600.0 * chips * price
-
 
 def cost(run: Run, prices: dict[str, float], kind: str | None, chips: int | None) -> tuple[float | None, float | None]:
     return chip_cost(run.attempt.started_at, run.attempt.ended_at, prices, kind, chips)

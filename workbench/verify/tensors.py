@@ -15,7 +15,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from workbench.models import Evidence, FailureCause, Outcome
+from domain.models import Evidence, FailureCause, Outcome
 from workbench.verify.ladder import LevelResult
 
 WORST = 5

@@ -129,7 +129,6 @@ def _on_optimizer_step(optimizer, args, kwargs) -> None:
 
 def _to_host(tensors: list) -> list[float]:
     """One batched device-to-host transfer for XLA tensors; plain reads for the rest."""
-    import torch
 
     xla = [t for t in tensors if t.device.type == "xla"]
     values: dict[int, float] = {}

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import click
 
+from domain.errors import WorkbenchError
+from domain.text import clean
 from workbench import config
-from workbench.errors import WorkbenchError
-from workbench.untrusted import clean
 
 DB_PATH = click.Path(dir_okay=False, path_type=Path)
 

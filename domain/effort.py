@@ -12,7 +12,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.models import Budgets, DecisionKind
+from domain.costs import chip_cost, parse_time
+from domain.models import Budgets, DecisionKind
 
 DEFAULT_KINDS: dict[str, str] = {
     "approve_run": "approved a full (costly) run the agent asked for",
@@ -88,9 +89,8 @@ def estimate_cost(
     prices: dict[str, float],
 ) -> float | None:
     """Wall time x chips x the price per chip-hour, the verifier's cost model
-    (`workbench.verify.ladder.chip_cost`); None when a time, the kind, chips or the price is
+    (`domain.costs.chip_cost`); None when a time, the kind, chips or the price is
     missing; a negative span counts 0."""
-    from workbench.verify.ladder import chip_cost
 
     if not kind or not chips:
         return None
@@ -218,7 +218,6 @@ def standing(inputs: EffortInputs, now: datetime.datetime | None = None) -> Stan
     else continue. A migration already accepted or stopped keeps that as the suggestion only if
     the rules agree.
     """
-    from workbench.verify.ladder import parse_time
 
     now = now or utcnow()
     compute = sum(r.dollars for r in inputs.runs if r.dollars is not None)

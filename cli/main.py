@@ -11,9 +11,9 @@ from typing import Any
 
 import click
 
+from domain.errors import WorkbenchError
+from domain.text import clean
 from workbench import config
-from workbench.errors import WorkbenchError
-from workbench.untrusted import clean
 
 DB_PATH = click.Path(dir_okay=False, path_type=Path)
 
@@ -121,7 +121,7 @@ def serve(db: Path | None, host: str, port: int) -> None:
         from textual_serve.server import Server
     except ImportError as exc:
         raise WorkbenchError(f"serve needs textual-serve ({exc}): pip install textual-serve") from exc
-    command = shlex.join([sys.executable, "-m", "workbench", "open", str(path)])
+    command = shlex.join([sys.executable, "-m", "cli", "open", str(path)])
     click.echo(f"workbench: serving {clean(str(path))} at http://{host}:{port}/ (ctrl+c stops)", err=True)
     Server(command, host=host, port=port, title=f"workbench — {clean(path.name)}").serve()
 
@@ -744,8 +744,8 @@ def decide(db: Path, migration: str, kind: str, reason: str) -> None:
     migration's status follows. Prints the figures. A decision against the suggestion without
     --reason prints one line and exits with status 2.
     """
+    from domain.models import DecisionKind
     from storage import queries, records
-    from workbench.models import DecisionKind
 
     study = _open(db)
     try:
@@ -767,7 +767,7 @@ def decide(db: Path, migration: str, kind: str, reason: str) -> None:
 
 
 def _add_rerun_commands() -> None:
-    from workbench.rerun.cli import jobs_cmd, rerun
+    from cli.rerun import jobs_cmd, rerun
 
     main.add_command(rerun)
     main.add_command(jobs_cmd)

@@ -1,0 +1,30 @@
+"""The one place untrusted text (logs, diffs, transcripts, commit messages, names) is cleaned.
+
+`clean` replaces every control character with a visible stand-in, so nothing from a log can
+move the cursor, retitle the terminal or clear the screen. screens/text.py wraps the result in
+Rich `Text` for the app; exports and the CLI print it as it is.
+"""
+
+from __future__ import annotations
+
+import re
+
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\ud800-\udfff\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _visible(match: re.Match[str]) -> str:
+    char = match.group()
+    code = ord(char)
+    if code < 0x20:
+        return chr(0x2400 + code)  # the Unicode "control pictures": ␛ for ESC, ␀ for NUL
+    if code == 0x7F:
+        return "\u2421"
+    return "\ufffd"
+
+
+def clean(value: str, *, keep_newlines: bool = False, tab: str = "    ") -> str:
+    """`value` with control characters made visible; tabs expanded; newlines kept if asked."""
+    value = value.replace("\t", tab)
+    if keep_newlines:
+        return "\n".join(_CONTROL.sub(_visible, line) for line in value.split("\n"))
+    return _CONTROL.sub(_visible, value)
