@@ -13,6 +13,7 @@ from functools import lru_cache
 from typing import Any
 
 from domain.errors import WorkbenchError
+from domain.ladder import highest_level, over_claim
 from domain.redact import redact
 from workbench.report.model import (
     AttemptFacts,
@@ -65,15 +66,6 @@ class Scrub:
                 self._pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, alternatives)) + r")\b")
             out = self._pattern.sub(lambda m: self.names[m.group()], out)
         return out
-
-
-def _level(outcomes: dict[int, str]) -> int:
-    level = 0
-    for n in range(1, 6):
-        if outcomes.get(n) != "pass":
-            break
-        level = n
-    return level
 
 
 def build_report(db: Any, slugs: list[str] | tuple[str, ...] | None = None, *,
@@ -218,8 +210,8 @@ def _attempt_facts(row, migration, prices, automated, effective, scrub, chip_cos
     verified = row["verification_id"] is not None
     auto = automated.get(attempt_id, {})
     eff = effective.get(attempt_id, {})
-    level_auto = _level(auto) if verified else None
-    level_eff = _level(eff) if verified else None
+    level_auto = highest_level(auto) if verified else None
+    level_eff = highest_level(eff) if verified else None
     failed_auto = verified and "fail" in auto.values()
     failed_eff = verified and "fail" in eff.values()
     exit_code = row["exit_code"]
@@ -259,8 +251,8 @@ def _attempt_facts(row, migration, prices, automated, effective, scrub, chip_cos
         failed_automated=failed_auto,
         silent=failed_eff and no_error,
         silent_automated=failed_auto and no_error,
-        over_claim=verified and expected is not None and expected > level_eff,
-        over_claim_automated=verified and expected is not None and expected > level_auto,
+        over_claim=bool(over_claim(expected, level_eff, verified=verified)),
+        over_claim_automated=bool(over_claim(expected, level_auto, verified=verified)),
         passes_level1=verified and eff.get(1) == "pass",
         failure_id=row["failure_id"],
         cause=row["failure_cause"],

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from domain.costs import chip_cost
+from domain.ladder import highest_level, over_claim
 from domain.models import (
     Attempt,
     AttemptStatus,
@@ -588,11 +589,7 @@ def judge(
         l4 = LevelResult(4, UNKNOWN, f"the run did not complete: {l4.reason}", l4.evidence)
     l5, figures = level5(run, reference, migration, study, intended, l1.outcome, settings)
     levels = [l1, l2, l3, l4, l5]
-    highest = 0
-    for result in levels:
-        if result.outcome is not PASS:
-            break
-        highest += 1
+    highest = highest_level({r.level: r.outcome.value for r in levels})
     errors = errors_raised(run)
     raised = bool(errors)
     failed = [r for r in levels if r.outcome is FAIL]
@@ -613,8 +610,7 @@ def judge(
             cause, cause_ev = first.causes[0] if first.causes else (FailureCause.OTHER, first.evidence)
             note = first.reason
     silent = bool(failed) and not raised and run.attempt.exit_code == 0
-    expected = run.attempt.expected_level
-    over = None if expected is None else expected > highest
+    over = over_claim(run.attempt.expected_level, highest)
     return Judgement(
         levels=levels,
         highest_level=highest,

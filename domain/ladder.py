@@ -1,0 +1,29 @@
+"""The ladder's rules, written once: the level an attempt reached and whether its claim over-reaches.
+
+The verifier, the report and the screens use these; storage/queries.py states the same rules in
+SQL for counts over a whole study, and tests/test_ladder_rules.py checks that both agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+LEVELS = (1, 2, 3, 4, 5)
+
+
+def highest_level(outcomes: Mapping[int, str]) -> int:
+    """The highest L whose levels 1 to L all pass; 0 when level 1 does not pass (or is missing)."""
+    level = 0
+    for n in LEVELS:
+        if outcomes.get(n) != "pass":
+            break
+        level = n
+    return level
+
+
+def over_claim(expected: int | None, level: int, *, verified: bool = True) -> bool | None:
+    """True when the agent expected more than the attempt reached; None when unknown (no expected
+    level, or no verdicts to compare with)."""
+    if expected is None or not verified:
+        return None
+    return expected > level
