@@ -9,8 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
+from click.testing import CliRunner
 
+from cli.main import main
 from workbench import config
 
 
@@ -43,11 +46,27 @@ def test_importing_the_cli_loads_neither_textual_nor_rich() -> None:
     assert out.stdout.strip() == "[]"
 
 
-def test_every_command_has_help() -> None:
-    for args in ([], ["demo"], ["open"], ["import"], ["import", "bundle"], ["import", "claude-code"],
-                 ["import", "git"], ["migrations"], ["attempts"], ["verify"]):
-        result = workbench(*args, "--help")
-        assert result.returncode == 0 and "Usage:" in result.stdout, args
+def command_paths(group: click.Group, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Every command and group under GROUP, found by walking click's tree, not by a hand list."""
+    found = [path]
+    for name, command in sorted(group.commands.items()):
+        found += command_paths(command, path + (name,)) if isinstance(command, click.Group) else [path + (name,)]
+    return found
+
+
+@pytest.mark.parametrize("path", command_paths(main), ids=lambda path: " ".join(path) or "workbench")
+def test_every_command_has_help(path: tuple[str, ...]) -> None:
+    result = CliRunner().invoke(main, [*path, "--help"])
+    assert result.exit_code == 0 and "Usage:" in result.output, result.output
+    command = main
+    for name in path:
+        command = command.commands[name]
+    assert command.help and command.help.strip(), f"{' '.join(path)} has no help text"
+
+
+def test_the_command_walk_finds_nested_commands() -> None:
+    paths = command_paths(main)
+    assert ("import", "claude-code") in paths and ("assist", "brief") in paths and ("rerun",) in paths
 
 
 def test_import_then_list_migrations_and_attempts(small_bundle, tmp_path: Path) -> None:
