@@ -169,3 +169,26 @@ def test_demo_builds_its_database_once_from_the_bundle(tmp_path: Path) -> None:
     assert {"reference", "agent"} <= {a["source"] for a in attempts}
     assert any(a["status"] == "nonzero_exit" and a["exit_code"] not in (0, None) for a in attempts)
     assert any(a["status"] == "ok" and a["exit_code"] == 0 for a in attempts)
+
+
+def test_the_wheel_ships_the_stylesheet_and_the_demo_bundle(tmp_path: Path) -> None:
+    """Package data, not files of the clone: every tracked bundle file and the stylesheet are in the wheel."""
+    pytest.importorskip("setuptools", reason="building a wheel needs setuptools: pip install setuptools")
+    root = Path(__file__).resolve().parents[1]
+    tracked = subprocess.run(["git", "-C", str(root), "ls-files", "-co", "--exclude-standard"],
+                             capture_output=True, text=True, check=True).stdout.split()
+    source = tmp_path / "src"
+    for name in tracked:
+        if (root / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            (source / name).write_bytes((root / name).read_bytes())
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation",
+                    "-q", "-w", str(tmp_path / "dist")], check=True, capture_output=True, timeout=300)
+    import zipfile
+
+    (wheel,) = (tmp_path / "dist").glob("workbench-*.whl")
+    shipped = set(zipfile.ZipFile(wheel).namelist())
+    wanted = {n for n in tracked if n.startswith("workbench_assets/demo/bundle/")} | {
+        "workbench_assets/styles/app.tcss", "workbench_assets/__init__.py"}
+    assert len(wanted) > 20 and wanted <= shipped, sorted(wanted - shipped)
+    assert not any(n.startswith("workbench_assets/demo/project/") for n in shipped)
