@@ -78,6 +78,7 @@ def serve(db: Path | None, host: str, port: int) -> None:
 
     path = (db or config.default_db()).resolve()
     open_study(path).close()  # refuse a missing or foreign database before serving anything
+    _check_can_listen(host, port)
     try:
         from textual_serve.server import Server
     except ImportError as exc:
@@ -85,6 +86,22 @@ def serve(db: Path | None, host: str, port: int) -> None:
     command = shlex.join([sys.executable, "-m", "cli", "open", str(path)])
     click.echo(f"workbench: serving {clean(str(path))} at http://{host}:{port}/ (ctrl+c stops)", err=True)
     Server(command, host=host, port=port, title=f"workbench — {clean(path.name)}").serve()
+
+
+def _check_can_listen(host: str, port: int) -> None:
+    """Bind HOST:PORT once the way aiohttp will, so a port in use is one line, not a traceback."""
+    import socket
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as exc:
+        raise WorkbenchError(f"--host {host}: {exc.strerror}") from None
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise WorkbenchError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
 @click.command("open")

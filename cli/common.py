@@ -21,12 +21,19 @@ F = TypeVar("F", bound=Callable[..., Any])
 class Group(click.Group):
     """Turns a user's error into one line on stderr and exit status 2, never a traceback.
 
-    Sub-groups raise through the top group, so this is the one place errors become exit 2.
+    Sub-groups raise through the top group, so this is the one place errors become exit 2: a
+    WorkbenchError, an SQLite error, and click's usage errors in a subcommand (a bad option
+    value, a missing argument), which click would print over four lines.
     """
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as exc:
+            where = exc.ctx.command_path if exc.ctx is not None else ctx.command_path
+            fail(ctx, f"{clean(exc.format_message())} (see '{where} -h')")
         except WorkbenchError as exc:
             fail(ctx, clean(str(exc)))
         except sqlite3.Error as exc:

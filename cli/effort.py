@@ -16,10 +16,10 @@ from workbench import config
 @click.argument("migration")
 @click.option("--kind", required=True, help="Intervention kind (docs/effort.md), e.g. fix_environment.")
 @click.option("--minutes", required=True, help="Minutes spent: 15, 7.5 or 1:30.")
-@click.option("--note", default="", help="What was done.")
+@click.option("--note", help="What was done.")
 @click.option("--attempt", "seq", type=int, help="Sequence number of the attempt it concerns.")
 @click.option("--corrects", type=int, help="Id of the intervention this record corrects.")
-def intervene(db: Path, migration: str, kind: str, minutes: str, note: str, seq: int | None,
+def intervene(db: Path, migration: str, kind: str, minutes: str, note: str | None, seq: int | None,
               corrects: int | None) -> None:
     """Record a human intervention in a migration (the reviewer from WORKBENCH_REVIEWER).
 
@@ -28,6 +28,8 @@ def intervene(db: Path, migration: str, kind: str, minutes: str, note: str, seq:
     """
     from storage import queries, records
 
+    if note is not None and not note.strip():
+        raise WorkbenchError("--note is empty: say what was done, or leave --note out")
     with study_at(db) as study:
         sdb = study.db
         found = migration_or_exit(sdb, db, migration)
@@ -38,7 +40,7 @@ def intervene(db: Path, migration: str, kind: str, minutes: str, note: str, seq:
                 raise WorkbenchError(f"--attempt: migration {migration!r} has no attempt {seq}")
         try:
             new_id = records.record_intervention(
-                sdb, migration_id=found.id, kind=kind, minutes=minutes, note=note,
+                sdb, migration_id=found.id, kind=kind, minutes=minutes, note=note or "",
                 reviewer=config.reviewer(), attempt_id=attempt_id, corrects=corrects,
             )
         except ValueError as exc:

@@ -31,7 +31,10 @@ def report(db: Path, slugs: tuple[str, ...], fmt: str, output: Path | None, pseu
     with study_at(db) as study:
         data = render(build_report(study.db, list(slugs), pseudonymise=pseudonymise), fmt)
     if output is not None:
-        output.write_bytes(data)
+        try:
+            output.write_bytes(data)
+        except OSError as exc:
+            raise WorkbenchError(f"-o {output}: cannot write it ({exc.strerror or exc})") from None
         click.echo(f"wrote {clean(str(output))} ({len(data):,} bytes)", err=True)
     elif fmt == "csv" and sys.stdout.isatty():
         raise WorkbenchError("--format csv writes a zip: give -o FILE or redirect standard output")

@@ -39,6 +39,8 @@ def verify(db: Path, slug: str | None, seq: int | None, assignments: tuple[str, 
         raise WorkbenchError("--attempt needs --migration")
     with study_at(db) as study:
         sdb = study.db
+        if seq is not None:
+            _attempt_or_exit(sdb, migration_or_exit(sdb, db, slug), seq)
         if assignments:
             if slug is None:
                 raise WorkbenchError("--set needs --migration")
@@ -51,6 +53,13 @@ def verify(db: Path, slug: str | None, seq: int | None, assignments: tuple[str, 
     click.echo(_table(rows))
     if reasons:
         _print_reasons(rows)
+
+
+def _attempt_or_exit(sdb: Any, migration: Any, seq: int) -> None:
+    from storage import queries
+
+    if queries.attempt_id_by_seq(sdb, migration.id, seq) is None:
+        raise WorkbenchError(f"--attempt: migration {migration.slug!r} has no attempt {seq}")
 
 
 def _record_settings(sdb: Any, migration: Any, assignments: tuple[str, ...]) -> None:

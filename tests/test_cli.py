@@ -192,3 +192,26 @@ def test_the_wheel_ships_the_stylesheet_and_the_demo_bundle(tmp_path: Path) -> N
         "workbench_assets/styles/app.tcss", "workbench_assets/__init__.py"}
     assert len(wanted) > 20 and wanted <= shipped, sorted(wanted - shipped)
     assert not any(n.startswith("workbench_assets/demo/project/") for n in shipped)
+
+
+def test_bad_paths_ports_and_values_give_one_line_each(small_bundle, tmp_path: Path) -> None:
+    """Issue 20: every command that fails on user input exits 2 with one line, never a traceback."""
+    import socket
+
+    db = str(tmp_path / "s.db")
+    assert workbench("import", "bundle", str(small_bundle.root), "--db", db).returncode == 0
+    fails_cleanly(workbench("report", db, "-o", str(tmp_path / "no" / "dir" / "r.md")), "r.md", "cannot write")
+    if Path("/proc/version").exists():
+        fails_cleanly(workbench("report", db, "-o", "/proc/version"), "/proc/version", "cannot write")
+    fails_cleanly(workbench("verify", db, "--migration", "mlp-xla", "--attempt", "999"), "has no attempt 999")
+    fails_cleanly(workbench("rerun", db, "mlp-xla", "1", "--chips", "-3", "--yes"), "--chips", "x>=1")
+    fails_cleanly(workbench("rerun", db, "mlp-xla", "1", "--timeout", "0", "--yes"), "--timeout")
+    fails_cleanly(workbench("intervene", db, "mlp-xla", "--kind", "hint", "--minutes", "3", "--note", ""), "--note")
+    fails_cleanly(workbench("attempts"), "Missing argument 'DB'", "workbench attempts -h")
+    fails_cleanly(workbench("no-such-command"), "no-such-command")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        fails_cleanly(workbench("serve", db, "--port", str(port)), f"127.0.0.1:{port}", "in use")
+    assert json.loads(workbench("migrations", db, "--json").stdout)[1]["interventions"] == 0  # nothing written
