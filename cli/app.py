@@ -74,6 +74,7 @@ def serve(db: Path | None, host: str, port: int) -> None:
     Listens on 127.0.0.1 unless --host says otherwise: anyone who reaches the port can review
     (and record decisions) as the user running this command.
     """
+    import errno
     import shlex
 
     path = (db or config.default_db()).resolve()
@@ -85,7 +86,12 @@ def serve(db: Path | None, host: str, port: int) -> None:
         raise WorkbenchError(f"serve needs textual-serve ({exc}): pip install textual-serve") from exc
     command = shlex.join([sys.executable, "-m", "cli", "open", str(path)])
     click.echo(f"workbench: serving {clean(str(path))} at http://{host}:{port}/ (ctrl+c stops)", err=True)
-    Server(command, host=host, port=port, title=f"workbench — {clean(path.name)}").serve()
+    try:
+        Server(command, host=host, port=port, title=f"workbench — {clean(path.name)}").serve()
+    except OSError as exc:  # taken between the check and the start
+        if exc.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
+            raise
+        raise WorkbenchError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
 def _check_can_listen(host: str, port: int) -> None:
