@@ -82,11 +82,16 @@ def migration_id_or_all(sdb: Any, db: Path, slug: str | None) -> int | None:
     return None if slug is None else migration_or_exit(sdb, db, slug).id
 
 
+# The options several commands share, declared once (sqlite-utils' `output_options` pattern).
+
+
 def db_argument(func: F) -> F:
+    """DB: the study database file, required."""
     return click.argument("db", type=DB_PATH)(func)
 
 
 def db_option(help: str) -> Callable[[F], F]:
+    """--db: for commands whose database is optional (WORKBENCH_DB, else the default study)."""
     return click.option("--db", type=DB_PATH, help=help)
 
 
@@ -108,6 +113,7 @@ def table(headers: list[str], rows: list[list[Any]]) -> str:
 
 
 def jsonable(value: Any) -> Any:
+    """Plain JSON types only: dates, enums and paths become strings."""
     return json.loads(json.dumps(value, default=str))
 
 
