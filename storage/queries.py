@@ -9,6 +9,7 @@ from sqlite_utils import Database
 
 from domain.effort import EffortInputs, RunCost, Standing
 from domain.models import (
+    Attempt,
     AttemptSummary,
     BudgetChange,
     Budgets,
@@ -752,3 +753,30 @@ def claim_reviews(db: Database, attempt_id: int) -> list:
                     extraction_id=r["extraction_id"], note=r["note"] or "")
         for r in _rows(db, "SELECT * FROM claim_review WHERE attempt_id = ? ORDER BY id", [attempt_id])
     ]
+
+
+def previous_agent_commit(db: Database, migration_id: int, seq: int) -> tuple[int, str | None] | None:
+    """(seq, commit) of the last agent or re-run attempt before `seq`: what the attempt changed from."""
+    row = db.execute(
+        "SELECT seq, commit_sha FROM attempt WHERE migration_id = ? AND seq < ? AND source != 'reference'"
+        " ORDER BY seq DESC LIMIT 1",
+        [migration_id, seq],
+    ).fetchone()
+    return None if row is None else (row[0], row[1])
+
+
+def claims_to_extract(db: Database, migration_id: int | None = None) -> list[tuple[Migration, Attempt]]:
+    """Agent attempts with a claim but no expected level, no extraction and no reviewer record."""
+    rows = _rows(
+        db,
+        """SELECT a.* FROM attempt a JOIN migration m ON m.id = a.migration_id
+           WHERE a.expected_level IS NULL AND TRIM(COALESCE(a.claim, '')) != ''
+             AND a.source != 'reference' AND (:m IS NULL OR a.migration_id = :m)
+             AND NOT EXISTS (SELECT 1 FROM claim_extraction e WHERE e.attempt_id = a.id)
+             AND NOT EXISTS (SELECT 1 FROM claim_review r WHERE r.attempt_id = a.id)
+           ORDER BY m.slug, a.seq""",
+        {"m": migration_id},
+    )
+    ids = sorted({row["migration_id"] for row in rows})
+    migrations = {m.id: m for m in (migration_by_id(db, i) for i in ids) if m is not None}
+    return [(migrations[row["migration_id"]], attempt_from_row(row)) for row in rows]
