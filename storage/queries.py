@@ -48,12 +48,13 @@ current_intervention AS (
 )"""
 """An intervention that a later record corrects no longer counts; the correction does."""
 
-# The effective expected level (docs/assist.md, docs/report.md), the one definition the verifier's
-# over-claim flag, the screens and the reports use: the reviewer's latest claim review
+# The effective expected level (docs/assist.md, docs/report.md): the reviewer's latest claim review
 # (a correction, or the acceptance of a model extraction, whose level it copies) if any, else the
-# importer's rule-based level. A model extraction nobody accepted never counts. The `*_of(alias)`
-# functions give it, the level and the over-claim flag as SQL expressions over an `attempt` row
-# (correlated subqueries: a screen reading one attempt reads only that attempt's rows).
+# importer's rule-based level; a model extraction nobody accepted never counts. `expected_level_of`
+# is its only definition: the verifier (through `effective_expected_level`), the screens and the
+# reports read it here. The level and over-claim rules themselves live in domain/ladder.py;
+# `level_of` and `over_claim_of` restate them in SQL for counts over a whole study. All are
+# correlated subqueries over an `attempt` row: a screen reading one attempt reads only its rows.
 
 
 def expected_level_of(a: str) -> str:

@@ -228,45 +228,56 @@ def record_verification(
         audit(db, reviewer, "insert", "verification", verification_id,
               {k: v for k, v in row.items() if k not in ("inputs", "settings")})
         if previous is not None:
-            db.execute("UPDATE verification SET superseded_by = ? WHERE id = ?", [verification_id, previous[0]])
-            for table in ("verdict", "failure"):
-                old = [r[0] for r in db.execute(
-                    f"SELECT id FROM {table} WHERE attempt_id = ? AND superseded_by IS NULL", [attempt_id]
-                ).fetchall()]
-                db.execute(
-                    f"UPDATE {table} SET superseded_by = ? WHERE attempt_id = ? AND superseded_by IS NULL",
-                    [verification_id, attempt_id],
-                )
-                for old_id in old:
-                    audit(db, reviewer, "supersede", table, old_id, {"superseded_by": verification_id})
-            audit(db, reviewer, "supersede", "verification", previous[0], {"superseded_by": verification_id})
-        for result in judgement.levels:
-            verdict = {
-                "attempt_id": attempt_id,
-                "level": result.level,
-                "outcome": result.outcome.value,
-                "reason": result.reason,
-                "evidence": _evidence_json(result.evidence),
-                "verifier": verifier,
-                "verifier_version": verifier_version,
-                "verification_id": verification_id,
-            }
-            verdict_id = db["verdict"].insert(verdict).last_pk
-            audit(db, reviewer, "insert", "verdict", verdict_id,
-                  {"attempt_id": attempt_id, "level": result.level, "outcome": result.outcome.value})
-        if judgement.cause is not None:
-            failure = {
-                "attempt_id": attempt_id,
-                "cause": judgement.cause.value,
-                "silent": int(judgement.silent),
-                "note": judgement.cause_note,
-                "evidence": _evidence_json(judgement.cause_evidence),
-                "verification_id": verification_id,
-            }
-            failure_id = db["failure"].insert(failure).last_pk
-            audit(db, reviewer, "insert", "failure", failure_id,
-                  {"attempt_id": attempt_id, "cause": judgement.cause.value, "silent": judgement.silent})
+            _supersede(db, attempt_id, previous[0], verification_id, reviewer)
+        _insert_results(db, attempt_id, verification_id, judgement, verifier, verifier_version, reviewer)
     return verification_id
+
+
+def _supersede(db: Database, attempt_id: int, previous_id: int, verification_id: int, reviewer: str) -> None:
+    """Mark the previous run and its verdicts and failure superseded by the new run (kept, not deleted)."""
+    db.execute("UPDATE verification SET superseded_by = ? WHERE id = ?", [verification_id, previous_id])
+    for table in ("verdict", "failure"):
+        old = [r[0] for r in db.execute(
+            f"SELECT id FROM {table} WHERE attempt_id = ? AND superseded_by IS NULL", [attempt_id]
+        ).fetchall()]
+        db.execute(
+            f"UPDATE {table} SET superseded_by = ? WHERE attempt_id = ? AND superseded_by IS NULL",
+            [verification_id, attempt_id],
+        )
+        for old_id in old:
+            audit(db, reviewer, "supersede", table, old_id, {"superseded_by": verification_id})
+    audit(db, reviewer, "supersede", "verification", previous_id, {"superseded_by": verification_id})
+
+
+def _insert_results(db: Database, attempt_id: int, verification_id: int, judgement: Any, verifier: str,
+                    verifier_version: str, reviewer: str) -> None:
+    """The run's five verdicts and its failure (if any)."""
+    for result in judgement.levels:
+        verdict = {
+            "attempt_id": attempt_id,
+            "level": result.level,
+            "outcome": result.outcome.value,
+            "reason": result.reason,
+            "evidence": _evidence_json(result.evidence),
+            "verifier": verifier,
+            "verifier_version": verifier_version,
+            "verification_id": verification_id,
+        }
+        verdict_id = db["verdict"].insert(verdict).last_pk
+        audit(db, reviewer, "insert", "verdict", verdict_id,
+              {"attempt_id": attempt_id, "level": result.level, "outcome": result.outcome.value})
+    if judgement.cause is not None:
+        failure = {
+            "attempt_id": attempt_id,
+            "cause": judgement.cause.value,
+            "silent": int(judgement.silent),
+            "note": judgement.cause_note,
+            "evidence": _evidence_json(judgement.cause_evidence),
+            "verification_id": verification_id,
+        }
+        failure_id = db["failure"].insert(failure).last_pk
+        audit(db, reviewer, "insert", "failure", failure_id,
+              {"attempt_id": attempt_id, "cause": judgement.cause.value, "silent": judgement.silent})
 
 
 def add_verify_settings(

@@ -1,7 +1,8 @@
 """The study database schema, as sqlite-utils migrations applied in order.
 
 Never edit an applied migration: add a new one. Each runs in a transaction; a failed one
-stays pending. `KNOWN` lists their names so a database from a newer workbench is refused.
+stays pending. `known()` lists their names so a database from a newer workbench is refused.
+A new study file gets all of them before it takes its name (storage.database.open_study).
 """
 
 from __future__ import annotations
@@ -54,20 +55,7 @@ def m001_study_and_attempts(db: Database) -> None:
         not_null={"slug", "title", "repo", "base_commit", "accelerator", "chips", "status"},
     )
     db["migration"].create_index(["slug"], unique=True)
-    db["log"].create(
-        {"id": int, "sha256": str, "size": int, "line_count": int},
-        pk="id",
-        not_null={"sha256", "size", "line_count"},
-    )
-    db["log"].create_index(["sha256"], unique=True)
-    db.execute(
-        "CREATE TABLE log_chunk (log_id INTEGER NOT NULL REFERENCES log(id),"
-        " seq INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY (log_id, seq)) WITHOUT ROWID"
-    )
-    db.execute(
-        "CREATE TABLE log_line (log_id INTEGER NOT NULL REFERENCES log(id),"
-        " line INTEGER NOT NULL, offset INTEGER NOT NULL, PRIMARY KEY (log_id, line)) WITHOUT ROWID"
-    )
+    _log_tables(db)
     db["attempt"].create(
         {
             "id": int,
@@ -105,6 +93,24 @@ def m001_study_and_attempts(db: Database) -> None:
         "CREATE TABLE metric_point (attempt_id INTEGER NOT NULL REFERENCES attempt(id),"
         " name TEXT NOT NULL, step INTEGER NOT NULL, value REAL NOT NULL,"
         " PRIMARY KEY (attempt_id, name, step)) WITHOUT ROWID"
+    )
+
+
+def _log_tables(db: Database) -> None:
+    """Logs stored once by content: chunks of bytes and an index of line offsets."""
+    db["log"].create(
+        {"id": int, "sha256": str, "size": int, "line_count": int},
+        pk="id",
+        not_null={"sha256", "size", "line_count"},
+    )
+    db["log"].create_index(["sha256"], unique=True)
+    db.execute(
+        "CREATE TABLE log_chunk (log_id INTEGER NOT NULL REFERENCES log(id),"
+        " seq INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY (log_id, seq)) WITHOUT ROWID"
+    )
+    db.execute(
+        "CREATE TABLE log_line (log_id INTEGER NOT NULL REFERENCES log(id),"
+        " line INTEGER NOT NULL, offset INTEGER NOT NULL, PRIMARY KEY (log_id, line)) WITHOUT ROWID"
     )
 
 
