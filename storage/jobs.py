@@ -78,7 +78,7 @@ def insert_job(db: Database, spec: JobSpec, reviewer: str, job_dir: Callable[[in
     """Store a queued job; its folder is named after its id, so `job_dir` maps one to the other."""
     row = {**_spec_row(spec), "state": JobState.QUEUED.value, "created_at": records.now(), "reviewer": reviewer}
     with db.atomic():
-        job_id = db["job"].insert(row).last_pk
+        job_id = records.insert_row(db, "job", row)
         folder = str(job_dir(job_id))
         db.execute("UPDATE job SET job_dir = ? WHERE id = ?", [folder, job_id])
         records.audit(db, reviewer, "insert", "job", job_id, {**row, "job_dir": folder})
@@ -89,7 +89,7 @@ def update_job(db: Database, job_id: int, reviewer: str, **changes: Any) -> None
     """Write job fields and audit the change (state changes and results, never output)."""
     if isinstance(changes.get("state"), JobState):
         changes["state"] = changes["state"].value
-    unknown = set(changes) - set(db["job"].columns_dict)
+    unknown = set(changes) - set(db.table("job").columns_dict)
     if unknown:
         raise ValueError(f"not job fields: {', '.join(sorted(unknown))}")
     sets = ", ".join(f"{k} = ?" for k in changes)
@@ -148,7 +148,7 @@ def store_rerun_attempt(db: Database, job: Job, row: dict[str, Any], series: dic
         commit = db.execute("SELECT commit_sha FROM attempt WHERE id = ?", [spec.attempt_id]).fetchone()[0]
         row = {**row, "migration_id": spec.migration_id, "seq": seq, "commit_sha": commit, "log_id": log_id,
                "rerun_of": spec.attempt_id, "external_id": _external_id(job.id)}
-        attempt_id = db["attempt"].insert(row).last_pk
+        attempt_id = records.insert_row(db, "attempt", row)
         records.audit(db, reviewer, "insert", "attempt", attempt_id, {k: v for k, v in row.items() if k != "env"})
         db.conn.executemany(
             "INSERT INTO metric_point (attempt_id, name, step, value) VALUES (?, ?, ?, ?)",

@@ -122,7 +122,7 @@ def previous_commit(db: Database, migration: Migration, attempt: Attempt) -> tup
     from storage.queries import previous_agent_commit
 
     found = previous_agent_commit(db, migration.id, attempt.seq)
-    if found is None or found[1] is None:
+    if found is None:
         return migration.base_commit, "the original code (base commit)"
     return found[1], f"attempt #{found[0]}"
 
