@@ -219,3 +219,131 @@ def test_huge_lines_are_cut_for_display_and_the_next_line_is_found_directly(tmp_
     assert reader.lines(2, 2) == ["after", "last"]
     assert len(seen) <= 2
     study.close()
+
+
+KILL_AFTER_STEP = """
+import os, signal, sys
+from sqlite_utils import Migrations
+from storage.database import open_study
+
+path, after = sys.argv[1], int(sys.argv[2])
+steps = 0
+ensure, record = Migrations.ensure_migrations_table, Migrations._record_applied
+
+def step():
+    global steps
+    if steps == after:
+        os.kill(os.getpid(), signal.SIGKILL)
+    steps += 1
+
+def ensure_then_step(self, db):
+    ensure(self, db)
+    step()
+
+def record_then_step(self, db, name):
+    record(self, db, name)   # inside the migration's transaction: the kill lands before its commit
+    step()
+
+Migrations.ensure_migrations_table = ensure_then_step
+Migrations._record_applied = record_then_step
+open_study(path, create=True).close()
+"""
+
+
+def assert_absent_or_a_study(path: Path) -> None:
+    if not path.exists():
+        return
+    study = open_study(path)
+    try:
+        assert schema.migrations.pending(study.db) == []
+        assert queries.count_migrations(study.db) >= 0
+    finally:
+        study.close()
+
+
+def test_a_kill_at_any_step_of_creating_a_study_leaves_no_file_or_a_whole_study(tmp_path: Path) -> None:
+    """Issue 20 item 9: SIGKILL after the migrations table, inside each migration's transaction,
+    and after the last one; the old code left a file every command refused."""
+    import signal
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    outcomes = []
+    for after in range(len(schema.known()) + 2):
+        path = tmp_path / f"kill-{after}" / "study.db"
+        path.parent.mkdir()
+        done = subprocess.run([sys.executable, "-c", KILL_AFTER_STEP, str(path), str(after)], cwd=root,
+                              env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"}, capture_output=True,
+                              timeout=60)
+        assert done.returncode in (0, -signal.SIGKILL), done.stderr.decode()
+        assert_absent_or_a_study(path)
+        outcomes.append((done.returncode, path.exists()))
+    assert outcomes[0] == (-signal.SIGKILL, False)   # killed while creating: no file at all
+    assert outcomes[-1] == (0, True)                  # never killed: a study
+    study = open_study(tmp_path / "kill-0" / "study.db", create=True)  # and the next import starts afresh
+    study.close()
+
+
+def test_a_kill_during_the_first_import_leaves_no_file_or_a_study(small_bundle, tmp_path: Path) -> None:
+    """The real first import (`import bundle --db NEW`), killed at moments after its first file
+    appears in the folder: while the schema is built, and while attempts are written."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    root = Path(__file__).resolve().parents[1]
+    for n, delay in enumerate((0.0, 0.02, 0.05, 0.1, 0.2, 0.4)):
+        folder = tmp_path / f"first-{n}"
+        folder.mkdir()
+        path = folder / "study.db"
+        child = subprocess.Popen([sys.executable, "-m", "cli", "import", "bundle", str(small_bundle.root),
+                                  "--db", str(path)], cwd=root, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while not any(folder.iterdir()) and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.0005)
+        time.sleep(delay)
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+        assert_absent_or_a_study(path)
+    study = open_study(tmp_path / "first-0" / "study.db", create=True)
+    try:
+        assert import_bundle(study, small_bundle.root, "r").problems == []  # the import can simply run again
+    finally:
+        study.close()
+    assert not [p for p in (tmp_path / "first-0").iterdir() if p.name.startswith(".")]  # killed temporaries gone
+
+
+def test_a_half_made_study_from_an_older_version_is_named_with_a_way_out(tmp_path: Path) -> None:
+    path = tmp_path / "half.db"
+    schema.migrations.ensure_migrations_table(Database(path))  # what a kill -9 used to leave
+    for create in (False, True):
+        with pytest.raises(WorkbenchError) as caught:
+            open_study(path, create=create)
+        message = str(caught.value)
+        assert "\n" not in message and "half-made" in message and f"rm {path}" in message
+    path.unlink()
+    open_study(path, create=True).close()
+    assert_absent_or_a_study(path)
+
+
+def test_two_processes_creating_one_study_at_once_share_it(tmp_path: Path) -> None:
+    path = tmp_path / "both.db"
+    errors: list[BaseException] = []
+
+    def make() -> None:
+        try:
+            open_study(path, create=True).close()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=make) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert_absent_or_a_study(path)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temporary left
