@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import sqlite3
 import threading
 from pathlib import Path
@@ -347,3 +348,22 @@ def test_two_processes_creating_one_study_at_once_share_it(tmp_path: Path) -> No
     assert errors == []
     assert_absent_or_a_study(path)
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temporary left
+
+
+SQL = re.compile(r"\b(?:SELECT|INSERT INTO|DELETE FROM|PRAGMA|BEGIN IMMEDIATE)\b|\bUPDATE \w+ SET\b"
+                 r"|\.execute\(|\.query\(|\.conn\b|\bdb\[")
+SQL_FREE = ("workbench/rerun", "workbench/importers", "workbench/bundle.py", "workbench/assist",
+            "workbench/repos.py", "workbench/diffs.py")
+"""Services whose reads and writes are storage's named functions (issue 16): no SQL of their own."""
+
+
+def test_the_re_run_import_and_assist_services_hold_no_sql() -> None:
+    root = Path(__file__).resolve().parents[1]
+    found = []
+    for name in SQL_FREE:
+        where = root / name
+        for path in sorted(where.rglob("*.py")) if where.is_dir() else [where]:
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                if SQL.search(line) and "subprocess" not in line:
+                    found.append(f"{path.relative_to(root)}:{number}: {line.strip()}")
+    assert found == []
