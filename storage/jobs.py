@@ -106,7 +106,7 @@ def migration_target(db: Database, migration_id: int) -> tuple[int | None, str |
     return row[0], row[1]
 
 
-def run_source(db: Database, spec: JobSpec) -> tuple[str | None, Path]:
+def run_source(db: Database, spec: JobSpec) -> tuple[str, Path]:
     """What the runner checks out: the re-run attempt's commit and the migration's repository."""
     commit = db.execute("SELECT commit_sha FROM attempt WHERE id = ?", [spec.attempt_id]).fetchone()
     repo = db.execute("SELECT repo FROM migration WHERE id = ?", [spec.migration_id]).fetchone()

@@ -19,13 +19,16 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlite_utils import Database
 
 from domain.errors import WorkbenchError
 from domain.jobs import Job, JobState
 from storage.jobs import get_job, run_source, update_job
+
+if TYPE_CHECKING:
+    from workbench.rerun.backends import Backend, Context, Runner
 
 POLL_S = 0.1
 KILL_GRACE_S = 5.0
@@ -162,7 +165,7 @@ def _run(db: Database, job_id: int) -> Job:
     return get_job(db, job_id)
 
 
-def _execute(db: Database, job: Job, backend: Any, ctx: Any, quiet: Any, run: _Run, t0: float,
+def _execute(db: Database, job: Job, backend: Backend, ctx: Context, quiet: Runner, run: _Run, t0: float,
              reviewer: str) -> None:
     """Start the command in its own process group and wait for it, stopping it on cancel or timeout."""
     argv, env, cwd = backend.main(ctx)
@@ -200,7 +203,7 @@ def _execute(db: Database, job: Job, backend: Any, ctx: Any, quiet: Any, run: _R
     run.exit_code = child.returncode
 
 
-def _stop(backend: Any, ctx: Any, quiet: Any, pid: int) -> None:
+def _stop(backend: Backend, ctx: Context, quiet: Runner, pid: int) -> None:
     """Ask the backend to stop the remote program, then stop the local process group."""
     remote_stop = backend.stop(ctx)
     if remote_stop:
