@@ -102,7 +102,8 @@ def _create(path: Path, *, replace: bool = False) -> None:
         try:
             db = _connect(tmp)
             try:
-                schema.migrations.apply(db)
+                with db.atomic():  # one commit (one sync) for the whole schema; nobody else sees it yet
+                    schema.migrations.apply(db)
             finally:
                 db.close()
         except sqlite3.Error as exc:
