@@ -72,6 +72,7 @@ def open_study(path: Path | str, *, create: bool = False) -> StudyDatabase:
         if not create:
             raise WorkbenchError(f"{path}: no such study database")
         path.parent.mkdir(parents=True, exist_ok=True)
+        _refuse_an_orphan_log(path)
         _create(path)
     elif not path.is_file():
         raise WorkbenchError(f"{path}: not a file")
@@ -122,6 +123,26 @@ def _create(path: Path, *, replace: bool = False) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def _companions(path: Path) -> tuple[Path, Path]:
+    """SQLite's write-ahead log and shared-memory index beside the database."""
+    return path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")
+
+
+def _way_out(path: Path) -> str:
+    return "rm -f " + " ".join(shlex.quote(str(p)) for p in (path, *_companions(path)))
+
+
+def _refuse_an_orphan_log(path: Path) -> None:
+    """A write-ahead log left by a crash whose database was then removed would be replayed into a
+    new study of that name and break it: say so instead of creating one."""
+    wal = _companions(path)[0]
+    if wal.exists() and not path.exists():  # in this order: a live study's log appears after it
+        raise WorkbenchError(
+            f"{path}: no study file, but the write-ahead log {wal.name} of a removed one remains"
+            f" (it would be replayed into a new study); remove it and import again: {_way_out(path)}"
+        )
+
+
 def _drop_stale_temporaries(path: Path) -> None:
     """Remove what a creation killed earlier left beside `path` (its process is gone)."""
     for stale in path.parent.glob(f".{glob.escape(path.name)}.*-*.new*"):
@@ -153,7 +174,7 @@ def _prepare(study: StudyDatabase) -> None:
     if not applied and db.table_names() == [schema.migrations.migrations_table]:
         raise WorkbenchError(
             f"{study.path}: a study file left half-made by an interrupted first import (it holds no data);"
-            f" remove it and import again: rm {shlex.quote(str(study.path))}"
+            f" remove it and import again: {_way_out(study.path)}"
         )
     if not applied and db.table_names():
         raise WorkbenchError(f"{study.path}: an SQLite file, but not a workbench study database")

@@ -324,10 +324,37 @@ def test_a_half_made_study_from_an_older_version_is_named_with_a_way_out(tmp_pat
         with pytest.raises(WorkbenchError) as caught:
             open_study(path, create=create)
         message = str(caught.value)
-        assert "\n" not in message and "half-made" in message and f"rm {path}" in message
+        assert "\n" not in message and "half-made" in message and f"rm -f {path} {path}-wal {path}-shm" in message
     path.unlink()
     open_study(path, create=True).close()
     assert_absent_or_a_study(path)
+
+
+def test_a_write_ahead_log_left_without_its_study_is_never_replayed_into_a_new_one(tmp_path: Path) -> None:
+    """Killed with the log open, then only the study file removed by hand: a new study of that
+    name would take the old log's pages and lose its schema."""
+    import signal
+    import subprocess
+    import sys
+
+    path = tmp_path / "study.db"
+    code = ("import os, signal\nfrom sqlite_utils import Database\nfrom storage import schema\n"
+            f"db = Database({str(path)!r}); db.enable_wal(); schema.migrations.ensure_migrations_table(db)\n"
+            "os.kill(os.getpid(), signal.SIGKILL)\n")
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, env={"PYTHONPATH": str(root)}, timeout=60)
+    assert done.returncode == -signal.SIGKILL and (tmp_path / "study.db-wal").exists()
+    path.unlink()
+    with pytest.raises(WorkbenchError) as caught:
+        open_study(path, create=True)
+    assert "\n" not in str(caught.value) and f"rm -f {path} {path}-wal {path}-shm" in str(caught.value)
+    assert not path.exists()
+    subprocess.run(f"rm -f {path} {path}-wal {path}-shm", shell=True, check=True)  # the way out, as printed
+    study = open_study(path, create=True)
+    try:
+        assert schema.migrations.pending(study.db) == [] and "attempt" in study.db.table_names()
+    finally:
+        study.close()
 
 
 def test_two_processes_creating_one_study_at_once_share_it(tmp_path: Path) -> None:
