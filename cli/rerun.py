@@ -124,7 +124,8 @@ def config_venv() -> str | None:
 
 
 def _describe(db, job) -> str:
-    from storage import queries
+    from domain.jobs import result_line
+    from storage.jobs import job_result
 
     text = f"job {job.id} {job.state.value}"
     if job.exit_code is not None:
@@ -133,14 +134,9 @@ def _describe(db, job) -> str:
         text += f", {job.wall_seconds:.1f} s"
     if job.error:
         text += f": {clean(job.error)}"
-    if job.result_attempt_id:
-        seq = queries.attempt_summary(db, job.result_attempt_id).attempt.seq
-        v = queries.current_verification(db, job.result_attempt_id)
-        marks = "".join({"pass": "✓", "fail": "✗", "unknown": "?"}[d.effective.value]
-                        for d in queries.verdicts(db, job.result_attempt_id))
-        text += f"\nnew attempt {seq}: {marks} level {v.highest_level if v else '?'}"
-        if v and v.cause:
-            text += f", cause {v.cause.value}{' (silent)' if v.silent else ''}"
+    result = job_result(db, job)
+    if result is not None:
+        text += "\n" + result_line(result)
     return text
 
 

@@ -194,7 +194,7 @@ class Standing:
             "acceptance_level": self.acceptance_level,
             "budget_compute_dollars": self._budget("compute"),
             "budget_staff_hours": self._budget("staff"),
-            "budget_attempts": None if self._budget("attempts") is None else int(self._budget("attempts")),
+            "budget_attempts": None if (attempts := self._budget("attempts")) is None else int(attempts),
             "budget_calendar_days": self._budget("days"),
             "latest_attempt_id": self.latest_attempt_id,
         }

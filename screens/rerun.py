@@ -191,7 +191,8 @@ class JobScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="job-poll")
     def _read(self) -> None:
-        from storage import queries
+        from domain.jobs import result_line
+        from storage.jobs import job_result
         from workbench.rerun import jobs
 
         with reading(self.db_path) as db:
@@ -200,11 +201,8 @@ class JobScreen(Screen[None]):
                 jobs.recover(db)
                 job = jobs.get_job(db, self.job_id)
             data, offset = jobs.read_output(job, self.read_offset)
-            result = ""
-            if not job.active and job.result_attempt_id:
-                seq = db.execute("SELECT seq FROM attempt WHERE id = ?", [job.result_attempt_id]).fetchone()[0]
-                v = queries.current_verification(db, job.result_attempt_id)
-                result = f" · new attempt #{seq}" + (f", level {v.highest_level}" if v else "")
+            found = None if job.active else job_result(db, job)
+            result = "" if found is None else " · " + result_line(found)
         self.app.call_from_thread(self._show, job, data, offset, result)
 
     def _show(self, job, data: bytes, offset: int, result: str) -> None:

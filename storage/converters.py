@@ -1,4 +1,8 @@
-"""Rows to domain objects and back: the only place that knows both shapes."""
+"""Study, migration and attempt rows to domain objects and back.
+
+The rows of other tables are mapped beside the queries that read them (storage/queries.py,
+storage/jobs.py).
+"""
 
 from __future__ import annotations
 

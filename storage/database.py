@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import datetime
+import glob
+import os
+import secrets
+import shlex
 import sqlite3
 import threading
 from pathlib import Path
@@ -68,8 +72,12 @@ def open_study(path: Path | str, *, create: bool = False) -> StudyDatabase:
         if not create:
             raise WorkbenchError(f"{path}: no such study database")
         path.parent.mkdir(parents=True, exist_ok=True)
+        _refuse_an_orphan_log(path)
+        _create(path)
     elif not path.is_file():
         raise WorkbenchError(f"{path}: not a file")
+    elif path.stat().st_size == 0:  # an empty file (made by hand, or sqlite3.connect): make it a study
+        _create(path, replace=True)
     study = StudyDatabase(path)
     try:
         _prepare(study)
@@ -82,6 +90,77 @@ def open_study(path: Path | str, *, create: bool = False) -> StudyDatabase:
     return study
 
 
+def _create(path: Path, *, replace: bool = False) -> None:
+    """Build the whole schema under a temporary name beside `path`, then give it the name.
+
+    A crash (kill -9, power cut) leaves no study file or a complete one, never a half-made one
+    that every command would refuse. Without `replace`, a study another process made meanwhile
+    is kept and this one dropped.
+    """
+    _drop_stale_temporaries(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.new")
+    try:
+        try:
+            db = _connect(tmp)
+            try:
+                with db.atomic():  # one commit (one sync) for the whole schema; nobody else sees it yet
+                    schema.migrations.apply(db)
+            finally:
+                db.close()
+        except sqlite3.Error as exc:
+            raise WorkbenchError(f"{path}: cannot create the study database ({exc})") from None
+        if replace:
+            os.replace(tmp, path)
+            return
+        try:
+            os.link(tmp, path)  # never overwrites: fails if the name was taken meanwhile
+        except FileExistsError:
+            pass
+        except OSError:  # a file system without hard links
+            if not path.exists():
+                os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _companions(path: Path) -> tuple[Path, Path]:
+    """SQLite's write-ahead log and shared-memory index beside the database."""
+    return path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")
+
+
+def _way_out(path: Path) -> str:
+    return "rm -f " + " ".join(shlex.quote(str(p)) for p in (path, *_companions(path)))
+
+
+def _refuse_an_orphan_log(path: Path) -> None:
+    """A write-ahead log left by a crash whose database was then removed would be replayed into a
+    new study of that name and break it: say so instead of creating one."""
+    wal = _companions(path)[0]
+    if wal.exists() and not path.exists():  # in this order: a live study's log appears after it
+        raise WorkbenchError(
+            f"{path}: no study file, but the write-ahead log {wal.name} of a removed one remains"
+            f" (it would be replayed into a new study); remove it and import again: {_way_out(path)}"
+        )
+
+
+def _drop_stale_temporaries(path: Path) -> None:
+    """Remove what a creation killed earlier left beside `path` (its process is gone)."""
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.*-*.new*"):
+        pid = stale.name[len(path.name) + 2:].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            stale.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _prepare(study: StudyDatabase) -> None:
     db = study.db
     applied = [m.name for m in schema.migrations.applied(db)]
@@ -91,6 +170,11 @@ def _prepare(study: StudyDatabase) -> None:
         raise SchemaTooNew(
             f"{study.path}: written by a newer workbench (schema {len(applied)}, this one knows"
             f" {len(known)}: unknown {', '.join(unknown)}); upgrade workbench to open it"
+        )
+    if not applied and db.table_names() == [schema.migrations.migrations_table]:
+        raise WorkbenchError(
+            f"{study.path}: a study file left half-made by an interrupted first import (it holds no data);"
+            f" remove it and import again: {_way_out(study.path)}"
         )
     if not applied and db.table_names():
         raise WorkbenchError(f"{study.path}: an SQLite file, but not a workbench study database")

@@ -59,9 +59,9 @@ def store_log_bytes(db: Database, data: bytes) -> int:
 
 
 def _store_stream(db: Database, fh: BinaryIO, sha: str) -> int:
-    log_id = db.execute(
-        "INSERT INTO log (sha256, size, line_count) VALUES (?, 0, 0)", [sha]
-    ).lastrowid
+    log_id = db.execute("INSERT INTO log (sha256, size, line_count) VALUES (?, 0, 0)", [sha]).lastrowid
+    if log_id is None:
+        raise TypeError("log: the new row has no id")
     offset = 0
     index = _LineIndex(log_id)
     last_byte = b""

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from sqlite_utils import Database
 
+from domain.assist import ClaimExtraction, ClaimReview, CostTotal, ExpectedLevel, LlmCall
 from domain.effort import EffortInputs, RunCost, Standing
 from domain.models import (
+    Attempt,
     AttemptSummary,
     BudgetChange,
     Budgets,
@@ -47,12 +50,13 @@ current_intervention AS (
 )"""
 """An intervention that a later record corrects no longer counts; the correction does."""
 
-# The effective expected level (docs/assist.md, docs/report.md), the one definition the verifier's
-# over-claim flag, the screens and the reports use: the reviewer's latest claim review
+# The effective expected level (docs/assist.md, docs/report.md): the reviewer's latest claim review
 # (a correction, or the acceptance of a model extraction, whose level it copies) if any, else the
-# importer's rule-based level. A model extraction nobody accepted never counts. The `*_of(alias)`
-# functions give it, the level and the over-claim flag as SQL expressions over an `attempt` row
-# (correlated subqueries: a screen reading one attempt reads only that attempt's rows).
+# importer's rule-based level; a model extraction nobody accepted never counts. `expected_level_of`
+# is its only definition: the verifier (through `effective_expected_level`), the screens and the
+# reports read it here. The level and over-claim rules themselves live in domain/ladder.py;
+# `level_of` and `over_claim_of` restate them in SQL for counts over a whole study. All are
+# correlated subqueries over an `attempt` row: a screen reading one attempt reads only its rows.
 
 
 def expected_level_of(a: str) -> str:
@@ -247,7 +251,7 @@ def interventions(db: Database, migration_id: int) -> list[Intervention]:
     ]
 
 
-def iter_migration_summaries(db: Database, page: int = 500):
+def iter_migration_summaries(db: Database, page: int = 500) -> Iterator[MigrationSummary]:
     """Every migration, a page at a time."""
     after = None
     while batch := migration_summaries(db, after=after, limit=page):
@@ -255,7 +259,7 @@ def iter_migration_summaries(db: Database, page: int = 500):
         after = batch[-1].migration.slug
 
 
-def iter_attempt_summaries(db: Database, migration_id: int, page: int = 500):
+def iter_attempt_summaries(db: Database, migration_id: int, page: int = 500) -> Iterator[AttemptSummary]:
     """Every attempt of a migration, a page at a time."""
     after = None
     while batch := attempt_summaries(db, migration_id, after=after, limit=page):
@@ -433,7 +437,7 @@ def migration_by_id(db: Database, migration_id: int) -> Migration | None:
     return migration_from_row(rows[0]) if rows else None
 
 
-def find_attempt(db: Database, slug: str, seq: int) -> tuple[Migration, Any]:
+def find_attempt(db: Database, slug: str, seq: int) -> tuple[Migration, Attempt]:
     """The migration `slug` and its attempt `seq`; a WorkbenchError naming what is missing."""
     from domain.errors import WorkbenchError
 
@@ -657,10 +661,8 @@ def report_series(db: Database, attempt_ids: list[int], name: str) -> dict[int, 
 # AI assist (docs/assist.md).
 
 
-def effective_expected_level(db: Database, attempt_id: int):
+def effective_expected_level(db: Database, attempt_id: int) -> ExpectedLevel:
     """The expected level reports count for an attempt (`ExpectedLevel`)."""
-    from domain.assist import ExpectedLevel
-
     row = db.execute(
         f"WITH {EFFECTIVE_EXPECTED} SELECT expected_level, source FROM effective_expected"
         " WHERE attempt_id = ?",
@@ -669,9 +671,7 @@ def effective_expected_level(db: Database, attempt_id: int):
     return ExpectedLevel(None, None) if row is None else ExpectedLevel(row[0], row[1])
 
 
-def _llm_call(row: dict[str, Any]):
-    from domain.assist import LlmCall
-
+def _llm_call(row: dict[str, Any]) -> LlmCall:
     return LlmCall(
         id=row["id"], at=row["at"], purpose=row["purpose"], model=row["model"],
         input_hash=row["input_hash"], input_tokens=row["input_tokens"] or 0,
@@ -682,14 +682,14 @@ def _llm_call(row: dict[str, Any]):
     )
 
 
-def cached_llm_call(db: Database, input_hash: str):
+def cached_llm_call(db: Database, input_hash: str) -> LlmCall | None:
     """The latest answered call with this exact input, if any: asking again costs nothing."""
     rows = _rows(db, "SELECT * FROM llm_call WHERE input_hash = ? AND error IS NULL"
                      " AND response IS NOT NULL ORDER BY id DESC LIMIT 1", [input_hash])
     return _llm_call(rows[0]) if rows else None
 
 
-def latest_llm_call(db: Database, attempt_id: int, purpose: str, *, answered: bool = True):
+def latest_llm_call(db: Database, attempt_id: int, purpose: str, *, answered: bool = True) -> LlmCall | None:
     sql = "SELECT * FROM llm_call WHERE attempt_id = ? AND purpose = ?"
     if answered:
         sql += " AND error IS NULL AND response IS NOT NULL"
@@ -698,7 +698,7 @@ def latest_llm_call(db: Database, attempt_id: int, purpose: str, *, answered: bo
 
 
 def llm_calls(db: Database, *, migration_id: int | None = None, after: int | None = None,
-              limit: int = 500) -> list:
+              limit: int = 500) -> list[LlmCall]:
     """Recorded calls, oldest first, `limit` at a time after the id `after`."""
     return [_llm_call(r) for r in _rows(
         db,
@@ -708,10 +708,8 @@ def llm_calls(db: Database, *, migration_id: int | None = None, after: int | Non
     )]
 
 
-def llm_cost(db: Database, *, migration_id: int | None = None):
+def llm_cost(db: Database, *, migration_id: int | None = None) -> CostTotal:
     """Tokens and dollars of every recorded call (cache hits record none), for the report."""
-    from domain.assist import CostTotal
-
     where = "WHERE (:m IS NULL OR migration_id = :m)"
     row = db.execute(
         "SELECT count(*), count(error), COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0),"
@@ -730,10 +728,8 @@ def llm_cost(db: Database, *, migration_id: int | None = None):
                      unpriced_calls=row[7] or 0, by_purpose=by_purpose)
 
 
-def claim_extractions(db: Database, attempt_id: int) -> list:
+def claim_extractions(db: Database, attempt_id: int) -> list[ClaimExtraction]:
     """Every model extraction of an attempt's claim, oldest first."""
-    from domain.assist import ClaimExtraction
-
     return [
         ClaimExtraction(id=r["id"], attempt_id=r["attempt_id"], llm_call_id=r["llm_call_id"], model=r["model"],
                         expected_level=r["expected_level"], success_claimed=bool(r["success_claimed"]),
@@ -742,13 +738,38 @@ def claim_extractions(db: Database, attempt_id: int) -> list:
     ]
 
 
-def claim_reviews(db: Database, attempt_id: int) -> list:
+def claim_reviews(db: Database, attempt_id: int) -> list[ClaimReview]:
     """Every reviewer record on an attempt's claim, oldest first; the latest counts."""
-    from domain.assist import ClaimReview
-
     return [
         ClaimReview(id=r["id"], attempt_id=r["attempt_id"], action=r["action"],
                     expected_level=r["expected_level"], reviewer=r["reviewer"], at=r["at"],
                     extraction_id=r["extraction_id"], note=r["note"] or "")
         for r in _rows(db, "SELECT * FROM claim_review WHERE attempt_id = ? ORDER BY id", [attempt_id])
     ]
+
+
+def previous_agent_commit(db: Database, migration_id: int, seq: int) -> tuple[int, str] | None:
+    """(seq, commit) of the last agent or re-run attempt before `seq`: what the attempt changed from."""
+    row = db.execute(
+        "SELECT seq, commit_sha FROM attempt WHERE migration_id = ? AND seq < ? AND source != 'reference'"
+        " ORDER BY seq DESC LIMIT 1",
+        [migration_id, seq],
+    ).fetchone()
+    return None if row is None else (row[0], row[1])
+
+
+def claims_to_extract(db: Database, migration_id: int | None = None) -> list[tuple[Migration, Attempt]]:
+    """Agent attempts with a claim but no expected level, no extraction and no reviewer record."""
+    rows = _rows(
+        db,
+        """SELECT a.* FROM attempt a JOIN migration m ON m.id = a.migration_id
+           WHERE a.expected_level IS NULL AND TRIM(COALESCE(a.claim, '')) != ''
+             AND a.source != 'reference' AND (:m IS NULL OR a.migration_id = :m)
+             AND NOT EXISTS (SELECT 1 FROM claim_extraction e WHERE e.attempt_id = a.id)
+             AND NOT EXISTS (SELECT 1 FROM claim_review r WHERE r.attempt_id = a.id)
+           ORDER BY m.slug, a.seq""",
+        {"m": migration_id},
+    )
+    ids = sorted({row["migration_id"] for row in rows})
+    migrations = {m.id: m for m in (migration_by_id(db, i) for i in ids) if m is not None}
+    return [(migrations[row["migration_id"]], attempt_from_row(row)) for row in rows]

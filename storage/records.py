@@ -61,9 +61,17 @@ def immediate(db: Database) -> Iterator[Database]:
             raise
 
 
+def insert_row(db: Database, table: str, row: dict[str, Any]) -> int:
+    """Insert one row and return its new id (every table here has an integer key `id`)."""
+    pk = db.table(table).insert(row).last_pk
+    if not isinstance(pk, int):
+        raise TypeError(f"{table}: the new row has no integer id ({pk!r})")
+    return pk
+
+
 def _insert(db: Database, table: str, row: dict[str, Any], reviewer: str) -> int:
     with immediate(db):
-        row_id = db[table].insert(row).last_pk
+        row_id = insert_row(db, table, row)
         audit(db, reviewer, "insert", table, row_id, row)
     return row_id
 
@@ -159,7 +167,7 @@ def upsert_by_key(
     existing = list(db.query(f"SELECT * FROM {table} WHERE {where}", list(key.values())))
     full = {**row, **key}
     if not existing:
-        row_id = db[table].insert(full).last_pk
+        row_id = insert_row(db, table, full)
         audit(db, reviewer, "insert", table, row_id, full)
         return row_id, "insert"
     current = existing[0]
@@ -170,7 +178,7 @@ def upsert_by_key(
     }
     if not changes:
         return current["id"], "same"
-    db[table].update(current["id"], changes)
+    db.table(table).update(current["id"], changes)
     audit(db, reviewer, "update", table, current["id"], changes)
     return current["id"], "update"
 
@@ -224,49 +232,60 @@ def record_verification(
         if previous is not None:
             # free the "current" slot first (pointing at itself); the new row's id is set below
             db.execute("UPDATE verification SET superseded_by = id WHERE id = ?", [previous[0]])
-        verification_id = db["verification"].insert(row).last_pk
+        verification_id = insert_row(db, "verification", row)
         audit(db, reviewer, "insert", "verification", verification_id,
               {k: v for k, v in row.items() if k not in ("inputs", "settings")})
         if previous is not None:
-            db.execute("UPDATE verification SET superseded_by = ? WHERE id = ?", [verification_id, previous[0]])
-            for table in ("verdict", "failure"):
-                old = [r[0] for r in db.execute(
-                    f"SELECT id FROM {table} WHERE attempt_id = ? AND superseded_by IS NULL", [attempt_id]
-                ).fetchall()]
-                db.execute(
-                    f"UPDATE {table} SET superseded_by = ? WHERE attempt_id = ? AND superseded_by IS NULL",
-                    [verification_id, attempt_id],
-                )
-                for old_id in old:
-                    audit(db, reviewer, "supersede", table, old_id, {"superseded_by": verification_id})
-            audit(db, reviewer, "supersede", "verification", previous[0], {"superseded_by": verification_id})
-        for result in judgement.levels:
-            verdict = {
-                "attempt_id": attempt_id,
-                "level": result.level,
-                "outcome": result.outcome.value,
-                "reason": result.reason,
-                "evidence": _evidence_json(result.evidence),
-                "verifier": verifier,
-                "verifier_version": verifier_version,
-                "verification_id": verification_id,
-            }
-            verdict_id = db["verdict"].insert(verdict).last_pk
-            audit(db, reviewer, "insert", "verdict", verdict_id,
-                  {"attempt_id": attempt_id, "level": result.level, "outcome": result.outcome.value})
-        if judgement.cause is not None:
-            failure = {
-                "attempt_id": attempt_id,
-                "cause": judgement.cause.value,
-                "silent": int(judgement.silent),
-                "note": judgement.cause_note,
-                "evidence": _evidence_json(judgement.cause_evidence),
-                "verification_id": verification_id,
-            }
-            failure_id = db["failure"].insert(failure).last_pk
-            audit(db, reviewer, "insert", "failure", failure_id,
-                  {"attempt_id": attempt_id, "cause": judgement.cause.value, "silent": judgement.silent})
+            _supersede(db, attempt_id, previous[0], verification_id, reviewer)
+        _insert_results(db, attempt_id, verification_id, judgement, verifier, verifier_version, reviewer)
     return verification_id
+
+
+def _supersede(db: Database, attempt_id: int, previous_id: int, verification_id: int, reviewer: str) -> None:
+    """Mark the previous run and its verdicts and failure superseded by the new run (kept, not deleted)."""
+    db.execute("UPDATE verification SET superseded_by = ? WHERE id = ?", [verification_id, previous_id])
+    for table in ("verdict", "failure"):
+        old = [r[0] for r in db.execute(
+            f"SELECT id FROM {table} WHERE attempt_id = ? AND superseded_by IS NULL", [attempt_id]
+        ).fetchall()]
+        db.execute(
+            f"UPDATE {table} SET superseded_by = ? WHERE attempt_id = ? AND superseded_by IS NULL",
+            [verification_id, attempt_id],
+        )
+        for old_id in old:
+            audit(db, reviewer, "supersede", table, old_id, {"superseded_by": verification_id})
+    audit(db, reviewer, "supersede", "verification", previous_id, {"superseded_by": verification_id})
+
+
+def _insert_results(db: Database, attempt_id: int, verification_id: int, judgement: Any, verifier: str,
+                    verifier_version: str, reviewer: str) -> None:
+    """The run's five verdicts and its failure (if any)."""
+    for result in judgement.levels:
+        verdict = {
+            "attempt_id": attempt_id,
+            "level": result.level,
+            "outcome": result.outcome.value,
+            "reason": result.reason,
+            "evidence": _evidence_json(result.evidence),
+            "verifier": verifier,
+            "verifier_version": verifier_version,
+            "verification_id": verification_id,
+        }
+        verdict_id = insert_row(db, "verdict", verdict)
+        audit(db, reviewer, "insert", "verdict", verdict_id,
+              {"attempt_id": attempt_id, "level": result.level, "outcome": result.outcome.value})
+    if judgement.cause is not None:
+        failure = {
+            "attempt_id": attempt_id,
+            "cause": judgement.cause.value,
+            "silent": int(judgement.silent),
+            "note": judgement.cause_note,
+            "evidence": _evidence_json(judgement.cause_evidence),
+            "verification_id": verification_id,
+        }
+        failure_id = insert_row(db, "failure", failure)
+        audit(db, reviewer, "insert", "failure", failure_id,
+              {"attempt_id": attempt_id, "cause": judgement.cause.value, "silent": judgement.silent})
 
 
 def add_verify_settings(
@@ -330,7 +349,7 @@ def record_llm_call(
         "reviewer": reviewer,
     }
     with db.atomic():
-        row_id = db["llm_call"].insert(row).last_pk
+        row_id = insert_row(db, "llm_call", row)
         audit(db, reviewer, "insert", "llm_call", row_id,
               {k: v for k, v in row.items() if k not in ("request", "response")})
     return row_id

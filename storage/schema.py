@@ -1,7 +1,8 @@
 """The study database schema, as sqlite-utils migrations applied in order.
 
 Never edit an applied migration: add a new one. Each runs in a transaction; a failed one
-stays pending. `KNOWN` lists their names so a database from a newer workbench is refused.
+stays pending. `known()` lists their names so a database from a newer workbench is refused.
+A new study file gets all of them before it takes its name (storage.database.open_study).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ APPEND_ONLY = ("intervention", "decision", "verdict_override", "review_session",
 
 @migrations()
 def m001_study_and_attempts(db: Database) -> None:
-    db["study"].create(
+    db.table("study").create(
         {
             "id": int,
             "slug": str,
@@ -29,7 +30,7 @@ def m001_study_and_attempts(db: Database) -> None:
         not_null={"slug", "title"},
         defaults={"staff_hourly_rate": 0.0, "reviewers": "[]", "prices": "{}"},
     )
-    db["migration"].create(
+    db.table("migration").create(
         {
             "id": int,
             "slug": str,
@@ -53,22 +54,9 @@ def m001_study_and_attempts(db: Database) -> None:
         pk="id",
         not_null={"slug", "title", "repo", "base_commit", "accelerator", "chips", "status"},
     )
-    db["migration"].create_index(["slug"], unique=True)
-    db["log"].create(
-        {"id": int, "sha256": str, "size": int, "line_count": int},
-        pk="id",
-        not_null={"sha256", "size", "line_count"},
-    )
-    db["log"].create_index(["sha256"], unique=True)
-    db.execute(
-        "CREATE TABLE log_chunk (log_id INTEGER NOT NULL REFERENCES log(id),"
-        " seq INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY (log_id, seq)) WITHOUT ROWID"
-    )
-    db.execute(
-        "CREATE TABLE log_line (log_id INTEGER NOT NULL REFERENCES log(id),"
-        " line INTEGER NOT NULL, offset INTEGER NOT NULL, PRIMARY KEY (log_id, line)) WITHOUT ROWID"
-    )
-    db["attempt"].create(
+    db.table("migration").create_index(["slug"], unique=True)
+    _log_tables(db)
+    db.table("attempt").create(
         {
             "id": int,
             "migration_id": int,
@@ -100,7 +88,7 @@ def m001_study_and_attempts(db: Database) -> None:
             ("rerun_of", "attempt", "id"),
         ],
     )
-    db["attempt"].create_index(["migration_id", "seq"], unique=True)
+    db.table("attempt").create_index(["migration_id", "seq"], unique=True)
     db.execute(
         "CREATE TABLE metric_point (attempt_id INTEGER NOT NULL REFERENCES attempt(id),"
         " name TEXT NOT NULL, step INTEGER NOT NULL, value REAL NOT NULL,"
@@ -108,9 +96,27 @@ def m001_study_and_attempts(db: Database) -> None:
     )
 
 
+def _log_tables(db: Database) -> None:
+    """Logs stored once by content: chunks of bytes and an index of line offsets."""
+    db.table("log").create(
+        {"id": int, "sha256": str, "size": int, "line_count": int},
+        pk="id",
+        not_null={"sha256", "size", "line_count"},
+    )
+    db.table("log").create_index(["sha256"], unique=True)
+    db.execute(
+        "CREATE TABLE log_chunk (log_id INTEGER NOT NULL REFERENCES log(id),"
+        " seq INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY (log_id, seq)) WITHOUT ROWID"
+    )
+    db.execute(
+        "CREATE TABLE log_line (log_id INTEGER NOT NULL REFERENCES log(id),"
+        " line INTEGER NOT NULL, offset INTEGER NOT NULL, PRIMARY KEY (log_id, line)) WITHOUT ROWID"
+    )
+
+
 @migrations()
 def m002_verdicts_and_failures(db: Database) -> None:
-    db["verdict"].create(
+    db.table("verdict").create(
         {
             "id": int,
             "attempt_id": int,
@@ -125,19 +131,19 @@ def m002_verdicts_and_failures(db: Database) -> None:
         not_null={"attempt_id", "level", "outcome", "verifier", "verifier_version"},
         foreign_keys=[("attempt_id", "attempt", "id")],
     )
-    db["verdict"].create_index(["attempt_id", "level"], unique=True)
-    db["failure"].create(
+    db.table("verdict").create_index(["attempt_id", "level"], unique=True)
+    db.table("failure").create(
         {"id": int, "attempt_id": int, "cause": str, "silent": int, "note": str},
         pk="id",
         not_null={"attempt_id", "cause", "silent"},
         foreign_keys=[("attempt_id", "attempt", "id")],
     )
-    db["failure"].create_index(["attempt_id"], unique=True)
+    db.table("failure").create_index(["attempt_id"], unique=True)
 
 
 @migrations()
 def m003_human_records_and_audit(db: Database) -> None:
-    db["intervention"].create(
+    db.table("intervention").create(
         {
             "id": int,
             "migration_id": int,
@@ -157,7 +163,7 @@ def m003_human_records_and_audit(db: Database) -> None:
             ("corrects", "intervention", "id"),
         ],
     )
-    db["decision"].create(
+    db.table("decision").create(
         {
             "id": int,
             "migration_id": int,
@@ -171,7 +177,7 @@ def m003_human_records_and_audit(db: Database) -> None:
         not_null={"migration_id", "kind", "reason", "reviewer", "at"},
         foreign_keys=[("migration_id", "migration", "id")],
     )
-    db["verdict_override"].create(
+    db.table("verdict_override").create(
         {
             "id": int,
             "verdict_id": int,
@@ -184,7 +190,7 @@ def m003_human_records_and_audit(db: Database) -> None:
         not_null={"verdict_id", "outcome", "justification", "reviewer", "at"},
         foreign_keys=[("verdict_id", "verdict", "id")],
     )
-    db["review_session"].create(
+    db.table("review_session").create(
         {
             "id": int,
             "reviewer": str,
@@ -196,7 +202,7 @@ def m003_human_records_and_audit(db: Database) -> None:
         not_null={"reviewer", "migration_id", "started_at", "active_seconds"},
         foreign_keys=[("migration_id", "migration", "id")],
     )
-    db["audit"].create(
+    db.table("audit").create(
         {
             "id": int,
             "at": str,
@@ -221,7 +227,7 @@ def m003_human_records_and_audit(db: Database) -> None:
 @migrations()
 def m004_verification_history(db: Database) -> None:
     """Verifier runs, with history: a re-verification supersedes verdicts, never deletes them."""
-    db["verification"].create(
+    db.table("verification").create(
         {
             "id": int,
             "attempt_id": int,
@@ -256,9 +262,9 @@ def m004_verification_history(db: Database) -> None:
         " WHERE superseded_by IS NULL"
     )
     for table in ("verdict", "failure"):
-        db[table].add_column("verification_id", int, fk="verification", fk_col="id")
-        db[table].add_column("superseded_by", int)
-    db["failure"].add_column("evidence", str)
+        db.table(table).add_column("verification_id", int, fk="verification", fk_col="id")
+        db.table(table).add_column("superseded_by", int)
+    db.table("failure").add_column("evidence", str)
     db.execute("DROP INDEX IF EXISTS idx_verdict_attempt_id_level")
     db.execute("DROP INDEX IF EXISTS idx_failure_attempt_id")
     db.execute(
@@ -268,7 +274,7 @@ def m004_verification_history(db: Database) -> None:
     db.execute(
         "CREATE UNIQUE INDEX idx_failure_current ON failure (attempt_id) WHERE superseded_by IS NULL"
     )
-    db["verify_setting"].create(
+    db.table("verify_setting").create(
         {"id": int, "migration_id": int, "settings": str, "source": str, "reviewer": str, "at": str},
         pk="id",
         not_null={"migration_id", "settings", "source", "reviewer", "at"},
@@ -285,20 +291,20 @@ def m004_verification_history(db: Database) -> None:
 @migrations()
 def m005_transcript_imports(db: Database) -> None:
     """Attempts imported from agent transcripts: their key, the edits and the other tool calls."""
-    db["attempt"].add_column("external_id", str)
+    db.table("attempt").add_column("external_id", str)
     # The transcript's tool_use id (or `git:<sha>`): the key for idempotent re-imports.
-    db["attempt"].add_column("session_id", str)
-    db["attempt"].add_column("agent_id", str)
+    db.table("attempt").add_column("session_id", str)
+    db.table("attempt").add_column("agent_id", str)
     # The sub-agent that ran it; NULL for the main session.
-    db["attempt"].add_column("commit_basis", str)
+    db.table("attempt").add_column("commit_basis", str)
     # How the commit was found: agent_commit, built, built_partial, base, git.
-    db["attempt"].add_column("result_note", str)
+    db.table("attempt").add_column("result_note", str)
     # e.g. the transcript's returnCodeInterpretation for a benign non-zero exit.
     db.execute(
         "CREATE UNIQUE INDEX idx_attempt_external ON attempt (migration_id, external_id)"
         " WHERE external_id IS NOT NULL"
     )
-    db["attempt_edit"].create(
+    db.table("attempt_edit").create(
         {
             "attempt_id": int,
             "ord": int,
@@ -315,7 +321,7 @@ def m005_transcript_imports(db: Database) -> None:
         not_null={"attempt_id", "ord", "tool"},
         foreign_keys=[("attempt_id", "attempt", "id")],
     )
-    db["attempt_tool_call"].create(
+    db.table("attempt_tool_call").create(
         {
             "attempt_id": int,
             "ord": int,
@@ -339,7 +345,7 @@ def m005_transcript_imports(db: Database) -> None:
 def m006_llm_calls(db: Database) -> None:
     """AI assist (docs/assist.md): every call to a language model with its tokens and cost, the
     claims a model extracted, and the reviewer's accept or correct records. All append-only."""
-    db["llm_call"].create(
+    db.table("llm_call").create(
         {
             "id": int,
             "at": str,
@@ -365,9 +371,9 @@ def m006_llm_calls(db: Database) -> None:
                   "cache_write_tokens": 0},
         foreign_keys=[("migration_id", "migration", "id"), ("attempt_id", "attempt", "id")],
     )
-    db["llm_call"].create_index(["input_hash"])
-    db["llm_call"].create_index(["attempt_id", "purpose"])
-    db["claim_extraction"].create(
+    db.table("llm_call").create_index(["input_hash"])
+    db.table("llm_call").create_index(["attempt_id", "purpose"])
+    db.table("claim_extraction").create(
         {
             "id": int,
             "attempt_id": int,
@@ -383,8 +389,8 @@ def m006_llm_calls(db: Database) -> None:
         not_null={"attempt_id", "llm_call_id", "model", "success_claimed", "at"},
         foreign_keys=[("attempt_id", "attempt", "id"), ("llm_call_id", "llm_call", "id")],
     )
-    db["claim_extraction"].create_index(["attempt_id"])
-    db["claim_review"].create(
+    db.table("claim_extraction").create_index(["attempt_id"])
+    db.table("claim_review").create(
         {
             "id": int,
             "attempt_id": int,
@@ -399,7 +405,7 @@ def m006_llm_calls(db: Database) -> None:
         not_null={"attempt_id", "action", "reviewer", "at"},
         foreign_keys=[("attempt_id", "attempt", "id"), ("extraction_id", "claim_extraction", "id")],
     )
-    db["claim_review"].create_index(["attempt_id"])
+    db.table("claim_review").create_index(["attempt_id"])
     for table in ("llm_call", "claim_extraction", "claim_review"):
         for event in ("UPDATE", "DELETE"):
             db.execute(
@@ -414,13 +420,13 @@ def m007_human_effort(db: Database) -> None:
     """Human effort (docs/effort.md): a study's own intervention kinds, budget changes made in
     the app (append-only, latest wins), what the rules suggested at each decision, when a
     review session ended, and indexes for the per-migration and per-attempt lists."""
-    db["study"].add_column("intervention_kinds", str)
+    db.table("study").add_column("intervention_kinds", str)
     # JSON object: kind name to description, from study.toml's [interventions] kinds.
-    db["decision"].add_column("suggested", str)
+    db.table("decision").add_column("suggested", str)
     # plain ALTER TABLE: sqlite-utils' fk= rebuilds the table, which would drop its triggers
     db.execute("ALTER TABLE decision ADD COLUMN attempt_id INTEGER REFERENCES attempt(id)")
-    db["review_session"].add_column("ended_at", str)
-    db["budget_change"].create(
+    db.table("review_session").add_column("ended_at", str)
+    db.table("budget_change").create(
         {
             "id": int,
             "migration_id": int,
@@ -437,12 +443,12 @@ def m007_human_effort(db: Database) -> None:
         not_null={"migration_id", "acceptance_level", "reviewer", "at"},
         foreign_keys=[("migration_id", "migration", "id")],
     )
-    db["budget_change"].create_index(["migration_id"])
-    db["intervention"].create_index(["migration_id"])
-    db["intervention"].create_index(["attempt_id"])
-    db["intervention"].create_index(["corrects"])
-    db["decision"].create_index(["migration_id"])
-    db["review_session"].create_index(["migration_id"])
+    db.table("budget_change").create_index(["migration_id"])
+    db.table("intervention").create_index(["migration_id"])
+    db.table("intervention").create_index(["attempt_id"])
+    db.table("intervention").create_index(["corrects"])
+    db.table("decision").create_index(["migration_id"])
+    db.table("review_session").create_index(["migration_id"])
     for event in ("UPDATE", "DELETE"):
         db.execute(
             f"CREATE TRIGGER budget_change_append_only_{event.lower()} BEFORE {event} ON budget_change"
@@ -455,7 +461,7 @@ def m007_human_effort(db: Database) -> None:
 def m008_rerun_jobs(db: Database) -> None:
     """Re-run jobs (docs/rerun.md): stored before they start, updated as they run; and the probe
     reports each job brought back, one row per process."""
-    db["job"].create(
+    db.table("job").create(
         {
             "id": int,
             "migration_id": int,
@@ -496,14 +502,14 @@ def m008_rerun_jobs(db: Database) -> None:
             ("result_attempt_id", "attempt", "id"),
         ],
     )
-    db["job"].create_index(["state"])
-    db["probe_report"].create(
+    db.table("job").create_index(["state"])
+    db.table("probe_report").create(
         {"id": int, "job_id": int, "attempt_id": int, "file": str, "rank": int, "data": str},
         pk="id",
         not_null={"attempt_id", "file", "data"},
         foreign_keys=[("job_id", "job", "id"), ("attempt_id", "attempt", "id")],
     )
-    db["probe_report"].create_index(["attempt_id"])
+    db.table("probe_report").create_index(["attempt_id"])
 
 
 @migrations()
@@ -512,13 +518,13 @@ def m009_artifacts(db: Database) -> None:
     content-addressed store beside the database (`<db stem>.artifacts/<sha256>`); one row per
     attempt and kind. `name` is the path the bundle gave, `path` the stored copy's, relative to
     the database's folder."""
-    db["artifact"].create(
+    db.table("artifact").create(
         {"id": int, "attempt_id": int, "kind": str, "name": str, "sha256": str, "size": int, "path": str},
         pk="id",
         not_null={"attempt_id", "kind", "name", "sha256", "size", "path"},
         foreign_keys=[("attempt_id", "attempt", "id")],
     )
-    db["artifact"].create_index(["attempt_id", "kind"], unique=True)
+    db.table("artifact").create_index(["attempt_id", "kind"], unique=True)
 
 
 def known() -> list[str]:

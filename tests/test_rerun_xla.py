@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from storage import queries
+from storage.queries import probe_reports
 from tests.rerun_helpers import attempt
 from workbench import config
 from workbench.rerun import jobs
-from workbench.rerun.finish import probe_reports
 from workbench.rerun.jobs import JobState
 from workbench.rerun.runner import run_job
 

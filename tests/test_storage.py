@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import sqlite3
 import threading
 from pathlib import Path
@@ -219,3 +220,177 @@ def test_huge_lines_are_cut_for_display_and_the_next_line_is_found_directly(tmp_
     assert reader.lines(2, 2) == ["after", "last"]
     assert len(seen) <= 2
     study.close()
+
+
+KILL_AFTER_STEP = """
+import os, signal, sys
+from sqlite_utils import Migrations
+from storage.database import open_study
+
+path, after = sys.argv[1], int(sys.argv[2])
+steps = 0
+ensure, record = Migrations.ensure_migrations_table, Migrations._record_applied
+
+def step():
+    global steps
+    if steps == after:
+        os.kill(os.getpid(), signal.SIGKILL)
+    steps += 1
+
+def ensure_then_step(self, db):
+    ensure(self, db)
+    step()
+
+def record_then_step(self, db, name):
+    record(self, db, name)   # inside the migration's transaction: the kill lands before its commit
+    step()
+
+Migrations.ensure_migrations_table = ensure_then_step
+Migrations._record_applied = record_then_step
+open_study(path, create=True).close()
+"""
+
+
+def assert_absent_or_a_study(path: Path) -> None:
+    if not path.exists():
+        return
+    study = open_study(path)
+    try:
+        assert schema.migrations.pending(study.db) == []
+        assert queries.count_migrations(study.db) >= 0
+    finally:
+        study.close()
+
+
+def test_a_kill_at_any_step_of_creating_a_study_leaves_no_file_or_a_whole_study(tmp_path: Path) -> None:
+    """Issue 20 item 9: SIGKILL after the migrations table, inside each migration's transaction,
+    and after the last one; the old code left a file every command refused."""
+    import signal
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    outcomes = []
+    for after in range(len(schema.known()) + 2):
+        path = tmp_path / f"kill-{after}" / "study.db"
+        path.parent.mkdir()
+        done = subprocess.run([sys.executable, "-c", KILL_AFTER_STEP, str(path), str(after)], cwd=root,
+                              env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"}, capture_output=True,
+                              timeout=60)
+        assert done.returncode in (0, -signal.SIGKILL), done.stderr.decode()
+        assert_absent_or_a_study(path)
+        outcomes.append((done.returncode, path.exists()))
+    assert outcomes[0] == (-signal.SIGKILL, False)   # killed while creating: no file at all
+    assert outcomes[-1] == (0, True)                  # never killed: a study
+    study = open_study(tmp_path / "kill-0" / "study.db", create=True)  # and the next import starts afresh
+    study.close()
+
+
+def test_a_kill_during_the_first_import_leaves_no_file_or_a_study(small_bundle, tmp_path: Path) -> None:
+    """The real first import (`import bundle --db NEW`), killed at moments after its first file
+    appears in the folder: while the schema is built, and while attempts are written."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    root = Path(__file__).resolve().parents[1]
+    for n, delay in enumerate((0.0, 0.02, 0.05, 0.1, 0.2, 0.4)):
+        folder = tmp_path / f"first-{n}"
+        folder.mkdir()
+        path = folder / "study.db"
+        child = subprocess.Popen([sys.executable, "-m", "cli", "import", "bundle", str(small_bundle.root),
+                                  "--db", str(path)], cwd=root, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while not any(folder.iterdir()) and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.0005)
+        time.sleep(delay)
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+        assert_absent_or_a_study(path)
+    study = open_study(tmp_path / "first-0" / "study.db", create=True)
+    try:
+        assert import_bundle(study, small_bundle.root, "r").problems == []  # the import can simply run again
+    finally:
+        study.close()
+    assert not [p for p in (tmp_path / "first-0").iterdir() if p.name.startswith(".")]  # killed temporaries gone
+
+
+def test_a_half_made_study_from_an_older_version_is_named_with_a_way_out(tmp_path: Path) -> None:
+    path = tmp_path / "half.db"
+    schema.migrations.ensure_migrations_table(Database(path))  # what a kill -9 used to leave
+    for create in (False, True):
+        with pytest.raises(WorkbenchError) as caught:
+            open_study(path, create=create)
+        message = str(caught.value)
+        assert "\n" not in message and "half-made" in message and f"rm -f {path} {path}-wal {path}-shm" in message
+    path.unlink()
+    open_study(path, create=True).close()
+    assert_absent_or_a_study(path)
+
+
+def test_a_write_ahead_log_left_without_its_study_is_never_replayed_into_a_new_one(tmp_path: Path) -> None:
+    """Killed with the log open, then only the study file removed by hand: a new study of that
+    name would take the old log's pages and lose its schema."""
+    import signal
+    import subprocess
+    import sys
+
+    path = tmp_path / "study.db"
+    code = ("import os, signal\nfrom sqlite_utils import Database\nfrom storage import schema\n"
+            f"db = Database({str(path)!r}); db.enable_wal(); schema.migrations.ensure_migrations_table(db)\n"
+            "os.kill(os.getpid(), signal.SIGKILL)\n")
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, env={"PYTHONPATH": str(root)}, timeout=60)
+    assert done.returncode == -signal.SIGKILL and (tmp_path / "study.db-wal").exists()
+    path.unlink()
+    with pytest.raises(WorkbenchError) as caught:
+        open_study(path, create=True)
+    assert "\n" not in str(caught.value) and f"rm -f {path} {path}-wal {path}-shm" in str(caught.value)
+    assert not path.exists()
+    subprocess.run(f"rm -f {path} {path}-wal {path}-shm", shell=True, check=True)  # the way out, as printed
+    study = open_study(path, create=True)
+    try:
+        assert schema.migrations.pending(study.db) == [] and "attempt" in study.db.table_names()
+    finally:
+        study.close()
+
+
+def test_two_processes_creating_one_study_at_once_share_it(tmp_path: Path) -> None:
+    path = tmp_path / "both.db"
+    errors: list[BaseException] = []
+
+    def make() -> None:
+        try:
+            open_study(path, create=True).close()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=make) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert_absent_or_a_study(path)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temporary left
+
+
+SQL = re.compile(r"\b(?:SELECT|INSERT INTO|DELETE FROM|PRAGMA|BEGIN IMMEDIATE)\b|\bUPDATE \w+ SET\b"
+                 r"|\.execute\(|\.query\(|\.conn\b|\bdb\[")
+SQL_FREE = ("workbench/rerun", "workbench/importers", "workbench/bundle.py", "workbench/assist",
+            "workbench/repos.py", "workbench/diffs.py")
+"""Services whose reads and writes are storage's named functions (issue 16): no SQL of their own."""
+
+
+def test_the_re_run_import_and_assist_services_hold_no_sql() -> None:
+    root = Path(__file__).resolve().parents[1]
+    found = []
+    for name in SQL_FREE:
+        where = root / name
+        for path in sorted(where.rglob("*.py")) if where.is_dir() else [where]:
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                if SQL.search(line) and "subprocess" not in line:
+                    found.append(f"{path.relative_to(root)}:{number}: {line.strip()}")
+    assert found == []

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sqlite_utils import Database
+
 from domain.errors import WorkbenchError
 from domain.models import (
     Attempt,
@@ -31,7 +33,7 @@ from domain.models import (
     Target,
 )
 from domain.redact import redact, redact_env
-from storage import artifacts, records
+from storage import artifacts, imports, queries, records
 from storage.converters import attempt_to_row, migration_to_row, study_to_row
 from storage.database import StudyDatabase
 from storage.logs import store_log
@@ -319,7 +321,7 @@ class BundleImporter:
         self.study = parse_study(bundle / "study.toml")
 
     @property
-    def db(self):
+    def db(self) -> Database:
         return self.study_db.db
 
     def run(self, study_db: StudyDatabase, reviewer: str) -> ImportReport:
@@ -330,10 +332,10 @@ class BundleImporter:
         migrations_dir = self.bundle / "migrations"
         folders = sorted(p for p in migrations_dir.iterdir() if p.is_dir()) if migrations_dir.is_dir() else []
         with self.db.atomic():
-            existing = list(self.db.query("SELECT slug FROM study WHERE id = 1"))
-            if existing and existing[0]["slug"] != study.slug:
+            existing = queries.get_study(self.db)
+            if existing is not None and existing.slug != study.slug:
                 raise WorkbenchError(
-                    f"{self.study_db.path}: holds study {existing[0]['slug']!r}; "
+                    f"{self.study_db.path}: holds study {existing.slug!r}; "
                     f"the bundle is study {study.slug!r}"
                 )
             _, what = records.upsert_by_key(self.db, "study", {"id": 1}, study_to_row(study), self.reviewer)
@@ -396,12 +398,9 @@ class BundleImporter:
             raise BadRecord(f"commit {attempt.commit!r} is not in the repository")
         rerun_of = None
         if rerun_seq is not None:
-            found = self.db.execute(
-                "SELECT id FROM attempt WHERE migration_id = ? AND seq = ?", [migration_id, rerun_seq]
-            ).fetchone()
-            if found is None:
+            rerun_of = queries.attempt_id_by_seq(self.db, migration_id, rerun_seq)
+            if rerun_of is None:
                 raise BadRecord(f"'rerun_of' names seq {rerun_seq}, which is not imported before it")
-            rerun_of = found[0]
         log_id = None
         if log_name is not None:
             log_path = folder / log_name
@@ -419,7 +418,7 @@ class BundleImporter:
         key = {"migration_id": migration_id, "seq": attempt.seq}
         del row["migration_id"], row["seq"]
         attempt_id, what = records.upsert_by_key(self.db, "attempt", key, row, self.reviewer)
-        if self._replace_metrics(attempt_id, points) and what == "same":
+        if imports.replace_metric_points(self.db, attempt_id, points, self.reviewer) and what == "same":
             what = "update"
         if self._store_checkpoint(attempt_id, checkpoint) and what == "same":
             what = "update"
@@ -451,21 +450,6 @@ class BundleImporter:
         except OSError as exc:
             raise BadRecord(f"checkpoint {name!r}: cannot store ({exc.strerror or exc})") from None
         return what != "same"
-
-    def _replace_metrics(self, attempt_id: int, points: list[tuple[str, int, float]]) -> bool:
-        current = self.db.execute(
-            "SELECT name, step, value FROM metric_point WHERE attempt_id = ? ORDER BY name, step",
-            [attempt_id],
-        ).fetchall()
-        if current == points:
-            return False
-        self.db.execute("DELETE FROM metric_point WHERE attempt_id = ?", [attempt_id])
-        self.db.conn.executemany(
-            "INSERT INTO metric_point (attempt_id, name, step, value) VALUES (?, ?, ?, ?)",
-            [(attempt_id, *point) for point in points],
-        )
-        records.audit(self.db, self.reviewer, "replace", "metric_point", attempt_id, {"points": len(points)})
-        return True
 
 
 def import_bundle(study_db: StudyDatabase, bundle: Path, reviewer: str) -> ImportReport:

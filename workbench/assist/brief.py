@@ -119,14 +119,12 @@ class Brief:
 
 def previous_commit(db: Database, migration: Migration, attempt: Attempt) -> tuple[str, str]:
     """(commit, what it is): the previous agent attempt's commit, else the migration's base."""
-    row = db.execute(
-        "SELECT seq, commit_sha FROM attempt WHERE migration_id = ? AND seq < ? AND source != 'reference'"
-        " ORDER BY seq DESC LIMIT 1",
-        [migration.id, attempt.seq],
-    ).fetchone()
-    if row is None:
+    from storage.queries import previous_agent_commit
+
+    found = previous_agent_commit(db, migration.id, attempt.seq)
+    if found is None:
         return migration.base_commit, "the original code (base commit)"
-    return row[1], f"attempt #{row[0]}"
+    return found[1], f"attempt #{found[0]}"
 
 
 def git_diff(repo: str, old: str, new: str, limit: int = DIFF_MAX) -> tuple[str, str]:

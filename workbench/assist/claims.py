@@ -115,26 +115,10 @@ def validator(claim: str):
 
 
 def pending(db: Database, migration_id: int | None = None) -> list[tuple[Migration, Attempt]]:
-    """Agent attempts with a claim but no expected level, no extraction and no reviewer record."""
-    from storage.converters import attempt_from_row, migration_from_row
+    """Agent attempts whose claim still needs reading: a claim, no expected level, no record."""
+    from storage.queries import claims_to_extract
 
-    rows = list(db.query(
-        """SELECT a.*, m.id AS m_id FROM attempt a JOIN migration m ON m.id = a.migration_id
-           WHERE a.expected_level IS NULL AND TRIM(COALESCE(a.claim, '')) != ''
-             AND a.source != 'reference' AND (:m IS NULL OR a.migration_id = :m)
-             AND NOT EXISTS (SELECT 1 FROM claim_extraction e WHERE e.attempt_id = a.id)
-             AND NOT EXISTS (SELECT 1 FROM claim_review r WHERE r.attempt_id = a.id)
-           ORDER BY m.slug, a.seq""",
-        {"m": migration_id},
-    ))
-    migrations: dict[int, Migration] = {}
-    out = []
-    for row in rows:
-        if row["m_id"] not in migrations:
-            found = list(db.query("SELECT * FROM migration WHERE id = ?", [row["m_id"]]))
-            migrations[row["m_id"]] = migration_from_row(found[0])
-        out.append((migrations[row["m_id"]], attempt_from_row(row)))
-    return out
+    return claims_to_extract(db, migration_id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,7 @@ from domain.models import (
     ToolCall,
 )
 from domain.redact import redact
-from storage import records
+from storage import imports, records
 from storage.converters import attempt_to_row
 from storage.database import StudyDatabase
 from storage.logs import store_log_bytes
@@ -145,12 +145,6 @@ class ImportReport:
 
 
 # ---------------------------------------------------------------- finding transcripts
-
-
-@dataclass
-class SessionFile:
-    path: Path
-    subagent_dirs: tuple[Path, ...] = ()
 
 
 def _is_auxiliary(path: Path) -> bool:
@@ -711,9 +705,7 @@ class ClaudeCodeImporter:
         if found is None:
             raise WorkbenchError(f"{study_db.path}: no migration {migration!r}; import its bundle first")
         self.migration = found
-        self.next_seq = (self.db.execute(
-            "SELECT COALESCE(MAX(seq), 0) FROM attempt WHERE migration_id = ?", [found.id]
-        ).fetchone()[0]) + 1
+        self.next_seq = imports.next_seq(self.db, found.id)
         self._batch: list[tuple[FileReport, str, str]] = []
         self._batch_open = False
         self._batch_bytes = 0
@@ -727,26 +719,20 @@ class ClaudeCodeImporter:
     def run(self, paths: list[Path]) -> ImportReport:
         report = ImportReport()
         files, report.problems = discover(paths)
-        # Attempts are committed in groups: in WAL mode, NORMAL keeps the database safe from
-        # corruption and skips an fsync per commit (a power cut may lose the last attempts, never
-        # half of one).
-        previous = self.db.execute("PRAGMA synchronous").fetchone()[0]
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        try:
-            for path in files:
-                session = SessionImporter(self, path)
-                report.files.extend(session.run())
-        finally:
-            self._commit()
-            self.db.execute(f"PRAGMA synchronous={int(previous)}")
+        with imports.relaxed_sync(self.db):  # attempts are committed in groups
+            try:
+                for path in files:
+                    session = SessionImporter(self, path)
+                    report.files.extend(session.run())
+            finally:
+                self._commit()
         return report
 
     # -- groups of attempts in one transaction
 
     def _begin(self) -> None:
         """Open a group unless a transaction is open already (then its owner commits it)."""
-        if not self.db.conn.in_transaction:
-            self.db.conn.execute("BEGIN IMMEDIATE")
+        if imports.begin_group(self.db):
             self._batch_open = True
             self._batch_bytes = 0
             self._batch_started = time.monotonic()
@@ -757,10 +743,8 @@ class ClaudeCodeImporter:
         self._batch_open = False
         batch, self._batch = self._batch, []
         try:
-            self.db.conn.execute("COMMIT")
+            imports.commit_group(self.db)
         except Exception as exc:  # noqa: BLE001 - the group is lost; it is reported, not raised
-            if self.db.conn.in_transaction:
-                self.db.conn.rollback()
             self._lost(batch, exc)
 
     def _lost(self, batch: list[tuple[FileReport, str, str]], exc: Exception) -> None:
@@ -776,11 +760,9 @@ class ClaudeCodeImporter:
             report.problems.append(f"attempt {tool_use_id}: not written ({type(exc).__name__}: {exc})")
 
     def seq_for(self, tool_use_id: str) -> int:
-        row = self.db.execute(
-            "SELECT seq FROM attempt WHERE migration_id = ? AND external_id = ?", [self.migration.id, tool_use_id]
-        ).fetchone()
-        if row:
-            return row[0]
+        known = imports.seq_of(self.db, self.migration.id, tool_use_id)
+        if known is not None:
+            return known
         seq = self.next_seq
         self.next_seq += 1
         return seq
@@ -797,11 +779,7 @@ class ClaudeCodeImporter:
     def link_agent(self, tool_use_id: str, agent_id: str) -> None:
         """Tool calls already written (by an earlier import) learn the sub-agent they started."""
         self._begin()
-        self.db.execute(
-            "UPDATE attempt_tool_call SET spawned_agent_id = ? WHERE tool_use_id = ? AND spawned_agent_id IS NULL"
-            " AND attempt_id IN (SELECT id FROM attempt WHERE migration_id = ?)",
-            [agent_id, tool_use_id, self.migration.id],
-        )
+        imports.link_spawned_agent(self.db, self.migration.id, tool_use_id, agent_id)
 
     def write(self, pending: PendingAttempt) -> None:
         """One attempt, with its log, edits and tool calls, whole in one savepoint of the group."""
@@ -845,12 +823,14 @@ class ClaudeCodeImporter:
                 key = {"migration_id": self.migration.id, "external_id": pending.tool_use_id}
                 del row["migration_id"]
                 attempt_id, what = records.upsert_by_key(self.db, "attempt", key, row, self.reviewer, keep=("seq",))
-                changed = self._replace(attempt_id, "attempt_edit", _edit_rows(pending.edits))
-                changed |= self._replace(attempt_id, "attempt_tool_call", _call_rows(pending.calls))
+                changed = imports.replace_attempt_rows(self.db, attempt_id, "attempt_edit",
+                                                       _edit_rows(pending.edits), self.reviewer)
+                changed |= imports.replace_attempt_rows(self.db, attempt_id, "attempt_tool_call",
+                                                        _call_rows(pending.calls), self.reviewer)
                 if changed and what == "same":
                     what = "update"
         except Exception as exc:  # noqa: BLE001 - one attempt's failure never stops the import
-            if self._batch_open and not self.db.conn.in_transaction:  # the error ended the group
+            if self._batch_open and not imports.in_transaction(self.db):  # the error ended the group
                 self._batch_open = False
                 batch, self._batch = self._batch, []
                 self._lost(batch, exc)
@@ -869,25 +849,6 @@ class ClaudeCodeImporter:
             if (len(self._batch) >= BATCH_ATTEMPTS or self._batch_bytes >= BATCH_BYTES
                     or time.monotonic() - self._batch_started >= BATCH_SECONDS):
                 self._commit()
-
-    def _replace(self, attempt_id: int, table: str, rows: list[dict[str, Any]]) -> bool:
-        columns = list(rows[0]) if rows else []
-        current = [
-            {k: r[k] for k in columns}
-            for r in self.db.query(f"SELECT * FROM {table} WHERE attempt_id = ? ORDER BY ord", [attempt_id])
-        ]
-        if rows == current or (not rows and not current):
-            return False
-        self.db.execute(f"DELETE FROM {table} WHERE attempt_id = ?", [attempt_id])
-        if rows:
-            names = ", ".join(columns)
-            marks = ", ".join("?" * len(columns))
-            self.db.conn.executemany(
-                f"INSERT INTO {table} ({names}, attempt_id) VALUES ({marks}, ?)",
-                [(*row.values(), attempt_id) for row in rows],
-            )
-        records.audit(self.db, self.reviewer, "replace", table, attempt_id, {"rows": len(rows)})
-        return True
 
 
 def _edit_rows(edits: list[Edit]) -> list[dict[str, Any]]:

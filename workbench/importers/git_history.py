@@ -18,7 +18,7 @@ from typing import Any
 from domain.errors import WorkbenchError
 from domain.models import Attempt, AttemptSource, AttemptStatus, Command
 from domain.redact import redact
-from storage import records
+from storage import imports, records
 from storage.converters import attempt_to_row
 from storage.database import StudyDatabase
 from storage.logs import store_log_bytes
@@ -109,9 +109,7 @@ class GitHistoryImporter:
     def run(self) -> ImportReport:
         report = ImportReport()
         out = _git(self.repo, "rev-list", "--first-parent", "--reverse", f"{self.migration.base_commit}..{self.tip}")
-        next_seq = self.db.execute(
-            "SELECT COALESCE(MAX(seq), 0) FROM attempt WHERE migration_id = ?", [self.migration.id]
-        ).fetchone()[0] + 1
+        next_seq = imports.next_seq(self.db, self.migration.id)
         for sha in out.decode().split():
             try:
                 with self.db.atomic():
@@ -153,10 +151,8 @@ class GitHistoryImporter:
         claim = redact(claim)
         argv, env = command_parts(command)
         key = {"migration_id": self.migration.id, "external_id": f"git:{sha}"}
-        existing = self.db.execute(
-            "SELECT seq FROM attempt WHERE migration_id = ? AND external_id = ?", list(key.values())
-        ).fetchone()
-        seq = existing[0] if existing else next_seq
+        existing = imports.seq_of(self.db, self.migration.id, key["external_id"])
+        seq = existing if existing is not None else next_seq
         attempt = Attempt(
             id=0, migration_id=self.migration.id, seq=seq, source=AttemptSource.AGENT, commit=sha,
             command=Command(argv, trailers.get("attempt-cwd", "."), env), status=status,
@@ -176,18 +172,8 @@ class GitHistoryImporter:
             commit_basis="git",
         )
         attempt_id, what = records.upsert_by_key(self.db, "attempt", key, row, self.reviewer, keep=("seq",))
-        current = self.db.execute(
-            "SELECT name, step, value FROM metric_point WHERE attempt_id = ? ORDER BY name, step", [attempt_id]
-        ).fetchall()
-        if current != points:
-            self.db.execute("DELETE FROM metric_point WHERE attempt_id = ?", [attempt_id])
-            self.db.conn.executemany(
-                "INSERT INTO metric_point (attempt_id, name, step, value) VALUES (?, ?, ?, ?)",
-                [(attempt_id, *p) for p in points],
-            )
-            records.audit(self.db, self.reviewer, "replace", "metric_point", attempt_id, {"points": len(points)})
-            if what == "same":
-                what = "update"
+        if imports.replace_metric_points(self.db, attempt_id, points, self.reviewer) and what == "same":
+            what = "update"
         return what, existing is None
 
 

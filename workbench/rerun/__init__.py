@@ -10,6 +10,6 @@ jobs whose runner is gone as interrupted. docs/rerun.md describes it all.
 
 from __future__ import annotations
 
-from workbench.rerun.jobs import Job, JobSpec, JobState
+from domain.jobs import Job, JobSpec, JobState
 
 __all__ = ["Job", "JobSpec", "JobState"]

@@ -22,9 +22,15 @@ import shlex
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from workbench.probe import INJECT_DIR
+
+
+class Runner(Protocol):
+    """Runs a harness command (copy, unpack, stop), its output into the job's runner log."""
+
+    def __call__(self, argv: list[str], stdin: Path | None = None, timeout: float = 600) -> None: ...
 
 
 @dataclass
@@ -68,7 +74,7 @@ def default_env(backend: str, chips: int, options: dict[str, Any]) -> dict[str, 
 class Backend:
     name = ""
 
-    def prepare(self, ctx: Context, run: Any) -> None:
+    def prepare(self, ctx: Context, run: Runner) -> None:
         """Ship the code and the probe; `run(argv, stdin=None)` runs a quiet harness command."""
 
     def main(self, ctx: Context) -> tuple[list[str], dict[str, str], Path]:
@@ -79,7 +85,7 @@ class Backend:
         """A command that stops the run on the remote side; None when killing our child is enough."""
         return None
 
-    def cleanup(self, ctx: Context, run: Any) -> None:
+    def cleanup(self, ctx: Context, run: Runner) -> None:
         """Remove what the job left remotely."""
 
 
@@ -172,7 +178,7 @@ class RemoteShell(Backend):
         q = shlex.quote(ctx.remote_dir)
         return self.ssh(ctx, f'kill -TERM $(cat "$HOME"/{q}/pid) 2>/dev/null; true')
 
-    def cleanup(self, ctx: Context, run: Any) -> None:
+    def cleanup(self, ctx: Context, run: Runner) -> None:
         run(self.ssh(ctx, f'rm -rf "$HOME"/{shlex.quote(ctx.remote_dir)}'))
 
 
@@ -183,7 +189,7 @@ class Ssh(RemoteShell):
         opts = list(ctx.options.get("ssh_options") or [])
         return [ctx.options.get("ssh", "ssh"), *opts, "-o", "BatchMode=yes", ctx.host or "", command]
 
-    def prepare(self, ctx: Context, run: Any) -> None:
+    def prepare(self, ctx: Context, run: Runner) -> None:
         code, tar = _artifacts(ctx)
         root = ctx.remote_dir
         q = shlex.quote(root)
@@ -210,7 +216,7 @@ class Gcloud(RemoteShell):
     def ssh(self, ctx: Context, command: str) -> list[str]:
         return [*self._base(ctx, "ssh"), ctx.host or "", *self._where(ctx), "--command", command]
 
-    def prepare(self, ctx: Context, run: Any) -> None:
+    def prepare(self, ctx: Context, run: Runner) -> None:
         code, tar = _artifacts(ctx)
         q = shlex.quote(ctx.remote_dir)
         run(self.ssh(ctx, f'mkdir -p "$HOME"/{q}'))
@@ -258,7 +264,7 @@ class Skypilot(Backend):
             return [sky, "jobs", "cancel", "-y", "-n", f"workbench-job-{ctx.job_id}"]
         return [sky, "cancel", "-y", ctx.host or f"workbench-{ctx.job_id}", "--all"]
 
-    def cleanup(self, ctx: Context, run: Any) -> None:
+    def cleanup(self, ctx: Context, run: Runner) -> None:
         if ctx.options.get("down") and ctx.options.get("mode") != "jobs":
             run([ctx.options.get("sky", "sky"), "down", "-y", ctx.host or f"workbench-{ctx.job_id}"])
 
@@ -270,7 +276,7 @@ def get(name: str) -> Backend:
     return BACKENDS[name]()
 
 
-def quiet_runner(log: Path):
+def quiet_runner(log: Path) -> Runner:
     """`run(argv, stdin=None)` for harness commands: output to the job's runner log, errors raised."""
     from domain.errors import WorkbenchError
 
@@ -278,12 +284,8 @@ def quiet_runner(log: Path):
         with open(log, "ab") as out:
             out.write(("$ " + shlex.join(argv)[:400] + "\n").encode())
             out.flush()
-            fh = open(stdin, "rb") if stdin else subprocess.DEVNULL
-            try:
+            with open(stdin or os.devnull, "rb") as fh:
                 done = subprocess.run(argv, stdin=fh, stdout=out, stderr=subprocess.STDOUT, timeout=timeout)
-            finally:
-                if stdin:
-                    fh.close()
         if done.returncode != 0:
             raise WorkbenchError(f"{argv[0]} failed with status {done.returncode} (see {log})")
 

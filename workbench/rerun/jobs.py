@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import re
 import signal
@@ -11,170 +10,48 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field, replace
-from enum import StrEnum
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from sqlite_utils import Database
 
 from domain.costs import parse_time
 from domain.errors import WorkbenchError
+from domain.jobs import QUEUED_GRACE_S, Job, JobSpec, JobState
 from domain.models import Attempt
+from storage.jobs import get_job, insert_job, list_jobs, migration_target, stored_result, update_job
 
+if TYPE_CHECKING:
+    from storage.database import StudyDatabase
 
-class JobState(StrEnum):
-    QUEUED = "queued"
-    RUNNING = "running"
-    FINISHED = "finished"
-    """The command ran to its exit (any exit code) and became an attempt."""
-    FAILED = "failed"
-    """It could not complete: a timeout (which still becomes an attempt) or a harness error."""
-    INTERRUPTED = "interrupted"
-    """Its runner disappeared (the machine or the runner died); the partial log is kept."""
-    CANCELLED = "cancelled"
-
-
-ACTIVE = (JobState.QUEUED, JobState.RUNNING)
-QUEUED_GRACE_S = 60.0
-"""A queued job whose runner never reported after this long is interrupted by `recover`."""
-
-
-@dataclass(frozen=True, slots=True)
-class JobSpec:
-    """What the reviewer confirmed in the launcher: nothing runs that is not shown here."""
-
-    migration_id: int
-    attempt_id: int
-    """The attempt re-run (an agent attempt or the migration's reference)."""
-    backend: str
-    argv: tuple[str, ...]
-    cwd: str = "."
-    env: dict[str, str] = field(default_factory=dict)
-    """The run's environment overrides, recorded with the new attempt's command."""
-    chips: int = 1
-    host: str | None = None
-    """ssh host (an ssh config alias works), TPU VM name (gcloud) or cluster name (skypilot)."""
-    zone: str | None = None
-    accelerator: str | None = None
-    """Accelerator kind for the cost model (a key of the study's prices); default the target's."""
-    timeout_s: float | None = None
-    keep_worktree: bool = False
-    options: dict[str, Any] = field(default_factory=dict)
-    """Backend settings: `venv` (target environment), `ssh_options`, `project`, `mode`, ..."""
-
-
-@dataclass(frozen=True, slots=True)
-class Job:
-    id: int
-    spec: JobSpec
-    state: JobState
-    created_at: str
-    job_dir: str
-    started_at: str | None = None
-    ended_at: str | None = None
-    wall_seconds: float | None = None
-    exit_code: int | None = None
-    error: str | None = None
-    runner_pid: int | None = None
-    runner_host: str | None = None
-    child_pid: int | None = None
-    log_id: int | None = None
-    result_attempt_id: int | None = None
-    reviewer: str | None = None
-
-    @property
-    def dir(self) -> Path:
-        return Path(self.job_dir)
-
-    @property
-    def log_path(self) -> Path:
-        return self.dir / "output.log"
-
-    @property
-    def probe_dir(self) -> Path:
-        return self.dir / "probe"
-
-    @property
-    def active(self) -> bool:
-        return self.state in ACTIVE
+__all__ = ["Job", "JobSpec", "JobState", "get_job", "list_jobs"]
 
 
 def jobs_root(db_path: Path) -> Path:
     return db_path.resolve().parent / f"{db_path.stem}.jobs"
 
 
-def _row_to_job(row: dict[str, Any]) -> Job:
-    spec = JobSpec(
-        migration_id=row["migration_id"],
-        attempt_id=row["attempt_id"],
-        backend=row["backend"],
-        argv=tuple(json.loads(row["argv"])),
-        cwd=row["cwd"] or ".",
-        env=json.loads(row["env"] or "{}"),
-        chips=row["chips"],
-        host=row["host"],
-        zone=row["zone"],
-        accelerator=row["accelerator"],
-        timeout_s=row["timeout_s"],
-        keep_worktree=bool(row["keep_worktree"]),
-        options=json.loads(row["options"] or "{}"),
-    )
-    return Job(
-        id=row["id"], spec=spec, state=JobState(row["state"]), created_at=row["created_at"],
-        job_dir=row["job_dir"], started_at=row["started_at"], ended_at=row["ended_at"],
-        wall_seconds=row["wall_seconds"], exit_code=row["exit_code"], error=row["error"],
-        runner_pid=row["runner_pid"], runner_host=row["runner_host"], child_pid=row["child_pid"],
-        log_id=row["log_id"], result_attempt_id=row["result_attempt_id"], reviewer=row["reviewer"],
-    )
-
-
-def get_job(db: Any, job_id: int) -> Job:
-    rows = list(db.query("SELECT * FROM job WHERE id = ?", [job_id]))
-    if not rows:
-        raise WorkbenchError(f"no job {job_id}")
-    return _row_to_job(rows[0])
-
-
-def list_jobs(db: Any, migration_id: int | None = None, *, limit: int = 200) -> list[Job]:
-    sql, params = "SELECT * FROM job", []
-    if migration_id is not None:
-        sql += " WHERE migration_id = ?"
-        params.append(migration_id)
-    return [_row_to_job(r) for r in db.query(sql + " ORDER BY id DESC LIMIT ?", [*params, limit])]
-
-
-def update(db: Any, job_id: int, reviewer: str, **changes: Any) -> None:
-    """Write job fields and audit the change (state changes and results, never output)."""
-    from storage import records
-
-    if "state" in changes and isinstance(changes["state"], JobState):
-        changes["state"] = changes["state"].value
-    sets = ", ".join(f"{k} = ?" for k in changes)
-    with db.atomic():
-        db.execute(f"UPDATE job SET {sets} WHERE id = ?", [*changes.values(), job_id])
-        records.audit(db, reviewer, "update", "job", job_id, changes)
-
-
 # --------------------------------------------------------------------------- making jobs
 
 
-def spec_for(db: Any, attempt: Attempt, backend: str, *, chips: int | None = None, **kwargs: Any) -> JobSpec:
+def spec_for(db: Database, attempt: Attempt, backend: str, *, chips: int | None = None, **kwargs: Any) -> JobSpec:
     """The launcher's starting point: the attempt's command, the migration's target, the backend's env."""
     from workbench.rerun.backends import default_env
 
-    row = db.execute("SELECT chips, accelerator FROM migration WHERE id = ?", [attempt.migration_id]).fetchone()
+    target_chips, target_kind = migration_target(db, attempt.migration_id)
     hw = attempt.intended_hardware
-    chips = chips or (hw.count if hw else row[0]) or 1
+    chips = chips or (hw.count if hw else target_chips) or 1
     env = {**attempt.command.env, **default_env(backend, chips, kwargs.get("options") or {})}
     return JobSpec(
         migration_id=attempt.migration_id, attempt_id=attempt.id, backend=backend,
         argv=attempt.command.argv, cwd=attempt.command.cwd, env=env, chips=chips,
-        accelerator=kwargs.pop("accelerator", None) or (hw.kind if hw else row[1]), **kwargs,
+        accelerator=kwargs.pop("accelerator", None) or (hw.kind if hw else target_kind), **kwargs,
     )
 
 
-def create_job(db: Any, db_path: Path, spec: JobSpec, reviewer: str) -> Job:
+def create_job(db: Database, db_path: Path, spec: JobSpec, reviewer: str) -> Job:
     """Store the job (queued) and make its folder; nothing runs yet."""
-    from storage import records
     from workbench.rerun.backends import BACKENDS
 
     if spec.backend not in BACKENDS:
@@ -185,31 +62,10 @@ def create_job(db: Any, db_path: Path, spec: JobSpec, reviewer: str) -> Job:
         raise WorkbenchError("chips must be at least 1")
     if spec.backend != "local" and not spec.host:
         raise WorkbenchError(f"the {spec.backend} backend needs a host or TPU name")
-    row = {
-        "migration_id": spec.migration_id,
-        "attempt_id": spec.attempt_id,
-        "backend": spec.backend,
-        "host": spec.host,
-        "zone": spec.zone,
-        "accelerator": spec.accelerator,
-        "chips": spec.chips,
-        "argv": json.dumps(list(spec.argv)),
-        "cwd": spec.cwd,
-        "env": json.dumps(spec.env, sort_keys=True),
-        "options": json.dumps(spec.options, sort_keys=True),
-        "timeout_s": spec.timeout_s,
-        "keep_worktree": int(spec.keep_worktree),
-        "state": JobState.QUEUED.value,
-        "created_at": records.now(),
-        "reviewer": reviewer,
-    }
-    with db.atomic():
-        job_id = db["job"].insert(row).last_pk
-        job_dir = jobs_root(Path(db_path)) / f"job-{job_id}"
-        db.execute("UPDATE job SET job_dir = ? WHERE id = ?", [str(job_dir), job_id])
-        records.audit(db, reviewer, "insert", "job", job_id, {**row, "job_dir": str(job_dir)})
-    job_dir.mkdir(parents=True, exist_ok=True)
-    return get_job(db, job_id)
+    root = jobs_root(Path(db_path))
+    job = insert_job(db, spec, reviewer, lambda job_id: root / f"job-{job_id}")
+    job.dir.mkdir(parents=True, exist_ok=True)
+    return job
 
 
 def start(db_path: Path, job: Job) -> int:
@@ -225,11 +81,11 @@ def start(db_path: Path, job: Job) -> int:
     return proc.pid
 
 
-def launch(study: Any, spec: JobSpec, reviewer: str) -> Job:
+def launch(study: StudyDatabase, spec: JobSpec, reviewer: str) -> Job:
     """Store the job, then start its runner."""
     job = create_job(study.db, study.path, spec, reviewer)
     pid = start(study.path, job)
-    update(study.db, job.id, reviewer, runner_pid=pid, runner_host=socket.gethostname())
+    update_job(study.db, job.id, reviewer, runner_pid=pid, runner_host=socket.gethostname())
     return get_job(study.db, job.id)
 
 
@@ -240,7 +96,7 @@ def cancel(job: Job) -> None:
         (job.dir / "cancel").write_text("cancel\n")
 
 
-def wait(db: Any, job_id: int, timeout: float | None = None, poll: float = 0.2) -> Job:
+def wait(db: Database, job_id: int, timeout: float | None = None, poll: float = 0.2) -> Job:
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         job = get_job(db, job_id)
@@ -285,49 +141,46 @@ def runner_alive(job: Job) -> bool:
     return True
 
 
-def recover(db: Any, reviewer: str = "workbench") -> list[int]:
+def _abandoned(job: Job, host: str) -> bool:
+    """An active job of this host whose runner is gone (a queued one gets a grace period)."""
+    if not job.active or job.runner_host not in (None, host) or runner_alive(job):
+        return False  # a job started from another machine: only that machine can tell
+    if job.runner_pid is None:
+        created = parse_time(job.created_at)
+        age = (datetime.datetime.now(datetime.UTC) - created).total_seconds() if created else QUEUED_GRACE_S
+        return age >= QUEUED_GRACE_S
+    return True
+
+
+def recover(db: Database, reviewer: str = "workbench") -> list[int]:
     """Mark active jobs of this host whose runner is gone as interrupted; keep their partial logs.
 
     A job's process left behind by a dead runner is stopped first. Returns the jobs marked.
     """
-    from storage.logs import store_log
+    from storage.jobs import store_job_log
+    from storage.records import now
 
     host = socket.gethostname()
     marked = []
-    for job in [j for j in list_jobs(db, limit=10_000) if j.active]:
-        if job.runner_host not in (None, host):
-            continue  # started from another machine: only that machine can tell
-        if runner_alive(job):
-            continue
-        if job.runner_pid is None:
-            created = parse_time(job.created_at)
-            age = (datetime.datetime.now(datetime.UTC) - created).total_seconds() if created else QUEUED_GRACE_S
-            if age < QUEUED_GRACE_S:
-                continue
+    for job in [j for j in list_jobs(db, limit=10_000) if _abandoned(j, host)]:
         if job.child_pid and _environ_has(job.child_pid, f"WORKBENCH_JOB_ID={job.id}\0".encode()):
             try:
                 os.killpg(job.child_pid, signal.SIGKILL)
             except OSError:
                 pass
-        log_id = None
-        if job.log_path.is_file() and job.log_path.stat().st_size:
-            with db.atomic():
-                log_id = store_log(db, job.log_path)
-        from storage.records import now
-
-        stored = db.execute("SELECT id, seq, status FROM attempt WHERE external_id = ?",
-                            [f"rerun:job-{job.id}"]).fetchone()
+        log_id = store_job_log(db, job)
+        stored = stored_result(db, job.id)
         if stored is not None:  # the runner died after its result was committed: keep and link it
             from workbench.rerun.finish import verify_attempt
 
+            timed_out = stored[2] == "interrupted"
             verify_attempt(db, job.spec.migration_id, stored[1], reviewer)
-            update(db, job.id, reviewer, ended_at=now(), log_id=log_id, result_attempt_id=stored[0],
-                   state=JobState.FAILED if stored[2] == "interrupted" else JobState.FINISHED,
-                   error="the runner died after storing the result" + (" (timed out)" if stored[2] == "interrupted" else ""))
-            marked.append(job.id)
-            continue
-        update(db, job.id, reviewer, state=JobState.INTERRUPTED, ended_at=now(), log_id=log_id,
-               error="the runner is gone (the app's machine stopped or the runner was killed)")
+            update_job(db, job.id, reviewer, ended_at=now(), log_id=log_id, result_attempt_id=stored[0],
+                   state=JobState.FAILED if timed_out else JobState.FINISHED,
+                   error="the runner died after storing the result" + (" (timed out)" if timed_out else ""))
+        else:
+            update_job(db, job.id, reviewer, state=JobState.INTERRUPTED, ended_at=now(), log_id=log_id,
+                   error="the runner is gone (the app's machine stopped or the runner was killed)")
         marked.append(job.id)
     return marked
 

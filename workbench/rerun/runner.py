@@ -17,11 +17,18 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from sqlite_utils import Database
 
 from domain.errors import WorkbenchError
-from workbench.rerun.jobs import Job, JobState, get_job, update
+from domain.jobs import Job, JobState
+from storage.jobs import get_job, run_source, update_job
+
+if TYPE_CHECKING:
+    from workbench.rerun.backends import Backend, Context, Runner
 
 POLL_S = 0.1
 KILL_GRACE_S = 5.0
@@ -87,114 +94,141 @@ def _kill_group(pid: int, sig: int) -> None:
         pass
 
 
+@dataclass
+class _Run:
+    """How the run went, filled in as it goes."""
+
+    state: JobState = JobState.FINISHED
+    exit_code: int | None = None
+    error: str | None = None
+    timed_out: bool = False
+    ran: bool = False
+    """The command started: its output and exit code are the run's result."""
+
+
 def run_job(db_path: Path, job_id: int) -> Job:
     from storage.database import open_study
+
+    study = open_study(db_path)
+    try:
+        return _run(study.db, job_id)
+    finally:
+        study.close()
+
+
+def _run(db: Database, job_id: int) -> Job:
     from storage.records import now
     from workbench.rerun import backends, worktree
 
-    study = open_study(db_path)
-    db = study.db
     job = get_job(db, job_id)
     reviewer = job.reviewer or "workbench"
     if job.state is not JobState.QUEUED:
-        study.close()
         raise WorkbenchError(f"job {job_id} is {job.state.value}, not queued")
     started = now()
     t0 = time.monotonic()
-    update(db, job.id, reviewer, state=JobState.RUNNING, started_at=started, runner_pid=os.getpid(),
-           runner_host=socket.gethostname())
+    update_job(db, job.id, reviewer, state=JobState.RUNNING, started_at=started, runner_pid=os.getpid(),
+               runner_host=socket.gethostname())
     job = get_job(db, job_id)
-    attempt = db.execute("SELECT commit_sha FROM attempt WHERE id = ?", [job.spec.attempt_id]).fetchone()
-    repo = Path(db.execute("SELECT repo FROM migration WHERE id = ?", [job.spec.migration_id]).fetchone()[0])
-    tree = job.dir / "src"
-    runner_log = job.dir / "runner.log"
+    commit, repo = run_source(db, job.spec)
     spec = job.spec
+    tree = job.dir / "src"
     backend = backends.get(spec.backend)
     ctx = backends.Context(
-        job_id=job.id, commit=attempt[0], worktree=tree, job_dir=job.dir, argv=list(spec.argv),
+        job_id=job.id, commit=commit, worktree=tree, job_dir=job.dir, argv=list(spec.argv),
         cwd=spec.cwd, env=dict(spec.env), chips=spec.chips, host=spec.host, zone=spec.zone,
         options=dict(spec.options),
     )
-    quiet = backends.quiet_runner(runner_log)
-    state, exit_code, error, timed_out = JobState.FINISHED, None, None, False
-    ran = False
+    quiet = backends.quiet_runner(job.dir / "runner.log")
+    run = _Run()
     try:
         if (job.dir / "cancel").exists():
             raise _Cancelled()
         worktree.add(repo, ctx.commit, tree)
         backend.prepare(ctx, quiet)
-        argv, env, cwd = backend.main(ctx)
-        env["WORKBENCH_JOB_ID"] = str(job.id)
-        ctx.probe_dir.mkdir(parents=True, exist_ok=True)
-        try:
-            child = subprocess.Popen(argv, cwd=str(cwd), env=env, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-        except OSError as exc:
-            raise WorkbenchError(f"cannot start {argv[0]}: {exc.strerror}") from None
-        ran = True
-        update(db, job.id, reviewer, child_pid=child.pid)
-        pump = _Output(child.stdout, job.log_path, ctx.probe_dir)
-        deadline = None if spec.timeout_s is None else t0 + spec.timeout_s
-        stopping_since = None
-        while child.poll() is None:
-            time.sleep(POLL_S)
-            reason = None
-            if (job.dir / "cancel").exists():
-                reason = "cancel"
-            elif deadline is not None and time.monotonic() > deadline:
-                reason = "timeout"
-            if reason and stopping_since is None:
-                stopping_since = time.monotonic()
-                if reason == "cancel":
-                    state = JobState.CANCELLED
-                else:
-                    state, timed_out = JobState.FAILED, True
-                    error = f"timed out after {spec.timeout_s:g} s"
-                remote_stop = backend.stop(ctx)
-                if remote_stop:
-                    try:
-                        quiet(remote_stop, timeout=30)
-                    except (WorkbenchError, subprocess.TimeoutExpired, OSError):
-                        pass
-                _kill_group(child.pid, signal.SIGTERM)
-            elif stopping_since is not None and time.monotonic() - stopping_since > KILL_GRACE_S:
-                _kill_group(child.pid, signal.SIGKILL)
-        pump.join()
-        exit_code = child.returncode
+        _execute(db, job, backend, ctx, quiet, run, t0, reviewer)
     except _Cancelled:
-        state = JobState.CANCELLED
+        run.state = JobState.CANCELLED
     except (WorkbenchError, OSError, subprocess.SubprocessError) as exc:
-        state, error = JobState.FAILED, str(exc)
+        run.state, run.error = JobState.FAILED, str(exc)
     ended = now()
     wall = time.monotonic() - t0
-    result = None
-    log_id = None
-    try:
-        if ran and state is not JobState.CANCELLED:
-            from workbench.rerun.finish import store_result
-
-            result, log_id = store_result(db, job, exit_code=TIMEOUT_EXIT if timed_out else exit_code,
-                                          timed_out=timed_out, started_at=started, ended_at=ended,
-                                          reviewer=reviewer)
-        elif ran and job.log_path.is_file():
-            from storage.logs import store_log
-
-            with db.atomic():
-                log_id = store_log(db, job.log_path)
-    except Exception as exc:  # the run happened: record why its result could not be stored
-        state, error = JobState.FAILED, f"storing the result failed: {type(exc).__name__}: {exc}"
-    update(db, job.id, reviewer, state=state, ended_at=ended, wall_seconds=wall,
-           exit_code=exit_code, error=error, result_attempt_id=result, log_id=log_id)
-    if ran:
+    result, log_id = _store(db, job, run, started, ended, reviewer)
+    update_job(db, job.id, reviewer, state=run.state, ended_at=ended, wall_seconds=wall,
+               exit_code=run.exit_code, error=run.error, result_attempt_id=result, log_id=log_id)
+    if run.ran:
         try:
             backend.cleanup(ctx, quiet)
         except (WorkbenchError, OSError, subprocess.SubprocessError):
             pass
     if not spec.keep_worktree:
         worktree.remove(repo, tree)
-    job = get_job(db, job_id)
-    study.close()
-    return job
+    return get_job(db, job_id)
+
+
+def _execute(db: Database, job: Job, backend: Backend, ctx: Context, quiet: Runner, run: _Run, t0: float,
+             reviewer: str) -> None:
+    """Start the command in its own process group and wait for it, stopping it on cancel or timeout."""
+    argv, env, cwd = backend.main(ctx)
+    env["WORKBENCH_JOB_ID"] = str(job.id)
+    ctx.probe_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        child = subprocess.Popen(argv, cwd=str(cwd), env=env, stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    except OSError as exc:
+        raise WorkbenchError(f"cannot start {argv[0]}: {exc.strerror}") from None
+    run.ran = True
+    update_job(db, job.id, reviewer, child_pid=child.pid)
+    pump = _Output(child.stdout, job.log_path, ctx.probe_dir)
+    timeout_s = job.spec.timeout_s
+    deadline = None if timeout_s is None else t0 + timeout_s
+    stopping_since = None
+    while child.poll() is None:
+        time.sleep(POLL_S)
+        reason = None
+        if (job.dir / "cancel").exists():
+            reason = "cancel"
+        elif deadline is not None and time.monotonic() > deadline:
+            reason = "timeout"
+        if reason and stopping_since is None:
+            stopping_since = time.monotonic()
+            if reason == "cancel":
+                run.state = JobState.CANCELLED
+            else:
+                run.state, run.timed_out = JobState.FAILED, True
+                run.error = f"timed out after {timeout_s:g} s"
+            _stop(backend, ctx, quiet, child.pid)
+        elif stopping_since is not None and time.monotonic() - stopping_since > KILL_GRACE_S:
+            _kill_group(child.pid, signal.SIGKILL)
+    pump.join()
+    run.exit_code = child.returncode
+
+
+def _stop(backend: Backend, ctx: Context, quiet: Runner, pid: int) -> None:
+    """Ask the backend to stop the remote program, then stop the local process group."""
+    remote_stop = backend.stop(ctx)
+    if remote_stop:
+        try:
+            quiet(remote_stop, timeout=30)
+        except (WorkbenchError, subprocess.TimeoutExpired, OSError):
+            pass
+    _kill_group(pid, signal.SIGTERM)
+
+
+def _store(db: Database, job: Job, run: _Run, started: str, ended: str, reviewer: str) -> tuple[int | None, int | None]:
+    """Store what ran: a new attempt (then verified), or only the log of a cancelled run."""
+    from storage.jobs import store_job_log
+    from workbench.rerun.finish import store_result
+
+    if not run.ran:
+        return None, None
+    try:
+        if run.state is JobState.CANCELLED:
+            return None, store_job_log(db, job, keep_empty=True)
+        return store_result(db, job, exit_code=TIMEOUT_EXIT if run.timed_out else run.exit_code,
+                            timed_out=run.timed_out, started_at=started, ended_at=ended, reviewer=reviewer)
+    except Exception as exc:  # the run happened: record why its result could not be stored
+        run.state, run.error = JobState.FAILED, f"storing the result failed: {type(exc).__name__}: {exc}"
+        return None, None
 
 
 class _Cancelled(Exception):

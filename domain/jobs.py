@@ -1,0 +1,112 @@
+"""A re-run job as the app and the runner see it: what was confirmed, where it stands, how it ended."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+
+class JobState(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    FINISHED = "finished"
+    """The command ran to its exit (any exit code) and became an attempt."""
+    FAILED = "failed"
+    """It could not complete: a timeout (which still becomes an attempt) or a harness error."""
+    INTERRUPTED = "interrupted"
+    """Its runner disappeared (the machine or the runner died); the partial log is kept."""
+    CANCELLED = "cancelled"
+
+
+ACTIVE = (JobState.QUEUED, JobState.RUNNING)
+QUEUED_GRACE_S = 60.0
+"""A queued job whose runner never reported after this long is interrupted by `recover`."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """What the reviewer confirmed in the launcher: nothing runs that is not shown here."""
+
+    migration_id: int
+    attempt_id: int
+    """The attempt re-run (an agent attempt or the migration's reference)."""
+    backend: str
+    argv: tuple[str, ...]
+    cwd: str = "."
+    env: dict[str, str] = field(default_factory=dict)
+    """The run's environment overrides, recorded with the new attempt's command."""
+    chips: int = 1
+    host: str | None = None
+    """ssh host (an ssh config alias works), TPU VM name (gcloud) or cluster name (skypilot)."""
+    zone: str | None = None
+    accelerator: str | None = None
+    """Accelerator kind for the cost model (a key of the study's prices); default the target's."""
+    timeout_s: float | None = None
+    keep_worktree: bool = False
+    options: dict[str, Any] = field(default_factory=dict)
+    """Backend settings: `venv` (target environment), `ssh_options`, `project`, `mode`, ..."""
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    id: int
+    spec: JobSpec
+    state: JobState
+    created_at: str
+    job_dir: str
+    started_at: str | None = None
+    ended_at: str | None = None
+    wall_seconds: float | None = None
+    exit_code: int | None = None
+    error: str | None = None
+    runner_pid: int | None = None
+    runner_host: str | None = None
+    child_pid: int | None = None
+    log_id: int | None = None
+    result_attempt_id: int | None = None
+    reviewer: str | None = None
+
+    @property
+    def dir(self) -> Path:
+        return Path(self.job_dir)
+
+    @property
+    def log_path(self) -> Path:
+        return self.dir / "output.log"
+
+    @property
+    def probe_dir(self) -> Path:
+        return self.dir / "probe"
+
+    @property
+    def active(self) -> bool:
+        return self.state in ACTIVE
+
+
+
+VERDICT_MARKS = {"pass": "✓", "fail": "✗", "unknown": "?"}
+
+
+@dataclass(frozen=True, slots=True)
+class JobResult:
+    """The attempt a finished job stored, as its verification left it."""
+
+    seq: int
+    level: int | None
+    """Its highest level; None when it is not verified yet."""
+    outcomes: tuple[str, ...] = ()
+    """The effective verdict of each level, in level order."""
+    cause: str | None = None
+    silent: bool = False
+
+
+def result_line(result: JobResult) -> str:
+    """What a finished job made, in the same words on the CLI and in the job screen."""
+    marks = "".join(VERDICT_MARKS[o] for o in result.outcomes)
+    text = f"new attempt #{result.seq}:" + (f" {marks}" if marks else "")
+    text += f" level {'?' if result.level is None else result.level}"
+    if result.cause:
+        text += f", cause {result.cause}{' (silent)' if result.silent else ''}"
+    return text

@@ -1,0 +1,109 @@
+"""Importer writes: attempt numbering, child rows replaced whole, and groups of attempts per commit."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlite_utils import Database
+
+from storage import records
+
+ATTEMPT_CHILDREN = ("attempt_edit", "attempt_tool_call")
+"""Tables of an attempt's ordered child rows (column `ord`) that an import replaces whole."""
+
+
+def next_seq(db: Database, migration_id: int) -> int:
+    """The sequence number an imported attempt gets when the migration has none for it yet."""
+    return db.execute("SELECT COALESCE(MAX(seq), 0) FROM attempt WHERE migration_id = ?",
+                      [migration_id]).fetchone()[0] + 1
+
+
+def seq_of(db: Database, migration_id: int, external_id: str) -> int | None:
+    """The sequence number of the attempt imported earlier under `external_id`, if any."""
+    row = db.execute("SELECT seq FROM attempt WHERE migration_id = ? AND external_id = ?",
+                     [migration_id, external_id]).fetchone()
+    return None if row is None else row[0]
+
+
+def replace_metric_points(db: Database, attempt_id: int, points: list[tuple[str, int, float]],
+                          reviewer: str) -> bool:
+    """Make the attempt's series exactly `points` (name, step, value in that order); True if it changed."""
+    current = db.execute("SELECT name, step, value FROM metric_point WHERE attempt_id = ? ORDER BY name, step",
+                         [attempt_id]).fetchall()
+    if current == points:
+        return False
+    db.execute("DELETE FROM metric_point WHERE attempt_id = ?", [attempt_id])
+    db.conn.executemany("INSERT INTO metric_point (attempt_id, name, step, value) VALUES (?, ?, ?, ?)",
+                        [(attempt_id, *point) for point in points])
+    records.audit(db, reviewer, "replace", "metric_point", attempt_id, {"points": len(points)})
+    return True
+
+
+def replace_attempt_rows(db: Database, attempt_id: int, table: str, rows: list[dict[str, Any]],
+                         reviewer: str) -> bool:
+    """Make the attempt's rows of `table` exactly `rows` (all with the same keys); True if it changed."""
+    if table not in ATTEMPT_CHILDREN:
+        raise ValueError(f"{table!r} is not an attempt child table")
+    columns = list(rows[0]) if rows else []
+    current = [
+        {k: r[k] for k in columns}
+        for r in db.query(f"SELECT * FROM {table} WHERE attempt_id = ? ORDER BY ord", [attempt_id])
+    ]
+    if rows == current or (not rows and not current):
+        return False
+    db.execute(f"DELETE FROM {table} WHERE attempt_id = ?", [attempt_id])
+    if rows:
+        names = ", ".join(columns)
+        marks = ", ".join("?" * len(columns))
+        db.conn.executemany(f"INSERT INTO {table} ({names}, attempt_id) VALUES ({marks}, ?)",
+                            [(*row.values(), attempt_id) for row in rows])
+    records.audit(db, reviewer, "replace", table, attempt_id, {"rows": len(rows)})
+    return True
+
+
+def link_spawned_agent(db: Database, migration_id: int, tool_use_id: str, agent_id: str) -> None:
+    """Tool calls already written (by an earlier import) learn the sub-agent they started."""
+    db.execute(
+        "UPDATE attempt_tool_call SET spawned_agent_id = ? WHERE tool_use_id = ? AND spawned_agent_id IS NULL"
+        " AND attempt_id IN (SELECT id FROM attempt WHERE migration_id = ?)",
+        [agent_id, tool_use_id, migration_id],
+    )
+
+
+@contextmanager
+def relaxed_sync(db: Database) -> Iterator[None]:
+    """synchronous=NORMAL for a long import: in WAL mode the database stays safe from corruption
+    and skips an fsync per commit (a power cut may lose the last groups, never half of one)."""
+    previous = int(db.execute("PRAGMA synchronous").fetchone()[0])
+    db.execute("PRAGMA synchronous=NORMAL")
+    try:
+        yield
+    finally:
+        db.execute(f"PRAGMA synchronous={previous}")
+
+
+def in_transaction(db: Database) -> bool:
+    return db.conn.in_transaction
+
+
+def begin_group(db: Database) -> bool:
+    """Open a group of writes unless a transaction is open already (then its owner commits it).
+
+    True when this call opened one, which `commit_group` must then close.
+    """
+    if db.conn.in_transaction:
+        return False
+    db.conn.execute("BEGIN IMMEDIATE")
+    return True
+
+
+def commit_group(db: Database) -> None:
+    """Commit the group; when that fails, roll it back and raise: its writes are lost."""
+    try:
+        db.conn.execute("COMMIT")
+    except Exception:
+        if db.conn.in_transaction:
+            db.conn.rollback()
+        raise
