@@ -578,3 +578,17 @@ def test_an_empty_study_reports_without_dividing_by_zero(tmp_path):
         assert report.totals.failed.percent is None and report.totals.interventions_per_migration is None
     finally:
         study.close()
+
+
+def test_the_latest_override_wins_once_in_python():
+    from domain.ladder import effective_outcome
+
+    assert effective_outcome("fail") == "fail"
+    assert effective_outcome("fail", ["pass"]) == "pass"
+    assert effective_outcome("pass", ["fail", "pass", "unknown"]) == "unknown"
+
+
+def test_the_report_holds_no_sql_of_its_own():
+    folder = Path(__file__).resolve().parent.parent / "workbench" / "report"
+    for path in folder.glob("*.py"):
+        assert not re.search(r"\b(SELECT|INSERT|UPDATE|DELETE)\s", path.read_text()), path.name

@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import Any
 
 from domain.errors import WorkbenchError
-from domain.ladder import highest_level, over_claim
+from domain.ladder import effective_outcome, highest_level, over_claim
 from domain.redact import redact
 from workbench.report.model import (
     AttemptFacts,
@@ -71,70 +71,121 @@ class Scrub:
 def build_report(db: Any, slugs: list[str] | tuple[str, ...] | None = None, *,
                  pseudonymise: bool = False) -> StudyReport:
     """The report over the whole study, or over the migrations named by `slugs`."""
-    from domain.costs import chip_cost, price_of
     from storage import queries
-    from storage.converters import migration_from_row
 
     study = queries.get_study(db)
     if study is None:
         raise WorkbenchError("the database holds no study yet: import a bundle first")
-    migration_rows = list(db.query("SELECT * FROM migration ORDER BY slug"))
-    if slugs:
-        by_slug = {r["slug"]: r for r in migration_rows}
-        missing = [s for s in slugs if s not in by_slug]
-        if missing:
-            raise WorkbenchError(f"no migration {missing[0]!r}")
-        migration_rows = [by_slug[s] for s in sorted(set(slugs))]
-    migrations = [migration_from_row(r) for r in migration_rows]
+    migrations = _select_migrations(db, slugs)
     ids = [m.id for m in migrations]
-
-    scrub = Scrub(pseudonymise)
     human = queries.report_human_rows(db, ids)
     override_rows = queries.report_override_rows(db, ids)
+    scrub = _scrub_for(study.reviewers, human, override_rows, pseudonymise)
+    automated, effective, latest = _verdicts(queries.report_verdict_rows(db, ids), override_rows)
+    overrides = [_override_row(r, latest, scrub) for r in override_rows]
+    facts_by_migration, reference_of = _attempts(queries.report_attempt_rows(db, ids), migrations, study.prices,
+                                                 automated, effective, scrub)
+    interventions, decisions, budget_changes, sessions = _human_records(human, scrub)
+    llm_rows = queries.report_llm_rows(db, ids)
+    if llm_rows is None:
+        llm_source = "no `llm_call` table in this database: LLM cost reported as 0"
+        llm_rows = []
+    else:
+        llm_source = f"the `llm_call` table ({len(llm_rows)} calls)"
+    by_migration = _by_migration(interventions, decisions, budget_changes, sessions, llm_rows)
+    reports = [
+        _migration_report(m, facts_by_migration.get(m.id, []), reference_of.get(m.id), by_migration,
+                          study.staff_hourly_rate, scrub)
+        for m in migrations
+    ]
+    _add_loss_curves(db, reports)
+    return StudyReport(
+        slug=scrub.text(study.slug),
+        title=scrub.text(study.title),
+        staff_hourly_rate=study.staff_hourly_rate,
+        prices=dict(study.prices),
+        migrations=reports,
+        totals=_totals(reports),
+        interventions=interventions,
+        overrides=overrides,
+        review_sessions=sessions,
+        llm_source=llm_source,
+        pseudonymised=pseudonymise,
+        selected=tuple(sorted(set(slugs or ()))),
+    )
+
+
+def _select_migrations(db: Any, slugs: list[str] | tuple[str, ...] | None) -> list[Any]:
+    from storage.report import report_migrations
+
+    migrations = report_migrations(db)
+    if not slugs:
+        return migrations
+    by_slug = {m.slug: m for m in migrations}
+    missing = [s for s in slugs if s not in by_slug]
+    if missing:
+        raise WorkbenchError(f"no migration {missing[0]!r}")
+    return [by_slug[s] for s in sorted(set(slugs))]
+
+
+def _scrub_for(reviewers: Any, human: dict[str, list[dict[str, Any]]], override_rows: list[dict[str, Any]],
+               pseudonymise: bool) -> Scrub:
+    """Names in a fixed order: the study's list, then first appearance in each table."""
+    scrub = Scrub(pseudonymise)
     if pseudonymise:
-        # Names in a fixed order: the study's list, then first appearance in each table.
-        for name in study.reviewers:
+        for name in reviewers:
             scrub.add_reviewer(name)
         for table in ("intervention", "decision", "review_session", "budget_change"):
             for row in human[table]:
                 scrub.add_reviewer(row["reviewer"])
         for row in override_rows:
             scrub.add_reviewer(row["reviewer"])
+    return scrub
 
-    # Verdicts: automated and effective outcome per attempt and level.
-    latest_override: dict[int, dict[str, Any]] = {}
-    for row in override_rows:
-        latest_override[row["verdict_id"]] = row
+
+def _verdicts(verdict_rows: list[tuple[int, int, int, str]], override_rows: list[dict[str, Any]]):
+    """Automated and effective outcome per attempt and level, and each verdict's counting override."""
+    overridden: dict[int, list[str]] = defaultdict(list)
+    latest: dict[int, int] = {}
+    for row in override_rows:  # oldest first
+        overridden[row["verdict_id"]].append(row["outcome"])
+        latest[row["verdict_id"]] = row["id"]
     automated: dict[int, dict[int, str]] = defaultdict(dict)
     effective: dict[int, dict[int, str]] = defaultdict(dict)
-    for verdict_id, attempt_id, level, outcome in queries.report_verdict_rows(db, ids):
+    for verdict_id, attempt_id, level, outcome in verdict_rows:
         automated[attempt_id][level] = outcome
-        o = latest_override.get(verdict_id)
-        effective[attempt_id][level] = o["outcome"] if o else outcome
-    overrides = [
-        OverrideRow(
-            id=r["id"], verdict_id=r["verdict_id"], attempt_id=r["attempt_id"], migration_id=r["migration_id"],
-            seq=r["seq"], level=r["level"], automated=r["automated"], outcome=r["outcome"],
-            justification=scrub.text(r["justification"]), reviewer=scrub.reviewer(r["reviewer"]),
-            at=r["at"], effective=latest_override[r["verdict_id"]]["id"] == r["id"],
-        )
-        for r in override_rows
-    ]
+        effective[attempt_id][level] = effective_outcome(outcome, overridden.get(verdict_id, ()))
+    return automated, effective, latest
 
-    # Attempts.
+
+def _override_row(r: dict[str, Any], latest: dict[int, int], scrub: Scrub) -> OverrideRow:
+    return OverrideRow(
+        id=r["id"], verdict_id=r["verdict_id"], attempt_id=r["attempt_id"], migration_id=r["migration_id"],
+        seq=r["seq"], level=r["level"], automated=r["automated"], outcome=r["outcome"],
+        justification=scrub.text(r["justification"]), reviewer=scrub.reviewer(r["reviewer"]),
+        at=r["at"], effective=latest[r["verdict_id"]] == r["id"],
+    )
+
+
+def _attempts(rows, migrations, prices, automated, effective, scrub):
+    """Each migration's attempt facts, and its reference run's id."""
+    from domain.costs import chip_cost, price_of
+
     facts_by_migration: dict[int, list[AttemptFacts]] = defaultdict(list)
     reference_of: dict[int, int] = {}
     migration_by_id = {m.id: m for m in migrations}
-    for row in queries.report_attempt_rows(db, ids):
+    for row in rows:
         if row["source"] == "reference":
             reference_of[row["migration_id"]] = row["id"]  # rows come by seq: the last one wins
             continue
         facts_by_migration[row["migration_id"]].append(
-            _attempt_facts(row, migration_by_id[row["migration_id"]], study.prices, automated, effective,
+            _attempt_facts(row, migration_by_id[row["migration_id"]], prices, automated, effective,
                            scrub, chip_cost, price_of)
         )
+    return facts_by_migration, reference_of
 
-    # Human records.
+
+def _human_records(human: dict[str, list[dict[str, Any]]], scrub: Scrub):
     interventions = [
         InterventionRow(
             id=r["id"], migration_id=r["migration_id"], attempt_id=r["attempt_id"], kind=scrub.text(r["kind"]),
@@ -159,13 +210,10 @@ def build_report(db: Any, slugs: list[str] | tuple[str, ...] | None = None, *,
                   float(r["active_seconds"]))
         for r in human["review_session"]
     ]
-    llm_rows = queries.report_llm_rows(db, ids)
-    if llm_rows is None:
-        llm_source = "no `llm_call` table in this database: LLM cost reported as 0"
-        llm_rows = []
-    else:
-        llm_source = f"the `llm_call` table ({len(llm_rows)} calls)"
+    return interventions, decisions, budget_changes, sessions
 
+
+def _by_migration(interventions, decisions, budget_changes, sessions, llm_rows) -> dict[str, dict[int, list[Any]]]:
     by_migration: dict[str, dict[int, list[Any]]] = {
         name: defaultdict(list) for name in ("intervention", "decision", "budget_change", "review", "llm")
     }
@@ -180,27 +228,7 @@ def build_report(db: Any, slugs: list[str] | tuple[str, ...] | None = None, *,
         by_migration["review"][s.migration_id].append(s)
     for r in llm_rows:
         by_migration["llm"][r["migration_id"]].append(r)
-
-    reports = [
-        _migration_report(m, facts_by_migration.get(m.id, []), reference_of.get(m.id), by_migration,
-                          study.staff_hourly_rate, scrub)
-        for m in migrations
-    ]
-    _add_loss_curves(db, reports)
-    return StudyReport(
-        slug=scrub.text(study.slug),
-        title=scrub.text(study.title),
-        staff_hourly_rate=study.staff_hourly_rate,
-        prices=dict(study.prices),
-        migrations=reports,
-        totals=_totals(reports),
-        interventions=interventions,
-        overrides=overrides,
-        review_sessions=sessions,
-        llm_source=llm_source,
-        pseudonymised=pseudonymise,
-        selected=tuple(sorted(set(slugs or ()))),
-    )
+    return by_migration
 
 
 def _attempt_facts(row, migration, prices, automated, effective, scrub, chip_cost, price_of) -> AttemptFacts:

@@ -63,10 +63,6 @@ def rate_text(rate: Rate) -> str:
     return f"{rate.part.n} of {rate.whole.n} ({rate.percent:.1f}%)"
 
 
-def _count_of(count: Count, of: Count) -> V:
-    return V(count.n, f"{count.n} of {of.n}")
-
-
 def totals_table(report: StudyReport) -> Table:
     t = report.totals
     rows: list[list[V]] = []
