@@ -1,8 +1,9 @@
 """Reads for workbench/report that storage/queries.py does not already give (the chosen
-migrations): the report holds no SQL of its own."""
+migrations, each attempt's last recorded step): the report holds no SQL of its own."""
 
 from __future__ import annotations
 
+import json
 
 from sqlite_utils import Database
 
@@ -13,3 +14,13 @@ from storage.converters import migration_from_row
 def report_migrations(db: Database) -> list[Migration]:
     """Every migration of the study, by slug."""
     return [migration_from_row(r) for r in db.query("SELECT * FROM migration ORDER BY slug")]
+
+
+def report_last_steps(db: Database, migration_ids: list[int]) -> dict[int, int]:
+    """Attempt id -> the highest step of any of its metric series, for the migrations' attempts
+    (references too) that recorded a metric."""
+    return dict(db.execute(
+        "SELECT p.attempt_id, MAX(p.step) FROM metric_point p JOIN attempt a ON a.id = p.attempt_id"
+        " WHERE a.migration_id IN (SELECT value FROM json_each(?)) GROUP BY p.attempt_id",
+        [json.dumps(migration_ids)],
+    ).fetchall())

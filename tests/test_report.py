@@ -74,9 +74,13 @@ def _verdict_id(db, attempt_id: int, level: int) -> int:
                       [attempt_id, level]).fetchone()[0]
 
 
+STATUS = {"alpha": "accepted", "beta": "stopped", "gamma": "in_progress"}
+
+
 def build_study(path: Path):
-    """Three migrations: alpha (5 attempts, reaches level 5), beta (2 attempts, an override lifts
-    its goal verdict), gamma (one unverified attempt, no reference). Returns (study, ids)."""
+    """Three migrations: alpha (5 attempts, reaches level 5, accepted on its 4th), beta (2 attempts,
+    an override lifts its goal verdict, stopped), gamma (one unverified attempt, no reference, in
+    progress). Returns (study, ids)."""
     study = open_study(path, create=True)
     db = study.db
     with db.atomic():
@@ -87,7 +91,7 @@ def build_study(path: Path):
             mids[slug] = db["migration"].insert({
                 "slug": slug, "title": f"{slug.title()} to torch_xla", "repo": "repo", "base_commit": "c0",
                 "accelerator": "tpu-v5e", "chips": 4, "runtime": "torch_xla", "goal_metric": "eval_accuracy",
-                "goal_reference": 0.9, "goal_direction": "max", "goal_tolerance": 0.01, "status": "in_progress",
+                "goal_reference": 0.9, "goal_direction": "max", "goal_tolerance": 0.01, "status": STATUS[slug],
             }).last_pk
         a, b, g = mids["alpha"], mids["beta"], mids["gamma"]
         ids: dict[str, int] = {}
@@ -139,8 +143,9 @@ def build_study(path: Path):
     ids.update(i1=i1, i2=i2, i3=i3, i4=i4)
     from domain.models import DecisionKind
 
-    ids["d1"] = records.add_decision(db, migration_id=a, kind=DecisionKind.ACCEPT, reason="level 5 reached",
-                                     figures={}, reviewer="ana")
+    ids["d1"] = db["decision"].insert({"migration_id": a, "kind": "accept", "reason": "level 5 reached",
+                                       "figures": "{}", "reviewer": "ana", "at": "2026-11-02T10:00:00Z",
+                                       "attempt_id": ids["a4"]}).last_pk
     ids["d2"] = records.add_decision(db, migration_id=b, kind=DecisionKind.CONTINUE, reason="one more try",
                                      figures={}, reviewer="bob")
     ids["d3"] = records.add_decision(db, migration_id=b, kind=DecisionKind.STOP,
@@ -172,9 +177,39 @@ def has_llm(db) -> bool:
 
 # ----------------------------------------------------------------------------- expected numbers
 
-def expected_totals(llm: bool) -> dict[str, tuple]:
-    """Measure -> (value, of, percent), as worked out by hand from the rows above."""
-    return {
+def expected_totals(llm: bool, final: str = "last-passing") -> dict[str, tuple]:
+    """Measure -> (value, of, percent), as worked out by hand from the rows above, under the
+    final-run rule `final` (docs/report.md)."""
+    if final == "accepted":  # alpha's accepted a4 is the only final run: beta stopped, gamma in progress
+        finals = {
+            "Migrations with a final run": (1, 3, 33.3),
+            "Migrations without a final run: stopped": (1, 3, 33.3),
+            "Migrations without a final run: in progress": (1, 3, 33.3),
+            "Time ratio of final runs, median": (0.5, None, None),
+            "Time ratio of final runs, min": (0.5, None, None),
+            "Time ratio of final runs, max": (0.5, None, None),
+            "Cost ratio of final runs, median": (0.9, None, None),
+            "Cost ratio of final runs, min": (0.9, None, None),
+            "Cost ratio of final runs, max": (0.9, None, None),
+            "Migrations that ended faster": (1, 1, 100.0),
+            "Migrations that ended cheaper": (1, 1, 100.0),
+            "Migrations that ended faster and cheaper": (1, 1, 100.0),
+        }
+    else:  # the last verified attempt passing level 1: alpha's a4, beta's b2
+        finals = {
+            "Migrations with a final run": (2, 3, 66.7),
+            "Migrations without a final run: no verified attempt passed level 1": (1, 3, 33.3),
+            "Time ratio of final runs, median": (0.85, None, None),
+            "Time ratio of final runs, min": (0.5, None, None),
+            "Time ratio of final runs, max": (1.2, None, None),
+            "Cost ratio of final runs, median": (0.8, None, None),
+            "Cost ratio of final runs, min": (0.7, None, None),
+            "Cost ratio of final runs, max": (0.9, None, None),
+            "Migrations that ended faster": (1, 2, 50.0),
+            "Migrations that ended cheaper": (2, 2, 100.0),
+            "Migrations that ended faster and cheaper": (1, 2, 50.0),
+        }
+    return finals | {
         "Migrations": (3, None, None),
         "Projects meeting the goal (level 4)": (2, 3, 66.7),
         "Projects meeting the goal, verifier alone": (1, 3, 33.3),
@@ -189,16 +224,6 @@ def expected_totals(llm: bool) -> dict[str, tuple]:
         "Attempts stating an expected level": (6, 8, 75.0),
         "Attempts below the agent's expected level (over-claims)": (3, 5, 60.0),
         "Over-claims, verifier alone": (4, 5, 80.0),
-        "Migrations with a final run": (2, 3, 66.7),
-        "Time ratio of final runs, median": (0.85, None, None),
-        "Time ratio of final runs, min": (0.5, None, None),
-        "Time ratio of final runs, max": (1.2, None, None),
-        "Cost ratio of final runs, median": (0.8, None, None),
-        "Cost ratio of final runs, min": (0.7, None, None),
-        "Cost ratio of final runs, max": (0.9, None, None),
-        "Migrations that ended faster": (1, 2, 50.0),
-        "Migrations that ended cheaper": (2, 2, 100.0),
-        "Migrations that ended faster and cheaper": (1, 2, 50.0),
         "Intervention minutes": (105.0, None, None),
         "Review hours": (2.0, None, None),
         "Staff hours": (3.75, None, None),
@@ -216,6 +241,8 @@ OUTCOMES = {  # attempts, failed, silent, over-claims, expectations, highest, go
     "beta": (2, 1, 1, 1, 2, 4, "yes", 2, 1.2, 0.7),
     "gamma": (1, 0, 0, 0, 0, None, None, None, None, None),
 }
+"""Under --final last-passing; under the accepted rule beta (stopped) has no final run."""
+OUTCOMES_ACCEPTED = OUTCOMES | {"beta": (2, 1, 1, 1, 2, 4, "yes", None, None, None)}
 VERIFIER_ALONE = {  # failed, silent, over-claims, highest, goal met, overrides
     "alpha": (3, 2, 2, 5, "yes", 0),
     "beta": (2, 2, 2, 3, "no", 1),
@@ -366,13 +393,14 @@ def check_rows(rows: list[list[str]], expected: dict, key_columns: int = 1) -> N
 
 # ----------------------------------------------------------------------------- tests
 
+@pytest.mark.parametrize("final", ["accepted", "last-passing"])
 @pytest.mark.parametrize("fmt", ["md", "html", "latex", "csv"])
-def test_every_count_and_rate_in_every_table_format(study, fmt):
+def test_every_count_and_rate_in_every_table_format(study, fmt, final):
     s, ids = study
-    data = render(build_report(s.db), fmt)
+    data = render(build_report(s.db, final=final), fmt)
     tables = tables_of(fmt, data)
-    check_rows(tables["totals"], expected_totals(has_llm(s.db)))
-    check_rows(tables["outcomes"], OUTCOMES)
+    check_rows(tables["totals"], expected_totals(has_llm(s.db), final))
+    check_rows(tables["outcomes"], OUTCOMES_ACCEPTED if final == "accepted" else OUTCOMES)
     check_rows(tables["verifier_alone"], VERIFIER_ALONE)
     check_rows(tables["effort_and_cost"], expected_effort(has_llm(s.db)))
     check_rows(tables["interventions_by_kind"], KINDS, key_columns=2)
@@ -387,7 +415,8 @@ def test_every_count_and_rate_in_every_table_format(study, fmt):
 
 def test_json_carries_every_count_with_the_ids_behind_it(study):
     s, ids = study
-    doc = json.loads(render(build_report(s.db), "json"))
+    doc = json.loads(render(build_report(s.db, final="last-passing"), "json"))
+    assert doc["final_rule"] == "last-passing"
     t = doc["totals"]
     want = expected_totals(has_llm(s.db))
     pairs = {"goal_met": "Projects meeting the goal (level 4)", "failed": "Attempts failed",
@@ -422,7 +451,8 @@ def test_json_carries_every_count_with_the_ids_behind_it(study):
     assert m["alpha"]["interventions"]["by_kind"]["hint"] == {"n": 1, "intervention_ids": [ids["i3"]],
                                                                "minutes": 15.0}
     assert m["alpha"]["final_run"] == {"attempt_id": ids["a4"], "seq": 4, "time_ratio": 0.5, "cost_ratio": 0.9,
-                                       "faster": True, "cheaper": True}
+                                       "faster": True, "cheaper": True, "why_none": None}
+    assert m["gamma"]["final_run"]["why_none"] == "not_passing"
     assert m["beta"]["highest_level"] == 4 and m["beta"]["highest_level_verifier"] == 3
     assert m["beta"]["highest_level_attempt_id"] == ids["b2"]
     assert m["gamma"]["highest_level"] is None and m["gamma"]["goal_met"] is False
@@ -564,6 +594,8 @@ def test_cli_writes_each_format(study, tmp_path):
         assert out.stat().st_size > 200
     result = runner.invoke(main, ["report", str(s.path), "--format", "json"])
     assert result.exit_code == 0 and json.loads(result.stdout_bytes)["totals"]["attempts"]["n"] == 8
+    result = runner.invoke(main, ["report", str(s.path), "--format", "json", "--final", "last-passing"])
+    assert result.exit_code == 0 and json.loads(result.stdout_bytes)["final_rule"] == "last-passing"
     result = runner.invoke(main, ["report", str(s.path), "--migration", "nope"])
     assert result.exit_code == 2 and "no migration 'nope'" in result.output
 
@@ -592,3 +624,35 @@ def test_the_report_holds_no_sql_of_its_own():
     folder = Path(__file__).resolve().parent.parent / "workbench" / "report"
     for path in folder.glob("*.py"):
         assert not re.search(r"\b(SELECT|INSERT|UPDATE|DELETE)\s", path.read_text()), path.name
+
+
+def test_the_final_run_is_the_accepted_attempt_and_never_a_smoke_run(study):
+    """docs/report.md, "Final run": stopped and in-progress migrations have none; an accepted
+    attempt that stopped short of the reference run's last step is a smoke run, never final."""
+    s, ids = study
+    doc = json.loads(render(build_report(s.db), "json"))
+    t, m = doc["totals"], {x["slug"]: x for x in doc["migrations"]}
+    assert doc["final_rule"] == "accepted"
+    assert m["alpha"]["final_run"]["attempt_id"] == ids["a4"]
+    assert (m["beta"]["final_run"]["attempt_id"], m["beta"]["final_run"]["why_none"]) == (None, "stopped")
+    assert m["gamma"]["final_run"]["why_none"] == "in_progress"
+    assert t["without_final_run"]["stopped"]["migration_ids"] == [ids["beta"]]
+    assert t["without_final_run"]["in_progress"]["migration_ids"] == [ids["gamma"]]
+    assert t["time_ratio"]["attempt_ids"] == [ids["a4"]] and t["cost_ratio"]["values"] == [0.9]
+    assert "Final run: the attempt named by the migration's latest accept decision" in render(
+        build_report(s.db), "md").decode()
+    # alpha accepts a5 instead: 10 steps of the reference's 20, a smoke run
+    s.db["metric_point"].insert_all({"attempt_id": ids["a5"], "name": "loss", "step": n, "value": 1.0}
+                                    for n in range(10))
+    s.db["decision"].insert({"migration_id": ids["alpha"], "kind": "accept", "reason": "smoke looks fine",
+                             "figures": "{}", "reviewer": "ana", "at": "2026-11-03T10:00:00Z",
+                             "attempt_id": ids["a5"]})
+    report = build_report(s.db)
+    alpha = report.migrations[0]
+    assert (alpha.final_attempt_id, alpha.final_why_none) == (None, "smoke")
+    assert [a.smoke for a in alpha.attempt_facts] == [True, True, True, False, True]
+    assert report.totals.time_ratios.n == 0 and report.totals.without_final_run["smoke"].ids == (ids["alpha"],)
+    md = md_tables(render(report, "md").decode())["Study totals"]
+    assert ["Migrations without a final run: accepted a smoke run", "1", "3", "33.3%"] in md
+    with pytest.raises(Exception, match="unknown final-run rule"):
+        build_report(s.db, final="best")

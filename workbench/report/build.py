@@ -15,6 +15,7 @@ from typing import Any
 from domain.errors import WorkbenchError
 from domain.ladder import effective_outcome, highest_level, over_claim
 from domain.redact import redact
+from workbench.report.final import ACCEPTED, RULES, WHY_NONE, final_run
 from workbench.report.model import (
     AttemptFacts,
     BudgetChangeRow,
@@ -69,9 +70,14 @@ class Scrub:
 
 
 def build_report(db: Any, slugs: list[str] | tuple[str, ...] | None = None, *,
-                 pseudonymise: bool = False) -> StudyReport:
-    """The report over the whole study, or over the migrations named by `slugs`."""
+                 pseudonymise: bool = False, final: str = ACCEPTED) -> StudyReport:
+    """The report over the whole study, or over the migrations named by `slugs`; `final` names
+    the final-run rule (workbench.report.final)."""
     from storage import queries
+    from storage.report import report_last_steps
+
+    if final not in RULES:
+        raise WorkbenchError(f"unknown final-run rule {final!r} (known: {', '.join(RULES)})")
 
     study = queries.get_study(db)
     if study is None:
@@ -84,7 +90,7 @@ def build_report(db: Any, slugs: list[str] | tuple[str, ...] | None = None, *,
     automated, effective, latest = _verdicts(queries.report_verdict_rows(db, ids), override_rows)
     overrides = [_override_row(r, latest, scrub) for r in override_rows]
     facts_by_migration, reference_of = _attempts(queries.report_attempt_rows(db, ids), migrations, study.prices,
-                                                 automated, effective, scrub)
+                                                 (automated, effective), report_last_steps(db, ids), scrub)
     interventions, decisions, budget_changes, sessions = _human_records(human, scrub)
     llm_rows = queries.report_llm_rows(db, ids)
     if llm_rows is None:
@@ -95,7 +101,7 @@ def build_report(db: Any, slugs: list[str] | tuple[str, ...] | None = None, *,
     by_migration = _by_migration(interventions, decisions, budget_changes, sessions, llm_rows)
     reports = [
         _migration_report(m, facts_by_migration.get(m.id, []), reference_of.get(m.id), by_migration,
-                          study.staff_hourly_rate, scrub)
+                          study.staff_hourly_rate, scrub, final)
         for m in migrations
     ]
     _add_loss_curves(db, reports)
@@ -111,6 +117,7 @@ def build_report(db: Any, slugs: list[str] | tuple[str, ...] | None = None, *,
         review_sessions=sessions,
         llm_source=llm_source,
         pseudonymised=pseudonymise,
+        final_rule=final,
         selected=tuple(sorted(set(slugs or ()))),
     )
 
@@ -167,8 +174,9 @@ def _override_row(r: dict[str, Any], latest: dict[int, int], scrub: Scrub) -> Ov
     )
 
 
-def _attempts(rows, migrations, prices, automated, effective, scrub):
-    """Each migration's attempt facts, and its reference run's id."""
+def _attempts(rows, migrations, prices, verdicts, last_steps, scrub):
+    """Each migration's attempt facts, and its reference run's id. Rows come by migration and
+    seq, so a migration's reference run (seq 0) comes before its attempts."""
     from domain.costs import chip_cost, price_of
 
     facts_by_migration: dict[int, list[AttemptFacts]] = defaultdict(list)
@@ -178,9 +186,12 @@ def _attempts(rows, migrations, prices, automated, effective, scrub):
         if row["source"] == "reference":
             reference_of[row["migration_id"]] = row["id"]  # rows come by seq: the last one wins
             continue
+        reference_last = last_steps.get(reference_of.get(row["migration_id"], -1))
+        last = last_steps.get(row["id"])
+        smoke = reference_last is not None and (last is None or last < reference_last)
         facts_by_migration[row["migration_id"]].append(
-            _attempt_facts(row, migration_by_id[row["migration_id"]], prices, automated, effective,
-                           scrub, chip_cost, price_of)
+            _attempt_facts(row, migration_by_id[row["migration_id"]], prices, verdicts,
+                           scrub, (chip_cost, price_of), (last, smoke))
         )
     return facts_by_migration, reference_of
 
@@ -196,7 +207,7 @@ def _human_records(human: dict[str, list[dict[str, Any]]], scrub: Scrub):
     ]
     decisions = [
         DecisionRow(r["id"], r["migration_id"], r["kind"], scrub.text(r["reason"]), scrub.reviewer(r["reviewer"]),
-                    r["at"], r["suggested"])
+                    r["at"], r["suggested"], r.get("attempt_id"))
         for r in human["decision"]
     ]
     budget_changes = [
@@ -231,9 +242,11 @@ def _by_migration(interventions, decisions, budget_changes, sessions, llm_rows) 
     return by_migration
 
 
-def _attempt_facts(row, migration, prices, automated, effective, scrub, chip_cost, price_of) -> AttemptFacts:
+def _attempt_facts(row, migration, prices, verdicts, scrub, costs, steps) -> AttemptFacts:
     from domain.models import Command
 
+    automated, effective = verdicts
+    chip_cost, price_of = costs
     attempt_id = row["id"]
     verified = row["verification_id"] is not None
     auto = automated.get(attempt_id, {})
@@ -291,6 +304,8 @@ def _attempt_facts(row, migration, prices, automated, effective, scrub, chip_cos
         time_ratio=row["time_ratio"] if verified else None,
         cost_ratio=row["cost_ratio"] if verified else None,
         ladder=tuple(eff.get(n) for n in range(1, 6)),
+        last_step=steps[0],
+        smoke=steps[1],
     )
 
 
@@ -299,11 +314,13 @@ def _ids(items, pred=lambda _: True, table: str = "attempt") -> Count:
 
 
 def _migration_report(m, facts: list[AttemptFacts], reference_id: int | None, by_migration, rate: float,
-                      scrub: Scrub) -> MigrationReport:
+                      scrub: Scrub, rule: str) -> MigrationReport:
     verified = [a for a in facts if a.verified]
     best = max(verified, key=lambda a: (a.level, -a.seq), default=None)
     best_auto = max((a.level_automated for a in verified), default=None)
-    final = next((a for a in reversed(verified) if a.passes_level1), None)
+    decisions = list(by_migration["decision"].get(m.id, []))
+    chosen = final_run(rule, m.status.value, decisions, facts)
+    final = chosen.attempt
     interventions = by_migration["intervention"].get(m.id, [])
     kinds: dict[str, list[InterventionRow]] = defaultdict(list)
     for i in interventions:
@@ -340,7 +357,7 @@ def _migration_report(m, facts: list[AttemptFacts], reference_id: int | None, by
                  for k, v in sorted(kinds.items())],
         review=_ids(sessions, table="review_session"),
         review_seconds=review_seconds,
-        decisions=list(by_migration["decision"].get(m.id, [])),
+        decisions=decisions,
         budget_changes=list(by_migration["budget_change"].get(m.id, [])),
         wall_hours=sum(a.wall_seconds or 0.0 for a in facts) / 3600.0,
         chip_hours=sum(a.chip_hours or 0.0 for a in facts),
@@ -356,6 +373,7 @@ def _migration_report(m, facts: list[AttemptFacts], reference_id: int | None, by
         cost_ratio=final.cost_ratio if final else None,
         reference_attempt_id=reference_id,
         goal_metric=scrub.text(m.goal.metric),
+        final_why_none=chosen.why_none,
         attempt_facts=facts,
     )
 
@@ -402,6 +420,8 @@ def _totals(reports: list[MigrationReport]) -> Totals:
         time_ratios=Spread(tuple((r.final_attempt_id, r.time_ratio) for r in with_time), "attempt"),
         cost_ratios=Spread(tuple((r.final_attempt_id, r.cost_ratio) for r in with_cost), "attempt"),
         with_final_run=_ids(finals, table="migration"),
+        without_final_run={why: _ids(reports, lambda r, w=why: r.final_why_none == w, "migration")
+                           for why in WHY_NONE},
         faster=_ids(reports, lambda r: r.faster is True, "migration"),
         cheaper=_ids(reports, lambda r: r.cheaper is True, "migration"),
         faster_and_cheaper=_ids(reports, lambda r: r.faster is True and r.cheaper is True, "migration"),

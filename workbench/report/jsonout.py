@@ -17,7 +17,10 @@ DEFINITIONS = {
                   " rule-based expected_level) is above its highest verified level",
     "intervention": "an intervention record that no later record corrects",
     "goal_met": "the highest verified level of any attempt is 4 or more",
-    "final_run": "the last verified attempt (by seq) whose effective level-1 verdict passes",
+    "final_run": "the attempt named by the migration's latest accept decision; none for a stopped or"
+                 " in-progress migration or when that attempt is a smoke run (it did not reach the"
+                 " reference run's last step); with --final last-passing, the last verified attempt whose"
+                 " effective level-1 verdict passes",
     "see": "docs/report.md",
 }
 
@@ -59,7 +62,8 @@ def _migration(m: MigrationReport) -> dict[str, Any]:
                   "intervention_ids": list(m.interventions.ids), "review_session_ids": list(m.review.ids)},
         "total_cost_dollars": m.total_cost,
         "final_run": {"attempt_id": m.final_attempt_id, "seq": m.final_seq, "time_ratio": m.time_ratio,
-                      "cost_ratio": m.cost_ratio, "faster": m.faster, "cheaper": m.cheaper},
+                      "cost_ratio": m.cost_ratio, "faster": m.faster, "cheaper": m.cheaper,
+                      "why_none": m.final_why_none},
     }
 
 
@@ -80,6 +84,7 @@ def report_dict(report: StudyReport) -> dict[str, Any]:
                   "prices": report.prices},
         "selected_migrations": list(report.selected),
         "pseudonymised": report.pseudonymised,
+        "final_rule": report.final_rule,
         "llm_cost_source": report.llm_source,
         "definitions": DEFINITIONS,
         "totals": {
@@ -98,6 +103,7 @@ def report_dict(report: StudyReport) -> dict[str, Any]:
             "over_claims": t.over_claims.json(),
             "over_claims_verifier": t.over_claims_automated.json(),
             "final_runs": t.with_final_run.json(),
+            "without_final_run": {why: c.json() for why, c in t.without_final_run.items()},
             "time_ratio": t.time_ratios.json(),
             "cost_ratio": t.cost_ratios.json(),
             "faster": t.faster.json(),

@@ -121,6 +121,10 @@ class AttemptFacts:
     cost_ratio: float | None
     ladder: tuple[str | None, ...]
     """Effective outcome of levels 1-5 (`pass`, `fail`, `unknown`, None without a verdict)."""
+    last_step: int | None = None
+    """The highest step of any of its recorded metric series."""
+    smoke: bool = False
+    """It did not cover the reference run's steps: never a final run (workbench.report.final)."""
 
     @property
     def verified(self) -> bool:
@@ -155,6 +159,8 @@ class DecisionRow:
     at: str
     suggested: str | None = None
     """What the stopping rules suggested when it was made (docs/effort.md); None: no suggestion."""
+    attempt_id: int | None = None
+    """The attempt it was made on: an accept decision names the final run."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,6 +263,8 @@ class MigrationReport:
     cost_ratio: float | None
     reference_attempt_id: int | None
     goal_metric: str
+    final_why_none: str | None = None
+    """Why it has no final run (a code of workbench.report.final.WHY_NONE); None when it has one."""
     attempt_facts: list[AttemptFacts] = field(default_factory=list)
     """Its attempts (not the reference runs), by seq."""
     loss: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
@@ -293,6 +301,8 @@ class Totals:
     time_ratios: Spread
     cost_ratios: Spread
     with_final_run: Count
+    without_final_run: dict[str, Count]
+    """Migrations without a final run, by the reason (workbench.report.final.WHY_NONE)."""
     faster: Count
     cheaper: Count
     faster_and_cheaper: Count
@@ -328,5 +338,7 @@ class StudyReport:
     llm_source: str
     """Where the LLM cost came from (the `llm_call` table, or why it is 0)."""
     pseudonymised: bool = False
+    final_rule: str = "accepted"
+    """Which final-run rule the ratios use (workbench.report.final.RULES)."""
     selected: tuple[str, ...] = ()
     """The slugs asked for with --migration; empty for the whole study."""

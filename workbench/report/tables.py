@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from workbench.report.final import RULE_TEXT, WHY_NONE
 from workbench.report.model import Count, MigrationReport, Rate, StudyReport
 
 
@@ -88,6 +89,9 @@ def totals_table(report: StudyReport) -> Table:
     rate("Attempts below the agent's expected level (over-claims)", t.over_claims)
     rate("Over-claims, verifier alone", t.over_claims_automated)
     rate("Migrations with a final run", Rate(t.with_final_run, t.migrations))
+    for why, count in t.without_final_run.items():
+        if count.n:
+            rate(f"Migrations without a final run: {WHY_NONE[why]}", Rate(count, t.migrations))
     plain("Time ratio of final runs, median", num(t.time_ratios.median))
     plain("Time ratio of final runs, min", num(t.time_ratios.low))
     plain("Time ratio of final runs, max", num(t.time_ratios.high))
@@ -123,8 +127,7 @@ def outcomes_table(report: StudyReport) -> Table:
                  ["Migration", "Attempts", "Failed", "Silent", "Over-claims", "Expectations", "Highest level",
                   "Goal met", "Final run", "Time ratio", "Cost ratio"], rows, numeric=(1, 2, 3, 4, 5, 6, 8, 9, 10),
                  note="Expectations: verified attempts whose agent named an expected level. Final run: the"
-                      " seq of the last verified attempt that passed level 1; ratios are its own against"
-                      " the reference run.")
+                      f" seq of {RULE_TEXT[report.final_rule]}; ratios are its own against the reference run.")
 
 
 def verifier_table(report: StudyReport) -> Table:
@@ -259,6 +262,7 @@ def title_lines(report: StudyReport) -> list[str]:
     lines = [f"Study: {report.title} ({report.slug})"]
     if report.selected:
         lines.append("Migrations: " + ", ".join(report.selected))
+    lines.append(f"Final run: {RULE_TEXT[report.final_rule]}.")
     if report.pseudonymised:
         lines.append("Reviewer names are pseudonymised.")
     return lines
