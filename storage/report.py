@@ -1,5 +1,5 @@
 """Reads for workbench/report that storage/queries.py does not already give (the chosen
-migrations, each attempt's last recorded step): the report holds no SQL of its own."""
+migrations, each attempt's last recorded step and goal value): the report holds no SQL of its own."""
 
 from __future__ import annotations
 
@@ -22,5 +22,18 @@ def report_last_steps(db: Database, migration_ids: list[int]) -> dict[int, int]:
     return dict(db.execute(
         "SELECT p.attempt_id, MAX(p.step) FROM metric_point p JOIN attempt a ON a.id = p.attempt_id"
         " WHERE a.migration_id IN (SELECT value FROM json_each(?)) GROUP BY p.attempt_id",
+        [json.dumps(migration_ids)],
+    ).fetchall())
+
+
+def report_goal_values(db: Database, migration_ids: list[int]) -> dict[int, float]:
+    """Attempt id -> its value of its migration's goal metric at that series' last step (the value
+    the verifier's level 4 judges), for the migrations' attempts that recorded it."""
+    return dict(db.execute(
+        "SELECT p.attempt_id, p.value FROM metric_point p JOIN attempt a ON a.id = p.attempt_id"
+        " JOIN migration m ON m.id = a.migration_id"
+        " WHERE a.migration_id IN (SELECT value FROM json_each(?)) AND p.name = m.goal_metric"
+        " AND p.step = (SELECT MAX(q.step) FROM metric_point q WHERE q.attempt_id = p.attempt_id"
+        " AND q.name = p.name)",
         [json.dumps(migration_ids)],
     ).fetchall())

@@ -111,6 +111,9 @@ def build_study(path: Path):
         for name, start in (("ref_a", 0.0), ("ref_b", 0.1), ("a4", 0.05)):
             db["metric_point"].insert_all({"attempt_id": ids[name], "name": "loss", "step": s,
                                            "value": 2.0 / (s + 1) + start} for s in range(20))
+        for name, step, value in (("a2", 5, 0.5), ("a3", 19, 0.91), ("a4", 10, 0.8), ("a4", 19, 0.905)):
+            db["metric_point"].insert({"attempt_id": ids[name], "name": "eval_accuracy", "step": step,
+                                       "value": value})
         _verify(db, ids["a1"], (F, U, U, U, U), cause="crash", wall=360, cost=0.8)
         _verify(db, ids["a2"], (P, F, P, F, U), cause="numerical_mismatch", silent=True, wall=1800, cost=4.0,
                 time_ratio=1.0, cost_ratio=2.0)
@@ -243,6 +246,12 @@ OUTCOMES = {  # attempts, failed, silent, over-claims, expectations, highest, go
 }
 """Under --final last-passing; under the accepted rule beta (stopped) has no final run."""
 OUTCOMES_ACCEPTED = OUTCOMES | {"beta": (2, 1, 1, 1, 2, 4, "yes", None, None, None)}
+GOALS = {  # metric, better, reference, tolerance, final seq, its value, best verified seq, its value
+    "alpha": ("eval_accuracy", "max", 0.9, 0.01, 4, 0.905, 3, 0.91),  # a4's last step; a3 beats it
+    "beta": ("eval_accuracy", "max", 0.9, 0.01, None, None, None, None),
+    "gamma": ("eval_accuracy", "max", 0.9, 0.01, None, None, None, None),
+}
+"""Under the accepted rule; under --final last-passing beta's final run is b2 (no value)."""
 VERIFIER_ALONE = {  # failed, silent, over-claims, highest, goal met, overrides
     "alpha": (3, 2, 2, 5, "yes", 0),
     "beta": (2, 2, 2, 3, "no", 1),
@@ -366,7 +375,7 @@ def csv_tables(data: bytes) -> dict[str, list[list[str]]]:
 
 TITLES = {"Study totals": "totals", "Outcomes per migration": "outcomes",
           "Outcomes per migration, verifier alone (before overrides)": "verifier_alone",
-          "Human effort and cost per migration": "effort_and_cost", "Interventions by kind": "interventions_by_kind",
+          "Human effort and cost per migration": "effort_and_cost", "Goal per migration": "goals", "Interventions by kind": "interventions_by_kind",
           "Decisions and their reasons": "decisions", "Verdict overrides": "overrides"}
 
 
@@ -401,6 +410,8 @@ def test_every_count_and_rate_in_every_table_format(study, fmt, final):
     tables = tables_of(fmt, data)
     check_rows(tables["totals"], expected_totals(has_llm(s.db), final))
     check_rows(tables["outcomes"], OUTCOMES_ACCEPTED if final == "accepted" else OUTCOMES)
+    check_rows(tables["goals"], GOALS if final == "accepted" else GOALS | {
+        "beta": ("eval_accuracy", "max", 0.9, 0.01, 2, None, None, None)})
     check_rows(tables["verifier_alone"], VERIFIER_ALONE)
     check_rows(tables["effort_and_cost"], expected_effort(has_llm(s.db)))
     check_rows(tables["interventions_by_kind"], KINDS, key_columns=2)
@@ -453,6 +464,11 @@ def test_json_carries_every_count_with_the_ids_behind_it(study):
     assert m["alpha"]["final_run"] == {"attempt_id": ids["a4"], "seq": 4, "time_ratio": 0.5, "cost_ratio": 0.9,
                                        "faster": True, "cheaper": True, "why_none": None}
     assert m["gamma"]["final_run"]["why_none"] == "not_passing"
+    assert m["alpha"]["goal"] == {"metric": "eval_accuracy", "direction": "max", "reference_value": 0.9,
+                                  "tolerance": 0.01, "reference_attempt_id": ids["ref_a"], "final_value": 0.905,
+                                  "final_attempt_id": ids["a4"], "best_verified_value": 0.91,
+                                  "best_verified_attempt_id": ids["a3"]}
+    assert m["beta"]["goal"]["final_attempt_id"] == ids["b2"] and m["beta"]["goal"]["final_value"] is None
     assert m["beta"]["highest_level"] == 4 and m["beta"]["highest_level_verifier"] == 3
     assert m["beta"]["highest_level_attempt_id"] == ids["b2"]
     assert m["gamma"]["highest_level"] is None and m["gamma"]["goal_met"] is False
@@ -650,7 +666,7 @@ def test_the_final_run_is_the_accepted_attempt_and_never_a_smoke_run(study):
     report = build_report(s.db)
     alpha = report.migrations[0]
     assert (alpha.final_attempt_id, alpha.final_why_none) == (None, "smoke")
-    assert [a.smoke for a in alpha.attempt_facts] == [True, True, True, False, True]
+    assert [a.smoke for a in alpha.attempt_facts] == [True, True, False, False, True]
     assert report.totals.time_ratios.n == 0 and report.totals.without_final_run["smoke"].ids == (ids["alpha"],)
     md = md_tables(render(report, "md").decode())["Study totals"]
     assert ["Migrations without a final run: accepted a smoke run", "1", "3", "33.3%"] in md

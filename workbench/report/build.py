@@ -21,6 +21,7 @@ from workbench.report.model import (
     BudgetChangeRow,
     Count,
     DecisionRow,
+    GoalValues,
     InterventionRow,
     KindTotal,
     MigrationReport,
@@ -74,7 +75,7 @@ def build_report(db: Any, slugs: list[str] | tuple[str, ...] | None = None, *,
     """The report over the whole study, or over the migrations named by `slugs`; `final` names
     the final-run rule (workbench.report.final)."""
     from storage import queries
-    from storage.report import report_last_steps
+    from storage.report import report_goal_values, report_last_steps
 
     if final not in RULES:
         raise WorkbenchError(f"unknown final-run rule {final!r} (known: {', '.join(RULES)})")
@@ -90,7 +91,8 @@ def build_report(db: Any, slugs: list[str] | tuple[str, ...] | None = None, *,
     automated, effective, latest = _verdicts(queries.report_verdict_rows(db, ids), override_rows)
     overrides = [_override_row(r, latest, scrub) for r in override_rows]
     facts_by_migration, reference_of = _attempts(queries.report_attempt_rows(db, ids), migrations, study.prices,
-                                                 (automated, effective), report_last_steps(db, ids), scrub)
+                                                 (automated, effective),
+                                                 (report_last_steps(db, ids), report_goal_values(db, ids)), scrub)
     interventions, decisions, budget_changes, sessions = _human_records(human, scrub)
     llm_rows = queries.report_llm_rows(db, ids)
     if llm_rows is None:
@@ -174,7 +176,7 @@ def _override_row(r: dict[str, Any], latest: dict[int, int], scrub: Scrub) -> Ov
     )
 
 
-def _attempts(rows, migrations, prices, verdicts, last_steps, scrub):
+def _attempts(rows, migrations, prices, verdicts, measured, scrub):
     """Each migration's attempt facts, and its reference run's id. Rows come by migration and
     seq, so a migration's reference run (seq 0) comes before its attempts."""
     from domain.costs import chip_cost, price_of
@@ -182,6 +184,7 @@ def _attempts(rows, migrations, prices, verdicts, last_steps, scrub):
     facts_by_migration: dict[int, list[AttemptFacts]] = defaultdict(list)
     reference_of: dict[int, int] = {}
     migration_by_id = {m.id: m for m in migrations}
+    last_steps, goal_values = measured
     for row in rows:
         if row["source"] == "reference":
             reference_of[row["migration_id"]] = row["id"]  # rows come by seq: the last one wins
@@ -191,7 +194,7 @@ def _attempts(rows, migrations, prices, verdicts, last_steps, scrub):
         smoke = reference_last is not None and (last is None or last < reference_last)
         facts_by_migration[row["migration_id"]].append(
             _attempt_facts(row, migration_by_id[row["migration_id"]], prices, verdicts,
-                           scrub, (chip_cost, price_of), (last, smoke))
+                           scrub, (chip_cost, price_of), (last, smoke, goal_values.get(row["id"])))
         )
     return facts_by_migration, reference_of
 
@@ -242,7 +245,7 @@ def _by_migration(interventions, decisions, budget_changes, sessions, llm_rows) 
     return by_migration
 
 
-def _attempt_facts(row, migration, prices, verdicts, scrub, costs, steps) -> AttemptFacts:
+def _attempt_facts(row, migration, prices, verdicts, scrub, costs, measured) -> AttemptFacts:
     from domain.models import Command
 
     automated, effective = verdicts
@@ -304,8 +307,9 @@ def _attempt_facts(row, migration, prices, verdicts, scrub, costs, steps) -> Att
         time_ratio=row["time_ratio"] if verified else None,
         cost_ratio=row["cost_ratio"] if verified else None,
         ladder=tuple(eff.get(n) for n in range(1, 6)),
-        last_step=steps[0],
-        smoke=steps[1],
+        last_step=measured[0],
+        smoke=measured[1],
+        goal_value=measured[2],
     )
 
 
@@ -373,8 +377,23 @@ def _migration_report(m, facts: list[AttemptFacts], reference_id: int | None, by
         cost_ratio=final.cost_ratio if final else None,
         reference_attempt_id=reference_id,
         goal_metric=scrub.text(m.goal.metric),
+        goal=_goal_values(m.goal, scrub.text(m.goal.metric), reference_id, final, verified),
         final_why_none=chosen.why_none,
         attempt_facts=facts,
+    )
+
+
+def _goal_values(goal, metric: str, reference_id: int | None, final: AttemptFacts | None,
+                 verified: list[AttemptFacts]) -> GoalValues:
+    sign = 1.0 if goal.direction.value == "max" else -1.0
+    best = max((a for a in verified if a.goal_value is not None), key=lambda a: (sign * a.goal_value, -a.seq),
+               default=None)
+    return GoalValues(
+        metric=metric, direction=goal.direction.value, reference=goal.reference, tolerance=goal.tolerance,
+        reference_attempt_id=reference_id,
+        final_value=final.goal_value if final else None, final_attempt_id=final.id if final else None,
+        best_value=best.goal_value if best else None, best_attempt_id=best.id if best else None,
+        best_seq=best.seq if best else None,
     )
 
 

@@ -33,6 +33,7 @@ def _migration(m: MigrationReport) -> dict[str, Any]:
         "status": m.status,
         "target": m.target,
         "goal_metric": m.goal_metric,
+        "goal": None if m.goal is None else m.goal.json(),
         "reference_attempt_id": m.reference_attempt_id,
         "attempts": m.attempts.json(),
         "verified": m.verified.json(),

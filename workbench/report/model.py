@@ -125,10 +125,38 @@ class AttemptFacts:
     """The highest step of any of its recorded metric series."""
     smoke: bool = False
     """It did not cover the reference run's steps: never a final run (workbench.report.final)."""
+    goal_value: float | None = None
+    """Its value of the migration's goal metric at that series' last step (what level 4 judges)."""
 
     @property
     def verified(self) -> bool:
         return self.verification_id is not None
+
+
+@dataclass(frozen=True, slots=True)
+class GoalValues:
+    """The goal a reader can check: the target, and the values that met it or not, each with the
+    attempt it came from."""
+
+    metric: str
+    direction: str
+    """`max` or `min`: which way is better."""
+    reference: float
+    """The migration's goal value (the reference run's result it must reach)."""
+    tolerance: float
+    reference_attempt_id: int | None
+    final_value: float | None
+    final_attempt_id: int | None
+    best_value: float | None
+    """The best value of any verified attempt, in the goal's direction."""
+    best_attempt_id: int | None
+    best_seq: int | None
+
+    def json(self) -> dict[str, object]:
+        return {"metric": self.metric, "direction": self.direction, "reference_value": self.reference,
+                "tolerance": self.tolerance, "reference_attempt_id": self.reference_attempt_id,
+                "final_value": self.final_value, "final_attempt_id": self.final_attempt_id,
+                "best_verified_value": self.best_value, "best_verified_attempt_id": self.best_attempt_id}
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,6 +291,7 @@ class MigrationReport:
     cost_ratio: float | None
     reference_attempt_id: int | None
     goal_metric: str
+    goal: GoalValues | None = None
     final_why_none: str | None = None
     """Why it has no final run (a code of workbench.report.final.WHY_NONE); None when it has one."""
     attempt_facts: list[AttemptFacts] = field(default_factory=list)

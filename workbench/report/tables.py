@@ -130,6 +130,26 @@ def outcomes_table(report: StudyReport) -> Table:
                       f" seq of {RULE_TEXT[report.final_rule]}; ratios are its own against the reference run.")
 
 
+def sig(value: float | None) -> V:
+    """A measured value, to six significant digits (metrics span 1e-4 to 1e4)."""
+    return V(value, "–" if value is None else f"{value:.6g}")
+
+
+def goals_table(report: StudyReport) -> Table:
+    rows = []
+    for m in report.migrations:
+        g = m.goal
+        if g is None:
+            continue
+        rows.append([s(m.slug), s(g.metric), s(g.direction), sig(g.reference), sig(g.tolerance), n(m.final_seq),
+                     sig(g.final_value), n(g.best_seq), sig(g.best_value)])
+    return Table("goals", "Goal per migration",
+                 ["Migration", "Metric", "Better", "Reference", "Tolerance", "Final run", "Final value",
+                  "Best verified", "Best value"], rows, numeric=(3, 4, 5, 6, 7, 8),
+                 note="Values at the last step of each run's goal-metric series (what level 4 judges). Final run"
+                      " and best verified: attempt seq; the JSON has their ids.")
+
+
 def verifier_table(report: StudyReport) -> Table:
     overrides: dict[int, int] = {}
     for o in report.overrides:
@@ -210,15 +230,16 @@ def attempts_table(report: StudyReport) -> Table:
                 slug, a.id, a.seq, a.source, a.status, a.exit_code, a.expected_level, a.expected_source, a.level,
                 a.level_automated,
                 a.failed, a.silent, a.over_claim, a.failed_automated, a.silent_automated, a.over_claim_automated,
-                a.cause, a.wall_seconds, a.chip_hours, a.cost_dollars, a.time_ratio, a.cost_ratio, a.command,
-                a.claim, a.failure_note,
+                a.cause, a.wall_seconds, a.chip_hours, a.cost_dollars, a.time_ratio, a.cost_ratio,
+                a.last_step, a.smoke, a.goal_value, a.command, a.claim, a.failure_note,
             ])
     return Table("attempts", "Attempts",
                  ["migration", "attempt_id", "seq", "source", "status", "exit_code", "expected_level",
                   "expected_source", "level",
                   "level_verifier", "failed", "silent", "over_claim", "failed_verifier", "silent_verifier",
                   "over_claim_verifier", "cause", "wall_seconds", "chip_hours", "cost_dollars", "time_ratio",
-                  "cost_ratio", "command", "claim", "failure_note"], raw_rows=rows)
+                  "cost_ratio", "last_step", "smoke", "goal_value", "command", "claim", "failure_note"],
+                 raw_rows=rows)
 
 
 def intervention_records_table(report: StudyReport) -> Table:
@@ -241,8 +262,8 @@ def review_table(report: StudyReport) -> Table:
 
 def document_tables(report: StudyReport) -> list[Table]:
     """The tables of a document (Markdown, HTML, LaTeX)."""
-    tables = [totals_table(report), outcomes_table(report), verifier_table(report), effort_table(report),
-              kinds_table(report), decisions_table(report)]
+    tables = [totals_table(report), outcomes_table(report), goals_table(report), verifier_table(report),
+              effort_table(report), kinds_table(report), decisions_table(report)]
     if any(m.budget_changes for m in report.migrations):
         tables.append(budget_changes_table(report))
     if report.overrides:
@@ -252,7 +273,8 @@ def document_tables(report: StudyReport) -> list[Table]:
 
 def all_tables(report: StudyReport) -> list[Table]:
     """Every table, record-level ones included (CSV)."""
-    return [totals_table(report), outcomes_table(report), verifier_table(report), effort_table(report),
+    return [totals_table(report), outcomes_table(report), goals_table(report), verifier_table(report),
+            effort_table(report),
             kinds_table(report), decisions_table(report), budget_changes_table(report), overrides_table(report),
             attempts_table(report),
             intervention_records_table(report), review_table(report)]
