@@ -234,6 +234,8 @@ def expected_totals(llm: bool, final: str = "last-passing") -> dict[str, tuple]:
         "Wall hours of attempts": (3.37, None, None),
         "Chip-hours of attempts": (13.47, None, None),
         "Compute cost ($)": (26.93, None, None),
+        "Attempts without times (no wall time, no cost)": (0, 8, 0.0),
+        "Attempts on an unpriced accelerator (no cost)": (0, 8, 0.0),
         "LLM cost ($)": (2.5 if llm else 0.0, None, None),
         "Total cost ($)": (26.93 + 375.0 + (2.5 if llm else 0.0), None, None),
     }
@@ -672,3 +674,29 @@ def test_the_final_run_is_the_accepted_attempt_and_never_a_smoke_run(study):
     assert ["Migrations without a final run: accepted a smoke run", "1", "3", "33.3%"] in md
     with pytest.raises(Exception, match="unknown final-run rule"):
         build_report(s.db, final="best")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_untimed_and_unpriced_attempts_are_counted_with_their_ids(study, fmt):
+    """docs/report.md, "Unpriced": they add nothing to compute cost, and every format says how many."""
+    s, ids = study
+    g = ids["gamma"]
+    row = {"migration_id": g, "source": "agent", "argv": "[]", "status": "ok", "exit_code": 0,
+           "intended_count": 4}
+    untimed = s.db["attempt"].insert({**row, "seq": 2, "commit_sha": "u", "intended_kind": "tpu-v5e"}).last_pk
+    unpriced = s.db["attempt"].insert({**row, "seq": 3, "commit_sha": "p", "intended_kind": "a100",
+                                       "started_at": "2026-11-01T10:00:00Z",
+                                       "ended_at": "2026-11-01T11:00:00Z"}).last_pk
+    report = build_report(s.db)
+    data = render(report, fmt)
+    want = {"Attempts without times (no wall time, no cost)": (1, 10, 10.0),
+            "Attempts on an unpriced accelerator (no cost)": (1, 10, 10.0),
+            "Compute cost ($)": (26.93, None, None),  # neither adds a cent
+            "Wall hours of attempts": (3.37 + 1.0, None, None)}  # the unpriced one has a time
+    if fmt == "json":
+        t = json.loads(data)["totals"]
+        assert t["untimed"]["attempt_ids"] == [untimed] and t["untimed"]["n"] == 1
+        assert t["unpriced"]["attempt_ids"] == [unpriced]
+        assert t["compute_cost_dollars"] == pytest.approx(26.9333, abs=1e-3)
+    else:
+        check_rows(tables_of(fmt, data)["totals"], want)

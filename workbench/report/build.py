@@ -310,6 +310,8 @@ def _attempt_facts(row, migration, prices, verdicts, scrub, costs, measured) -> 
         last_step=measured[0],
         smoke=measured[1],
         goal_value=measured[2],
+        untimed=wall is None,
+        unpriced=dollars is None and price is None,
     )
 
 
@@ -371,6 +373,8 @@ def _migration_report(m, facts: list[AttemptFacts], reference_id: int | None, by
                   Count(tuple(r["id"] for r in llm), "llm_call")),
         staff_hours=staff_hours,
         staff_cost=staff_hours * rate,
+        untimed=_ids(facts, lambda a: a.untimed),
+        unpriced=_ids(facts, lambda a: a.unpriced),
         final_attempt_id=final.id if final else None,
         final_seq=final.seq if final else None,
         time_ratio=final.time_ratio if final else None,
@@ -452,6 +456,8 @@ def _totals(reports: list[MigrationReport]) -> Totals:
         chip_hours=sum(r.chip_hours for r in reports),
         compute=Money(sum(r.compute.dollars for r in reports), union_money(reports, "compute")),
         llm=Money(sum(r.llm.dollars for r in reports), union_money(reports, "llm")),
+        untimed=union("untimed"),
+        unpriced=union("unpriced"),
     )
 
 

@@ -127,6 +127,10 @@ class AttemptFacts:
     """It did not cover the reference run's steps: never a final run (workbench.report.final)."""
     goal_value: float | None = None
     """Its value of the migration's goal metric at that series' last step (what level 4 judges)."""
+    untimed: bool = False
+    """No wall time: neither the verifier's nor a start and an end time. Adds nothing to compute."""
+    unpriced: bool = False
+    """No cost because its accelerator has no price in the study. Adds nothing to compute cost."""
 
     @property
     def verified(self) -> bool:
@@ -285,6 +289,8 @@ class MigrationReport:
     llm: Money
     staff_hours: float
     staff_cost: float
+    untimed: Count
+    unpriced: Count
     final_attempt_id: int | None
     final_seq: int | None
     time_ratio: float | None
@@ -343,6 +349,10 @@ class Totals:
     chip_hours: float
     compute: Money
     llm: Money
+    untimed: Count
+    """Attempts without times (AttemptFacts.untimed)."""
+    unpriced: Count
+    """Attempts on an accelerator without a price (AttemptFacts.unpriced)."""
 
     @property
     def interventions_per_migration(self) -> float | None:

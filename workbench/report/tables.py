@@ -110,6 +110,8 @@ def totals_table(report: StudyReport) -> Table:
     plain("Wall hours of attempts", num(t.wall_hours))
     plain("Chip-hours of attempts", num(t.chip_hours))
     plain("Compute cost ($)", num(t.compute.dollars))
+    rate("Attempts without times (no wall time, no cost)", Rate(t.untimed, t.attempts))
+    rate("Attempts on an unpriced accelerator (no cost)", Rate(t.unpriced, t.attempts))
     plain("LLM cost ($)", num(t.llm.dollars))
     plain("Total cost ($)", num(t.total_cost))
     return Table("totals", "Study totals", ["Measure", "Value", "Of", "%"], rows, numeric=(1, 2, 3),
