@@ -700,3 +700,85 @@ def test_untimed_and_unpriced_attempts_are_counted_with_their_ids(study, fmt):
         assert t["compute_cost_dollars"] == pytest.approx(26.9333, abs=1e-3)
     else:
         check_rows(tables_of(fmt, data)["totals"], want)
+
+
+def _recompute_totals(doc: dict) -> None:
+    """Every figure of the JSON totals, recomputed from the records its ids name and nothing else."""
+    import statistics
+
+    t = doc["totals"]
+    A = {a["id"]: a for a in doc["attempts"]}
+    M = {m["id"]: m for m in doc["migrations"]}
+    minutes = {i["id"]: i["minutes"] for i in doc["interventions"]}
+    seconds = {r["id"]: r["active_seconds"] for r in doc["review_sessions"]}
+    llm = {c["id"]: c["cost_usd"] for c in doc["llm_calls"]}
+
+    def rate(key, table, of_ids, pred):
+        part = [i for i in of_ids if pred(i)]
+        assert sorted(t[key][f"of_{table}_ids"]) == sorted(of_ids), key
+        assert sorted(t[key][f"{table}_ids"]) == sorted(part), key
+        assert (t[key]["n"], t[key]["of"]) == (len(part), len(of_ids)), key
+        assert t[key]["percent"] == (round(100 * len(part) / len(of_ids), 1) if of_ids else None), key
+
+    attempts = sorted(A)
+    assert sorted(t["attempts"]["attempt_ids"]) == attempts and t["attempts"]["n"] == len(A)
+    verified = [i for i in attempts if A[i]["verification_id"] is not None]
+    assert sorted(t["verified"]["attempt_ids"]) == verified
+    failed = [i for i in verified if A[i]["failed"]]
+    rate("failed", "attempt", verified, lambda i: A[i]["failed"])
+    rate("failed_verifier", "attempt", verified, lambda i: A[i]["failed_automated"])
+    rate("silent", "attempt", failed, lambda i: A[i]["silent"])
+    rate("silent_verifier", "attempt", [i for i in verified if A[i]["failed_automated"]],
+         lambda i: A[i]["silent_automated"])
+    judged = [i for i in verified if A[i]["expected_level"] is not None]
+    rate("over_claims", "attempt", judged, lambda i: A[i]["level"] < A[i]["expected_level"])
+    rate("over_claims_verifier", "attempt", judged, lambda i: A[i]["level_automated"] < A[i]["expected_level"])
+    rate("stated_expectation", "attempt", attempts, lambda i: A[i]["expected_level"] is not None)
+    migrations = sorted(M)
+    levels = {m: [A[i]["level"] for i in M[m]["verified"]["attempt_ids"]] for m in migrations}
+    rate("goal_met", "migration", migrations, lambda m: max(levels[m], default=0) >= 4)
+    finals = {m: M[m]["final_run"]["attempt_id"] for m in migrations if M[m]["final_run"]["attempt_id"]}
+    assert sorted(t["final_runs"]["migration_ids"]) == sorted(finals)
+    for why, count in t["without_final_run"].items():
+        assert count["migration_ids"] == [m for m in migrations if M[m]["final_run"]["why_none"] == why]
+    for key, field, test in (("time_ratio", "time_ratio", "faster"), ("cost_ratio", "cost_ratio", "cheaper")):
+        ids = t[key]["attempt_ids"]
+        assert sorted(ids) == sorted(a for a in finals.values() if A[a][field] is not None)
+        values = [A[i][field] for i in ids]
+        assert t[key]["values"] == values and t[key]["n"] == len(ids)
+        assert t[key]["median"] == (statistics.median(values) if values else None)
+        assert (t[key]["min"], t[key]["max"]) == ((min(values), max(values)) if values else (None, None))
+        rate(test, "migration", [m for m, a in finals.items() if A[a][field] is not None],
+             lambda m, f=field: A[finals[m]][f] < 1)
+    rate("faster_and_cheaper", "migration",
+         [m for m, a in finals.items() if A[a]["time_ratio"] is not None and A[a]["cost_ratio"] is not None],
+         lambda m: A[finals[m]]["time_ratio"] < 1 and A[finals[m]]["cost_ratio"] < 1)
+    assert sorted(t["untimed"]["attempt_ids"]) == [i for i in attempts if A[i]["wall_seconds"] is None]
+    assert sorted(t["unpriced"]["attempt_ids"]) == [i for i in attempts if A[i]["unpriced"]]
+    src = t["sources"]
+    assert t["intervention_minutes"] == pytest.approx(sum(minutes[i] for i in src["intervention_minutes"]
+                                                          ["intervention_ids"]))
+    assert sorted(src["intervention_minutes"]["intervention_ids"]) == sorted(t["interventions"]["intervention_ids"])
+    assert t["review_seconds"] == pytest.approx(sum(seconds[i] for i in src["review_seconds"]["review_session_ids"]))
+    staff_hours = (sum(minutes[i] for i in src["staff_hours"]["intervention_ids"]) / 60
+                   + sum(seconds[i] for i in src["staff_hours"]["review_session_ids"]) / 3600)
+    assert t["staff_hours"] == pytest.approx(staff_hours)
+    assert t["staff_cost_dollars"] == pytest.approx(staff_hours * doc["study"]["staff_hourly_rate"])
+    assert t["wall_hours"] == pytest.approx(sum(A[i]["wall_seconds"] for i in src["wall_hours"]["attempt_ids"]) / 3600)
+    assert t["chip_hours"] == pytest.approx(sum(A[i]["chip_hours"] for i in src["chip_hours"]["attempt_ids"]))
+    compute = sum(A[i]["cost_dollars"] for i in src["compute_cost_dollars"]["attempt_ids"])
+    assert t["compute_cost_dollars"] == pytest.approx(compute)
+    calls = sum(llm[i] for i in src["llm_cost_dollars"]["llm_call_ids"])
+    assert t["llm_cost_dollars"] == pytest.approx(calls)
+    assert t["total_cost_dollars"] == pytest.approx(compute + calls + staff_hours * doc["study"]["staff_hourly_rate"])
+    assert t["interventions_per_migration"] == pytest.approx(
+        len(src["interventions_per_migration"]["intervention_ids"]) / len(migrations))
+
+
+@pytest.mark.parametrize("final", ["accepted", "last-passing"])
+def test_every_json_figure_recomputes_from_its_ids_alone(study, final):
+    s, ids = study
+    doc = json.loads(render(build_report(s.db, final=final), "json"))
+    _recompute_totals(doc)
+    # the study-wide sums are the right ones too (hand-computed above)
+    assert doc["totals"]["compute_cost_dollars"] == pytest.approx(26.9333, abs=1e-3)

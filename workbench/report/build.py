@@ -118,6 +118,7 @@ def build_report(db: Any, slugs: list[str] | tuple[str, ...] | None = None, *,
         overrides=overrides,
         review_sessions=sessions,
         llm_source=llm_source,
+        llm_calls=[(r["id"], r["migration_id"], float(r["cost_usd"] or 0.0)) for r in llm_rows],
         pseudonymised=pseudonymise,
         final_rule=final,
         selected=tuple(sorted(set(slugs or ()))),
@@ -420,6 +421,7 @@ def _totals(reports: list[MigrationReport]) -> Totals:
     migrations = Count(tuple(r.id for r in reports), "migration")
     with_time = [r for r in reports if r.time_ratio is not None]
     with_cost = [r for r in reports if r.cost_ratio is not None]
+    with_both = [r for r in with_time if r.cost_ratio is not None]
     finals = [r for r in reports if r.final_attempt_id is not None]
     verified = union("verified")
     failed, failed_auto = union("failed"), union("failed_automated")
@@ -445,9 +447,10 @@ def _totals(reports: list[MigrationReport]) -> Totals:
         with_final_run=_ids(finals, table="migration"),
         without_final_run={why: _ids(reports, lambda r, w=why: r.final_why_none == w, "migration")
                            for why in WHY_NONE},
-        faster=_ids(reports, lambda r: r.faster is True, "migration"),
-        cheaper=_ids(reports, lambda r: r.cheaper is True, "migration"),
-        faster_and_cheaper=_ids(reports, lambda r: r.faster is True and r.cheaper is True, "migration"),
+        faster=Rate(_ids(with_time, lambda r: r.faster, "migration"), _ids(with_time, table="migration")),
+        cheaper=Rate(_ids(with_cost, lambda r: r.cheaper, "migration"), _ids(with_cost, table="migration")),
+        faster_and_cheaper=Rate(_ids(with_both, lambda r: r.faster and r.cheaper, "migration"),
+                                _ids(with_both, table="migration")),
         intervention_minutes=intervention_minutes,
         review_seconds=review_seconds,
         staff_hours=sum(r.staff_hours for r in reports),

@@ -76,6 +76,28 @@ def _flat(obj: Any, names: tuple[str, ...]) -> dict[str, Any]:
     return {name: getattr(obj, name) for name in names}
 
 
+def _sources(report: StudyReport) -> dict[str, dict[str, list[int]]]:
+    """The records behind each total that is a sum rather than a count."""
+    t = report.totals
+    attempts = [a for m in report.migrations for a in m.attempt_facts]
+    interventions = list(t.interventions.ids)
+    sessions = [i for m in report.migrations for i in m.review.ids]
+    calls, compute = list(t.llm.sources.ids), list(t.compute.sources.ids)
+    staff = {"intervention_ids": interventions, "review_session_ids": sessions}
+    return {
+        "interventions_per_migration": {"intervention_ids": interventions, "migration_ids": list(t.migrations.ids)},
+        "intervention_minutes": {"intervention_ids": interventions},
+        "review_seconds": {"review_session_ids": sessions},
+        "staff_hours": staff,
+        "staff_cost_dollars": staff,
+        "wall_hours": {"attempt_ids": [a.id for a in attempts if a.wall_seconds is not None]},
+        "chip_hours": {"attempt_ids": [a.id for a in attempts if a.chip_hours is not None]},
+        "compute_cost_dollars": {"attempt_ids": compute},
+        "llm_cost_dollars": {"llm_call_ids": calls},
+        "total_cost_dollars": {"attempt_ids": compute, "llm_call_ids": calls, **staff},
+    }
+
+
 def report_dict(report: StudyReport) -> dict[str, Any]:
     t = report.totals
     return {
@@ -121,12 +143,14 @@ def report_dict(report: StudyReport) -> dict[str, Any]:
             "unpriced": t.unpriced.json(),
             "llm_cost_dollars": t.llm.dollars,
             "total_cost_dollars": t.total_cost,
+            "sources": _sources(report),
         },
         "migrations": [_migration(m) for m in report.migrations],
         "attempts": [_flat(a, _ATTEMPT_FIELDS) for m in report.migrations for a in m.attempt_facts],
         "interventions": [{**asdict(i), "counts": i.current} for i in report.interventions],
         "overrides": [asdict(o) for o in report.overrides],
         "review_sessions": [asdict(r) for r in report.review_sessions],
+        "llm_calls": [{"id": i, "migration_id": m, "cost_usd": c} for i, m, c in report.llm_calls],
     }
 
 

@@ -338,9 +338,10 @@ class Totals:
     with_final_run: Count
     without_final_run: dict[str, Count]
     """Migrations without a final run, by the reason (workbench.report.final.WHY_NONE)."""
-    faster: Count
-    cheaper: Count
-    faster_and_cheaper: Count
+    faster: Rate
+    """Migrations whose final run's time ratio is below 1, of those with a time ratio."""
+    cheaper: Rate
+    faster_and_cheaper: Rate
     intervention_minutes: float
     review_seconds: float
     staff_hours: float
@@ -376,6 +377,8 @@ class StudyReport:
     review_sessions: list[ReviewRow]
     llm_source: str
     """Where the LLM cost came from (the `llm_call` table, or why it is 0)."""
+    llm_calls: list[tuple[int, int, float]] = field(default_factory=list)
+    """(id, migration id, cost) of each model call counted in the LLM cost."""
     pseudonymised: bool = False
     final_rule: str = "accepted"
     """Which final-run rule the ratios use (workbench.report.final.RULES)."""

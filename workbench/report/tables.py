@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.report.final import RULE_TEXT, WHY_NONE
-from workbench.report.model import Count, MigrationReport, Rate, StudyReport
+from workbench.report.model import MigrationReport, Rate, StudyReport
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,11 +98,9 @@ def totals_table(report: StudyReport) -> Table:
     plain("Cost ratio of final runs, median", num(t.cost_ratios.median))
     plain("Cost ratio of final runs, min", num(t.cost_ratios.low))
     plain("Cost ratio of final runs, max", num(t.cost_ratios.high))
-    both = Count(tuple(r.id for r in report.migrations if r.time_ratio is not None and r.cost_ratio is not None),
-                 "migration")
-    rate("Migrations that ended faster", Rate(t.faster, Count(tuple(i for i, _ in t.time_ratios.values), "x")))
-    rate("Migrations that ended cheaper", Rate(t.cheaper, Count(tuple(i for i, _ in t.cost_ratios.values), "x")))
-    rate("Migrations that ended faster and cheaper", Rate(t.faster_and_cheaper, both))
+    rate("Migrations that ended faster", t.faster)
+    rate("Migrations that ended cheaper", t.cheaper)
+    rate("Migrations that ended faster and cheaper", t.faster_and_cheaper)
     plain("Intervention minutes", num(t.intervention_minutes, 1))
     plain("Review hours", num(t.review_seconds / 3600.0))
     plain("Staff hours", num(t.staff_hours))
