@@ -1,5 +1,6 @@
 """Reads for workbench/report that storage/queries.py does not already give (the chosen
-migrations, each attempt's last recorded step and goal value): the report holds no SQL of its own."""
+migrations, each attempt's last recorded step and goal value, what each re-run re-ran): the
+report holds no SQL of its own."""
 
 from __future__ import annotations
 
@@ -35,5 +36,14 @@ def report_goal_values(db: Database, migration_ids: list[int]) -> dict[int, floa
         " WHERE a.migration_id IN (SELECT value FROM json_each(?)) AND p.name = m.goal_metric"
         " AND p.step = (SELECT MAX(q.step) FROM metric_point q WHERE q.attempt_id = p.attempt_id"
         " AND q.name = p.name)",
+        [json.dumps(migration_ids)],
+    ).fetchall())
+
+
+def report_rerun_of(db: Database, migration_ids: list[int]) -> dict[int, int]:
+    """Re-run attempt id -> the id of the attempt it re-ran, for the migrations' re-runs."""
+    return dict(db.execute(
+        "SELECT id, rerun_of FROM attempt WHERE rerun_of IS NOT NULL"
+        " AND migration_id IN (SELECT value FROM json_each(?))",
         [json.dumps(migration_ids)],
     ).fetchall())

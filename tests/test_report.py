@@ -231,11 +231,11 @@ def expected_totals(llm: bool, final: str = "last-passing") -> dict[str, tuple]:
         "Review hours": (2.0, None, None),
         "Staff hours": (3.75, None, None),
         "Staff cost ($)": (375.0, None, None),
-        "Wall hours of attempts": (3.37, None, None),
-        "Chip-hours of attempts": (13.47, None, None),
+        "Wall hours of attempts and re-runs": (3.37, None, None),
+        "Chip-hours of attempts and re-runs": (13.47, None, None),
         "Compute cost ($)": (26.93, None, None),
-        "Attempts without times (no wall time, no cost)": (0, 8, 0.0),
-        "Attempts on an unpriced accelerator (no cost)": (0, 8, 0.0),
+        "Attempts and re-runs without times (no wall time, no cost)": (0, 8, 0.0),
+        "Attempts and re-runs on an unpriced accelerator (no cost)": (0, 8, 0.0),
         "LLM cost ($)": (2.5 if llm else 0.0, None, None),
         "Total cost ($)": (26.93 + 375.0 + (2.5 if llm else 0.0), None, None),
     }
@@ -689,10 +689,10 @@ def test_untimed_and_unpriced_attempts_are_counted_with_their_ids(study, fmt):
                                        "ended_at": "2026-11-01T11:00:00Z"}).last_pk
     report = build_report(s.db)
     data = render(report, fmt)
-    want = {"Attempts without times (no wall time, no cost)": (1, 10, 10.0),
-            "Attempts on an unpriced accelerator (no cost)": (1, 10, 10.0),
+    want = {"Attempts and re-runs without times (no wall time, no cost)": (1, 10, 10.0),
+            "Attempts and re-runs on an unpriced accelerator (no cost)": (1, 10, 10.0),
             "Compute cost ($)": (26.93, None, None),  # neither adds a cent
-            "Wall hours of attempts": (3.37 + 1.0, None, None)}  # the unpriced one has a time
+            "Wall hours of attempts and re-runs": (3.37 + 1.0, None, None)}  # the unpriced one has a time
     if fmt == "json":
         t = json.loads(data)["totals"]
         assert t["untimed"]["attempt_ids"] == [untimed] and t["untimed"]["n"] == 1
@@ -720,8 +720,15 @@ def _recompute_totals(doc: dict) -> None:
         assert (t[key]["n"], t[key]["of"]) == (len(part), len(of_ids)), key
         assert t[key]["percent"] == (round(100 * len(part) / len(of_ids), 1) if of_ids else None), key
 
-    attempts = sorted(A)
-    assert sorted(t["attempts"]["attempt_ids"]) == attempts and t["attempts"]["n"] == len(A)
+    runs = sorted(A)
+    attempts = [i for i in runs if A[i]["source"] != "rerun"]
+    reruns = [i for i in runs if A[i]["source"] == "rerun"]
+    assert sorted(t["attempts"]["attempt_ids"]) == attempts and t["attempts"]["n"] == len(attempts)
+    assert sorted(t["reruns"]["attempt_ids"]) == reruns
+    rate("reruns_confirming", "attempt", reruns,
+         lambda i: A[i]["verification_id"] is not None and A[i]["level"] == A[A[i]["rerun_of"]]["level"])
+    rate("reruns_changing", "attempt", reruns,
+         lambda i: A[i]["verification_id"] is not None and A[i]["level"] != A[A[i]["rerun_of"]]["level"])
     verified = [i for i in attempts if A[i]["verification_id"] is not None]
     assert sorted(t["verified"]["attempt_ids"]) == verified
     failed = [i for i in verified if A[i]["failed"]]
@@ -753,8 +760,8 @@ def _recompute_totals(doc: dict) -> None:
     rate("faster_and_cheaper", "migration",
          [m for m, a in finals.items() if A[a]["time_ratio"] is not None and A[a]["cost_ratio"] is not None],
          lambda m: A[finals[m]]["time_ratio"] < 1 and A[finals[m]]["cost_ratio"] < 1)
-    assert sorted(t["untimed"]["attempt_ids"]) == [i for i in attempts if A[i]["wall_seconds"] is None]
-    assert sorted(t["unpriced"]["attempt_ids"]) == [i for i in attempts if A[i]["unpriced"]]
+    assert sorted(t["untimed"]["attempt_ids"]) == [i for i in runs if A[i]["wall_seconds"] is None]
+    assert sorted(t["unpriced"]["attempt_ids"]) == [i for i in runs if A[i]["unpriced"]]
     src = t["sources"]
     assert t["intervention_minutes"] == pytest.approx(sum(minutes[i] for i in src["intervention_minutes"]
                                                           ["intervention_ids"]))
@@ -782,3 +789,43 @@ def test_every_json_figure_recomputes_from_its_ids_alone(study, final):
     _recompute_totals(doc)
     # the study-wide sums are the right ones too (hand-computed above)
     assert doc["totals"]["compute_cost_dollars"] == pytest.approx(26.9333, abs=1e-3)
+
+
+def _rerun(db, of: int, seq: int, ladder: tuple[str, ...], wall: float, cost: float) -> int:
+    row = db["attempt"].get(of)
+    rid = db["attempt"].insert({
+        "migration_id": row["migration_id"], "seq": seq, "source": "rerun", "commit_sha": "r", "argv": "[]",
+        "status": "ok", "exit_code": 0, "intended_kind": row["intended_kind"], "intended_count": 4,
+        "rerun_of": of, "started_at": "2026-11-03T10:00:00Z", "ended_at": "2026-11-03T10:30:00Z"}).last_pk
+    _verify(db, rid, ladder, wall=wall, cost=cost, time_ratio=0.1, cost_ratio=0.1)
+    return rid
+
+
+@pytest.mark.parametrize("fmt", ["md", "html", "latex", "csv", "json"])
+def test_reruns_are_evidence_not_attempts(study, fmt):
+    """docs/report.md, "Re-run": attempt, failure, silent and over-claim counts stay over the
+    agent's attempts; re-runs have rows of their own; their compute counts."""
+    s, ids = study
+    confirms = _rerun(s.db, ids["a4"], 6, (P, P, P, P, P), 1800, 4.0)  # a4 reached 5: so does this
+    changes = _rerun(s.db, ids["a3"], 7, (F, U, U, U, U), 600, 1.0)   # a3 reached 4: this one 0
+    data = render(build_report(s.db), fmt)
+    if fmt == "json":
+        doc = json.loads(data)
+        _recompute_totals(doc)
+        t = doc["totals"]
+        assert t["reruns_confirming"]["attempt_ids"] == [confirms]
+        assert t["reruns_changing"]["attempt_ids"] == [changes]
+        assert t["time_ratio"]["attempt_ids"] == [ids["a4"]]  # a re-run is never a final run
+        return
+    want = expected_totals(has_llm(s.db), "accepted") | {
+        "Re-runs (not counted as attempts)": (2, None, None),
+        "Re-runs that confirmed their attempt's level": (1, 2, 50.0),
+        "Re-runs that changed it": (1, 2, 50.0),
+        "Compute cost ($)": (26.93 + 5.0, None, None),
+        "Wall hours of attempts and re-runs": (3.37 + 2400 / 3600, None, None),
+        "Chip-hours of attempts and re-runs": (13.47 + 5.0 / 2.0, None, None),
+        "Attempts and re-runs without times (no wall time, no cost)": (0, 10, 0.0),
+        "Attempts and re-runs on an unpriced accelerator (no cost)": (0, 10, 0.0),
+    }
+    want.pop("Total cost ($)")
+    check_rows(tables_of(fmt, data)["totals"], want)

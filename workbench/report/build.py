@@ -75,7 +75,7 @@ def build_report(db: Any, slugs: list[str] | tuple[str, ...] | None = None, *,
     """The report over the whole study, or over the migrations named by `slugs`; `final` names
     the final-run rule (workbench.report.final)."""
     from storage import queries
-    from storage.report import report_goal_values, report_last_steps
+    from storage.report import report_goal_values, report_last_steps, report_rerun_of
 
     if final not in RULES:
         raise WorkbenchError(f"unknown final-run rule {final!r} (known: {', '.join(RULES)})")
@@ -92,7 +92,8 @@ def build_report(db: Any, slugs: list[str] | tuple[str, ...] | None = None, *,
     overrides = [_override_row(r, latest, scrub) for r in override_rows]
     facts_by_migration, reference_of = _attempts(queries.report_attempt_rows(db, ids), migrations, study.prices,
                                                  (automated, effective),
-                                                 (report_last_steps(db, ids), report_goal_values(db, ids)), scrub)
+                                                 (report_last_steps(db, ids), report_goal_values(db, ids),
+                                                  report_rerun_of(db, ids)), scrub)
     interventions, decisions, budget_changes, sessions = _human_records(human, scrub)
     llm_rows = queries.report_llm_rows(db, ids)
     if llm_rows is None:
@@ -185,7 +186,7 @@ def _attempts(rows, migrations, prices, verdicts, measured, scrub):
     facts_by_migration: dict[int, list[AttemptFacts]] = defaultdict(list)
     reference_of: dict[int, int] = {}
     migration_by_id = {m.id: m for m in migrations}
-    last_steps, goal_values = measured
+    last_steps, goal_values, rerun_of = measured
     for row in rows:
         if row["source"] == "reference":
             reference_of[row["migration_id"]] = row["id"]  # rows come by seq: the last one wins
@@ -195,7 +196,7 @@ def _attempts(rows, migrations, prices, verdicts, measured, scrub):
         smoke = reference_last is not None and (last is None or last < reference_last)
         facts_by_migration[row["migration_id"]].append(
             _attempt_facts(row, migration_by_id[row["migration_id"]], prices, verdicts,
-                           scrub, (chip_cost, price_of), (last, smoke, goal_values.get(row["id"])))
+                           scrub, (chip_cost, price_of), (last, smoke, goal_values.get(row["id"]), rerun_of.get(row["id"])))
         )
     return facts_by_migration, reference_of
 
@@ -313,6 +314,7 @@ def _attempt_facts(row, migration, prices, verdicts, scrub, costs, measured) -> 
         goal_value=measured[2],
         untimed=wall is None,
         unpriced=dollars is None and price is None,
+        rerun_of=measured[3],
     )
 
 
@@ -320,8 +322,12 @@ def _ids(items, pred=lambda _: True, table: str = "attempt") -> Count:
     return Count(tuple(x.id for x in items if pred(x)), table)
 
 
-def _migration_report(m, facts: list[AttemptFacts], reference_id: int | None, by_migration, rate: float,
+def _migration_report(m, runs: list[AttemptFacts], reference_id: int | None, by_migration, rate: float,
                       scrub: Scrub, rule: str) -> MigrationReport:
+    """Outcome counts over the agent's attempts; compute over its attempts and the re-runs."""
+    facts = [a for a in runs if not a.is_rerun]
+    reruns = [a for a in runs if a.is_rerun]
+    level_of = {a.id: a.level for a in facts}
     verified = [a for a in facts if a.verified]
     best = max(verified, key=lambda a: (a.level, -a.seq), default=None)
     best_auto = max((a.level_automated for a in verified), default=None)
@@ -366,16 +372,20 @@ def _migration_report(m, facts: list[AttemptFacts], reference_id: int | None, by
         review_seconds=review_seconds,
         decisions=decisions,
         budget_changes=list(by_migration["budget_change"].get(m.id, [])),
-        wall_hours=sum(a.wall_seconds or 0.0 for a in facts) / 3600.0,
-        chip_hours=sum(a.chip_hours or 0.0 for a in facts),
-        compute=Money(sum(a.cost_dollars or 0.0 for a in facts),
-                      _ids(facts, lambda a: a.cost_dollars is not None)),
+        wall_hours=sum(a.wall_seconds or 0.0 for a in runs) / 3600.0,
+        chip_hours=sum(a.chip_hours or 0.0 for a in runs),
+        compute=Money(sum(a.cost_dollars or 0.0 for a in runs),
+                      _ids(runs, lambda a: a.cost_dollars is not None)),
         llm=Money(sum(float(r["cost_usd"] or 0.0) for r in llm),
                   Count(tuple(r["id"] for r in llm), "llm_call")),
         staff_hours=staff_hours,
         staff_cost=staff_hours * rate,
-        untimed=_ids(facts, lambda a: a.untimed),
-        unpriced=_ids(facts, lambda a: a.unpriced),
+        untimed=_ids(runs, lambda a: a.untimed),
+        unpriced=_ids(runs, lambda a: a.unpriced),
+        runs=_ids(runs),
+        reruns=_ids(reruns),
+        reruns_confirming=_ids(reruns, lambda a: a.verified and a.level == level_of.get(a.rerun_of)),
+        reruns_changing=_ids(reruns, lambda a: a.verified and a.level != level_of.get(a.rerun_of)),
         final_attempt_id=final.id if final else None,
         final_seq=final.seq if final else None,
         time_ratio=final.time_ratio if final else None,
@@ -384,7 +394,7 @@ def _migration_report(m, facts: list[AttemptFacts], reference_id: int | None, by
         goal_metric=scrub.text(m.goal.metric),
         goal=_goal_values(m.goal, scrub.text(m.goal.metric), reference_id, final, verified),
         final_why_none=chosen.why_none,
-        attempt_facts=facts,
+        attempt_facts=runs,
     )
 
 
@@ -461,6 +471,10 @@ def _totals(reports: list[MigrationReport]) -> Totals:
         llm=Money(sum(r.llm.dollars for r in reports), union_money(reports, "llm")),
         untimed=union("untimed"),
         unpriced=union("unpriced"),
+        runs=union("runs"),
+        reruns=union("reruns"),
+        reruns_confirming=union("reruns_confirming"),
+        reruns_changing=union("reruns_changing"),
     )
 
 

@@ -6,10 +6,11 @@ import json
 from dataclasses import asdict, fields
 from typing import Any
 
-from workbench.report.model import AttemptFacts, MigrationReport, StudyReport
+from workbench.report.model import AttemptFacts, MigrationReport, Rate, StudyReport
 
 DEFINITIONS = {
-    "attempt": "a row of `attempt` whose source is not `reference` (agent runs and re-runs)",
+    "attempt": "a row of `attempt` whose source is `agent`; re-runs (source `rerun`) are evidence about"
+               " the attempt they re-ran, counted apart (reruns, reruns_confirming, reruns_changing)",
     "verified": "an attempt with a current (not superseded) verification",
     "failed": "a verified attempt with at least one current verdict whose effective outcome is fail",
     "silent": "a failed attempt that raised no error (exit 0, no traceback or fatal line)",
@@ -139,8 +140,12 @@ def report_dict(report: StudyReport) -> dict[str, Any]:
             "wall_hours": t.wall_hours,
             "chip_hours": t.chip_hours,
             "compute_cost_dollars": t.compute.dollars,
+            "runs": t.runs.json(),
             "untimed": t.untimed.json(),
             "unpriced": t.unpriced.json(),
+            "reruns": t.reruns.json(),
+            "reruns_confirming": Rate(t.reruns_confirming, t.reruns).json(),
+            "reruns_changing": Rate(t.reruns_changing, t.reruns).json(),
             "llm_cost_dollars": t.llm.dollars,
             "total_cost_dollars": t.total_cost,
             "sources": _sources(report),

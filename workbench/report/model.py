@@ -131,6 +131,13 @@ class AttemptFacts:
     """No wall time: neither the verifier's nor a start and an end time. Adds nothing to compute."""
     unpriced: bool = False
     """No cost because its accelerator has no price in the study. Adds nothing to compute cost."""
+    rerun_of: int | None = None
+    """For a re-run (source `rerun`): the agent attempt it re-ran."""
+
+    @property
+    def is_rerun(self) -> bool:
+        """A re-run is evidence about an agent attempt, not an attempt of the agent."""
+        return self.source == "rerun"
 
     @property
     def verified(self) -> bool:
@@ -291,6 +298,13 @@ class MigrationReport:
     staff_cost: float
     untimed: Count
     unpriced: Count
+    runs: Count
+    """Agent attempts and re-runs: what compute is summed over."""
+    reruns: Count
+    reruns_confirming: Count
+    """Verified re-runs that reached the same level as the attempt they re-ran."""
+    reruns_changing: Count
+    """Verified re-runs that reached another level (the attempt verified) or any level (it was not)."""
     final_attempt_id: int | None
     final_seq: int | None
     time_ratio: float | None
@@ -354,6 +368,10 @@ class Totals:
     """Attempts without times (AttemptFacts.untimed)."""
     unpriced: Count
     """Attempts on an accelerator without a price (AttemptFacts.unpriced)."""
+    runs: Count
+    reruns: Count
+    reruns_confirming: Count
+    reruns_changing: Count
 
     @property
     def interventions_per_migration(self) -> float | None:

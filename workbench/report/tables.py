@@ -88,6 +88,9 @@ def totals_table(report: StudyReport) -> Table:
     rate("Attempts stating an expected level", t.stated_expectation)
     rate("Attempts below the agent's expected level (over-claims)", t.over_claims)
     rate("Over-claims, verifier alone", t.over_claims_automated)
+    plain("Re-runs (not counted as attempts)", n(t.reruns.n))
+    rate("Re-runs that confirmed their attempt's level", Rate(t.reruns_confirming, t.reruns))
+    rate("Re-runs that changed it", Rate(t.reruns_changing, t.reruns))
     rate("Migrations with a final run", Rate(t.with_final_run, t.migrations))
     for why, count in t.without_final_run.items():
         if count.n:
@@ -105,11 +108,11 @@ def totals_table(report: StudyReport) -> Table:
     plain("Review hours", num(t.review_seconds / 3600.0))
     plain("Staff hours", num(t.staff_hours))
     plain("Staff cost ($)", num(t.staff_cost))
-    plain("Wall hours of attempts", num(t.wall_hours))
-    plain("Chip-hours of attempts", num(t.chip_hours))
+    plain("Wall hours of attempts and re-runs", num(t.wall_hours))
+    plain("Chip-hours of attempts and re-runs", num(t.chip_hours))
     plain("Compute cost ($)", num(t.compute.dollars))
-    rate("Attempts without times (no wall time, no cost)", Rate(t.untimed, t.attempts))
-    rate("Attempts on an unpriced accelerator (no cost)", Rate(t.unpriced, t.attempts))
+    rate("Attempts and re-runs without times (no wall time, no cost)", Rate(t.untimed, t.runs))
+    rate("Attempts and re-runs on an unpriced accelerator (no cost)", Rate(t.unpriced, t.runs))
     plain("LLM cost ($)", num(t.llm.dollars))
     plain("Total cost ($)", num(t.total_cost))
     return Table("totals", "Study totals", ["Measure", "Value", "Of", "%"], rows, numeric=(1, 2, 3),
