@@ -7,14 +7,11 @@ interventions, decisions and review sessions are read as rows and counted in one
 from __future__ import annotations
 
 import json
-import re
 from collections import defaultdict
-from functools import lru_cache
 from typing import Any
 
 from domain.errors import WorkbenchError
 from domain.ladder import effective_outcome, highest_level, over_claim
-from domain.redact import redact
 from workbench.report.final import ACCEPTED, RULES, WHY_NONE, final_run
 from workbench.report.model import (
     AttemptFacts,
@@ -33,41 +30,12 @@ from workbench.report.model import (
     StudyReport,
     Totals,
 )
+from workbench.report.scrub import Scrub
 
 GOAL_LEVEL = 4
 """The ladder level that means the project's goal is met."""
 
 LOSS_METRIC = "loss"
-
-
-class Scrub:
-    """Every free text on its way into a report: secrets redacted, reviewers pseudonymised."""
-
-    def __init__(self, pseudonymise: bool) -> None:
-        self.pseudonymise = pseudonymise
-        self.names: dict[str, str] = {}
-        self._pattern: re.Pattern[str] | None = None
-        self.text = lru_cache(maxsize=65536)(self._text)
-
-    def add_reviewer(self, name: str) -> None:
-        if name and name not in self.names:
-            self.names[name] = f"Reviewer {len(self.names) + 1}"
-            self._pattern = None
-
-    def reviewer(self, name: str) -> str:
-        if not self.pseudonymise:
-            return self.text(name)
-        self.add_reviewer(name)
-        return self.names.get(name, "")
-
-    def _text(self, value: str | None) -> str:
-        out = redact(value or "")
-        if self.pseudonymise and self.names:
-            if self._pattern is None:
-                alternatives = sorted(self.names, key=len, reverse=True)
-                self._pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, alternatives)) + r")\b")
-            out = self._pattern.sub(lambda m: self.names[m.group()], out)
-        return out
 
 
 def build_report(db: Any, slugs: list[str] | tuple[str, ...] | None = None, *,
