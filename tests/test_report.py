@@ -362,8 +362,8 @@ def latex_tables(text: str) -> dict[str, list[list[str]]]:
                 continue
             line = line.removesuffix(r"\\").strip()
             cells = [c.strip() for c in re.split(r"(?<!\\)&", line)]
-            cells = [c.replace(r"\_", "_").replace(r"\%", "%").replace(r"\$", "$").replace("--", "–")
-                     for c in cells]
+            cells = [c.replace(r"\allowbreak{}", "").replace(r"\_", "_").replace(r"\%", "%").replace(r"\$", "$")
+                     .replace("--", "–") for c in cells]
             rows.append(cells)
         tables[name] = rows
     return tables

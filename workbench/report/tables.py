@@ -32,8 +32,9 @@ class Table:
     numeric: tuple[int, ...] = ()
     """Columns that hold numbers (right-aligned)."""
     note: str = ""
-    wide: bool = False
-    """Holds long free text: LaTeX sets it with wrapping columns."""
+    wrap: tuple[int, ...] = ()
+    """Columns of free text that may wrap (LaTeX sets them as tabularx X columns); ids, numbers
+    and timestamps never wrap."""
     raw_rows: list[list[Any]] | None = None
     """Record-level tables (CSV only) hold raw values instead of `V` cells: faster by far."""
 
@@ -115,7 +116,7 @@ def totals_table(report: StudyReport) -> Table:
     rate("Attempts and re-runs on an unpriced accelerator (no cost)", Rate(t.unpriced, t.runs))
     plain("LLM cost ($)", num(t.llm.dollars))
     plain("Total cost ($)", num(t.total_cost))
-    return Table("totals", "Study totals", ["Measure", "Value", "Of", "%"], rows, numeric=(1, 2, 3),
+    return Table("totals", "Study totals", ["Measure", "Value", "Of", "%"], rows, numeric=(1, 2, 3), wrap=(0,),
                  note="Rates as docs/report.md defines them; \"verifier alone\" ignores reviewers' overrides.")
 
 
@@ -187,7 +188,7 @@ def kinds_table(report: StudyReport) -> Table:
     rows = [[s(m.slug), s(k.kind), n(k.interventions.n), num(k.minutes, 1)]
             for m in report.migrations for k in m.by_kind]
     return Table("interventions_by_kind", "Interventions by kind",
-                 ["Migration", "Kind", "Count", "Minutes"], rows, numeric=(2, 3))
+                 ["Migration", "Kind", "Count", "Minutes"], rows, numeric=(2, 3), wrap=(1,))
 
 
 def _at(text: str) -> V:
@@ -199,7 +200,7 @@ def decisions_table(report: StudyReport) -> Table:
             for m in report.migrations for d in m.decisions]
     return Table("decisions", "Decisions and their reasons",
                  ["Migration", "Id", "Decision", "Reason", "Rules suggested", "Reviewer", "At"], rows,
-                 numeric=(1,), wide=True,
+                 numeric=(1,), wrap=(3, 5),
                  note="Rules suggested: what the stopping rules suggested at that moment (docs/effort.md).")
 
 
@@ -209,7 +210,7 @@ def budget_changes_table(report: StudyReport) -> Table:
             for m in report.migrations for b in m.budget_changes]
     return Table("budget_changes", "Budget changes",
                  ["Migration", "Id", "Compute $", "Staff hours", "Attempts", "Days", "Accept at level", "Reason",
-                  "Reviewer", "At"], rows, numeric=(1, 2, 3, 4, 5, 6), wide=True,
+                  "Reviewer", "At"], rows, numeric=(1, 2, 3, 4, 5, 6), wrap=(7, 8),
                  note="The latest change of a migration is in force; a dash: no budget.")
 
 
@@ -220,7 +221,7 @@ def overrides_table(report: StudyReport) -> Table:
             for o in report.overrides]
     return Table("overrides", "Verdict overrides",
                  ["Migration", "Attempt", "Level", "Verifier", "Override", "Counts", "Reviewer", "Justification"],
-                 rows, numeric=(1, 2), wide=True,
+                 rows, numeric=(1, 2), wrap=(6, 7),
                  note="Counts: the latest override of its verdict, the one every count uses.")
 
 
