@@ -411,6 +411,8 @@ def test_every_count_and_rate_in_every_table_format(study, fmt, final):
     data = render(build_report(s.db, final=final), fmt)
     tables = tables_of(fmt, data)
     check_rows(tables["totals"], expected_totals(has_llm(s.db), final))
+    failed = next(r for r in tables["totals"] if r[0] == "Attempts failed")  # 4 of 6
+    assert failed[4].replace("--", "–").replace(r"\%", "%") in ("30.0%–90.3%", "30.0-90.3")
     check_rows(tables["outcomes"], OUTCOMES_ACCEPTED if final == "accepted" else OUTCOMES)
     check_rows(tables["goals"], GOALS if final == "accepted" else GOALS | {
         "beta": ("eval_accuracy", "max", 0.9, 0.01, 2, None, None, None)})
@@ -671,7 +673,7 @@ def test_the_final_run_is_the_accepted_attempt_and_never_a_smoke_run(study):
     assert [a.smoke for a in alpha.attempt_facts] == [True, True, False, False, True]
     assert report.totals.time_ratios.n == 0 and report.totals.without_final_run["smoke"].ids == (ids["alpha"],)
     md = md_tables(render(report, "md").decode())["Study totals"]
-    assert ["Migrations without a final run: accepted a smoke run", "1", "3", "33.3%"] in md
+    assert ["Migrations without a final run: accepted a smoke run", "1", "3", "33.3%", "6.1%–79.2%"] in md
     with pytest.raises(Exception, match="unknown final-run rule"):
         build_report(s.db, final="best")
 
@@ -702,6 +704,48 @@ def test_untimed_and_unpriced_attempts_are_counted_with_their_ids(study, fmt):
         check_rows(tables_of(fmt, data)["totals"], want)
 
 
+def _wilson_by_hand(k: int, n: int) -> list[float] | None:
+    """Wilson (1927), written out again here: centre and half-width over 1 + z^2/n."""
+    if not n:
+        return None
+    z = 1.959963984540054
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5
+    return [round(100 * max(0.0, centre - half), 1), round(100 * min(1.0, centre + half), 1)]
+
+
+def _bootstrap_by_hand(values: list[float], resamples: int, seed: int, percentiles: list[float]):
+    import random
+    import statistics
+
+    if not values:
+        return None
+    if len(values) == 1:
+        return [values[0], values[0]]
+    rng = random.Random(seed)
+    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(resamples))
+    cuts = statistics.quantiles(medians, n=40, method="inclusive")
+    assert percentiles == [2.5, 97.5]
+    return [cuts[0], cuts[-1]]
+
+
+def test_intervals_against_values_worked_by_hand():
+    from workbench.report.stats import bootstrap_median, wilson
+
+    # 3 of 4: p = .75, z^2 = 3.8415; centre = (.75 + .4802) / 1.9604 = .6275, half = .3269
+    assert wilson(3, 4) == pytest.approx((0.3006, 0.9544), abs=1e-4)
+    assert wilson(0, 8) == pytest.approx((0.0, 0.3244), abs=1e-4) and wilson(0, 0) is None
+    assert wilson(5, 5)[1] == 1.0
+    assert bootstrap_median([0.7]) == (0.7, 0.7) and bootstrap_median([]) is None
+    # two values: a resample's median is 0.5, 0.85 or 1.2; the tails are the extremes
+    assert bootstrap_median([0.5, 1.2]) == (0.5, 1.2)
+    values = [0.4, 0.6, 0.7, 0.9, 1.1, 1.3, 2.0]
+    low, high = bootstrap_median(values)
+    assert bootstrap_median(values) == (low, high)  # seeded: the same data, the same interval
+    assert 0.4 <= low < 0.9 < high <= 2.0
+
+
 def _recompute_totals(doc: dict) -> None:
     """Every figure of the JSON totals, recomputed from the records its ids name and nothing else."""
     import statistics
@@ -719,6 +763,7 @@ def _recompute_totals(doc: dict) -> None:
         assert sorted(t[key][f"{table}_ids"]) == sorted(part), key
         assert (t[key]["n"], t[key]["of"]) == (len(part), len(of_ids)), key
         assert t[key]["percent"] == (round(100 * len(part) / len(of_ids), 1) if of_ids else None), key
+        assert t[key]["wilson95_percent"] == _wilson_by_hand(len(part), len(of_ids)), key
 
     runs = sorted(A)
     attempts = [i for i in runs if A[i]["source"] != "rerun"]
@@ -755,6 +800,7 @@ def _recompute_totals(doc: dict) -> None:
         assert t[key]["values"] == values and t[key]["n"] == len(ids)
         assert t[key]["median"] == (statistics.median(values) if values else None)
         assert (t[key]["min"], t[key]["max"]) == ((min(values), max(values)) if values else (None, None))
+        assert t[key]["median_bootstrap95"] == _bootstrap_by_hand(values, **t[key]["bootstrap"])
         rate(test, "migration", [m for m, a in finals.items() if A[a][field] is not None],
              lambda m, f=field: A[finals[m]][f] < 1)
     rate("faster_and_cheaper", "migration",

@@ -31,6 +31,7 @@ from workbench.report.model import (
     Totals,
 )
 from workbench.report.scrub import Scrub
+from workbench.report.stats import bootstrap_median
 
 GOAL_LEVEL = 4
 """The ladder level that means the project's goal is met."""
@@ -420,8 +421,8 @@ def _totals(reports: list[MigrationReport]) -> Totals:
         over_claims=Rate(union("over_claims"), union("judged_expectation")),
         over_claims_automated=Rate(union("over_claims_automated"), union("judged_expectation")),
         stated_expectation=Rate(union("stated_expectation"), attempts),
-        time_ratios=Spread(tuple((r.final_attempt_id, r.time_ratio) for r in with_time), "attempt"),
-        cost_ratios=Spread(tuple((r.final_attempt_id, r.cost_ratio) for r in with_cost), "attempt"),
+        time_ratios=_spread([(r.final_attempt_id, r.time_ratio) for r in with_time]),
+        cost_ratios=_spread([(r.final_attempt_id, r.cost_ratio) for r in with_cost]),
         with_final_run=_ids(finals, table="migration"),
         without_final_run={why: _ids(reports, lambda r, w=why: r.final_why_none == w, "migration")
                            for why in WHY_NONE},
@@ -444,6 +445,10 @@ def _totals(reports: list[MigrationReport]) -> Totals:
         reruns_confirming=union("reruns_confirming"),
         reruns_changing=union("reruns_changing"),
     )
+
+
+def _spread(values: list[tuple[int, float]]) -> Spread:
+    return Spread(tuple(values), "attempt", bootstrap_median([v for _, v in values]))
 
 
 def union_money(reports: list[MigrationReport], name: str) -> Count:

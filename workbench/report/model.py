@@ -9,6 +9,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
+from workbench.report.stats import RESAMPLES, SEED, wilson
+
 
 @dataclass(frozen=True, slots=True)
 class Count:
@@ -37,11 +39,19 @@ class Rate:
     def percent(self) -> float | None:
         return None if not self.whole.n else 100.0 * self.part.n / self.whole.n
 
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        """The 95% Wilson score interval, in percent."""
+        ci = wilson(self.part.n, self.whole.n)
+        return None if ci is None else (100.0 * ci[0], 100.0 * ci[1])
+
     def json(self) -> dict[str, object]:
+        ci = self.interval
         return {
             "n": self.part.n,
             "of": self.whole.n,
             "percent": None if self.percent is None else round(self.percent, 1),
+            "wilson95_percent": None if ci is None else [round(ci[0], 1), round(ci[1], 1)],
             f"{self.part.table}_ids": list(self.part.ids),
             f"of_{self.whole.table}_ids": list(self.whole.ids),
         }
@@ -54,6 +64,8 @@ class Spread:
     values: tuple[tuple[int, float], ...]
     """(id, value) pairs."""
     table: str
+    interval: tuple[float, float] | None = None
+    """The median's 95% bootstrap interval (workbench.report.stats.bootstrap_median)."""
 
     @property
     def n(self) -> int:
@@ -77,6 +89,8 @@ class Spread:
             "median": self.median,
             "min": self.low,
             "max": self.high,
+            "median_bootstrap95": None if self.interval is None else list(self.interval),
+            "bootstrap": {"resamples": RESAMPLES, "seed": SEED, "percentiles": [2.5, 97.5]},
             f"{self.table}_ids": [i for i, _ in self.values],
             "values": [v for _, v in self.values],
         }

@@ -11,6 +11,7 @@ from typing import Any
 
 from workbench.report.final import RULE_TEXT, WHY_NONE
 from workbench.report.model import MigrationReport, Rate, StudyReport
+from workbench.report.stats import RESAMPLES
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +52,12 @@ def pct(value: float | None) -> V:
     return V(None if value is None else round(value, 1), "–" if value is None else f"{value:.1f}%")
 
 
+def interval(ci: tuple[float, float] | None, digits: int, unit: str = "") -> V:
+    if ci is None:
+        return V(None, "")
+    return V(f"{ci[0]:.{digits}f}-{ci[1]:.{digits}f}", f"{ci[0]:.{digits}f}{unit}–{ci[1]:.{digits}f}{unit}")
+
+
 def yes(value: bool | None) -> V:
     return V(value, "–" if value is None else ("yes" if value else "no"))
 
@@ -70,10 +77,10 @@ def totals_table(report: StudyReport) -> Table:
     rows: list[list[V]] = []
 
     def rate(label: str, r: Rate) -> None:
-        rows.append([s(label), n(r.part.n), n(r.whole.n), pct(r.percent)])
+        rows.append([s(label), n(r.part.n), n(r.whole.n), pct(r.percent), interval(r.interval, 1, "%")])
 
-    def plain(label: str, value: V) -> None:
-        rows.append([s(label), value, V(None, ""), V(None, "")])
+    def plain(label: str, value: V, ci: V | None = None) -> None:
+        rows.append([s(label), value, V(None, ""), V(None, ""), ci or V(None, "")])
 
     plain("Migrations", n(t.migrations.n))
     rate("Projects meeting the goal (level 4)", t.goal_met)
@@ -96,10 +103,10 @@ def totals_table(report: StudyReport) -> Table:
     for why, count in t.without_final_run.items():
         if count.n:
             rate(f"Migrations without a final run: {WHY_NONE[why]}", Rate(count, t.migrations))
-    plain("Time ratio of final runs, median", num(t.time_ratios.median))
+    plain("Time ratio of final runs, median", num(t.time_ratios.median), interval(t.time_ratios.interval, 2))
     plain("Time ratio of final runs, min", num(t.time_ratios.low))
     plain("Time ratio of final runs, max", num(t.time_ratios.high))
-    plain("Cost ratio of final runs, median", num(t.cost_ratios.median))
+    plain("Cost ratio of final runs, median", num(t.cost_ratios.median), interval(t.cost_ratios.interval, 2))
     plain("Cost ratio of final runs, min", num(t.cost_ratios.low))
     plain("Cost ratio of final runs, max", num(t.cost_ratios.high))
     rate("Migrations that ended faster", t.faster)
@@ -116,8 +123,11 @@ def totals_table(report: StudyReport) -> Table:
     rate("Attempts and re-runs on an unpriced accelerator (no cost)", Rate(t.unpriced, t.runs))
     plain("LLM cost ($)", num(t.llm.dollars))
     plain("Total cost ($)", num(t.total_cost))
-    return Table("totals", "Study totals", ["Measure", "Value", "Of", "%"], rows, numeric=(1, 2, 3), wrap=(0,),
-                 note="Rates as docs/report.md defines them; \"verifier alone\" ignores reviewers' overrides.")
+    return Table("totals", "Study totals", ["Measure", "Value", "Of", "%", "95% interval"], rows,
+                 numeric=(1, 2, 3, 4), wrap=(0,),
+                 note="Rates as docs/report.md defines them; \"verifier alone\" ignores reviewers' overrides."
+                      " Intervals: Wilson score for rates, a seeded percentile bootstrap"
+                      f" ({RESAMPLES} resamples) for medians.")
 
 
 def outcomes_table(report: StudyReport) -> Table:
