@@ -770,12 +770,13 @@ def _recompute_totals(doc: dict) -> None:
     reruns = [i for i in runs if A[i]["source"] == "rerun"]
     assert sorted(t["attempts"]["attempt_ids"]) == attempts and t["attempts"]["n"] == len(attempts)
     assert sorted(t["reruns"]["attempt_ids"]) == reruns
-    rate("reruns_confirming", "attempt", reruns,
-         lambda i: A[i]["verification_id"] is not None and A[i]["level"] == A[A[i]["rerun_of"]]["level"])
-    rate("reruns_changing", "attempt", reruns,
-         lambda i: A[i]["verification_id"] is not None and A[i]["level"] != A[A[i]["rerun_of"]]["level"])
+    deciders = {r for a in A.values() for _, r in a["levels_from_reruns"]}
+    confirms = {i for i in reruns if A[i]["level"] == A[A[i]["rerun_of"]]["level"] and i not in deciders}
+    rate("reruns_confirming", "attempt", reruns, lambda i: A[i]["verification_id"] is not None and i in confirms)
+    rate("reruns_changing", "attempt", reruns, lambda i: A[i]["verification_id"] is not None and i not in confirms)
     verified = [i for i in attempts if A[i]["verification_id"] is not None]
     assert sorted(t["verified"]["attempt_ids"]) == verified
+    rate("decided_by_reruns", "attempt", verified, lambda i: bool(A[i]["levels_from_reruns"]))
     failed = [i for i in verified if A[i]["failed"]]
     rate("failed", "attempt", verified, lambda i: A[i]["failed"])
     rate("failed_verifier", "attempt", verified, lambda i: A[i]["failed_automated"])
@@ -875,3 +876,30 @@ def test_reruns_are_evidence_not_attempts(study, fmt):
     }
     want.pop("Total cost ($)")
     check_rows(tables_of(fmt, data)["totals"], want)
+
+
+def test_a_reruns_verdict_decides_a_level_its_attempt_left_unknown_and_is_cited(study):
+    """b2: the verifier says (P, P, P, F, U), a reviewer's override passes level 4. Its re-run says
+    (P, P, P, F, P): level 5 was unknown, so the re-run decides it; level 4 keeps the override in
+    the effective outcomes and the verifier's own fail in the verifier-alone ones."""
+    s, ids = study
+    rerun = _rerun(s.db, ids["b2"], 3, (P, P, P, F, P), 1800, 4.0)
+    report = build_report(s.db)
+    beta = next(m for m in report.migrations if m.slug == "beta")
+    b2 = next(a for a in beta.attempt_facts if a.id == ids["b2"])
+    assert b2.levels_from_reruns == ((5, rerun),)
+    assert (b2.ladder, b2.level, b2.level_automated) == ((P, P, P, P, P), 5, 3)
+    assert (beta.highest_level, beta.highest_level_automated) == (5, 3)
+    t = report.totals
+    assert (t.reruns.ids, t.reruns_confirming.n, t.reruns_changing.ids) == ((rerun,), 0, (rerun,))
+    assert t.decided_by_reruns.ids == (ids["b2"],) and t.attempts.n == 8
+    doc = json.loads(render(report, "json"))
+    _recompute_totals(doc)
+    attempts = {a["id"]: a for a in doc["attempts"]}
+    assert attempts[ids["b2"]]["levels_from_reruns"] == [[5, rerun]]
+    rows = csv_tables(render(report, "csv"))["attempts"]
+    b2_row = next(r for r in rows if r[1] == str(ids["b2"]))
+    assert b2_row[rows[0].index("levels_from_reruns")] == f"5:{rerun}"
+    md = md_tables(render(report, "md").decode())["Study totals"]
+    assert ["Attempts with a level decided by a re-run", "1", "6", "16.7%"] == md[[r[0] for r in md].index(
+        "Attempts with a level decided by a re-run")][:4]

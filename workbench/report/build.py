@@ -11,7 +11,7 @@ from collections import defaultdict
 from typing import Any
 
 from domain.errors import WorkbenchError
-from domain.ladder import effective_outcome, highest_level, over_claim
+from domain.ladder import LEVELS, effective_outcome, highest_level, over_claim
 from workbench.report.final import ACCEPTED, RULES, WHY_NONE, final_run
 from workbench.report.model import (
     AttemptFacts,
@@ -156,6 +156,7 @@ def _attempts(rows, migrations, prices, verdicts, measured, scrub):
     reference_of: dict[int, int] = {}
     migration_by_id = {m.id: m for m in migrations}
     last_steps, goal_values, rerun_of = measured
+    decided = _decide_by_reruns(verdicts, rerun_of)
     for row in rows:
         if row["source"] == "reference":
             reference_of[row["migration_id"]] = row["id"]  # rows come by seq: the last one wins
@@ -163,11 +164,33 @@ def _attempts(rows, migrations, prices, verdicts, measured, scrub):
         reference_last = last_steps.get(reference_of.get(row["migration_id"], -1))
         last = last_steps.get(row["id"])
         smoke = reference_last is not None and (last is None or last < reference_last)
+        measures = (last, smoke, goal_values.get(row["id"]), rerun_of.get(row["id"]), decided.get(row["id"], ()))
         facts_by_migration[row["migration_id"]].append(
             _attempt_facts(row, migration_by_id[row["migration_id"]], prices, verdicts,
-                           scrub, (chip_cost, price_of), (last, smoke, goal_values.get(row["id"]), rerun_of.get(row["id"])))
+                           scrub, (chip_cost, price_of), measures)
         )
     return facts_by_migration, reference_of
+
+
+def _decide_by_reruns(verdicts, rerun_of: dict[int, int]) -> dict[int, tuple[tuple[int, int], ...]]:
+    """A verified re-run's pass or fail decides each level that the verified attempt it re-ran
+    left unknown (or without a verdict), in the verifier's outcomes and the effective ones each on
+    their own (a reviewer's override is never replaced); the latest re-run wins. Returns attempt
+    id -> ((level, re-run id), ...) of the effective outcomes, for citing."""
+    cited: dict[int, dict[int, int]] = {}
+    for outcomes in verdicts:
+        decided: dict[int, dict[int, int]] = defaultdict(dict)
+        for rerun, original in sorted(rerun_of.items()):
+            if original not in outcomes or rerun not in outcomes:
+                continue
+            own, theirs = outcomes[original], outcomes[rerun]
+            for level in LEVELS:
+                open_level = level in decided[original] or own.get(level) in (None, "unknown")
+                if open_level and theirs.get(level) in ("pass", "fail"):
+                    own[level] = theirs[level]
+                    decided[original][level] = rerun
+        cited = decided
+    return {a: tuple(sorted(levels.items())) for a, levels in cited.items() if levels}
 
 
 def _human_records(human: dict[str, list[dict[str, Any]]], scrub: Scrub):
@@ -284,6 +307,7 @@ def _attempt_facts(row, migration, prices, verdicts, scrub, costs, measured) -> 
         untimed=wall is None,
         unpriced=dollars is None and price is None,
         rerun_of=measured[3],
+        levels_from_reruns=measured[4],
     )
 
 
@@ -297,6 +321,10 @@ def _migration_report(m, runs: list[AttemptFacts], reference_id: int | None, by_
     facts = [a for a in runs if not a.is_rerun]
     reruns = [a for a in runs if a.is_rerun]
     level_of = {a.id: a.level for a in facts}
+    deciders = {rerun for a in facts for _, rerun in a.levels_from_reruns}
+
+    def confirms(r: AttemptFacts) -> bool:
+        return r.level == level_of.get(r.rerun_of) and r.id not in deciders
     verified = [a for a in facts if a.verified]
     best = max(verified, key=lambda a: (a.level, -a.seq), default=None)
     best_auto = max((a.level_automated for a in verified), default=None)
@@ -353,8 +381,9 @@ def _migration_report(m, runs: list[AttemptFacts], reference_id: int | None, by_
         unpriced=_ids(runs, lambda a: a.unpriced),
         runs=_ids(runs),
         reruns=_ids(reruns),
-        reruns_confirming=_ids(reruns, lambda a: a.verified and a.level == level_of.get(a.rerun_of)),
-        reruns_changing=_ids(reruns, lambda a: a.verified and a.level != level_of.get(a.rerun_of)),
+        reruns_confirming=_ids(reruns, lambda a: a.verified and confirms(a)),
+        reruns_changing=_ids(reruns, lambda a: a.verified and not confirms(a)),
+        decided_by_reruns=_ids(facts, lambda a: bool(a.levels_from_reruns)),
         final_attempt_id=final.id if final else None,
         final_seq=final.seq if final else None,
         time_ratio=final.time_ratio if final else None,
@@ -444,6 +473,7 @@ def _totals(reports: list[MigrationReport]) -> Totals:
         reruns=union("reruns"),
         reruns_confirming=union("reruns_confirming"),
         reruns_changing=union("reruns_changing"),
+        decided_by_reruns=union("decided_by_reruns"),
     )
 
 

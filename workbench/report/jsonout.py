@@ -146,6 +146,7 @@ def report_dict(report: StudyReport) -> dict[str, Any]:
             "reruns": t.reruns.json(),
             "reruns_confirming": Rate(t.reruns_confirming, t.reruns).json(),
             "reruns_changing": Rate(t.reruns_changing, t.reruns).json(),
+            "decided_by_reruns": Rate(t.decided_by_reruns, t.verified).json(),
             "llm_cost_dollars": t.llm.dollars,
             "total_cost_dollars": t.total_cost,
             "sources": _sources(report),

@@ -147,6 +147,8 @@ class AttemptFacts:
     """No cost because its accelerator has no price in the study. Adds nothing to compute cost."""
     rerun_of: int | None = None
     """For a re-run (source `rerun`): the agent attempt it re-ran."""
+    levels_from_reruns: tuple[tuple[int, int], ...] = ()
+    """(level, re-run id) for each level a re-run decided because this attempt left it unknown."""
 
     @property
     def is_rerun(self) -> bool:
@@ -316,9 +318,12 @@ class MigrationReport:
     """Agent attempts and re-runs: what compute is summed over."""
     reruns: Count
     reruns_confirming: Count
-    """Verified re-runs that reached the same level as the attempt they re-ran."""
+    """Verified re-runs that reached the same level as the attempt they re-ran and decided none of
+    its levels."""
     reruns_changing: Count
-    """Verified re-runs that reached another level (the attempt verified) or any level (it was not)."""
+    """The other verified re-runs: another level, or a level of the attempt decided."""
+    decided_by_reruns: Count
+    """Agent attempts with a level that a re-run decided (AttemptFacts.levels_from_reruns)."""
     final_attempt_id: int | None
     final_seq: int | None
     time_ratio: float | None
@@ -386,6 +391,7 @@ class Totals:
     reruns: Count
     reruns_confirming: Count
     reruns_changing: Count
+    decided_by_reruns: Count
 
     @property
     def interventions_per_migration(self) -> float | None:

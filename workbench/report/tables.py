@@ -99,6 +99,7 @@ def totals_table(report: StudyReport) -> Table:
     plain("Re-runs (not counted as attempts)", n(t.reruns.n))
     rate("Re-runs that confirmed their attempt's level", Rate(t.reruns_confirming, t.reruns))
     rate("Re-runs that changed it", Rate(t.reruns_changing, t.reruns))
+    rate("Attempts with a level decided by a re-run", Rate(t.decided_by_reruns, t.verified))
     rate("Migrations with a final run", Rate(t.with_final_run, t.migrations))
     for why, count in t.without_final_run.items():
         if count.n:
@@ -245,14 +246,17 @@ def attempts_table(report: StudyReport) -> Table:
                 a.level_automated,
                 a.failed, a.silent, a.over_claim, a.failed_automated, a.silent_automated, a.over_claim_automated,
                 a.cause, a.wall_seconds, a.chip_hours, a.cost_dollars, a.time_ratio, a.cost_ratio,
-                a.last_step, a.smoke, a.goal_value, a.command, a.claim, a.failure_note,
+                a.last_step, a.smoke, a.goal_value, a.rerun_of,
+                ";".join(f"{level}:{rerun}" for level, rerun in a.levels_from_reruns),
+                a.command, a.claim, a.failure_note,
             ])
     return Table("attempts", "Attempts",
                  ["migration", "attempt_id", "seq", "source", "status", "exit_code", "expected_level",
                   "expected_source", "level",
                   "level_verifier", "failed", "silent", "over_claim", "failed_verifier", "silent_verifier",
                   "over_claim_verifier", "cause", "wall_seconds", "chip_hours", "cost_dollars", "time_ratio",
-                  "cost_ratio", "last_step", "smoke", "goal_value", "command", "claim", "failure_note"],
+                  "cost_ratio", "last_step", "smoke", "goal_value", "rerun_of", "levels_from_reruns", "command",
+                  "claim", "failure_note"],
                  raw_rows=rows)
 
 
