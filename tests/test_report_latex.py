@@ -80,3 +80,15 @@ def test_the_latex_export_compiles_without_errors_or_overfull_boxes(tmp_path):
         assert not re.search(r"^! ", log, re.M), (name, log[-3000:])
         assert not overfull(log), (name, overfull(log))
         assert (folder / "paper.pdf").stat().st_size > 5000
+
+
+def test_latex_escaping_is_linear_on_a_megabyte_line():
+    import time
+
+    from workbench.report.latex import esc_wrapping
+
+    for line in ("a" * 1_000_000, "a/" * 500_000, "ab " * 333_333, "\u00e9" * 1_000_000, "a" * 8 + " " * 999_992):
+        start = time.perf_counter()
+        out = esc_wrapping(line)
+        assert time.perf_counter() - start < 5.0, line[:12]
+        assert out.isascii()

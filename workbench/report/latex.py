@@ -43,7 +43,6 @@ _SYMBOLS["\u03bf"] = "o"
 _ACCENTS = {"\u0300": "`", "\u0301": "'", "\u0302": "^", "\u0303": "~", "\u0304": "=", "\u0306": "u",
             "\u0307": ".", "\u0308": '"', "\u030a": "r", "\u030b": "H", "\u030c": "v", "\u0327": "c",
             "\u0328": "k"}
-_SPECIAL = re.compile(r"[\\&%$#_{}~^<>|\"]|[^\x00-\x7f]")
 _LONG = re.compile(r"[^\s]{9,}")
 _BREAK = re.compile(r"(?<=[/._:=,;@-])(?=[^\s])|(?<=[^\x00-\x7f])(?=[^\s])")
 
@@ -62,9 +61,24 @@ def _char(c: str) -> str:
     return f"[U+{ord(c):04X}]"
 
 
+class _Table(dict[int, str]):
+    """`str.translate` table: ASCII filled in, other characters mapped on first sight."""
+
+    def __missing__(self, code: int) -> str:
+        self[code] = value = _char(chr(code))
+        return value
+
+
+_TABLE = _Table({code: _ASCII.get(chr(code), chr(code)) for code in range(128)})
+
+
+def _escape(text: str) -> str:
+    return text.translate(_TABLE)
+
+
 def esc(text: str) -> str:
     """Any text as plain-ASCII LaTeX, on one line."""
-    return _SPECIAL.sub(lambda m: _char(m.group()), " ".join(clean(text).split()))
+    return _escape(" ".join(clean(text).split()))
 
 
 def esc_wrapping(text: str) -> str:
@@ -72,8 +86,8 @@ def esc_wrapping(text: str) -> str:
     wraps in an X column instead of running past it."""
     text = " ".join(clean(text).split())
     text = _LONG.sub(lambda m: "\x00".join(m.group()[i:i + 8] for i in range(0, len(m.group()), 8)), text)
-    text = _BREAK.sub("\x00", text)
-    return r"\allowbreak{}".join(esc(part) for part in text.split("\x00"))
+    text = _BREAK.sub("\x00", text)  # clean() has made every NUL visible: \x00 marks breaks only
+    return _escape(text).replace("\x00", r"\allowbreak{}")
 
 
 def _header(text: str, align: str) -> str:
