@@ -659,8 +659,10 @@ def test_the_final_run_is_the_accepted_attempt_and_never_a_smoke_run(study):
     assert t["without_final_run"]["stopped"]["migration_ids"] == [ids["beta"]]
     assert t["without_final_run"]["in_progress"]["migration_ids"] == [ids["gamma"]]
     assert t["time_ratio"]["attempt_ids"] == [ids["a4"]] and t["cost_ratio"]["values"] == [0.9]
-    assert "Final run: the attempt named by the migration's latest accept decision" in render(
-        build_report(s.db), "md").decode()
+    md = render(build_report(s.db), "md").decode()
+    assert "Final run: the attempt named by the migration's latest accept decision" in md
+    assert "- alpha: Alpha to torch\\_xla, tpu-v5e x 4, accepted; final run: seq 4" in md
+    assert "- beta: Beta to torch\\_xla, tpu-v5e x 4, stopped; no final run (stopped)" in md
     # alpha accepts a5 instead: 10 steps of the reference's 20, a smoke run
     s.db["metric_point"].insert_all({"attempt_id": ids["a5"], "name": "loss", "step": n, "value": 1.0}
                                     for n in range(10))

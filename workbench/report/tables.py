@@ -309,4 +309,6 @@ def title_lines(report: StudyReport) -> list[str]:
 
 
 def migration_line(m: MigrationReport) -> str:
-    return f"{m.slug}: {m.title}, {m.target}, {m.status}"
+    final = (f"final run: seq {m.final_seq}" if m.final_seq is not None
+             else f"no final run ({WHY_NONE.get(m.final_why_none or '', 'none')})")
+    return f"{m.slug}: {m.title}, {m.target}, {m.status}; {final}"
