@@ -324,7 +324,8 @@ def _migration_report(m, runs: list[AttemptFacts], reference_id: int | None, by_
     deciders = {rerun for a in facts for _, rerun in a.levels_from_reruns}
 
     def confirms(r: AttemptFacts) -> bool:
-        return r.level == level_of.get(r.rerun_of) and r.id not in deciders
+        return r.rerun_of is not None and r.level == level_of.get(r.rerun_of) and r.id not in deciders
+
     verified = [a for a in facts if a.verified]
     best = max(verified, key=lambda a: (a.level, -a.seq), default=None)
     best_auto = max((a.level_automated for a in verified), default=None)
@@ -399,8 +400,8 @@ def _migration_report(m, runs: list[AttemptFacts], reference_id: int | None, by_
 def _goal_values(goal, metric: str, reference_id: int | None, final: AttemptFacts | None,
                  verified: list[AttemptFacts]) -> GoalValues:
     sign = 1.0 if goal.direction.value == "max" else -1.0
-    best = max((a for a in verified if a.goal_value is not None), key=lambda a: (sign * a.goal_value, -a.seq),
-               default=None)
+    valued = [(a.goal_value, a) for a in verified if a.goal_value is not None]
+    best = max(valued, key=lambda pair: (sign * pair[0], -pair[1].seq), default=(None, None))[1]
     return GoalValues(
         metric=metric, direction=goal.direction.value, reference=goal.reference, tolerance=goal.tolerance,
         reference_attempt_id=reference_id,
@@ -450,8 +451,8 @@ def _totals(reports: list[MigrationReport]) -> Totals:
         over_claims=Rate(union("over_claims"), union("judged_expectation")),
         over_claims_automated=Rate(union("over_claims_automated"), union("judged_expectation")),
         stated_expectation=Rate(union("stated_expectation"), attempts),
-        time_ratios=_spread([(r.final_attempt_id, r.time_ratio) for r in with_time]),
-        cost_ratios=_spread([(r.final_attempt_id, r.cost_ratio) for r in with_cost]),
+        time_ratios=_spread(with_time, "time_ratio"),
+        cost_ratios=_spread(with_cost, "cost_ratio"),
         with_final_run=_ids(finals, table="migration"),
         without_final_run={why: _ids(reports, lambda r, w=why: r.final_why_none == w, "migration")
                            for why in WHY_NONE},
@@ -477,8 +478,10 @@ def _totals(reports: list[MigrationReport]) -> Totals:
     )
 
 
-def _spread(values: list[tuple[int, float]]) -> Spread:
-    return Spread(tuple(values), "attempt", bootstrap_median([v for _, v in values]))
+def _spread(reports: list[MigrationReport], name: str) -> Spread:
+    """The final runs' `name` ratios (reports that have one), with the median's interval."""
+    values = tuple((r.final_attempt_id, getattr(r, name)) for r in reports if r.final_attempt_id is not None)
+    return Spread(values, "attempt", bootstrap_median([v for _, v in values]))
 
 
 def union_money(reports: list[MigrationReport], name: str) -> Count:

@@ -52,7 +52,8 @@ def _char(c: str) -> str:
         return _ASCII[c]
     if c in _SYMBOLS:
         return _SYMBOLS[c]
-    base, *marks = unicodedata.normalize("NFD", c)
+    decomposed = unicodedata.normalize("NFD", c)
+    base, marks = decomposed[0], decomposed[1:]
     if base.isascii() and marks and all(m in _ACCENTS for m in marks):
         out = {"i": r"\i{}", "j": r"\j{}"}.get(base, base)
         for mark in marks:
