@@ -289,8 +289,8 @@ def _attempt_facts(row, migration, prices, verdicts, scrub, costs, measured) -> 
         failed_automated=failed_auto,
         silent=failed_eff and no_error,
         silent_automated=failed_auto and no_error,
-        over_claim=bool(over_claim(expected, level_eff, verified=verified)),
-        over_claim_automated=bool(over_claim(expected, level_auto, verified=verified)),
+        over_claim=bool(over_claim(expected, level_eff or 0, verified=verified)),  # unverified: None, unread
+        over_claim_automated=bool(over_claim(expected, level_auto or 0, verified=verified)),
         passes_level1=verified and eff.get(1) == "pass",
         failure_id=row["failure_id"],
         cause=row["failure_cause"],
@@ -328,7 +328,7 @@ def _migration_report(m, runs: list[AttemptFacts], reference_id: int | None, by_
 
     verified = [a for a in facts if a.verified]
     best = max(verified, key=lambda a: (a.level, -a.seq), default=None)
-    best_auto = max((a.level_automated for a in verified), default=None)
+    best_auto = max((a.level_automated or 0 for a in verified), default=None)  # verified: never None
     decisions = list(by_migration["decision"].get(m.id, []))
     chosen = final_run(rule, m.status.value, decisions, facts)
     final = chosen.attempt
@@ -360,7 +360,7 @@ def _migration_report(m, runs: list[AttemptFacts], reference_id: int | None, by_
         highest_level=best.level if best else None,
         highest_level_automated=best_auto,
         highest_attempt_id=best.id if best else None,
-        goal_met=best is not None and best.level >= GOAL_LEVEL,
+        goal_met=best is not None and (best.level or 0) >= GOAL_LEVEL,
         goal_met_automated=best_auto is not None and best_auto >= GOAL_LEVEL,
         interventions=_ids(interventions, table="intervention"),
         intervention_minutes=minutes,
