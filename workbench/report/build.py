@@ -12,7 +12,7 @@ from typing import Any
 
 from domain.errors import WorkbenchError
 from domain.ladder import LEVELS, effective_outcome, highest_level, over_claim
-from workbench.report.final import ACCEPTED, RULES, WHY_NONE, final_run
+from workbench.report.final import ACCEPTED, RULES, WHY_NONE, final_run, is_smoke
 from workbench.report.model import (
     AttemptFacts,
     BudgetChangeRow,
@@ -163,8 +163,7 @@ def _attempts(rows, migrations, prices, verdicts, measured, scrub):
             continue
         reference_last = last_steps.get(reference_of.get(row["migration_id"], -1))
         last = last_steps.get(row["id"])
-        smoke = reference_last is not None and (last is None or last < reference_last)
-        measures = (last, smoke, goal_values.get(row["id"]), rerun_of.get(row["id"]), decided.get(row["id"], ()))
+        measures = (last, is_smoke(last, reference_last), goal_values.get(row["id"]), rerun_of.get(row["id"]), decided.get(row["id"], ()))
         facts_by_migration[row["migration_id"]].append(
             _attempt_facts(row, migration_by_id[row["migration_id"]], prices, verdicts,
                            scrub, (chip_cost, price_of), measures)

@@ -40,12 +40,13 @@ class FinalRun:
     """A `WHY_NONE` code when there is no final run."""
 
 
-def is_smoke(attempt: AttemptFacts, reference_last_step: int | None) -> bool:
-    """A run that did not cover the reference run's steps; with no step recorded while the
-    reference has some, its coverage is not shown and it counts as a smoke run too."""
+def is_smoke(last_step: int | None, reference_last_step: int | None) -> bool:
+    """A run whose last recorded step is short of the reference run's: it did not cover the
+    reference's steps. With no step recorded while the reference has some, its coverage is not
+    shown and it counts as a smoke run too; without a reference step nothing is a smoke run."""
     if reference_last_step is None:
         return False
-    return attempt.last_step is None or attempt.last_step < reference_last_step
+    return last_step is None or last_step < reference_last_step
 
 
 def final_run(rule: str, status: str, decisions: Sequence[DecisionRow],

@@ -334,7 +334,7 @@ class MigrationReport:
     final_why_none: str | None = None
     """Why it has no final run (a code of workbench.report.final.WHY_NONE); None when it has one."""
     attempt_facts: list[AttemptFacts] = field(default_factory=list)
-    """Its attempts (not the reference runs), by seq."""
+    """Its attempts and re-runs (not the reference runs), by seq."""
     loss: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
     """`reference` and `final` loss series, where they exist."""
 
