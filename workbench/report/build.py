@@ -319,12 +319,6 @@ def _migration_report(m, runs: list[AttemptFacts], reference_id: int | None, by_
     """Outcome counts over the agent's attempts; compute over its attempts and the re-runs."""
     facts = [a for a in runs if not a.is_rerun]
     reruns = [a for a in runs if a.is_rerun]
-    level_of = {a.id: a.level for a in facts}
-    deciders = {rerun for a in facts for _, rerun in a.levels_from_reruns}
-
-    def confirms(r: AttemptFacts) -> bool:
-        return r.rerun_of is not None and r.level == level_of.get(r.rerun_of) and r.id not in deciders
-
     verified = [a for a in facts if a.verified]
     best = max(verified, key=lambda a: (a.level, -a.seq), default=None)
     best_auto = max((a.level_automated or 0 for a in verified), default=None)  # verified: never None
@@ -381,8 +375,8 @@ def _migration_report(m, runs: list[AttemptFacts], reference_id: int | None, by_
         unpriced=_ids(runs, lambda a: a.unpriced),
         runs=_ids(runs),
         reruns=_ids(reruns),
-        reruns_confirming=_ids(reruns, lambda a: a.verified and confirms(a)),
-        reruns_changing=_ids(reruns, lambda a: a.verified and not confirms(a)),
+        reruns_confirming=_ids(reruns, lambda a: a.verified and _confirms(a, facts)),
+        reruns_changing=_ids(reruns, lambda a: a.verified and not _confirms(a, facts)),
         decided_by_reruns=_ids(facts, lambda a: bool(a.levels_from_reruns)),
         final_attempt_id=final.id if final else None,
         final_seq=final.seq if final else None,
@@ -394,6 +388,13 @@ def _migration_report(m, runs: list[AttemptFacts], reference_id: int | None, by_
         final_why_none=chosen.why_none,
         attempt_facts=runs,
     )
+
+
+def _confirms(rerun: AttemptFacts, facts: list[AttemptFacts]) -> bool:
+    """The re-run reached the level of the attempt it re-ran and decided none of its levels."""
+    original = next((a for a in facts if a.id == rerun.rerun_of), None)
+    return (original is not None and rerun.level == original.level
+            and all(r != rerun.id for _, r in original.levels_from_reruns))
 
 
 def _goal_values(goal, metric: str, reference_id: int | None, final: AttemptFacts | None,
