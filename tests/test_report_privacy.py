@@ -36,7 +36,8 @@ def study(tmp_path: Path):
         "accelerator": "tpu-v5e", "chips": 4, "runtime": "torch_xla", "goal_metric": "eval_accuracy",
         "goal_reference": 0.9, "goal_direction": "max", "goal_tolerance": 0.01, "status": "accepted"}).last_pk
     _attempt(db, m, 0, "09:00", "09:30", source="reference")
-    a1 = _attempt(db, m, 1, "10:00", "10:30", expected=2, argv=("python", "/home/bcarter/train.py", "--user=Ben"),
+    a1 = _attempt(db, m, 1, "10:00", "10:30", expected=2,
+                  argv=("python", "/home/bcarter/train.py", "--user=Ben", "--out=runs/ben_v2/ANA-notes.txt"),
                   claim="Ana\u2019s fix works; ask ben.carter@uni.example or x.y@corp.example")
     _verify(db, a1, (P, P, U, U, U), wall=1800, cost=4.0, time_ratio=0.5, cost_ratio=0.5)
     records.add_verdict_override(db, verdict_id=_verdict_id(db, a1, 3), outcome=Outcome.PASS,
@@ -76,6 +77,7 @@ def test_the_same_person_gets_the_same_pseudonym_everywhere(study):
     claim = doc["attempts"][0]["claim"]
     assert claim == f"{ana}\u2019s fix works; ask {ben} or [email]"
     assert f"/home/{ben}/train.py" in doc["attempts"][0]["command"] and f"--user={ben}" in doc["attempts"][0]["command"]
+    assert f"--out=runs/{ben}_v2/{ana}-notes.txt" in doc["attempts"][0]["command"]
     assert doc["study"]["title"] == f"Study of {ben}'s team"
     md = md_tables(render(report, "md").decode())
     assert md["Verdict overrides"][1][6] == ben  # the same name in another format

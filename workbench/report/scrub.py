@@ -2,8 +2,9 @@
 
 With `--pseudonymise`, each reviewer becomes `Reviewer N` wherever they appear: their name as
 recorded, each word of it, the usual logins made from it (`bcarter`, `ben.carter`), their
-e-mail address and its local part, in any case and with possessives ("BEN's" becomes
-"Reviewer 1's"). Any other e-mail address becomes `[email]`. Patterns are linear-time on a
+e-mail address and its local part, in any case, with possessives ("BEN's" becomes
+"Reviewer 1's") and inside file names (`runs/ben_v2.log`). Any other e-mail address becomes
+`[email]`. Patterns are linear-time on a
 1 MB line (tests/test_report_privacy.py measures it).
 """
 
@@ -93,7 +94,8 @@ class Scrub:
         if self.pseudonyms:
             if self._pattern is None:
                 alternatives = sorted(self.pseudonyms, key=len, reverse=True)
-                self._pattern = re.compile(r"(?<!\w)(?:" + "|".join(map(re.escape, alternatives)) + r")(?!\w)",
-                                           re.IGNORECASE)
+                # Bounded by anything but a letter or digit: "_" too, so file names like ben_v2.log match.
+                self._pattern = re.compile(r"(?<![^\W_])(?:" + "|".join(map(re.escape, alternatives))
+                                           + r")(?![^\W_])", re.IGNORECASE)
             out = self._pattern.sub(lambda m: self.pseudonyms[m.group().lower()], out)
         return out
