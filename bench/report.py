@@ -48,8 +48,8 @@ def generate(path: Path, attempts: int, migrations: int) -> None:
             conn.execute(
                 "INSERT INTO migration (id, slug, title, repo, base_commit, accelerator, chips, runtime, goal_metric,"
                 " goal_reference, goal_direction, goal_tolerance, status) VALUES (?, ?, ?, 'repo', 'c0', 'tpu-v5e', 4,"
-                " 'torch_xla', 'eval_accuracy', 0.9, 'max', 0.01, 'in_progress')",
-                [m, f"project-{m:03d}", f"Project {m} to torch_xla"])
+                " 'torch_xla', 'eval_accuracy', 0.9, 'max', 0.01, ?)",
+                [m, f"project-{m:03d}", f"Project {m} to torch_xla", "accepted" if m % 2 else "in_progress"])
             attempt_rows, verification_rows, verdict_rows, failure_rows, points = [], [], [], [], []
             attempt_id += 1
             reference = attempt_id
@@ -94,8 +94,10 @@ def generate(path: Path, attempts: int, migrations: int) -> None:
                 conn.execute("INSERT INTO intervention (migration_id, kind, minutes, note, reviewer, at)"
                              " VALUES (?, ?, ?, 'n', 'ana', '2026-11-02')",
                              [m, ["fix_environment", "hint", "fix_code"][k], 10.0 * (k + 1)])
-            conn.execute("INSERT INTO decision (migration_id, kind, reason, figures, reviewer, at)"
-                         " VALUES (?, 'continue', 'keep going', '{}', 'bob', '2026-11-02')", [m])
+            # half the migrations accepted on their last attempt: final runs for the ratio intervals
+            conn.execute("INSERT INTO decision (migration_id, kind, reason, figures, reviewer, at, attempt_id)"
+                         " VALUES (?, ?, 'keep going', '{}', 'bob', '2026-11-02', ?)",
+                         [m, "accept" if m % 2 else "continue", attempt_id])
             conn.execute("INSERT INTO review_session (reviewer, migration_id, started_at, active_seconds)"
                          " VALUES ('ana', ?, '2026-11-02', 1800)", [m])
             conn.execute("INSERT INTO verdict_override (verdict_id, outcome, justification, reviewer, at)"

@@ -21,7 +21,10 @@ from domain.text import clean
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Write to this file instead of standard output.")
 @click.option("--pseudonymise", is_flag=True, help="Replace reviewer names with Reviewer 1, 2, ...")
-def report(db: Path, slugs: tuple[str, ...], fmt: str, output: Path | None, pseudonymise: bool) -> None:
+@click.option("--final", type=click.Choice(["accepted", "last-passing"]), default="accepted", show_default=True,
+              help="Final run: the accepted attempt, or the last verified one that passed level 1.")
+def report(db: Path, slugs: tuple[str, ...], fmt: str, output: Path | None, pseudonymise: bool,
+           final: str) -> None:
     """Export the study's counted outcomes, human effort and costs (see docs/report.md).
 
     API keys and tokens in commands, claims, notes and reasons are redacted in every format.
@@ -29,7 +32,7 @@ def report(db: Path, slugs: tuple[str, ...], fmt: str, output: Path | None, pseu
     from workbench.report import build_report, render
 
     with study_at(db) as study:
-        data = render(build_report(study.db, list(slugs), pseudonymise=pseudonymise), fmt)
+        data = render(build_report(study.db, list(slugs), pseudonymise=pseudonymise, final=final), fmt)
     if output is not None:
         try:
             output.write_bytes(data)

@@ -6,7 +6,7 @@ SQL for counts over a whole study, and tests/test_ladder_rules.py checks that bo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 LEVELS = (1, 2, 3, 4, 5)
 
@@ -27,3 +27,9 @@ def over_claim(expected: int | None, level: int, *, verified: bool = True) -> bo
     if expected is None or not verified:
         return None
     return expected > level
+
+
+def effective_outcome(automated: str, overrides: Sequence[str] = ()) -> str:
+    """A verdict's outcome as every count uses it: the latest override (`overrides` oldest
+    first) wins over the verifier's; storage's EFFECTIVE_VERDICTS says the same in SQL."""
+    return overrides[-1] if overrides else automated

@@ -74,9 +74,13 @@ def _verdict_id(db, attempt_id: int, level: int) -> int:
                       [attempt_id, level]).fetchone()[0]
 
 
+STATUS = {"alpha": "accepted", "beta": "stopped", "gamma": "in_progress"}
+
+
 def build_study(path: Path):
-    """Three migrations: alpha (5 attempts, reaches level 5), beta (2 attempts, an override lifts
-    its goal verdict), gamma (one unverified attempt, no reference). Returns (study, ids)."""
+    """Three migrations: alpha (5 attempts, reaches level 5, accepted on its 4th), beta (2 attempts,
+    an override lifts its goal verdict, stopped), gamma (one unverified attempt, no reference, in
+    progress). Returns (study, ids)."""
     study = open_study(path, create=True)
     db = study.db
     with db.atomic():
@@ -87,7 +91,7 @@ def build_study(path: Path):
             mids[slug] = db["migration"].insert({
                 "slug": slug, "title": f"{slug.title()} to torch_xla", "repo": "repo", "base_commit": "c0",
                 "accelerator": "tpu-v5e", "chips": 4, "runtime": "torch_xla", "goal_metric": "eval_accuracy",
-                "goal_reference": 0.9, "goal_direction": "max", "goal_tolerance": 0.01, "status": "in_progress",
+                "goal_reference": 0.9, "goal_direction": "max", "goal_tolerance": 0.01, "status": STATUS[slug],
             }).last_pk
         a, b, g = mids["alpha"], mids["beta"], mids["gamma"]
         ids: dict[str, int] = {}
@@ -107,6 +111,9 @@ def build_study(path: Path):
         for name, start in (("ref_a", 0.0), ("ref_b", 0.1), ("a4", 0.05)):
             db["metric_point"].insert_all({"attempt_id": ids[name], "name": "loss", "step": s,
                                            "value": 2.0 / (s + 1) + start} for s in range(20))
+        for name, step, value in (("a2", 5, 0.5), ("a3", 19, 0.91), ("a4", 10, 0.8), ("a4", 19, 0.905)):
+            db["metric_point"].insert({"attempt_id": ids[name], "name": "eval_accuracy", "step": step,
+                                       "value": value})
         _verify(db, ids["a1"], (F, U, U, U, U), cause="crash", wall=360, cost=0.8)
         _verify(db, ids["a2"], (P, F, P, F, U), cause="numerical_mismatch", silent=True, wall=1800, cost=4.0,
                 time_ratio=1.0, cost_ratio=2.0)
@@ -139,8 +146,9 @@ def build_study(path: Path):
     ids.update(i1=i1, i2=i2, i3=i3, i4=i4)
     from domain.models import DecisionKind
 
-    ids["d1"] = records.add_decision(db, migration_id=a, kind=DecisionKind.ACCEPT, reason="level 5 reached",
-                                     figures={}, reviewer="ana")
+    ids["d1"] = db["decision"].insert({"migration_id": a, "kind": "accept", "reason": "level 5 reached",
+                                       "figures": "{}", "reviewer": "ana", "at": "2026-11-02T10:00:00Z",
+                                       "attempt_id": ids["a4"]}).last_pk
     ids["d2"] = records.add_decision(db, migration_id=b, kind=DecisionKind.CONTINUE, reason="one more try",
                                      figures={}, reviewer="bob")
     ids["d3"] = records.add_decision(db, migration_id=b, kind=DecisionKind.STOP,
@@ -172,9 +180,39 @@ def has_llm(db) -> bool:
 
 # ----------------------------------------------------------------------------- expected numbers
 
-def expected_totals(llm: bool) -> dict[str, tuple]:
-    """Measure -> (value, of, percent), as worked out by hand from the rows above."""
-    return {
+def expected_totals(llm: bool, final: str = "last-passing") -> dict[str, tuple]:
+    """Measure -> (value, of, percent), as worked out by hand from the rows above, under the
+    final-run rule `final` (docs/report.md)."""
+    if final == "accepted":  # alpha's accepted a4 is the only final run: beta stopped, gamma in progress
+        finals = {
+            "Migrations with a final run": (1, 3, 33.3),
+            "Migrations without a final run: stopped": (1, 3, 33.3),
+            "Migrations without a final run: in progress": (1, 3, 33.3),
+            "Time ratio of final runs, median": (0.5, None, None),
+            "Time ratio of final runs, min": (0.5, None, None),
+            "Time ratio of final runs, max": (0.5, None, None),
+            "Cost ratio of final runs, median": (0.9, None, None),
+            "Cost ratio of final runs, min": (0.9, None, None),
+            "Cost ratio of final runs, max": (0.9, None, None),
+            "Migrations that ended faster": (1, 1, 100.0),
+            "Migrations that ended cheaper": (1, 1, 100.0),
+            "Migrations that ended faster and cheaper": (1, 1, 100.0),
+        }
+    else:  # the last verified attempt passing level 1: alpha's a4, beta's b2
+        finals = {
+            "Migrations with a final run": (2, 3, 66.7),
+            "Migrations without a final run: no verified attempt passed level 1": (1, 3, 33.3),
+            "Time ratio of final runs, median": (0.85, None, None),
+            "Time ratio of final runs, min": (0.5, None, None),
+            "Time ratio of final runs, max": (1.2, None, None),
+            "Cost ratio of final runs, median": (0.8, None, None),
+            "Cost ratio of final runs, min": (0.7, None, None),
+            "Cost ratio of final runs, max": (0.9, None, None),
+            "Migrations that ended faster": (1, 2, 50.0),
+            "Migrations that ended cheaper": (2, 2, 100.0),
+            "Migrations that ended faster and cheaper": (1, 2, 50.0),
+        }
+    return finals | {
         "Migrations": (3, None, None),
         "Projects meeting the goal (level 4)": (2, 3, 66.7),
         "Projects meeting the goal, verifier alone": (1, 3, 33.3),
@@ -189,23 +227,15 @@ def expected_totals(llm: bool) -> dict[str, tuple]:
         "Attempts stating an expected level": (6, 8, 75.0),
         "Attempts below the agent's expected level (over-claims)": (3, 5, 60.0),
         "Over-claims, verifier alone": (4, 5, 80.0),
-        "Migrations with a final run": (2, 3, 66.7),
-        "Time ratio of final runs, median": (0.85, None, None),
-        "Time ratio of final runs, min": (0.5, None, None),
-        "Time ratio of final runs, max": (1.2, None, None),
-        "Cost ratio of final runs, median": (0.8, None, None),
-        "Cost ratio of final runs, min": (0.7, None, None),
-        "Cost ratio of final runs, max": (0.9, None, None),
-        "Migrations that ended faster": (1, 2, 50.0),
-        "Migrations that ended cheaper": (2, 2, 100.0),
-        "Migrations that ended faster and cheaper": (1, 2, 50.0),
         "Intervention minutes": (105.0, None, None),
         "Review hours": (2.0, None, None),
         "Staff hours": (3.75, None, None),
         "Staff cost ($)": (375.0, None, None),
-        "Wall hours of attempts": (3.37, None, None),
-        "Chip-hours of attempts": (13.47, None, None),
+        "Wall hours of attempts and re-runs": (3.37, None, None),
+        "Chip-hours of attempts and re-runs": (13.47, None, None),
         "Compute cost ($)": (26.93, None, None),
+        "Attempts and re-runs without times (no wall time, no cost)": (0, 8, 0.0),
+        "Attempts and re-runs on an unpriced accelerator (no cost)": (0, 8, 0.0),
         "LLM cost ($)": (2.5 if llm else 0.0, None, None),
         "Total cost ($)": (26.93 + 375.0 + (2.5 if llm else 0.0), None, None),
     }
@@ -216,6 +246,14 @@ OUTCOMES = {  # attempts, failed, silent, over-claims, expectations, highest, go
     "beta": (2, 1, 1, 1, 2, 4, "yes", 2, 1.2, 0.7),
     "gamma": (1, 0, 0, 0, 0, None, None, None, None, None),
 }
+"""Under --final last-passing; under the accepted rule beta (stopped) has no final run."""
+OUTCOMES_ACCEPTED = OUTCOMES | {"beta": (2, 1, 1, 1, 2, 4, "yes", None, None, None)}
+GOALS = {  # metric, better, reference, tolerance, final seq, its value, best verified seq, its value
+    "alpha": ("eval_accuracy", "max", 0.9, 0.01, 4, 0.905, 3, 0.91),  # a4's last step; a3 beats it
+    "beta": ("eval_accuracy", "max", 0.9, 0.01, None, None, None, None),
+    "gamma": ("eval_accuracy", "max", 0.9, 0.01, None, None, None, None),
+}
+"""Under the accepted rule; under --final last-passing beta's final run is b2 (no value)."""
 VERIFIER_ALONE = {  # failed, silent, over-claims, highest, goal met, overrides
     "alpha": (3, 2, 2, 5, "yes", 0),
     "beta": (2, 2, 2, 3, "no", 1),
@@ -324,8 +362,8 @@ def latex_tables(text: str) -> dict[str, list[list[str]]]:
                 continue
             line = line.removesuffix(r"\\").strip()
             cells = [c.strip() for c in re.split(r"(?<!\\)&", line)]
-            cells = [c.replace(r"\_", "_").replace(r"\%", "%").replace(r"\$", "$").replace("--", "–")
-                     for c in cells]
+            cells = [c.replace(r"\allowbreak{}", "").replace(r"\_", "_").replace(r"\%", "%").replace(r"\$", "$")
+                     .replace("--", "–") for c in cells]
             rows.append(cells)
         tables[name] = rows
     return tables
@@ -339,7 +377,7 @@ def csv_tables(data: bytes) -> dict[str, list[list[str]]]:
 
 TITLES = {"Study totals": "totals", "Outcomes per migration": "outcomes",
           "Outcomes per migration, verifier alone (before overrides)": "verifier_alone",
-          "Human effort and cost per migration": "effort_and_cost", "Interventions by kind": "interventions_by_kind",
+          "Human effort and cost per migration": "effort_and_cost", "Goal per migration": "goals", "Interventions by kind": "interventions_by_kind",
           "Decisions and their reasons": "decisions", "Verdict overrides": "overrides"}
 
 
@@ -366,13 +404,18 @@ def check_rows(rows: list[list[str]], expected: dict, key_columns: int = 1) -> N
 
 # ----------------------------------------------------------------------------- tests
 
+@pytest.mark.parametrize("final", ["accepted", "last-passing"])
 @pytest.mark.parametrize("fmt", ["md", "html", "latex", "csv"])
-def test_every_count_and_rate_in_every_table_format(study, fmt):
+def test_every_count_and_rate_in_every_table_format(study, fmt, final):
     s, ids = study
-    data = render(build_report(s.db), fmt)
+    data = render(build_report(s.db, final=final), fmt)
     tables = tables_of(fmt, data)
-    check_rows(tables["totals"], expected_totals(has_llm(s.db)))
-    check_rows(tables["outcomes"], OUTCOMES)
+    check_rows(tables["totals"], expected_totals(has_llm(s.db), final))
+    failed = next(r for r in tables["totals"] if r[0] == "Attempts failed")  # 4 of 6
+    assert failed[4].replace("--", "–").replace(r"\%", "%") in ("30.0%–90.3%", "30.0-90.3")
+    check_rows(tables["outcomes"], OUTCOMES_ACCEPTED if final == "accepted" else OUTCOMES)
+    check_rows(tables["goals"], GOALS if final == "accepted" else GOALS | {
+        "beta": ("eval_accuracy", "max", 0.9, 0.01, 2, None, None, None)})
     check_rows(tables["verifier_alone"], VERIFIER_ALONE)
     check_rows(tables["effort_and_cost"], expected_effort(has_llm(s.db)))
     check_rows(tables["interventions_by_kind"], KINDS, key_columns=2)
@@ -387,7 +430,8 @@ def test_every_count_and_rate_in_every_table_format(study, fmt):
 
 def test_json_carries_every_count_with_the_ids_behind_it(study):
     s, ids = study
-    doc = json.loads(render(build_report(s.db), "json"))
+    doc = json.loads(render(build_report(s.db, final="last-passing"), "json"))
+    assert doc["final_rule"] == "last-passing"
     t = doc["totals"]
     want = expected_totals(has_llm(s.db))
     pairs = {"goal_met": "Projects meeting the goal (level 4)", "failed": "Attempts failed",
@@ -422,7 +466,13 @@ def test_json_carries_every_count_with_the_ids_behind_it(study):
     assert m["alpha"]["interventions"]["by_kind"]["hint"] == {"n": 1, "intervention_ids": [ids["i3"]],
                                                                "minutes": 15.0}
     assert m["alpha"]["final_run"] == {"attempt_id": ids["a4"], "seq": 4, "time_ratio": 0.5, "cost_ratio": 0.9,
-                                       "faster": True, "cheaper": True}
+                                       "faster": True, "cheaper": True, "why_none": None}
+    assert m["gamma"]["final_run"]["why_none"] == "not_passing"
+    assert m["alpha"]["goal"] == {"metric": "eval_accuracy", "direction": "max", "reference_value": 0.9,
+                                  "tolerance": 0.01, "reference_attempt_id": ids["ref_a"], "final_value": 0.905,
+                                  "final_attempt_id": ids["a4"], "best_verified_value": 0.91,
+                                  "best_verified_attempt_id": ids["a3"]}
+    assert m["beta"]["goal"]["final_attempt_id"] == ids["b2"] and m["beta"]["goal"]["final_value"] is None
     assert m["beta"]["highest_level"] == 4 and m["beta"]["highest_level_verifier"] == 3
     assert m["beta"]["highest_level_attempt_id"] == ids["b2"]
     assert m["gamma"]["highest_level"] is None and m["gamma"]["goal_met"] is False
@@ -564,6 +614,8 @@ def test_cli_writes_each_format(study, tmp_path):
         assert out.stat().st_size > 200
     result = runner.invoke(main, ["report", str(s.path), "--format", "json"])
     assert result.exit_code == 0 and json.loads(result.stdout_bytes)["totals"]["attempts"]["n"] == 8
+    result = runner.invoke(main, ["report", str(s.path), "--format", "json", "--final", "last-passing"])
+    assert result.exit_code == 0 and json.loads(result.stdout_bytes)["final_rule"] == "last-passing"
     result = runner.invoke(main, ["report", str(s.path), "--migration", "nope"])
     assert result.exit_code == 2 and "no migration 'nope'" in result.output
 
@@ -578,3 +630,278 @@ def test_an_empty_study_reports_without_dividing_by_zero(tmp_path):
         assert report.totals.failed.percent is None and report.totals.interventions_per_migration is None
     finally:
         study.close()
+
+
+def test_the_latest_override_wins_once_in_python():
+    from domain.ladder import effective_outcome
+
+    assert effective_outcome("fail") == "fail"
+    assert effective_outcome("fail", ["pass"]) == "pass"
+    assert effective_outcome("pass", ["fail", "pass", "unknown"]) == "unknown"
+
+
+def test_the_report_holds_no_sql_of_its_own():
+    folder = Path(__file__).resolve().parent.parent / "workbench" / "report"
+    for path in folder.glob("*.py"):
+        assert not re.search(r"\b(SELECT|INSERT|UPDATE|DELETE)\s", path.read_text()), path.name
+
+
+def test_the_final_run_is_the_accepted_attempt_and_never_a_smoke_run(study):
+    """docs/report.md, "Final run": stopped and in-progress migrations have none; an accepted
+    attempt that stopped short of the reference run's last step is a smoke run, never final."""
+    s, ids = study
+    doc = json.loads(render(build_report(s.db), "json"))
+    t, m = doc["totals"], {x["slug"]: x for x in doc["migrations"]}
+    assert doc["final_rule"] == "accepted"
+    assert m["alpha"]["final_run"]["attempt_id"] == ids["a4"]
+    assert (m["beta"]["final_run"]["attempt_id"], m["beta"]["final_run"]["why_none"]) == (None, "stopped")
+    assert m["gamma"]["final_run"]["why_none"] == "in_progress"
+    assert t["without_final_run"]["stopped"]["migration_ids"] == [ids["beta"]]
+    assert t["without_final_run"]["in_progress"]["migration_ids"] == [ids["gamma"]]
+    assert t["time_ratio"]["attempt_ids"] == [ids["a4"]] and t["cost_ratio"]["values"] == [0.9]
+    md = render(build_report(s.db), "md").decode()
+    assert "Final run: the attempt named by the migration's latest accept decision" in md
+    assert "- alpha: Alpha to torch\\_xla, tpu-v5e x 4, accepted; final run: seq 4" in md
+    assert "- beta: Beta to torch\\_xla, tpu-v5e x 4, stopped; no final run (stopped)" in md
+    # alpha accepts a5 instead: 10 steps of the reference's 20, a smoke run
+    s.db["metric_point"].insert_all({"attempt_id": ids["a5"], "name": "loss", "step": n, "value": 1.0}
+                                    for n in range(10))
+    s.db["decision"].insert({"migration_id": ids["alpha"], "kind": "accept", "reason": "smoke looks fine",
+                             "figures": "{}", "reviewer": "ana", "at": "2026-11-03T10:00:00Z",
+                             "attempt_id": ids["a5"]})
+    report = build_report(s.db)
+    alpha = report.migrations[0]
+    assert (alpha.final_attempt_id, alpha.final_why_none) == (None, "smoke")
+    assert [a.smoke for a in alpha.attempt_facts] == [True, True, False, False, True]
+    assert report.totals.time_ratios.n == 0 and report.totals.without_final_run["smoke"].ids == (ids["alpha"],)
+    md = md_tables(render(report, "md").decode())["Study totals"]
+    assert ["Migrations without a final run: accepted a smoke run", "1", "3", "33.3%", "6.1%–79.2%"] in md
+    with pytest.raises(Exception, match="unknown final-run rule"):
+        build_report(s.db, final="best")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_untimed_and_unpriced_attempts_are_counted_with_their_ids(study, fmt):
+    """docs/report.md, "Unpriced": they add nothing to compute cost, and every format says how many."""
+    s, ids = study
+    g = ids["gamma"]
+    row = {"migration_id": g, "source": "agent", "argv": "[]", "status": "ok", "exit_code": 0,
+           "intended_count": 4}
+    untimed = s.db["attempt"].insert({**row, "seq": 2, "commit_sha": "u", "intended_kind": "tpu-v5e"}).last_pk
+    unpriced = s.db["attempt"].insert({**row, "seq": 3, "commit_sha": "p", "intended_kind": "a100",
+                                       "started_at": "2026-11-01T10:00:00Z",
+                                       "ended_at": "2026-11-01T11:00:00Z"}).last_pk
+    report = build_report(s.db)
+    data = render(report, fmt)
+    want = {"Attempts and re-runs without times (no wall time, no cost)": (1, 10, 10.0),
+            "Attempts and re-runs on an unpriced accelerator (no cost)": (1, 10, 10.0),
+            "Compute cost ($)": (26.93, None, None),  # neither adds a cent
+            "Wall hours of attempts and re-runs": (3.37 + 1.0, None, None)}  # the unpriced one has a time
+    if fmt == "json":
+        t = json.loads(data)["totals"]
+        assert t["untimed"]["attempt_ids"] == [untimed] and t["untimed"]["n"] == 1
+        assert t["unpriced"]["attempt_ids"] == [unpriced]
+        assert t["compute_cost_dollars"] == pytest.approx(26.9333, abs=1e-3)
+    else:
+        check_rows(tables_of(fmt, data)["totals"], want)
+
+
+def _wilson_by_hand(k: int, n: int) -> list[float] | None:
+    """Wilson (1927), written out again here: centre and half-width over 1 + z^2/n."""
+    if not n:
+        return None
+    z = 1.959963984540054
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5
+    return [round(100 * max(0.0, centre - half), 1), round(100 * min(1.0, centre + half), 1)]
+
+
+def _bootstrap_by_hand(values: list[float], resamples: int, seed: int, percentiles: list[float]):
+    import random
+    import statistics
+
+    if not values:
+        return None
+    if len(values) == 1:
+        return [values[0], values[0]]
+    rng = random.Random(seed)
+    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(resamples))
+    cuts = statistics.quantiles(medians, n=40, method="inclusive")
+    assert percentiles == [2.5, 97.5]
+    return [cuts[0], cuts[-1]]
+
+
+def test_intervals_against_values_worked_by_hand():
+    from workbench.report.stats import bootstrap_median, wilson
+
+    # 3 of 4: p = .75, z^2 = 3.8415; centre = (.75 + .4802) / 1.9604 = .6275, half = .3269
+    assert wilson(3, 4) == pytest.approx((0.3006, 0.9544), abs=1e-4)
+    assert wilson(0, 8) == pytest.approx((0.0, 0.3244), abs=1e-4) and wilson(0, 0) is None
+    assert wilson(5, 5)[1] == 1.0
+    assert bootstrap_median([0.7]) == (0.7, 0.7) and bootstrap_median([]) is None
+    # two values: a resample's median is 0.5, 0.85 or 1.2; the tails are the extremes
+    assert bootstrap_median([0.5, 1.2]) == (0.5, 1.2)
+    values = [0.4, 0.6, 0.7, 0.9, 1.1, 1.3, 2.0]
+    low, high = bootstrap_median(values)
+    assert bootstrap_median(values) == (low, high)  # seeded: the same data, the same interval
+    assert 0.4 <= low < 0.9 < high <= 2.0
+
+
+def _recompute_totals(doc: dict) -> None:
+    """Every figure of the JSON totals, recomputed from the records its ids name and nothing else."""
+    import statistics
+
+    t = doc["totals"]
+    A = {a["id"]: a for a in doc["attempts"]}
+    M = {m["id"]: m for m in doc["migrations"]}
+    minutes = {i["id"]: i["minutes"] for i in doc["interventions"]}
+    seconds = {r["id"]: r["active_seconds"] for r in doc["review_sessions"]}
+    llm = {c["id"]: c["cost_usd"] for c in doc["llm_calls"]}
+
+    def rate(key, table, of_ids, pred):
+        part = [i for i in of_ids if pred(i)]
+        assert sorted(t[key][f"of_{table}_ids"]) == sorted(of_ids), key
+        assert sorted(t[key][f"{table}_ids"]) == sorted(part), key
+        assert (t[key]["n"], t[key]["of"]) == (len(part), len(of_ids)), key
+        assert t[key]["percent"] == (round(100 * len(part) / len(of_ids), 1) if of_ids else None), key
+        assert t[key]["wilson95_percent"] == _wilson_by_hand(len(part), len(of_ids)), key
+
+    runs = sorted(A)
+    attempts = [i for i in runs if A[i]["source"] != "rerun"]
+    reruns = [i for i in runs if A[i]["source"] == "rerun"]
+    assert sorted(t["attempts"]["attempt_ids"]) == attempts and t["attempts"]["n"] == len(attempts)
+    assert sorted(t["reruns"]["attempt_ids"]) == reruns
+    deciders = {r for a in A.values() for _, r in a["levels_from_reruns"]}
+    confirms = {i for i in reruns if A[i]["level"] == A[A[i]["rerun_of"]]["level"] and i not in deciders}
+    rate("reruns_confirming", "attempt", reruns, lambda i: A[i]["verification_id"] is not None and i in confirms)
+    rate("reruns_changing", "attempt", reruns, lambda i: A[i]["verification_id"] is not None and i not in confirms)
+    verified = [i for i in attempts if A[i]["verification_id"] is not None]
+    assert sorted(t["verified"]["attempt_ids"]) == verified
+    rate("decided_by_reruns", "attempt", verified, lambda i: bool(A[i]["levels_from_reruns"]))
+    failed = [i for i in verified if A[i]["failed"]]
+    rate("failed", "attempt", verified, lambda i: A[i]["failed"])
+    rate("failed_verifier", "attempt", verified, lambda i: A[i]["failed_automated"])
+    rate("silent", "attempt", failed, lambda i: A[i]["silent"])
+    rate("silent_verifier", "attempt", [i for i in verified if A[i]["failed_automated"]],
+         lambda i: A[i]["silent_automated"])
+    judged = [i for i in verified if A[i]["expected_level"] is not None]
+    rate("over_claims", "attempt", judged, lambda i: A[i]["level"] < A[i]["expected_level"])
+    rate("over_claims_verifier", "attempt", judged, lambda i: A[i]["level_automated"] < A[i]["expected_level"])
+    rate("stated_expectation", "attempt", attempts, lambda i: A[i]["expected_level"] is not None)
+    migrations = sorted(M)
+    levels = {m: [A[i]["level"] for i in M[m]["verified"]["attempt_ids"]] for m in migrations}
+    rate("goal_met", "migration", migrations, lambda m: max(levels[m], default=0) >= 4)
+    finals = {m: M[m]["final_run"]["attempt_id"] for m in migrations if M[m]["final_run"]["attempt_id"]}
+    assert sorted(t["final_runs"]["migration_ids"]) == sorted(finals)
+    for why, count in t["without_final_run"].items():
+        assert count["migration_ids"] == [m for m in migrations if M[m]["final_run"]["why_none"] == why]
+    for key, field, test in (("time_ratio", "time_ratio", "faster"), ("cost_ratio", "cost_ratio", "cheaper")):
+        ids = t[key]["attempt_ids"]
+        assert sorted(ids) == sorted(a for a in finals.values() if A[a][field] is not None)
+        values = [A[i][field] for i in ids]
+        assert t[key]["values"] == values and t[key]["n"] == len(ids)
+        assert t[key]["median"] == (statistics.median(values) if values else None)
+        assert (t[key]["min"], t[key]["max"]) == ((min(values), max(values)) if values else (None, None))
+        assert t[key]["median_bootstrap95"] == _bootstrap_by_hand(values, **t[key]["bootstrap"])
+        rate(test, "migration", [m for m, a in finals.items() if A[a][field] is not None],
+             lambda m, f=field: A[finals[m]][f] < 1)
+    rate("faster_and_cheaper", "migration",
+         [m for m, a in finals.items() if A[a]["time_ratio"] is not None and A[a]["cost_ratio"] is not None],
+         lambda m: A[finals[m]]["time_ratio"] < 1 and A[finals[m]]["cost_ratio"] < 1)
+    assert sorted(t["untimed"]["attempt_ids"]) == [i for i in runs if A[i]["wall_seconds"] is None]
+    assert sorted(t["unpriced"]["attempt_ids"]) == [i for i in runs if A[i]["unpriced"]]
+    src = t["sources"]
+    assert t["intervention_minutes"] == pytest.approx(sum(minutes[i] for i in src["intervention_minutes"]
+                                                          ["intervention_ids"]))
+    assert sorted(src["intervention_minutes"]["intervention_ids"]) == sorted(t["interventions"]["intervention_ids"])
+    assert t["review_seconds"] == pytest.approx(sum(seconds[i] for i in src["review_seconds"]["review_session_ids"]))
+    staff_hours = (sum(minutes[i] for i in src["staff_hours"]["intervention_ids"]) / 60
+                   + sum(seconds[i] for i in src["staff_hours"]["review_session_ids"]) / 3600)
+    assert t["staff_hours"] == pytest.approx(staff_hours)
+    assert t["staff_cost_dollars"] == pytest.approx(staff_hours * doc["study"]["staff_hourly_rate"])
+    assert t["wall_hours"] == pytest.approx(sum(A[i]["wall_seconds"] for i in src["wall_hours"]["attempt_ids"]) / 3600)
+    assert t["chip_hours"] == pytest.approx(sum(A[i]["chip_hours"] for i in src["chip_hours"]["attempt_ids"]))
+    compute = sum(A[i]["cost_dollars"] for i in src["compute_cost_dollars"]["attempt_ids"])
+    assert t["compute_cost_dollars"] == pytest.approx(compute)
+    calls = sum(llm[i] for i in src["llm_cost_dollars"]["llm_call_ids"])
+    assert t["llm_cost_dollars"] == pytest.approx(calls)
+    assert t["total_cost_dollars"] == pytest.approx(compute + calls + staff_hours * doc["study"]["staff_hourly_rate"])
+    assert t["interventions_per_migration"] == pytest.approx(
+        len(src["interventions_per_migration"]["intervention_ids"]) / len(migrations))
+
+
+@pytest.mark.parametrize("final", ["accepted", "last-passing"])
+def test_every_json_figure_recomputes_from_its_ids_alone(study, final):
+    s, ids = study
+    doc = json.loads(render(build_report(s.db, final=final), "json"))
+    _recompute_totals(doc)
+    # the study-wide sums are the right ones too (hand-computed above)
+    assert doc["totals"]["compute_cost_dollars"] == pytest.approx(26.9333, abs=1e-3)
+
+
+def _rerun(db, of: int, seq: int, ladder: tuple[str, ...], wall: float, cost: float) -> int:
+    row = db["attempt"].get(of)
+    rid = db["attempt"].insert({
+        "migration_id": row["migration_id"], "seq": seq, "source": "rerun", "commit_sha": "r", "argv": "[]",
+        "status": "ok", "exit_code": 0, "intended_kind": row["intended_kind"], "intended_count": 4,
+        "rerun_of": of, "started_at": "2026-11-03T10:00:00Z", "ended_at": "2026-11-03T10:30:00Z"}).last_pk
+    _verify(db, rid, ladder, wall=wall, cost=cost, time_ratio=0.1, cost_ratio=0.1)
+    return rid
+
+
+@pytest.mark.parametrize("fmt", ["md", "html", "latex", "csv", "json"])
+def test_reruns_are_evidence_not_attempts(study, fmt):
+    """docs/report.md, "Re-run": attempt, failure, silent and over-claim counts stay over the
+    agent's attempts; re-runs have rows of their own; their compute counts."""
+    s, ids = study
+    confirms = _rerun(s.db, ids["a4"], 6, (P, P, P, P, P), 1800, 4.0)  # a4 reached 5: so does this
+    changes = _rerun(s.db, ids["a3"], 7, (F, U, U, U, U), 600, 1.0)   # a3 reached 4: this one 0
+    data = render(build_report(s.db), fmt)
+    if fmt == "json":
+        doc = json.loads(data)
+        _recompute_totals(doc)
+        t = doc["totals"]
+        assert t["reruns_confirming"]["attempt_ids"] == [confirms]
+        assert t["reruns_changing"]["attempt_ids"] == [changes]
+        assert t["time_ratio"]["attempt_ids"] == [ids["a4"]]  # a re-run is never a final run
+        return
+    want = expected_totals(has_llm(s.db), "accepted") | {
+        "Re-runs (not counted as attempts)": (2, None, None),
+        "Re-runs that confirmed their attempt's level": (1, 2, 50.0),
+        "Re-runs that changed it": (1, 2, 50.0),
+        "Compute cost ($)": (26.93 + 5.0, None, None),
+        "Wall hours of attempts and re-runs": (3.37 + 2400 / 3600, None, None),
+        "Chip-hours of attempts and re-runs": (13.47 + 5.0 / 2.0, None, None),
+        "Attempts and re-runs without times (no wall time, no cost)": (0, 10, 0.0),
+        "Attempts and re-runs on an unpriced accelerator (no cost)": (0, 10, 0.0),
+    }
+    want.pop("Total cost ($)")
+    check_rows(tables_of(fmt, data)["totals"], want)
+
+
+def test_a_reruns_verdict_decides_a_level_its_attempt_left_unknown_and_is_cited(study):
+    """b2: the verifier says (P, P, P, F, U), a reviewer's override passes level 4. Its re-run says
+    (P, P, P, F, P): level 5 was unknown, so the re-run decides it; level 4 keeps the override in
+    the effective outcomes and the verifier's own fail in the verifier-alone ones."""
+    s, ids = study
+    rerun = _rerun(s.db, ids["b2"], 3, (P, P, P, F, P), 1800, 4.0)
+    report = build_report(s.db)
+    beta = next(m for m in report.migrations if m.slug == "beta")
+    b2 = next(a for a in beta.attempt_facts if a.id == ids["b2"])
+    assert b2.levels_from_reruns == ((5, rerun),)
+    assert (b2.ladder, b2.level, b2.level_automated) == ((P, P, P, P, P), 5, 3)
+    assert (beta.highest_level, beta.highest_level_automated) == (5, 3)
+    t = report.totals
+    assert (t.reruns.ids, t.reruns_confirming.n, t.reruns_changing.ids) == ((rerun,), 0, (rerun,))
+    assert t.decided_by_reruns.ids == (ids["b2"],) and t.attempts.n == 8
+    doc = json.loads(render(report, "json"))
+    _recompute_totals(doc)
+    attempts = {a["id"]: a for a in doc["attempts"]}
+    assert attempts[ids["b2"]]["levels_from_reruns"] == [[5, rerun]]
+    rows = csv_tables(render(report, "csv"))["attempts"]
+    b2_row = next(r for r in rows if r[1] == str(ids["b2"]))
+    assert b2_row[rows[0].index("levels_from_reruns")] == f"5:{rerun}"
+    md = md_tables(render(report, "md").decode())["Study totals"]
+    assert ["Attempts with a level decided by a re-run", "1", "6", "16.7%"] == md[[r[0] for r in md].index(
+        "Attempts with a level decided by a re-run")][:4]

@@ -7,19 +7,18 @@ interventions, decisions and review sessions are read as rows and counted in one
 from __future__ import annotations
 
 import json
-import re
 from collections import defaultdict
-from functools import lru_cache
 from typing import Any
 
 from domain.errors import WorkbenchError
-from domain.ladder import highest_level, over_claim
-from domain.redact import redact
+from domain.ladder import LEVELS, effective_outcome, highest_level, over_claim
+from workbench.report.final import ACCEPTED, RULES, WHY_NONE, final_run, is_smoke
 from workbench.report.model import (
     AttemptFacts,
     BudgetChangeRow,
     Count,
     DecisionRow,
+    GoalValues,
     InterventionRow,
     KindTotal,
     MigrationReport,
@@ -31,6 +30,8 @@ from workbench.report.model import (
     StudyReport,
     Totals,
 )
+from workbench.report.scrub import Scrub
+from workbench.report.stats import bootstrap_median
 
 GOAL_LEVEL = 4
 """The ladder level that means the project's goal is met."""
@@ -38,152 +39,41 @@ GOAL_LEVEL = 4
 LOSS_METRIC = "loss"
 
 
-class Scrub:
-    """Every free text on its way into a report: secrets redacted, reviewers pseudonymised."""
-
-    def __init__(self, pseudonymise: bool) -> None:
-        self.pseudonymise = pseudonymise
-        self.names: dict[str, str] = {}
-        self._pattern: re.Pattern[str] | None = None
-        self.text = lru_cache(maxsize=65536)(self._text)
-
-    def add_reviewer(self, name: str) -> None:
-        if name and name not in self.names:
-            self.names[name] = f"Reviewer {len(self.names) + 1}"
-            self._pattern = None
-
-    def reviewer(self, name: str) -> str:
-        if not self.pseudonymise:
-            return self.text(name)
-        self.add_reviewer(name)
-        return self.names.get(name, "")
-
-    def _text(self, value: str | None) -> str:
-        out = redact(value or "")
-        if self.pseudonymise and self.names:
-            if self._pattern is None:
-                alternatives = sorted(self.names, key=len, reverse=True)
-                self._pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, alternatives)) + r")\b")
-            out = self._pattern.sub(lambda m: self.names[m.group()], out)
-        return out
-
-
 def build_report(db: Any, slugs: list[str] | tuple[str, ...] | None = None, *,
-                 pseudonymise: bool = False) -> StudyReport:
-    """The report over the whole study, or over the migrations named by `slugs`."""
-    from domain.costs import chip_cost, price_of
+                 pseudonymise: bool = False, final: str = ACCEPTED) -> StudyReport:
+    """The report over the whole study, or over the migrations named by `slugs`; `final` names
+    the final-run rule (workbench.report.final)."""
     from storage import queries
-    from storage.converters import migration_from_row
+    from storage.report import report_goal_values, report_last_steps, report_rerun_of
+
+    if final not in RULES:
+        raise WorkbenchError(f"unknown final-run rule {final!r} (known: {', '.join(RULES)})")
 
     study = queries.get_study(db)
     if study is None:
         raise WorkbenchError("the database holds no study yet: import a bundle first")
-    migration_rows = list(db.query("SELECT * FROM migration ORDER BY slug"))
-    if slugs:
-        by_slug = {r["slug"]: r for r in migration_rows}
-        missing = [s for s in slugs if s not in by_slug]
-        if missing:
-            raise WorkbenchError(f"no migration {missing[0]!r}")
-        migration_rows = [by_slug[s] for s in sorted(set(slugs))]
-    migrations = [migration_from_row(r) for r in migration_rows]
+    migrations = _select_migrations(db, slugs)
     ids = [m.id for m in migrations]
-
-    scrub = Scrub(pseudonymise)
     human = queries.report_human_rows(db, ids)
     override_rows = queries.report_override_rows(db, ids)
-    if pseudonymise:
-        # Names in a fixed order: the study's list, then first appearance in each table.
-        for name in study.reviewers:
-            scrub.add_reviewer(name)
-        for table in ("intervention", "decision", "review_session", "budget_change"):
-            for row in human[table]:
-                scrub.add_reviewer(row["reviewer"])
-        for row in override_rows:
-            scrub.add_reviewer(row["reviewer"])
-
-    # Verdicts: automated and effective outcome per attempt and level.
-    latest_override: dict[int, dict[str, Any]] = {}
-    for row in override_rows:
-        latest_override[row["verdict_id"]] = row
-    automated: dict[int, dict[int, str]] = defaultdict(dict)
-    effective: dict[int, dict[int, str]] = defaultdict(dict)
-    for verdict_id, attempt_id, level, outcome in queries.report_verdict_rows(db, ids):
-        automated[attempt_id][level] = outcome
-        o = latest_override.get(verdict_id)
-        effective[attempt_id][level] = o["outcome"] if o else outcome
-    overrides = [
-        OverrideRow(
-            id=r["id"], verdict_id=r["verdict_id"], attempt_id=r["attempt_id"], migration_id=r["migration_id"],
-            seq=r["seq"], level=r["level"], automated=r["automated"], outcome=r["outcome"],
-            justification=scrub.text(r["justification"]), reviewer=scrub.reviewer(r["reviewer"]),
-            at=r["at"], effective=latest_override[r["verdict_id"]]["id"] == r["id"],
-        )
-        for r in override_rows
-    ]
-
-    # Attempts.
-    facts_by_migration: dict[int, list[AttemptFacts]] = defaultdict(list)
-    reference_of: dict[int, int] = {}
-    migration_by_id = {m.id: m for m in migrations}
-    for row in queries.report_attempt_rows(db, ids):
-        if row["source"] == "reference":
-            reference_of[row["migration_id"]] = row["id"]  # rows come by seq: the last one wins
-            continue
-        facts_by_migration[row["migration_id"]].append(
-            _attempt_facts(row, migration_by_id[row["migration_id"]], study.prices, automated, effective,
-                           scrub, chip_cost, price_of)
-        )
-
-    # Human records.
-    interventions = [
-        InterventionRow(
-            id=r["id"], migration_id=r["migration_id"], attempt_id=r["attempt_id"], kind=scrub.text(r["kind"]),
-            minutes=float(r["minutes"]), note=scrub.text(r["note"]), reviewer=scrub.reviewer(r["reviewer"]),
-            at=r["at"], corrects=r["corrects"], corrected_by=r["corrected_by"],
-        )
-        for r in human["intervention"]
-    ]
-    decisions = [
-        DecisionRow(r["id"], r["migration_id"], r["kind"], scrub.text(r["reason"]), scrub.reviewer(r["reviewer"]),
-                    r["at"], r["suggested"])
-        for r in human["decision"]
-    ]
-    budget_changes = [
-        BudgetChangeRow(r["id"], r["migration_id"], r["compute_dollars"], r["staff_hours"], r["attempts"],
-                        r["calendar_days"], r["acceptance_level"], scrub.text(r["reason"]),
-                        scrub.reviewer(r["reviewer"]), r["at"])
-        for r in human["budget_change"]
-    ]
-    sessions = [
-        ReviewRow(r["id"], r["migration_id"], scrub.reviewer(r["reviewer"]), r["started_at"],
-                  float(r["active_seconds"]))
-        for r in human["review_session"]
-    ]
+    scrub = _scrub_for(study.reviewers, human, override_rows, pseudonymise)
+    automated, effective, latest = _verdicts(queries.report_verdict_rows(db, ids), override_rows)
+    overrides = [_override_row(r, latest, scrub) for r in override_rows]
+    facts_by_migration, reference_of = _attempts(queries.report_attempt_rows(db, ids), migrations, study.prices,
+                                                 (automated, effective),
+                                                 (report_last_steps(db, ids), report_goal_values(db, ids),
+                                                  report_rerun_of(db, ids)), scrub)
+    interventions, decisions, budget_changes, sessions = _human_records(human, scrub)
     llm_rows = queries.report_llm_rows(db, ids)
     if llm_rows is None:
         llm_source = "no `llm_call` table in this database: LLM cost reported as 0"
         llm_rows = []
     else:
         llm_source = f"the `llm_call` table ({len(llm_rows)} calls)"
-
-    by_migration: dict[str, dict[int, list[Any]]] = {
-        name: defaultdict(list) for name in ("intervention", "decision", "budget_change", "review", "llm")
-    }
-    for i in interventions:
-        if i.current:
-            by_migration["intervention"][i.migration_id].append(i)
-    for d in decisions:
-        by_migration["decision"][d.migration_id].append(d)
-    for b in budget_changes:
-        by_migration["budget_change"][b.migration_id].append(b)
-    for s in sessions:
-        by_migration["review"][s.migration_id].append(s)
-    for r in llm_rows:
-        by_migration["llm"][r["migration_id"]].append(r)
-
+    by_migration = _by_migration(interventions, decisions, budget_changes, sessions, llm_rows)
     reports = [
         _migration_report(m, facts_by_migration.get(m.id, []), reference_of.get(m.id), by_migration,
-                          study.staff_hourly_rate, scrub)
+                          study.staff_hourly_rate, scrub, final)
         for m in migrations
     ]
     _add_loss_curves(db, reports)
@@ -198,14 +88,161 @@ def build_report(db: Any, slugs: list[str] | tuple[str, ...] | None = None, *,
         overrides=overrides,
         review_sessions=sessions,
         llm_source=llm_source,
+        llm_calls=[(r["id"], r["migration_id"], float(r["cost_usd"] or 0.0)) for r in llm_rows],
         pseudonymised=pseudonymise,
+        final_rule=final,
         selected=tuple(sorted(set(slugs or ()))),
     )
 
 
-def _attempt_facts(row, migration, prices, automated, effective, scrub, chip_cost, price_of) -> AttemptFacts:
+def _select_migrations(db: Any, slugs: list[str] | tuple[str, ...] | None) -> list[Any]:
+    from storage.report import report_migrations
+
+    migrations = report_migrations(db)
+    if not slugs:
+        return migrations
+    by_slug = {m.slug: m for m in migrations}
+    missing = [s for s in slugs if s not in by_slug]
+    if missing:
+        raise WorkbenchError(f"no migration {missing[0]!r}")
+    return [by_slug[s] for s in sorted(set(slugs))]
+
+
+def _scrub_for(reviewers: Any, human: dict[str, list[dict[str, Any]]], override_rows: list[dict[str, Any]],
+               pseudonymise: bool) -> Scrub:
+    """Names in a fixed order: the study's list, then first appearance in each table."""
+    scrub = Scrub(pseudonymise)
+    if pseudonymise:
+        for name in reviewers:
+            scrub.add_reviewer(name)
+        for table in ("intervention", "decision", "review_session", "budget_change"):
+            for row in human[table]:
+                scrub.add_reviewer(row["reviewer"])
+        for row in override_rows:
+            scrub.add_reviewer(row["reviewer"])
+    return scrub
+
+
+def _verdicts(verdict_rows: list[tuple[int, int, int, str]], override_rows: list[dict[str, Any]]):
+    """Automated and effective outcome per attempt and level, and each verdict's counting override."""
+    overridden: dict[int, list[str]] = defaultdict(list)
+    latest: dict[int, int] = {}
+    for row in override_rows:  # oldest first
+        overridden[row["verdict_id"]].append(row["outcome"])
+        latest[row["verdict_id"]] = row["id"]
+    automated: dict[int, dict[int, str]] = defaultdict(dict)
+    effective: dict[int, dict[int, str]] = defaultdict(dict)
+    for verdict_id, attempt_id, level, outcome in verdict_rows:
+        automated[attempt_id][level] = outcome
+        effective[attempt_id][level] = effective_outcome(outcome, overridden.get(verdict_id, ()))
+    return automated, effective, latest
+
+
+def _override_row(r: dict[str, Any], latest: dict[int, int], scrub: Scrub) -> OverrideRow:
+    return OverrideRow(
+        id=r["id"], verdict_id=r["verdict_id"], attempt_id=r["attempt_id"], migration_id=r["migration_id"],
+        seq=r["seq"], level=r["level"], automated=r["automated"], outcome=r["outcome"],
+        justification=scrub.text(r["justification"]), reviewer=scrub.reviewer(r["reviewer"]),
+        at=r["at"], effective=latest[r["verdict_id"]] == r["id"],
+    )
+
+
+def _attempts(rows, migrations, prices, verdicts, measured, scrub):
+    """Each migration's attempt facts, and its reference run's id. Rows come by migration and
+    seq, so a migration's reference run (seq 0) comes before its attempts."""
+    from domain.costs import chip_cost, price_of
+
+    facts_by_migration: dict[int, list[AttemptFacts]] = defaultdict(list)
+    reference_of: dict[int, int] = {}
+    migration_by_id = {m.id: m for m in migrations}
+    last_steps, goal_values, rerun_of = measured
+    decided = _decide_by_reruns(verdicts, rerun_of)
+    for row in rows:
+        if row["source"] == "reference":
+            reference_of[row["migration_id"]] = row["id"]  # rows come by seq: the last one wins
+            continue
+        reference_last = last_steps.get(reference_of.get(row["migration_id"], -1))
+        last = last_steps.get(row["id"])
+        measures = (last, is_smoke(last, reference_last), goal_values.get(row["id"]), rerun_of.get(row["id"]), decided.get(row["id"], ()))
+        facts_by_migration[row["migration_id"]].append(
+            _attempt_facts(row, migration_by_id[row["migration_id"]], prices, verdicts,
+                           scrub, (chip_cost, price_of), measures)
+        )
+    return facts_by_migration, reference_of
+
+
+def _decide_by_reruns(verdicts, rerun_of: dict[int, int]) -> dict[int, tuple[tuple[int, int], ...]]:
+    """A verified re-run's pass or fail decides each level that the verified attempt it re-ran
+    left unknown (or without a verdict), in the verifier's outcomes and the effective ones each on
+    their own (a reviewer's override is never replaced); the latest re-run wins. Returns attempt
+    id -> ((level, re-run id), ...) of the effective outcomes, for citing."""
+    cited: dict[int, dict[int, int]] = {}
+    for outcomes in verdicts:
+        decided: dict[int, dict[int, int]] = defaultdict(dict)
+        for rerun, original in sorted(rerun_of.items()):
+            if original not in outcomes or rerun not in outcomes:
+                continue
+            own, theirs = outcomes[original], outcomes[rerun]
+            for level in LEVELS:
+                open_level = level in decided[original] or own.get(level) in (None, "unknown")
+                if open_level and theirs.get(level) in ("pass", "fail"):
+                    own[level] = theirs[level]
+                    decided[original][level] = rerun
+        cited = decided
+    return {a: tuple(sorted(levels.items())) for a, levels in cited.items() if levels}
+
+
+def _human_records(human: dict[str, list[dict[str, Any]]], scrub: Scrub):
+    interventions = [
+        InterventionRow(
+            id=r["id"], migration_id=r["migration_id"], attempt_id=r["attempt_id"], kind=scrub.text(r["kind"]),
+            minutes=float(r["minutes"]), note=scrub.text(r["note"]), reviewer=scrub.reviewer(r["reviewer"]),
+            at=r["at"], corrects=r["corrects"], corrected_by=r["corrected_by"],
+        )
+        for r in human["intervention"]
+    ]
+    decisions = [
+        DecisionRow(r["id"], r["migration_id"], r["kind"], scrub.text(r["reason"]), scrub.reviewer(r["reviewer"]),
+                    r["at"], r["suggested"], r.get("attempt_id"))
+        for r in human["decision"]
+    ]
+    budget_changes = [
+        BudgetChangeRow(r["id"], r["migration_id"], r["compute_dollars"], r["staff_hours"], r["attempts"],
+                        r["calendar_days"], r["acceptance_level"], scrub.text(r["reason"]),
+                        scrub.reviewer(r["reviewer"]), r["at"])
+        for r in human["budget_change"]
+    ]
+    sessions = [
+        ReviewRow(r["id"], r["migration_id"], scrub.reviewer(r["reviewer"]), r["started_at"],
+                  float(r["active_seconds"]))
+        for r in human["review_session"]
+    ]
+    return interventions, decisions, budget_changes, sessions
+
+
+def _by_migration(interventions, decisions, budget_changes, sessions, llm_rows) -> dict[str, dict[int, list[Any]]]:
+    by_migration: dict[str, dict[int, list[Any]]] = {
+        name: defaultdict(list) for name in ("intervention", "decision", "budget_change", "review", "llm")
+    }
+    for i in interventions:
+        if i.current:
+            by_migration["intervention"][i.migration_id].append(i)
+    for d in decisions:
+        by_migration["decision"][d.migration_id].append(d)
+    for b in budget_changes:
+        by_migration["budget_change"][b.migration_id].append(b)
+    for s in sessions:
+        by_migration["review"][s.migration_id].append(s)
+    for r in llm_rows:
+        by_migration["llm"][r["migration_id"]].append(r)
+    return by_migration
+
+
+def _attempt_facts(row, migration, prices, verdicts, scrub, costs, measured) -> AttemptFacts:
     from domain.models import Command
 
+    automated, effective = verdicts
+    chip_cost, price_of = costs
     attempt_id = row["id"]
     verified = row["verification_id"] is not None
     auto = automated.get(attempt_id, {})
@@ -251,8 +288,8 @@ def _attempt_facts(row, migration, prices, automated, effective, scrub, chip_cos
         failed_automated=failed_auto,
         silent=failed_eff and no_error,
         silent_automated=failed_auto and no_error,
-        over_claim=bool(over_claim(expected, level_eff, verified=verified)),
-        over_claim_automated=bool(over_claim(expected, level_auto, verified=verified)),
+        over_claim=bool(over_claim(expected, level_eff or 0, verified=verified)),  # unverified: None, unread
+        over_claim_automated=bool(over_claim(expected, level_auto or 0, verified=verified)),
         passes_level1=verified and eff.get(1) == "pass",
         failure_id=row["failure_id"],
         cause=row["failure_cause"],
@@ -263,6 +300,13 @@ def _attempt_facts(row, migration, prices, automated, effective, scrub, chip_cos
         time_ratio=row["time_ratio"] if verified else None,
         cost_ratio=row["cost_ratio"] if verified else None,
         ladder=tuple(eff.get(n) for n in range(1, 6)),
+        last_step=measured[0],
+        smoke=measured[1],
+        goal_value=measured[2],
+        untimed=wall is None,
+        unpriced=dollars is None and price is None,
+        rerun_of=measured[3],
+        levels_from_reruns=measured[4],
     )
 
 
@@ -270,12 +314,17 @@ def _ids(items, pred=lambda _: True, table: str = "attempt") -> Count:
     return Count(tuple(x.id for x in items if pred(x)), table)
 
 
-def _migration_report(m, facts: list[AttemptFacts], reference_id: int | None, by_migration, rate: float,
-                      scrub: Scrub) -> MigrationReport:
+def _migration_report(m, runs: list[AttemptFacts], reference_id: int | None, by_migration, rate: float,
+                      scrub: Scrub, rule: str) -> MigrationReport:
+    """Outcome counts over the agent's attempts; compute over its attempts and the re-runs."""
+    facts = [a for a in runs if not a.is_rerun]
+    reruns = [a for a in runs if a.is_rerun]
     verified = [a for a in facts if a.verified]
     best = max(verified, key=lambda a: (a.level, -a.seq), default=None)
-    best_auto = max((a.level_automated for a in verified), default=None)
-    final = next((a for a in reversed(verified) if a.passes_level1), None)
+    best_auto = max((a.level_automated or 0 for a in verified), default=None)  # verified: never None
+    decisions = list(by_migration["decision"].get(m.id, []))
+    chosen = final_run(rule, m.status.value, decisions, facts)
+    final = chosen.attempt
     interventions = by_migration["intervention"].get(m.id, [])
     kinds: dict[str, list[InterventionRow]] = defaultdict(list)
     for i in interventions:
@@ -304,7 +353,7 @@ def _migration_report(m, facts: list[AttemptFacts], reference_id: int | None, by
         highest_level=best.level if best else None,
         highest_level_automated=best_auto,
         highest_attempt_id=best.id if best else None,
-        goal_met=best is not None and best.level >= GOAL_LEVEL,
+        goal_met=best is not None and (best.level or 0) >= GOAL_LEVEL,
         goal_met_automated=best_auto is not None and best_auto >= GOAL_LEVEL,
         interventions=_ids(interventions, table="intervention"),
         intervention_minutes=minutes,
@@ -312,23 +361,53 @@ def _migration_report(m, facts: list[AttemptFacts], reference_id: int | None, by
                  for k, v in sorted(kinds.items())],
         review=_ids(sessions, table="review_session"),
         review_seconds=review_seconds,
-        decisions=list(by_migration["decision"].get(m.id, [])),
+        decisions=decisions,
         budget_changes=list(by_migration["budget_change"].get(m.id, [])),
-        wall_hours=sum(a.wall_seconds or 0.0 for a in facts) / 3600.0,
-        chip_hours=sum(a.chip_hours or 0.0 for a in facts),
-        compute=Money(sum(a.cost_dollars or 0.0 for a in facts),
-                      _ids(facts, lambda a: a.cost_dollars is not None)),
+        wall_hours=sum(a.wall_seconds or 0.0 for a in runs) / 3600.0,
+        chip_hours=sum(a.chip_hours or 0.0 for a in runs),
+        compute=Money(sum(a.cost_dollars or 0.0 for a in runs),
+                      _ids(runs, lambda a: a.cost_dollars is not None)),
         llm=Money(sum(float(r["cost_usd"] or 0.0) for r in llm),
                   Count(tuple(r["id"] for r in llm), "llm_call")),
         staff_hours=staff_hours,
         staff_cost=staff_hours * rate,
+        untimed=_ids(runs, lambda a: a.untimed),
+        unpriced=_ids(runs, lambda a: a.unpriced),
+        runs=_ids(runs),
+        reruns=_ids(reruns),
+        reruns_confirming=_ids(reruns, lambda a: a.verified and _confirms(a, facts)),
+        reruns_changing=_ids(reruns, lambda a: a.verified and not _confirms(a, facts)),
+        decided_by_reruns=_ids(facts, lambda a: bool(a.levels_from_reruns)),
         final_attempt_id=final.id if final else None,
         final_seq=final.seq if final else None,
         time_ratio=final.time_ratio if final else None,
         cost_ratio=final.cost_ratio if final else None,
         reference_attempt_id=reference_id,
         goal_metric=scrub.text(m.goal.metric),
-        attempt_facts=facts,
+        goal=_goal_values(m.goal, scrub.text(m.goal.metric), reference_id, final, verified),
+        final_why_none=chosen.why_none,
+        attempt_facts=runs,
+    )
+
+
+def _confirms(rerun: AttemptFacts, facts: list[AttemptFacts]) -> bool:
+    """The re-run reached the level of the attempt it re-ran and decided none of its levels."""
+    original = next((a for a in facts if a.id == rerun.rerun_of), None)
+    return (original is not None and rerun.level == original.level
+            and all(r != rerun.id for _, r in original.levels_from_reruns))
+
+
+def _goal_values(goal, metric: str, reference_id: int | None, final: AttemptFacts | None,
+                 verified: list[AttemptFacts]) -> GoalValues:
+    sign = 1.0 if goal.direction.value == "max" else -1.0
+    valued = [(a.goal_value, a) for a in verified if a.goal_value is not None]
+    best = max(valued, key=lambda pair: (sign * pair[0], -pair[1].seq), default=(None, None))[1]
+    return GoalValues(
+        metric=metric, direction=goal.direction.value, reference=goal.reference, tolerance=goal.tolerance,
+        reference_attempt_id=reference_id,
+        final_value=final.goal_value if final else None, final_attempt_id=final.id if final else None,
+        best_value=best.goal_value if best else None, best_attempt_id=best.id if best else None,
+        best_seq=best.seq if best else None,
     )
 
 
@@ -351,6 +430,7 @@ def _totals(reports: list[MigrationReport]) -> Totals:
     migrations = Count(tuple(r.id for r in reports), "migration")
     with_time = [r for r in reports if r.time_ratio is not None]
     with_cost = [r for r in reports if r.cost_ratio is not None]
+    with_both = [r for r in with_time if r.cost_ratio is not None]
     finals = [r for r in reports if r.final_attempt_id is not None]
     verified = union("verified")
     failed, failed_auto = union("failed"), union("failed_automated")
@@ -371,12 +451,15 @@ def _totals(reports: list[MigrationReport]) -> Totals:
         over_claims=Rate(union("over_claims"), union("judged_expectation")),
         over_claims_automated=Rate(union("over_claims_automated"), union("judged_expectation")),
         stated_expectation=Rate(union("stated_expectation"), attempts),
-        time_ratios=Spread(tuple((r.final_attempt_id, r.time_ratio) for r in with_time), "attempt"),
-        cost_ratios=Spread(tuple((r.final_attempt_id, r.cost_ratio) for r in with_cost), "attempt"),
+        time_ratios=_spread(with_time, "time_ratio"),
+        cost_ratios=_spread(with_cost, "cost_ratio"),
         with_final_run=_ids(finals, table="migration"),
-        faster=_ids(reports, lambda r: r.faster is True, "migration"),
-        cheaper=_ids(reports, lambda r: r.cheaper is True, "migration"),
-        faster_and_cheaper=_ids(reports, lambda r: r.faster is True and r.cheaper is True, "migration"),
+        without_final_run={why: _ids(reports, lambda r, w=why: r.final_why_none == w, "migration")
+                           for why in WHY_NONE},
+        faster=Rate(_ids(with_time, lambda r: r.faster, "migration"), _ids(with_time, table="migration")),
+        cheaper=Rate(_ids(with_cost, lambda r: r.cheaper, "migration"), _ids(with_cost, table="migration")),
+        faster_and_cheaper=Rate(_ids(with_both, lambda r: r.faster and r.cheaper, "migration"),
+                                _ids(with_both, table="migration")),
         intervention_minutes=intervention_minutes,
         review_seconds=review_seconds,
         staff_hours=sum(r.staff_hours for r in reports),
@@ -385,7 +468,20 @@ def _totals(reports: list[MigrationReport]) -> Totals:
         chip_hours=sum(r.chip_hours for r in reports),
         compute=Money(sum(r.compute.dollars for r in reports), union_money(reports, "compute")),
         llm=Money(sum(r.llm.dollars for r in reports), union_money(reports, "llm")),
+        untimed=union("untimed"),
+        unpriced=union("unpriced"),
+        runs=union("runs"),
+        reruns=union("reruns"),
+        reruns_confirming=union("reruns_confirming"),
+        reruns_changing=union("reruns_changing"),
+        decided_by_reruns=union("decided_by_reruns"),
     )
+
+
+def _spread(reports: list[MigrationReport], name: str) -> Spread:
+    """The final runs' `name` ratios (reports that have one), with the median's interval."""
+    values = tuple((r.final_attempt_id, getattr(r, name)) for r in reports if r.final_attempt_id is not None)
+    return Spread(values, "attempt", bootstrap_median([v for _, v in values]))
 
 
 def union_money(reports: list[MigrationReport], name: str) -> Count:

@@ -6,10 +6,11 @@ import json
 from dataclasses import asdict, fields
 from typing import Any
 
-from workbench.report.model import AttemptFacts, MigrationReport, StudyReport
+from workbench.report.model import AttemptFacts, MigrationReport, Rate, StudyReport
 
 DEFINITIONS = {
-    "attempt": "a row of `attempt` whose source is not `reference` (agent runs and re-runs)",
+    "attempt": "a row of `attempt` whose source is `agent`; re-runs (source `rerun`) are evidence about"
+               " the attempt they re-ran, counted apart (reruns, reruns_confirming, reruns_changing)",
     "verified": "an attempt with a current (not superseded) verification",
     "failed": "a verified attempt with at least one current verdict whose effective outcome is fail",
     "silent": "a failed attempt that raised no error (exit 0, no traceback or fatal line)",
@@ -17,7 +18,10 @@ DEFINITIONS = {
                   " rule-based expected_level) is above its highest verified level",
     "intervention": "an intervention record that no later record corrects",
     "goal_met": "the highest verified level of any attempt is 4 or more",
-    "final_run": "the last verified attempt (by seq) whose effective level-1 verdict passes",
+    "final_run": "the attempt named by the migration's latest accept decision; none for a stopped or"
+                 " in-progress migration or when that attempt is a smoke run (it did not reach the"
+                 " reference run's last step); with --final last-passing, the last verified attempt whose"
+                 " effective level-1 verdict passes",
     "see": "docs/report.md",
 }
 
@@ -30,6 +34,7 @@ def _migration(m: MigrationReport) -> dict[str, Any]:
         "status": m.status,
         "target": m.target,
         "goal_metric": m.goal_metric,
+        "goal": None if m.goal is None else m.goal.json(),
         "reference_attempt_id": m.reference_attempt_id,
         "attempts": m.attempts.json(),
         "verified": m.verified.json(),
@@ -53,13 +58,14 @@ def _migration(m: MigrationReport) -> dict[str, Any]:
         "decisions": [asdict(d) for d in m.decisions],
         "budget_changes": [asdict(b) for b in m.budget_changes],
         "compute": {"wall_hours": m.wall_hours, "chip_hours": m.chip_hours, "cost_dollars": m.compute.dollars,
-                    **m.compute.sources.json()},
+                    **m.compute.sources.json(), "untimed": m.untimed.json(), "unpriced": m.unpriced.json()},
         "llm": {"cost_dollars": m.llm.dollars, **m.llm.sources.json()},
         "staff": {"hours": m.staff_hours, "cost_dollars": m.staff_cost,
                   "intervention_ids": list(m.interventions.ids), "review_session_ids": list(m.review.ids)},
         "total_cost_dollars": m.total_cost,
         "final_run": {"attempt_id": m.final_attempt_id, "seq": m.final_seq, "time_ratio": m.time_ratio,
-                      "cost_ratio": m.cost_ratio, "faster": m.faster, "cheaper": m.cheaper},
+                      "cost_ratio": m.cost_ratio, "faster": m.faster, "cheaper": m.cheaper,
+                      "why_none": m.final_why_none},
     }
 
 
@@ -71,6 +77,28 @@ def _flat(obj: Any, names: tuple[str, ...]) -> dict[str, Any]:
     return {name: getattr(obj, name) for name in names}
 
 
+def _sources(report: StudyReport) -> dict[str, dict[str, list[int]]]:
+    """The records behind each total that is a sum rather than a count."""
+    t = report.totals
+    attempts = [a for m in report.migrations for a in m.attempt_facts]
+    interventions = list(t.interventions.ids)
+    sessions = [i for m in report.migrations for i in m.review.ids]
+    calls, compute = list(t.llm.sources.ids), list(t.compute.sources.ids)
+    staff = {"intervention_ids": interventions, "review_session_ids": sessions}
+    return {
+        "interventions_per_migration": {"intervention_ids": interventions, "migration_ids": list(t.migrations.ids)},
+        "intervention_minutes": {"intervention_ids": interventions},
+        "review_seconds": {"review_session_ids": sessions},
+        "staff_hours": staff,
+        "staff_cost_dollars": staff,
+        "wall_hours": {"attempt_ids": [a.id for a in attempts if a.wall_seconds is not None]},
+        "chip_hours": {"attempt_ids": [a.id for a in attempts if a.chip_hours is not None]},
+        "compute_cost_dollars": {"attempt_ids": compute},
+        "llm_cost_dollars": {"llm_call_ids": calls},
+        "total_cost_dollars": {"attempt_ids": compute, "llm_call_ids": calls, **staff},
+    }
+
+
 def report_dict(report: StudyReport) -> dict[str, Any]:
     t = report.totals
     return {
@@ -80,6 +108,7 @@ def report_dict(report: StudyReport) -> dict[str, Any]:
                   "prices": report.prices},
         "selected_migrations": list(report.selected),
         "pseudonymised": report.pseudonymised,
+        "final_rule": report.final_rule,
         "llm_cost_source": report.llm_source,
         "definitions": DEFINITIONS,
         "totals": {
@@ -98,6 +127,7 @@ def report_dict(report: StudyReport) -> dict[str, Any]:
             "over_claims": t.over_claims.json(),
             "over_claims_verifier": t.over_claims_automated.json(),
             "final_runs": t.with_final_run.json(),
+            "without_final_run": {why: c.json() for why, c in t.without_final_run.items()},
             "time_ratio": t.time_ratios.json(),
             "cost_ratio": t.cost_ratios.json(),
             "faster": t.faster.json(),
@@ -110,14 +140,23 @@ def report_dict(report: StudyReport) -> dict[str, Any]:
             "wall_hours": t.wall_hours,
             "chip_hours": t.chip_hours,
             "compute_cost_dollars": t.compute.dollars,
+            "runs": t.runs.json(),
+            "untimed": t.untimed.json(),
+            "unpriced": t.unpriced.json(),
+            "reruns": t.reruns.json(),
+            "reruns_confirming": Rate(t.reruns_confirming, t.reruns).json(),
+            "reruns_changing": Rate(t.reruns_changing, t.reruns).json(),
+            "decided_by_reruns": Rate(t.decided_by_reruns, t.verified).json(),
             "llm_cost_dollars": t.llm.dollars,
             "total_cost_dollars": t.total_cost,
+            "sources": _sources(report),
         },
         "migrations": [_migration(m) for m in report.migrations],
         "attempts": [_flat(a, _ATTEMPT_FIELDS) for m in report.migrations for a in m.attempt_facts],
         "interventions": [{**asdict(i), "counts": i.current} for i in report.interventions],
         "overrides": [asdict(o) for o in report.overrides],
         "review_sessions": [asdict(r) for r in report.review_sessions],
+        "llm_calls": [{"id": i, "migration_id": m, "cost_usd": c} for i, m, c in report.llm_calls],
     }
 
 

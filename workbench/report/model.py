@@ -9,6 +9,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
+from workbench.report.stats import RESAMPLES, SEED, wilson
+
 
 @dataclass(frozen=True, slots=True)
 class Count:
@@ -37,11 +39,19 @@ class Rate:
     def percent(self) -> float | None:
         return None if not self.whole.n else 100.0 * self.part.n / self.whole.n
 
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        """The 95% Wilson score interval, in percent."""
+        ci = wilson(self.part.n, self.whole.n)
+        return None if ci is None else (100.0 * ci[0], 100.0 * ci[1])
+
     def json(self) -> dict[str, object]:
+        ci = self.interval
         return {
             "n": self.part.n,
             "of": self.whole.n,
             "percent": None if self.percent is None else round(self.percent, 1),
+            "wilson95_percent": None if ci is None else [round(ci[0], 1), round(ci[1], 1)],
             f"{self.part.table}_ids": list(self.part.ids),
             f"of_{self.whole.table}_ids": list(self.whole.ids),
         }
@@ -54,6 +64,8 @@ class Spread:
     values: tuple[tuple[int, float], ...]
     """(id, value) pairs."""
     table: str
+    interval: tuple[float, float] | None = None
+    """The median's 95% bootstrap interval (workbench.report.stats.bootstrap_median)."""
 
     @property
     def n(self) -> int:
@@ -77,6 +89,8 @@ class Spread:
             "median": self.median,
             "min": self.low,
             "max": self.high,
+            "median_bootstrap95": None if self.interval is None else list(self.interval),
+            "bootstrap": {"resamples": RESAMPLES, "seed": SEED, "percentiles": [2.5, 97.5]},
             f"{self.table}_ids": [i for i, _ in self.values],
             "values": [v for _, v in self.values],
         }
@@ -121,10 +135,55 @@ class AttemptFacts:
     cost_ratio: float | None
     ladder: tuple[str | None, ...]
     """Effective outcome of levels 1-5 (`pass`, `fail`, `unknown`, None without a verdict)."""
+    last_step: int | None = None
+    """The highest step of any of its recorded metric series."""
+    smoke: bool = False
+    """It did not cover the reference run's steps: never a final run (workbench.report.final)."""
+    goal_value: float | None = None
+    """Its value of the migration's goal metric at that series' last step (what level 4 judges)."""
+    untimed: bool = False
+    """No wall time: neither the verifier's nor a start and an end time. Adds nothing to compute."""
+    unpriced: bool = False
+    """No cost because its accelerator has no price in the study. Adds nothing to compute cost."""
+    rerun_of: int | None = None
+    """For a re-run (source `rerun`): the agent attempt it re-ran."""
+    levels_from_reruns: tuple[tuple[int, int], ...] = ()
+    """(level, re-run id) for each level a re-run decided because this attempt left it unknown."""
+
+    @property
+    def is_rerun(self) -> bool:
+        """A re-run is evidence about an agent attempt, not an attempt of the agent."""
+        return self.source == "rerun"
 
     @property
     def verified(self) -> bool:
         return self.verification_id is not None
+
+
+@dataclass(frozen=True, slots=True)
+class GoalValues:
+    """The goal a reader can check: the target, and the values that met it or not, each with the
+    attempt it came from."""
+
+    metric: str
+    direction: str
+    """`max` or `min`: which way is better."""
+    reference: float
+    """The migration's goal value (the reference run's result it must reach)."""
+    tolerance: float
+    reference_attempt_id: int | None
+    final_value: float | None
+    final_attempt_id: int | None
+    best_value: float | None
+    """The best value of any verified attempt, in the goal's direction."""
+    best_attempt_id: int | None
+    best_seq: int | None
+
+    def json(self) -> dict[str, object]:
+        return {"metric": self.metric, "direction": self.direction, "reference_value": self.reference,
+                "tolerance": self.tolerance, "reference_attempt_id": self.reference_attempt_id,
+                "final_value": self.final_value, "final_attempt_id": self.final_attempt_id,
+                "best_verified_value": self.best_value, "best_verified_attempt_id": self.best_attempt_id}
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +214,8 @@ class DecisionRow:
     at: str
     suggested: str | None = None
     """What the stopping rules suggested when it was made (docs/effort.md); None: no suggestion."""
+    attempt_id: int | None = None
+    """The attempt it was made on: an accept decision names the final run."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,14 +312,29 @@ class MigrationReport:
     llm: Money
     staff_hours: float
     staff_cost: float
+    untimed: Count
+    unpriced: Count
+    runs: Count
+    """Agent attempts and re-runs: what compute is summed over."""
+    reruns: Count
+    reruns_confirming: Count
+    """Verified re-runs that reached the same level as the attempt they re-ran and decided none of
+    its levels."""
+    reruns_changing: Count
+    """The other verified re-runs: another level, or a level of the attempt decided."""
+    decided_by_reruns: Count
+    """Agent attempts with a level that a re-run decided (AttemptFacts.levels_from_reruns)."""
     final_attempt_id: int | None
     final_seq: int | None
     time_ratio: float | None
     cost_ratio: float | None
     reference_attempt_id: int | None
     goal_metric: str
+    goal: GoalValues | None = None
+    final_why_none: str | None = None
+    """Why it has no final run (a code of workbench.report.final.WHY_NONE); None when it has one."""
     attempt_facts: list[AttemptFacts] = field(default_factory=list)
-    """Its attempts (not the reference runs), by seq."""
+    """Its attempts and re-runs (not the reference runs), by seq."""
     loss: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
     """`reference` and `final` loss series, where they exist."""
 
@@ -293,9 +369,12 @@ class Totals:
     time_ratios: Spread
     cost_ratios: Spread
     with_final_run: Count
-    faster: Count
-    cheaper: Count
-    faster_and_cheaper: Count
+    without_final_run: dict[str, Count]
+    """Migrations without a final run, by the reason (workbench.report.final.WHY_NONE)."""
+    faster: Rate
+    """Migrations whose final run's time ratio is below 1, of those with a time ratio."""
+    cheaper: Rate
+    faster_and_cheaper: Rate
     intervention_minutes: float
     review_seconds: float
     staff_hours: float
@@ -304,6 +383,15 @@ class Totals:
     chip_hours: float
     compute: Money
     llm: Money
+    untimed: Count
+    """Attempts without times (AttemptFacts.untimed)."""
+    unpriced: Count
+    """Attempts on an accelerator without a price (AttemptFacts.unpriced)."""
+    runs: Count
+    reruns: Count
+    reruns_confirming: Count
+    reruns_changing: Count
+    decided_by_reruns: Count
 
     @property
     def interventions_per_migration(self) -> float | None:
@@ -327,6 +415,10 @@ class StudyReport:
     review_sessions: list[ReviewRow]
     llm_source: str
     """Where the LLM cost came from (the `llm_call` table, or why it is 0)."""
+    llm_calls: list[tuple[int, int, float]] = field(default_factory=list)
+    """(id, migration id, cost) of each model call counted in the LLM cost."""
     pseudonymised: bool = False
+    final_rule: str = "accepted"
+    """Which final-run rule the ratios use (workbench.report.final.RULES)."""
     selected: tuple[str, ...] = ()
     """The slugs asked for with --migration; empty for the whole study."""

@@ -24,7 +24,7 @@ def _frame(title: str, body: list[str], x_label: str, y_ticks: list[tuple[float,
 
 def ladder_chart(m: MigrationReport) -> str:
     """Each attempt's highest verified level as a bar; a tick where its agent expected more."""
-    attempts = [a for a in m.attempt_facts if a.verified]
+    attempts = [a for a in m.attempt_facts if a.verified and not a.is_rerun]
     title = f"{m.slug}: highest verified level per attempt"
     plot_h = H - TOP - BOTTOM
     y_of = lambda level: H - BOTTOM - plot_h * level / 5  # noqa: E731

@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.report.model import Count, MigrationReport, Rate, StudyReport
+from workbench.report.final import RULE_TEXT, WHY_NONE
+from workbench.report.model import MigrationReport, Rate, StudyReport
+from workbench.report.stats import RESAMPLES
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,8 +33,9 @@ class Table:
     numeric: tuple[int, ...] = ()
     """Columns that hold numbers (right-aligned)."""
     note: str = ""
-    wide: bool = False
-    """Holds long free text: LaTeX sets it with wrapping columns."""
+    wrap: tuple[int, ...] = ()
+    """Columns of free text that may wrap (LaTeX sets them as tabularx X columns); ids, numbers
+    and timestamps never wrap."""
     raw_rows: list[list[Any]] | None = None
     """Record-level tables (CSV only) hold raw values instead of `V` cells: faster by far."""
 
@@ -49,6 +52,12 @@ def pct(value: float | None) -> V:
     return V(None if value is None else round(value, 1), "–" if value is None else f"{value:.1f}%")
 
 
+def interval(ci: tuple[float, float] | None, digits: int, unit: str = "") -> V:
+    if ci is None:
+        return V(None, "")
+    return V(f"{ci[0]:.{digits}f}-{ci[1]:.{digits}f}", f"{ci[0]:.{digits}f}{unit}–{ci[1]:.{digits}f}{unit}")
+
+
 def yes(value: bool | None) -> V:
     return V(value, "–" if value is None else ("yes" if value else "no"))
 
@@ -63,19 +72,15 @@ def rate_text(rate: Rate) -> str:
     return f"{rate.part.n} of {rate.whole.n} ({rate.percent:.1f}%)"
 
 
-def _count_of(count: Count, of: Count) -> V:
-    return V(count.n, f"{count.n} of {of.n}")
-
-
 def totals_table(report: StudyReport) -> Table:
     t = report.totals
     rows: list[list[V]] = []
 
     def rate(label: str, r: Rate) -> None:
-        rows.append([s(label), n(r.part.n), n(r.whole.n), pct(r.percent)])
+        rows.append([s(label), n(r.part.n), n(r.whole.n), pct(r.percent), interval(r.interval, 1, "%")])
 
-    def plain(label: str, value: V) -> None:
-        rows.append([s(label), value, V(None, ""), V(None, "")])
+    def plain(label: str, value: V, ci: V | None = None) -> None:
+        rows.append([s(label), value, V(None, ""), V(None, ""), ci or V(None, "")])
 
     plain("Migrations", n(t.migrations.n))
     rate("Projects meeting the goal (level 4)", t.goal_met)
@@ -91,29 +96,39 @@ def totals_table(report: StudyReport) -> Table:
     rate("Attempts stating an expected level", t.stated_expectation)
     rate("Attempts below the agent's expected level (over-claims)", t.over_claims)
     rate("Over-claims, verifier alone", t.over_claims_automated)
+    plain("Re-runs (not counted as attempts)", n(t.reruns.n))
+    rate("Re-runs that confirmed their attempt's level", Rate(t.reruns_confirming, t.reruns))
+    rate("Re-runs that changed it", Rate(t.reruns_changing, t.reruns))
+    rate("Attempts with a level decided by a re-run", Rate(t.decided_by_reruns, t.verified))
     rate("Migrations with a final run", Rate(t.with_final_run, t.migrations))
-    plain("Time ratio of final runs, median", num(t.time_ratios.median))
+    for why, count in t.without_final_run.items():
+        if count.n:
+            rate(f"Migrations without a final run: {WHY_NONE[why]}", Rate(count, t.migrations))
+    plain("Time ratio of final runs, median", num(t.time_ratios.median), interval(t.time_ratios.interval, 2))
     plain("Time ratio of final runs, min", num(t.time_ratios.low))
     plain("Time ratio of final runs, max", num(t.time_ratios.high))
-    plain("Cost ratio of final runs, median", num(t.cost_ratios.median))
+    plain("Cost ratio of final runs, median", num(t.cost_ratios.median), interval(t.cost_ratios.interval, 2))
     plain("Cost ratio of final runs, min", num(t.cost_ratios.low))
     plain("Cost ratio of final runs, max", num(t.cost_ratios.high))
-    both = Count(tuple(r.id for r in report.migrations if r.time_ratio is not None and r.cost_ratio is not None),
-                 "migration")
-    rate("Migrations that ended faster", Rate(t.faster, Count(tuple(i for i, _ in t.time_ratios.values), "x")))
-    rate("Migrations that ended cheaper", Rate(t.cheaper, Count(tuple(i for i, _ in t.cost_ratios.values), "x")))
-    rate("Migrations that ended faster and cheaper", Rate(t.faster_and_cheaper, both))
+    rate("Migrations that ended faster", t.faster)
+    rate("Migrations that ended cheaper", t.cheaper)
+    rate("Migrations that ended faster and cheaper", t.faster_and_cheaper)
     plain("Intervention minutes", num(t.intervention_minutes, 1))
     plain("Review hours", num(t.review_seconds / 3600.0))
     plain("Staff hours", num(t.staff_hours))
     plain("Staff cost ($)", num(t.staff_cost))
-    plain("Wall hours of attempts", num(t.wall_hours))
-    plain("Chip-hours of attempts", num(t.chip_hours))
+    plain("Wall hours of attempts and re-runs", num(t.wall_hours))
+    plain("Chip-hours of attempts and re-runs", num(t.chip_hours))
     plain("Compute cost ($)", num(t.compute.dollars))
+    rate("Attempts and re-runs without times (no wall time, no cost)", Rate(t.untimed, t.runs))
+    rate("Attempts and re-runs on an unpriced accelerator (no cost)", Rate(t.unpriced, t.runs))
     plain("LLM cost ($)", num(t.llm.dollars))
     plain("Total cost ($)", num(t.total_cost))
-    return Table("totals", "Study totals", ["Measure", "Value", "Of", "%"], rows, numeric=(1, 2, 3),
-                 note="Rates as docs/report.md defines them; \"verifier alone\" ignores reviewers' overrides.")
+    return Table("totals", "Study totals", ["Measure", "Value", "Of", "%", "95% interval"], rows,
+                 numeric=(1, 2, 3, 4), wrap=(0,),
+                 note="Rates as docs/report.md defines them; \"verifier alone\" ignores reviewers' overrides."
+                      " Intervals: Wilson score for rates, a seeded percentile bootstrap"
+                      f" ({RESAMPLES} resamples) for medians.")
 
 
 def outcomes_table(report: StudyReport) -> Table:
@@ -127,8 +142,27 @@ def outcomes_table(report: StudyReport) -> Table:
                  ["Migration", "Attempts", "Failed", "Silent", "Over-claims", "Expectations", "Highest level",
                   "Goal met", "Final run", "Time ratio", "Cost ratio"], rows, numeric=(1, 2, 3, 4, 5, 6, 8, 9, 10),
                  note="Expectations: verified attempts whose agent named an expected level. Final run: the"
-                      " seq of the last verified attempt that passed level 1; ratios are its own against"
-                      " the reference run.")
+                      f" seq of {RULE_TEXT[report.final_rule]}; ratios are its own against the reference run.")
+
+
+def sig(value: float | None) -> V:
+    """A measured value, to six significant digits (metrics span 1e-4 to 1e4)."""
+    return V(value, "–" if value is None else f"{value:.6g}")
+
+
+def goals_table(report: StudyReport) -> Table:
+    rows = []
+    for m in report.migrations:
+        g = m.goal
+        if g is None:
+            continue
+        rows.append([s(m.slug), s(g.metric), s(g.direction), sig(g.reference), sig(g.tolerance), n(m.final_seq),
+                     sig(g.final_value), n(g.best_seq), sig(g.best_value)])
+    return Table("goals", "Goal per migration",
+                 ["Migration", "Metric", "Better", "Reference", "Tolerance", "Final run", "Final value",
+                  "Best verified", "Best value"], rows, numeric=(3, 4, 5, 6, 7, 8),
+                 note="Values at the last step of each run's goal-metric series (what level 4 judges). Final run"
+                      " and best verified: attempt seq; the JSON has their ids.")
 
 
 def verifier_table(report: StudyReport) -> Table:
@@ -165,7 +199,7 @@ def kinds_table(report: StudyReport) -> Table:
     rows = [[s(m.slug), s(k.kind), n(k.interventions.n), num(k.minutes, 1)]
             for m in report.migrations for k in m.by_kind]
     return Table("interventions_by_kind", "Interventions by kind",
-                 ["Migration", "Kind", "Count", "Minutes"], rows, numeric=(2, 3))
+                 ["Migration", "Kind", "Count", "Minutes"], rows, numeric=(2, 3), wrap=(1,))
 
 
 def _at(text: str) -> V:
@@ -177,7 +211,7 @@ def decisions_table(report: StudyReport) -> Table:
             for m in report.migrations for d in m.decisions]
     return Table("decisions", "Decisions and their reasons",
                  ["Migration", "Id", "Decision", "Reason", "Rules suggested", "Reviewer", "At"], rows,
-                 numeric=(1,), wide=True,
+                 numeric=(1,), wrap=(3, 5),
                  note="Rules suggested: what the stopping rules suggested at that moment (docs/effort.md).")
 
 
@@ -187,7 +221,7 @@ def budget_changes_table(report: StudyReport) -> Table:
             for m in report.migrations for b in m.budget_changes]
     return Table("budget_changes", "Budget changes",
                  ["Migration", "Id", "Compute $", "Staff hours", "Attempts", "Days", "Accept at level", "Reason",
-                  "Reviewer", "At"], rows, numeric=(1, 2, 3, 4, 5, 6), wide=True,
+                  "Reviewer", "At"], rows, numeric=(1, 2, 3, 4, 5, 6), wrap=(7, 8),
                  note="The latest change of a migration is in force; a dash: no budget.")
 
 
@@ -198,7 +232,7 @@ def overrides_table(report: StudyReport) -> Table:
             for o in report.overrides]
     return Table("overrides", "Verdict overrides",
                  ["Migration", "Attempt", "Level", "Verifier", "Override", "Counts", "Reviewer", "Justification"],
-                 rows, numeric=(1, 2), wide=True,
+                 rows, numeric=(1, 2), wrap=(6, 7),
                  note="Counts: the latest override of its verdict, the one every count uses.")
 
 
@@ -211,15 +245,19 @@ def attempts_table(report: StudyReport) -> Table:
                 slug, a.id, a.seq, a.source, a.status, a.exit_code, a.expected_level, a.expected_source, a.level,
                 a.level_automated,
                 a.failed, a.silent, a.over_claim, a.failed_automated, a.silent_automated, a.over_claim_automated,
-                a.cause, a.wall_seconds, a.chip_hours, a.cost_dollars, a.time_ratio, a.cost_ratio, a.command,
-                a.claim, a.failure_note,
+                a.cause, a.wall_seconds, a.chip_hours, a.cost_dollars, a.time_ratio, a.cost_ratio,
+                a.last_step, a.smoke, a.goal_value, a.rerun_of,
+                ";".join(f"{level}:{rerun}" for level, rerun in a.levels_from_reruns),
+                a.command, a.claim, a.failure_note,
             ])
     return Table("attempts", "Attempts",
                  ["migration", "attempt_id", "seq", "source", "status", "exit_code", "expected_level",
                   "expected_source", "level",
                   "level_verifier", "failed", "silent", "over_claim", "failed_verifier", "silent_verifier",
                   "over_claim_verifier", "cause", "wall_seconds", "chip_hours", "cost_dollars", "time_ratio",
-                  "cost_ratio", "command", "claim", "failure_note"], raw_rows=rows)
+                  "cost_ratio", "last_step", "smoke", "goal_value", "rerun_of", "levels_from_reruns", "command",
+                  "claim", "failure_note"],
+                 raw_rows=rows)
 
 
 def intervention_records_table(report: StudyReport) -> Table:
@@ -242,8 +280,8 @@ def review_table(report: StudyReport) -> Table:
 
 def document_tables(report: StudyReport) -> list[Table]:
     """The tables of a document (Markdown, HTML, LaTeX)."""
-    tables = [totals_table(report), outcomes_table(report), verifier_table(report), effort_table(report),
-              kinds_table(report), decisions_table(report)]
+    tables = [totals_table(report), outcomes_table(report), goals_table(report), verifier_table(report),
+              effort_table(report), kinds_table(report), decisions_table(report)]
     if any(m.budget_changes for m in report.migrations):
         tables.append(budget_changes_table(report))
     if report.overrides:
@@ -253,7 +291,8 @@ def document_tables(report: StudyReport) -> list[Table]:
 
 def all_tables(report: StudyReport) -> list[Table]:
     """Every table, record-level ones included (CSV)."""
-    return [totals_table(report), outcomes_table(report), verifier_table(report), effort_table(report),
+    return [totals_table(report), outcomes_table(report), goals_table(report), verifier_table(report),
+            effort_table(report),
             kinds_table(report), decisions_table(report), budget_changes_table(report), overrides_table(report),
             attempts_table(report),
             intervention_records_table(report), review_table(report)]
@@ -263,10 +302,13 @@ def title_lines(report: StudyReport) -> list[str]:
     lines = [f"Study: {report.title} ({report.slug})"]
     if report.selected:
         lines.append("Migrations: " + ", ".join(report.selected))
+    lines.append(f"Final run: {RULE_TEXT[report.final_rule]}.")
     if report.pseudonymised:
         lines.append("Reviewer names are pseudonymised.")
     return lines
 
 
 def migration_line(m: MigrationReport) -> str:
-    return f"{m.slug}: {m.title}, {m.target}, {m.status}"
+    final = (f"final run: seq {m.final_seq}" if m.final_seq is not None
+             else f"no final run ({WHY_NONE.get(m.final_why_none or '', 'none')})")
+    return f"{m.slug}: {m.title}, {m.target}, {m.status}; {final}"
