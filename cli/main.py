@@ -774,3 +774,12 @@ def _add_rerun_commands() -> None:
 
 
 _add_rerun_commands()
+
+
+def _add_setup_commands() -> None:
+    from cli.setup import register
+
+    register(main)
+
+
+_add_setup_commands()

@@ -1,0 +1,154 @@
+"""A study made without a bundle: `init`, `migration add|edit`, `reference`, run as subprocesses
+on real git repositories and real SQLite files (docs/setup.md)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import make_repo
+from tests.test_cli import fails_cleanly, workbench
+
+TRAIN = "import torch\nprint('train')\n"
+
+
+@pytest.fixture()
+def project(tmp_path: Path) -> Path:
+    repo = tmp_path / "project"
+    make_repo(repo, [{"train.py": TRAIN}])
+    return repo
+
+
+@pytest.fixture()
+def study(tmp_path: Path, project: Path) -> Path:
+    db = tmp_path / "s.db"
+    assert workbench("init", str(db), "--title", "My study", "--price", "tpu-v5e=1.2",
+                     "--price", "cpu=0.05").returncode == 0
+    added = workbench("migration", "add", str(db), "mlp", "--repo", str(project), "--target", "tpu-v5e:4",
+                      "--goal", "eval_accuracy", "--direction", "max", "--reference-value", "0.9",
+                      "--tolerance", "0.01", "--command", "python train.py --steps 40")
+    assert added.returncode == 0, added.stderr
+    return db
+
+
+def rows(db: Path, sql: str) -> list[tuple]:
+    con = sqlite3.connect(db)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def reference_files(tmp_path: Path, accuracy: bool = True) -> tuple[Path, Path]:
+    log = tmp_path / "ref.log"
+    log.write_text("step 1 loss 0.9\nstep 2 loss 0.5\n" + ("step 2 eval_accuracy 0.91\n" if accuracy else ""))
+    metrics = tmp_path / "ref.jsonl"
+    points = [{"name": "loss", "step": 1, "value": 0.9}, {"name": "loss", "step": 2, "value": 0.5}]
+    if accuracy:
+        points.append({"name": "eval_accuracy", "step": 2, "value": 0.91})
+    metrics.write_text("".join(json.dumps(p) + "\n" for p in points))
+    return log, metrics
+
+
+def test_init_makes_an_empty_study_and_never_overwrites(tmp_path: Path) -> None:
+    db = tmp_path / "new.db"
+    made = workbench("init", str(db), "--title", "Study one", "--price", "tpu-v5e=1.20")
+    assert made.returncode == 0, made.stderr
+    assert rows(db, "SELECT slug, title, prices FROM study") == [("new", "Study one", '{"tpu-v5e": 1.2}')]
+    assert rows(db, "SELECT action, entity FROM audit") == [("insert", "study")]
+    fails_cleanly(workbench("init", str(db), "--title", "Again"), "already exists")
+    assert rows(db, "SELECT title FROM study") == [("Study one",)]
+    fails_cleanly(workbench("init", str(tmp_path / "b.db"), "--title", "x", "--price", "tpu"), "--price")
+    fails_cleanly(workbench("init", str(tmp_path / "b.db"), "--title", "x", "--price", "tpu=-1"), "--price")
+    fails_cleanly(workbench("init", str(tmp_path / "b.db"), "--title", " "), "--title")
+    assert not (tmp_path / "b.db").exists()
+    default = tmp_path / "default.db"
+    assert workbench("init", "--title", "By env", env={"WORKBENCH_DB": str(default)}).returncode == 0
+    assert rows(default, "SELECT title FROM study") == [("By env",)]
+
+
+def test_migration_add_fills_the_row_as_a_bundle_import_does(study: Path, project: Path) -> None:
+    head = (project / ".git" / "refs" / "heads" / "main").read_text().strip()
+    listed = json.loads(workbench("migrations", str(study), "--json").stdout)
+    assert [m["migration"]["slug"] for m in listed] == ["mlp"]
+    (row,) = rows(study, "SELECT repo, base_commit, accelerator, chips, runtime, goal_metric, goal_reference,"
+                         " goal_direction, goal_tolerance, status, acceptance_level, command FROM migration")
+    assert row == (str(project.resolve()), head, "tpu-v5e", 4, "torch_xla", "eval_accuracy", 0.9, "max", 0.01,
+                   "in_progress", 4, "python train.py --steps 40")
+    assert rows(study, "SELECT action, entity FROM audit ORDER BY id")[-1] == ("insert", "migration")
+
+
+def test_migration_add_refuses_bad_input_with_one_line(study: Path, project: Path, tmp_path: Path) -> None:
+    def add(slug: str, *extra: str, repo: Path = project, target: str = "tpu-v5e:4"):
+        return workbench("migration", "add", str(study), slug, "--repo", str(repo), "--target", target,
+                         "--goal", "acc", "--direction", "max", "--reference-value", "0.9", *extra)
+
+    fails_cleanly(add("mlp"), "'mlp' already exists")
+    fails_cleanly(add("m2", repo=tmp_path / "missing"), "--repo", "no such folder")
+    (tmp_path / "plain").mkdir()
+    fails_cleanly(add("m2", repo=tmp_path / "plain"), "not a git repository")
+    fails_cleanly(add("m2", "--base", "no-such-rev"), "--base", "'no-such-rev' is not a commit")
+    for bad in ("tpu-v5e:0", "tpu-v5e:x", "TPU!", ":4", "tpu:4:2"):
+        fails_cleanly(add("m2", target=bad), "--target")
+    fails_cleanly(add("Bad Slug"), "SLUG")
+    fails_cleanly(add("m2", "--tolerance", "-1"), "--tolerance")
+    fails_cleanly(add("m2", "--command", "python 'unclosed"), "--command")
+    (project / "train.py").write_text("changed\n")
+    fails_cleanly(add("m2"), "uncommitted changes")
+    fails_cleanly(workbench("migration", "add", str(study.with_name("none.db")), "m2", "--repo", str(project),
+                            "--target", "cpu", "--goal", "a", "--direction", "max", "--reference-value", "1"),
+                  "no such study database")
+    assert rows(study, "SELECT slug FROM migration") == [("mlp",)]
+
+
+def test_migration_edit_changes_and_audits(study: Path) -> None:
+    edited = workbench("migration", "edit", str(study), "mlp", "--target", "tpu-v5e:8", "--tolerance", "0.02",
+                       "--budget-attempts", "12", "--acceptance-level", "3")
+    assert edited.returncode == 0, edited.stderr
+    assert "chips" in edited.stdout and "goal_tolerance" in edited.stdout and "budgets" in edited.stdout
+    assert rows(study, "SELECT chips, goal_tolerance FROM migration") == [(8, 0.02)]
+    assert rows(study, "SELECT attempts, acceptance_level FROM budget_change") == [(12, 3)]
+    (audit,) = rows(study, "SELECT detail FROM audit WHERE action = 'update' AND entity = 'migration'")
+    assert json.loads(audit[0])["was"] == {"chips": 4, "goal_tolerance": 0.01}
+    again = workbench("migration", "edit", str(study), "mlp", "--target", "tpu-v5e:8")
+    assert again.stdout.strip() == "migration mlp: nothing changed"
+    fails_cleanly(workbench("migration", "edit", str(study), "nope", "--tolerance", "1"),
+                  "no migration 'nope'", "workbench migration add")
+    fails_cleanly(workbench("migration", "edit", str(study), "mlp", "--target", "a:b"), "--target")
+    fails_cleanly(workbench("migration", "edit", str(study), "mlp", "--budget-attempts", "-1"), "attempts")
+    assert rows(study, "SELECT chips FROM migration") == [(8,)]
+
+
+def test_reference_from_files(study: Path, tmp_path: Path) -> None:
+    log, metrics = reference_files(tmp_path)
+    made = workbench("reference", str(study), "mlp", "--log", str(log), "--metrics", str(metrics),
+                     "--wall", "90", "--hardware", "a100:1")
+    assert made.returncode == 0, made.stderr
+    (attempt,) = rows(study, "SELECT seq, source, status, argv, observed_kind, observed_count, started_at,"
+                             " ended_at, commit_sha = (SELECT base_commit FROM migration) FROM attempt")
+    assert attempt[:6] == (0, "reference", "ok", '["python", "train.py", "--steps", "40"]', "a100", 1)
+    assert attempt[6] < attempt[7] and attempt[8] == 1
+    assert rows(study, "SELECT name, step, value FROM metric_point ORDER BY name, step") == [
+        ("eval_accuracy", 2, 0.91), ("loss", 1, 0.9), ("loss", 2, 0.5)]
+    from_log = workbench("reference", str(study), "mlp", "--log", str(log))
+    assert from_log.returncode == 0, from_log.stderr
+    assert rows(study, "SELECT seq FROM attempt ORDER BY seq") == [(0,), (1,)]
+
+
+def test_reference_refuses_bad_input_and_writes_nothing(study: Path, tmp_path: Path) -> None:
+    log, metrics = reference_files(tmp_path, accuracy=False)
+    fails_cleanly(workbench("reference", str(study), "mlp", "--log", str(tmp_path / "none.log")),
+                  "--log", "cannot read")
+    fails_cleanly(workbench("reference", str(study), "mlp", "--log", str(log), "--metrics", str(metrics)),
+                  "goal metric 'eval_accuracy'")
+    fails_cleanly(workbench("reference", str(study), "mlp", "--log", str(log)), "goal metric 'eval_accuracy'")
+    fails_cleanly(workbench("reference", str(study), "mlp", "--log", str(log), "--metrics", str(log)),
+                  "--metrics", "not valid JSON")
+    fails_cleanly(workbench("reference", str(study), "mlp", "--log", str(log), "--hardware", "a100:"),
+                  "--hardware")
+    fails_cleanly(workbench("reference", str(study), "nope", "--log", str(log)), "workbench migration add")
+    assert rows(study, "SELECT COUNT(*) FROM attempt") == [(0,)]
+    assert rows(study, "SELECT COUNT(*) FROM log") == [(0,)]
