@@ -6,10 +6,12 @@ that); nothing is written until every check has passed.
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import click
 
+from domain.errors import WorkbenchError
 from domain.text import clean
 from workbench import config
 
@@ -134,8 +136,90 @@ def reference(db: Path, slug: str, log: Path, metrics: Path | None, wall: float 
     click.echo(f"reference run recorded for {clean(slug)} as attempt {made.seq}")
 
 
+def _list_sessions(project: Path, all_bash: bool, patterns: tuple[str, ...]) -> None:
+    from workbench.importers.sessions import find_sessions, projects_dir
+
+    sessions = find_sessions(project, _rule(all_bash, patterns))
+    if not sessions:
+        click.echo(f"no Claude Code sessions of {clean(str(project))} under {clean(str(projects_dir()))}")
+        return
+    for info in sessions:
+        agents = f", {info.subagents} sub-agent(s)" if info.subagents else ""
+        click.echo(f"{clean(info.started_at or '?')}  {info.size:>10,} bytes  {info.attempts:>4} attempt(s)"
+                   f"{agents}  {clean(str(info.path))}")
+
+
+def _rule(all_bash: bool, patterns: tuple[str, ...]):
+    import re
+
+    from workbench.importers.rules import WorkloadRule
+
+    try:
+        return WorkloadRule(all_bash=all_bash, patterns=patterns)
+    except re.error as exc:
+        raise WorkbenchError(f"--workload: not a regular expression ({exc})") from None
+
+
+def _check_migration(db: Path, slug: str | None) -> None:
+    """One line naming `workbench migration add` when the migration is not there."""
+    from storage.queries import get_migration
+    from workbench.studies import open_existing
+
+    if slug is None:
+        raise WorkbenchError("--migration: name the migration to import into (or give --list)")
+    sdb = open_existing(db)
+    try:
+        found = get_migration(sdb.db, slug)
+    finally:
+        sdb.close()
+    if found is None:
+        raise WorkbenchError(f"{db}: no migration {slug!r}; add it with `workbench migration add {db} {slug}"
+                             " --repo PATH --target ... --goal ...`")
+
+
+def _with_project(command: click.Command) -> None:
+    """`import claude-code --project REPO_PATH [--list]`: the project's sessions found in the
+    Claude Code projects folder stand in for PATH."""
+    original = command.callback
+    for param in command.params:
+        if param.name in ("paths", "slug"):
+            param.required = False
+    command.params += [
+        click.Option(["--project"], type=click.Path(file_okay=False, path_type=Path),
+                     help="Import this project's sessions from the Claude Code projects folder"
+                          " ($CLAUDE_CONFIG_DIR or ~/.claude); also the default --repo."),
+        click.Option(["--list", "list_only"], is_flag=True,
+                     help="With --project: list the sessions (start, size, attempts) and import nothing."),
+    ]
+
+    def callback(paths: tuple[Path, ...], db: Path | None, slug: str | None, project: Path | None,
+                 list_only: bool, **rest):
+        if project is not None and list_only:
+            return _list_sessions(project, rest["all_bash"], rest["patterns"])
+        if project is None and (list_only or not paths):
+            raise WorkbenchError("give transcript PATHs or --project REPO_PATH (--list needs --project)")
+        path = db or config.default_db()
+        _check_migration(path, slug)
+        if project is not None:
+            from workbench.importers.sessions import find_sessions
+
+            found = tuple(info.path for info in find_sessions(project, _rule(rest["all_bash"], rest["patterns"])))
+            if not found and not paths:
+                raise WorkbenchError(f"--project: no Claude Code sessions of {project} found")
+            paths += found
+            rest["repo"] = rest["repo"] or project
+        return original(paths=paths, db=path, slug=slug, **rest)
+
+    command.callback = callback
+    command.help = inspect.cleandoc(command.help or "") + "\n\nWith --project REPO_PATH, the project's sessions are found in" \
+        " the Claude Code projects folder; --list shows them without importing."
+
+
 def register(main: click.Group) -> None:
-    """Put this module's commands on the main group."""
+    """Put this module's commands on the main group, and --project on `import claude-code`."""
     for command in (init, migration, reference):
         main.add_command(command)
+    importer = main.commands["import"]
+    if isinstance(importer, click.Group) and "claude-code" in importer.commands:
+        _with_project(importer.commands["claude-code"])
 

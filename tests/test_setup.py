@@ -152,3 +152,86 @@ def test_reference_refuses_bad_input_and_writes_nothing(study: Path, tmp_path: P
     fails_cleanly(workbench("reference", str(study), "nope", "--log", str(log)), "workbench migration add")
     assert rows(study, "SELECT COUNT(*) FROM attempt") == [(0,)]
     assert rows(study, "SELECT COUNT(*) FROM log") == [(0,)]
+
+
+def claude_session(repo: Path, config: Path) -> Path:
+    """A session with a sub-agent, laid out as Claude Code lays it out under `config/projects`."""
+    from tests.import_helpers import Transcript
+
+    main = Transcript(cwd=str(repo.resolve()), session="11111111-2222-3333-4444-555555555555")
+    main.bash("python train.py --steps 2", "step 1 loss 0.9\nstep 2 loss 0.5\nstep 2 eval_accuracy 0.91\n")
+    main.say("It runs successfully and reaches the target accuracy on the TPU.")
+    main.bash("ls", "train.py")
+    main.bash("python train.py --steps 3", "Traceback (most recent call last):\nRuntimeError: boom", exit_code=1)
+    task = main.call("Task", {"description": "try", "prompt": "run it", "subagent_type": "general-purpose"})
+    sub = Transcript(cwd=str(repo.resolve()), session=main.session, agent="a77")
+    sub.bash("python train.py --steps 4", "step 1 loss 0.9\n")
+    main.result(task, [{"type": "text", "text": "done"}], extra={"status": "completed", "agentId": "a77"})
+    folder = config / "projects" / "".join(c if c.isalnum() else "-" for c in str(repo.resolve()))
+    main.dump(folder / f"{main.session}.jsonl")
+    sub.dump(folder / main.session / "subagents" / "agent-a77.jsonl")
+    elsewhere = Transcript(cwd="/somewhere/else", session="99999999-2222-3333-4444-555555555555")
+    elsewhere.bash("python other.py", "ok\n")
+    elsewhere.dump(folder / f"{elsewhere.session}.jsonl")
+    return folder
+
+
+def test_project_sessions_are_listed_with_their_subagents(tmp_path: Path, project: Path) -> None:
+    config = tmp_path / "claude-config"
+    folder = claude_session(project, config)
+    listed = workbench("import", "claude-code", "--project", str(project), "--list",
+                       env={"CLAUDE_CONFIG_DIR": str(config)})
+    assert listed.returncode == 0, listed.stderr
+    (line,) = listed.stdout.splitlines()
+    assert line.startswith("2026-11-02T10:01:00.000Z") and "3 attempt(s), 1 sub-agent(s)" in line
+    size = sum(p.stat().st_size for p in folder.rglob("*.jsonl") if "9999" not in p.name)
+    assert f"{size:,} bytes" in line
+    home = workbench("import", "claude-code", "--project", str(project), "--list",
+                     env={"CLAUDE_CONFIG_DIR": "", "HOME": str(tmp_path)})
+    assert home.stdout.startswith("no Claude Code sessions of")
+
+
+def test_a_missing_migration_names_migration_add(tmp_path: Path, project: Path) -> None:
+    db = tmp_path / "s.db"
+    assert workbench("init", str(db), "--title", "T").returncode == 0
+    config = tmp_path / "claude-config"
+    claude_session(project, config)
+    fails_cleanly(workbench("import", "claude-code", "--db", str(db), "--project", str(project), "--migration",
+                            "m1", env={"CLAUDE_CONFIG_DIR": str(config)}),
+                  "no migration 'm1'", "workbench migration add")
+    fails_cleanly(workbench("import", "claude-code", "--db", str(db), "--migration", "m1"), "--project")
+    assert rows(db, "SELECT COUNT(*) FROM attempt") == [(0,)]
+
+
+def test_a_study_from_nothing_with_only_the_new_commands(tmp_path: Path, project: Path) -> None:
+    """Done when (issue 14): init, migration add, reference, claude-code import, verify, report."""
+    db, config = tmp_path / "study.db", tmp_path / "claude-config"
+    env = {"CLAUDE_CONFIG_DIR": str(config)}
+    claude_session(project, config)
+    log, metrics = reference_files(tmp_path)
+    steps = [
+        ("init", str(db), "--title", "From nothing", "--price", "tpu-v5e=1.2", "--price", "a100=2.5"),
+        ("migration", "add", str(db), "mlp", "--repo", str(project), "--target", "tpu-v5e:4", "--goal",
+         "eval_accuracy", "--direction", "max", "--reference-value", "0.9", "--command", "python train.py"),
+        ("reference", str(db), "mlp", "--log", str(log), "--metrics", str(metrics), "--wall", "600",
+         "--hardware", "a100:1"),
+        ("import", "claude-code", "--db", str(db), "--project", str(project), "--migration", "mlp"),
+        ("verify", str(db)),
+    ]
+    for args in steps:
+        result = workbench(*args, env=env)
+        assert result.returncode == 0, (args, result.stderr)
+    again = workbench(*steps[3], env=env)
+    assert again.stdout.splitlines()[-1] == "0 new, 0 updated, 3 unchanged"
+    report = workbench("report", str(db), "--format", "json")
+    assert report.returncode == 0, report.stderr
+    totals = json.loads(report.stdout)["totals"]
+    assert totals["migrations"]["n"] == 1
+    assert totals["attempts"]["n"] == 3 and totals["verified"]["n"] == 3
+    assert totals["failed"]["n"] == 2 and totals["silent"]["n"] == 1
+    assert totals["over_claims"]["n"] == 1
+    (migration,) = json.loads(report.stdout)["migrations"]
+    assert migration["reference_attempt_id"] is not None
+    assert rows(db, "SELECT COUNT(*) FROM attempt WHERE agent_id = 'a77'") == [(1,)]
+    bundle_files = {"study.toml", "migration.toml", "attempts.jsonl"}
+    assert not [p for p in tmp_path.rglob("*") if p.name in bundle_files]
