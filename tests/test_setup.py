@@ -235,3 +235,9 @@ def test_a_study_from_nothing_with_only_the_new_commands(tmp_path: Path, project
     assert rows(db, "SELECT COUNT(*) FROM attempt WHERE agent_id = 'a77'") == [(1,)]
     bundle_files = {"study.toml", "migration.toml", "attempts.jsonl"}
     assert not [p for p in tmp_path.rglob("*") if p.name in bundle_files]
+
+
+def test_every_new_command_has_help() -> None:
+    for args in (["init"], ["migration"], ["migration", "add"], ["migration", "edit"], ["reference"]):
+        result = workbench(*args, "--help")
+        assert result.returncode == 0 and "Usage:" in result.stdout, args
