@@ -136,6 +136,40 @@ def reference(db: Path, slug: str, log: Path, metrics: Path | None, wall: float 
     click.echo(f"reference run recorded for {clean(slug)} as attempt {made.seq}")
 
 
+@click.command()
+@click.argument("db", type=DB_PATH)
+@click.argument("slug")
+@click.option("--project", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="The project whose Claude Code sessions to follow; also the default --repo.")
+@click.option("--repo", type=click.Path(file_okay=False, path_type=Path),
+              help="The git repository that ties attempts to commits (default: the project).")
+@click.option("--all-bash", is_flag=True, help="Count every Bash call as an attempt, not only workload runs.")
+@click.option("--workload", "patterns", multiple=True, metavar="REGEX",
+              help="A Bash command matching this regular expression is an attempt (repeatable).")
+@click.option("--interval", type=click.FloatRange(0.05, 60), default=0.5, show_default=True,
+              help="Seconds between looks at the transcripts.")
+@click.option("--for", "stop_after", type=click.FloatRange(0), help="Stop after this many seconds.")
+def watch(db: Path, slug: str, project: Path, repo: Path | None, all_bash: bool, patterns: tuple[str, ...],
+          interval: float, stop_after: float | None) -> None:
+    """Follow the project's Claude Code sessions live: new Bash calls become attempts of SLUG and
+    are verified as their results arrive; prints one line per verified attempt. Ctrl-C stops."""
+    from workbench.studies import find_migration, open_existing
+    from workbench.watch import Watcher
+
+    rule = _rule(all_bash, patterns)
+    sdb = open_existing(db)
+    try:
+        find_migration(sdb, slug)
+        watcher = Watcher(sdb, slug, project, config.reviewer(), rule=rule, repo=repo or project)
+        click.echo(f"watching {clean(str(watcher.project))} for {clean(slug)} (Ctrl-C stops)", err=True)
+        try:
+            watcher.run(interval=interval, stop_after=stop_after, echo=lambda line: click.echo(clean(line)))
+        except KeyboardInterrupt:
+            pass
+    finally:
+        sdb.close()
+
+
 def _list_sessions(project: Path, all_bash: bool, patterns: tuple[str, ...]) -> None:
     from workbench.importers.sessions import find_sessions, projects_dir
 
@@ -217,7 +251,7 @@ def _with_project(command: click.Command) -> None:
 
 def register(main: click.Group) -> None:
     """Put this module's commands on the main group, and --project on `import claude-code`."""
-    for command in (init, migration, reference):
+    for command in (init, migration, reference, watch):
         main.add_command(command)
     importer = main.commands["import"]
     if isinstance(importer, click.Group) and "claude-code" in importer.commands:

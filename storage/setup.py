@@ -78,3 +78,11 @@ def add_reference(db: Database, attempt: Attempt, log: Path,
             )
             records.audit(db, reviewer, "replace", "metric_point", attempt_id, {"points": len(points)})
     return attempt_id
+
+
+def attempt_states(db: Database, migration_id: int) -> dict[int, tuple[Any, ...]]:
+    """seq -> (status, exit code, log, claim, expected level, commit) of the migration's agent
+    attempts: what a watcher compares between rounds to see which ones changed."""
+    return {row[0]: tuple(row[1:]) for row in db.execute(
+        "SELECT seq, status, exit_code, log_id, claim, expected_level, commit_sha FROM attempt"
+        " WHERE migration_id = ? AND source = 'agent' ORDER BY seq", [migration_id])}
