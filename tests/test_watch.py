@@ -87,13 +87,21 @@ def test_watch_follows_a_growing_session(tmp_path: Path) -> None:
         t.result(running, "step 1 loss 0.9\n", extra={"stdout": "step 1 loss 0.9\n", "stderr": ""})
         append(session, t.lines[6:])
         wait_for(db, VERIFIED, [(1, "ok", 0, 1), (2, "nonzero_exit", 1, 1), (3, "ok", 0, 1)])
+        resumed = Transcript(cwd=str(repo.resolve()), session="22222222-2222-3333-4444-555555555555")
+        resumed.ids = 100
+        resumed.bash("python train.py --resume", "step 1 loss 0.9\n")
+        resumed.dump(folder / f"{resumed.session}.jsonl")  # a new session (a restart) is picked up
+        wait_for(db, VERIFIED, [(1, "ok", 0, 1), (2, "nonzero_exit", 1, 1), (3, "ok", 0, 1), (4, "ok", 0, 1)])
     finally:
         watch.send_signal(signal.SIGINT)
         out, err = watch.communicate(timeout=30)
     assert watch.returncode == 0, err
     assert first < 2.0 and second < 2.0, (first, second)
-    assert query(db, "SELECT COUNT(*), COUNT(DISTINCT external_id) FROM attempt WHERE source = 'agent'") == [(3, 3)]
+    assert query(db, "SELECT COUNT(*), COUNT(DISTINCT external_id) FROM attempt WHERE source = 'agent'") == [(4, 4)]
+    assert query(db, "SELECT COUNT(*), COUNT(DISTINCT attempt_id) FROM verification WHERE superseded_by IS NULL"
+                     " AND attempt_id IN (SELECT id FROM attempt WHERE source = 'agent')") == [(4, 4)]
     lines = out.splitlines()
     assert lines[0].startswith("attempt 1: ok (exit 0): level")
     assert lines[1].startswith("attempt 2: nonzero_exit (exit 1): level 0, crash")
-    assert lines[2].startswith("attempt 3: ok (exit 0)") and len(lines) == 3
+    assert lines[2].startswith("attempt 3: ok (exit 0)") and lines[3].startswith("attempt 4: ok (exit 0)")
+    assert len(lines) == 4

@@ -125,7 +125,7 @@ def base_commit(repo: Path, rev: str) -> tuple[Path, str]:
             sha = handle.commit(rev).hexsha
         except (ValueError, git.BadName, git.GitCommandError):
             raise WorkbenchError(f"--base: {rev[:60]!r} is not a commit in {repo}") from None
-        return Path(handle.working_tree_dir).resolve(), sha
+        return Path(handle.working_tree_dir or repo).resolve(), sha
     finally:
         handle.close()
 

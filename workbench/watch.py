@@ -141,7 +141,9 @@ class Watcher:
     def run(self, *, interval: float = 0.5, stop_after: float | None = None,
             echo: Callable[[str], None] = print) -> int:
         """Poll until `stop_after` seconds have passed (or forever); returns attempts reported."""
-        self._states = store.attempt_states(self.study_db.db, queries.get_migration(self.study_db.db, self.slug).id)
+        migration = queries.get_migration(self.study_db.db, self.slug)
+        if migration is not None:  # attempts already there when the watch starts are not reported
+            self._states = store.attempt_states(self.study_db.db, migration.id)
         deadline = None if stop_after is None else time.monotonic() + stop_after
         reported = 0
         while deadline is None or time.monotonic() < deadline:
