@@ -241,3 +241,35 @@ def test_every_new_command_has_help() -> None:
     for args in (["init"], ["migration"], ["migration", "add"], ["migration", "edit"], ["reference"]):
         result = workbench(*args, "--help")
         assert result.returncode == 0 and "Usage:" in result.stdout, args
+
+
+def test_rows_have_the_shape_a_bundle_import_gives(bundle, tmp_path: Path, project: Path) -> None:
+    """The same migration made both ways: the same columns filled, the same left empty."""
+    folder, shas = bundle.add_migration("mlp")
+    bundle.write_attempts(folder, [bundle.attempt(0, shas[0])])
+    imported = tmp_path / "imported.db"
+    assert workbench("import", "bundle", str(bundle.root), "--db", str(imported)).returncode == 0
+    made = tmp_path / "made.db"
+    log, metrics = reference_files(tmp_path)
+    for args in (("init", str(made), "--title", "Test study", "--price", "tpu-v5e=1.2", "--price", "cpu=0.05",
+                  "--staff-rate", "100"),
+                 ("migration", "add", str(made), "mlp", "--repo", str(project), "--target", "tpu-v5e:4",
+                  "--goal", "eval_accuracy", "--direction", "max", "--reference-value", "0.9", "--tolerance",
+                  "0.01", "--budget-compute-dollars", "50", "--budget-attempts", "10", "--command", "python train.py"),
+                 ("reference", str(made), "mlp", "--log", str(log), "--metrics", str(metrics), "--wall", "30")):
+        assert workbench(*args).returncode == 0, args
+
+    def shape(db: Path, table: str, skip: frozenset[str] | set[str] = frozenset()) -> dict[str, bool]:
+        con = sqlite3.connect(db)
+        con.row_factory = sqlite3.Row
+        try:
+            row = con.execute(f"SELECT * FROM {table} ORDER BY id LIMIT 1").fetchone()
+        finally:
+            con.close()
+        return {k: row[k] is None for k in row.keys() if k not in skip}
+
+    assert shape(made, "study") == shape(imported, "study")
+    assert shape(made, "migration", {"command"}) == shape(imported, "migration", {"command"})
+    hardware = {"intended_kind", "intended_count", "observed_kind", "observed_count"}
+    assert shape(made, "attempt", hardware) == shape(imported, "attempt", hardware)
+    assert rows(made, "SELECT source, seq FROM attempt") == rows(imported, "SELECT source, seq FROM attempt")
