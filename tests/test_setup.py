@@ -273,3 +273,18 @@ def test_rows_have_the_shape_a_bundle_import_gives(bundle, tmp_path: Path, proje
     hardware = {"intended_kind", "intended_count", "observed_kind", "observed_count"}
     assert shape(made, "attempt", hardware) == shape(imported, "attempt", hardware)
     assert rows(made, "SELECT source, seq FROM attempt") == rows(imported, "SELECT source, seq FROM attempt")
+
+
+def test_older_flat_subagent_files_count_with_their_session(tmp_path: Path, project: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from workbench.importers.sessions import find_sessions
+
+    config = tmp_path / "claude-config"
+    folder = claude_session(project, config)
+    session = next(folder.glob("1111*.jsonl"))
+    nested = session.with_suffix("") / "subagents" / "agent-a77.jsonl"
+    nested.rename(folder / "agent-a77.jsonl")
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(config))
+    (info,) = find_sessions(project)
+    assert (info.path, info.attempts, info.subagents) == (session, 3, 1)
+    assert info.size == session.stat().st_size + (folder / "agent-a77.jsonl").stat().st_size
