@@ -116,24 +116,55 @@ def migration_edit(db: Path, slug: str, acceptance_level: int | None, **given: o
 @click.command()
 @click.argument("db", type=DB_PATH)
 @click.argument("slug")
-@click.option("--log", required=True, type=click.Path(dir_okay=False, path_type=Path), help="The run's output.")
+@click.option("--log", type=click.Path(dir_okay=False, path_type=Path), help="The run's output (from files).")
 @click.option("--metrics", type=click.Path(dir_okay=False, path_type=Path),
               help="Its metric series, JSON Lines as in the bundle format (default: read from the log).")
 @click.option("--wall", type=float, help="Wall-clock seconds the run took.")
-@click.option("--hardware", metavar="ACCEL:N", help="Where it ran, e.g. a100:1.")
+@click.option("--hardware", metavar="ACCEL:N", help="Where it ran, e.g. a100:1 (--run: unless the probe saw it).")
 @click.option("--command", help="The command it ran (default: the migration's --command).")
-def reference(db: Path, slug: str, log: Path, metrics: Path | None, wall: float | None,
-              hardware: str | None, command: str | None) -> None:
-    """Record a migration's reference run (the original code's run) from its files."""
+@click.option("--run", "run_it", is_flag=True,
+              help="Run the command at the base commit on this machine, with the probe, and record that.")
+@click.option("--backend", type=click.Choice(["local"]), default="local", show_default=True,
+              help="Where --run runs (only this machine for now).")
+@click.option("--env", "env_pairs", multiple=True, metavar="KEY=VALUE", help="--run: environment (repeatable).")
+@click.option("--venv", help="--run: the environment's folder (its bin/ goes first on PATH).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="--run: stop after this many seconds.")
+def reference(db: Path, slug: str, log: Path | None, metrics: Path | None, wall: float | None,
+              hardware: str | None, command: str | None, run_it: bool, backend: str, env_pairs: tuple[str, ...],
+              venv: str | None, timeout: float | None) -> None:
+    """Record a migration's reference run (the original code's run): from its files (--log), or
+    by running its command at the base commit here (--run), measured by the re-run probe."""
     from workbench.studies import open_existing, record_reference
 
+    if run_it == (log is not None):
+        raise WorkbenchError("give either --log FILE (a run's files) or --run (run it here)")
     sdb = open_existing(db)
     try:
-        made = record_reference(sdb, slug, log=log, metrics=metrics, wall=wall, hardware=hardware,
-                                command=command, reviewer=config.reviewer())
+        if run_it:
+            made = _run_reference(sdb, slug, command, env_pairs, venv, timeout, hardware)
+        else:
+            made = record_reference(sdb, slug, log=log, metrics=metrics, wall=wall, hardware=hardware,
+                                    command=command, reviewer=config.reviewer())
     finally:
         sdb.close()
     click.echo(f"reference run recorded for {clean(slug)} as attempt {made.seq}")
+
+
+def _run_reference(sdb, slug: str, command: str | None, env_pairs: tuple[str, ...], venv: str | None,
+                   timeout: float | None, hardware: str | None):
+    from domain.models import Hardware
+    from workbench.reference_run import run_reference
+    from workbench.studies import parse_target
+
+    env = {}
+    for text in env_pairs:
+        key, sep, value = text.partition("=")
+        if not sep or not key:
+            raise WorkbenchError(f"--env: {text[:40]!r} must be KEY=VALUE")
+        env[key] = value
+    given = Hardware(*parse_target(hardware, "--hardware")) if hardware else None
+    return run_reference(sdb, slug, command=command, env=env, venv=venv, timeout=timeout, hardware=given,
+                         reviewer=config.reviewer())
 
 
 @click.command()

@@ -5,6 +5,7 @@ leaves rows shaped exactly as a bundle import leaves them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,9 +64,10 @@ def next_reference_seq(db: Database, migration_id: int) -> int:
     return 0 if not taken else top + 1
 
 
-def add_reference(db: Database, attempt: Attempt, log: Path,
-                  points: list[tuple[str, int, float]], reviewer: str) -> int:
-    """The reference attempt with its log and metric series, all in one transaction."""
+def add_reference(db: Database, attempt: Attempt, log: Path, points: list[tuple[str, int, float]],
+                  reviewer: str, *, probes: Sequence[tuple[str, int | None, str]] = ()) -> int:
+    """The reference attempt with its log, metric series and probe reports (file, rank, JSON),
+    all in one transaction."""
     with records.immediate(db):
         log_id = store_log(db, log)
         row = {**attempt_to_row(attempt), "log_id": log_id}
@@ -77,6 +79,10 @@ def add_reference(db: Database, attempt: Attempt, log: Path,
                 [(attempt_id, *point) for point in points],
             )
             records.audit(db, reviewer, "replace", "metric_point", attempt_id, {"points": len(points)})
+        db.conn.executemany(
+            "INSERT INTO probe_report (attempt_id, file, rank, data) VALUES (?, ?, ?, ?)",
+            [(attempt_id, *probe) for probe in probes],
+        )
     return attempt_id
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import make_repo
+from tests.conftest import git, make_repo
 from tests.test_cli import fails_cleanly, workbench
 
 TRAIN = "import torch\nprint('train')\n"
@@ -288,3 +288,35 @@ def test_older_flat_subagent_files_count_with_their_session(tmp_path: Path, proj
     (info,) = find_sessions(project)
     assert (info.path, info.attempts, info.subagents) == (session, 3, 1)
     assert info.size == session.stat().st_size + (folder / "agent-a77.jsonl").stat().st_size
+
+
+def test_reference_run_measures_the_base_commit(tmp_path: Path) -> None:
+    import shlex
+    import sys
+
+    repo, db = tmp_path / "runnable", tmp_path / "s.db"
+    script = ("import os, sys\nprint('step 1 loss 0.9')\nprint('step 2 loss 0.5 eval_accuracy 0.93')\n"
+              "print('FOO', os.environ.get('FOO'))\nsys.exit(int(sys.argv[1]) if len(sys.argv) > 1 else 0)\n")
+    make_repo(repo, [{"train.py": script}, {"train.py": "raise SystemExit('not the base')\n"}])
+    head = (repo / ".git" / "refs" / "heads" / "main").read_text().strip()
+    command = f"{shlex.quote(sys.executable)} train.py"
+    assert workbench("init", str(db), "--title", "T").returncode == 0
+    assert workbench("migration", "add", str(db), "m", "--repo", str(repo), "--base", "HEAD~1", "--target", "cpu",
+                     "--goal", "eval_accuracy", "--direction", "max", "--reference-value", "0.9",
+                     "--command", command).returncode == 0
+    fails_cleanly(workbench("reference", str(db), "m", "--run", "--command", command + " 3"), "exited with 3")
+    fails_cleanly(workbench("reference", str(db), "m"), "--log", "--run")
+    assert rows(db, "SELECT COUNT(*) FROM attempt") == [(0,)]
+    made = workbench("reference", str(db), "m", "--run", "--env", "FOO=bar")
+    assert made.returncode == 0, made.stderr
+    (attempt,) = rows(db, "SELECT source, status, exit_code, exit_code_source, started_at < ended_at, env,"
+                          " commit_sha, log_id IS NOT NULL FROM attempt")
+    assert attempt[:5] == ("reference", "ok", 0, "process", 1) and json.loads(attempt[5]) == {"FOO": "bar"}
+    assert attempt[6] != head and attempt[7]  # the base is HEAD~1: the run saw its code, not HEAD's
+    assert rows(db, "SELECT commit_sha = (SELECT base_commit FROM migration) FROM attempt") == [(1,)]
+    assert rows(db, "SELECT name, step, value FROM metric_point ORDER BY name, step") == [
+        ("eval_accuracy", 2, 0.93), ("loss", 1, 0.9), ("loss", 2, 0.5)]
+    assert rows(db, "SELECT COUNT(*) FROM probe_report") == [(1,)]
+    (output,) = [p for p in (tmp_path / "s.reference").glob("m-*/output.log") if "eval_accuracy" in p.read_text()
+                 and "FOO bar" in p.read_text()]
+    assert git(repo, "worktree", "list").count("\n") == 0  # the checkout is gone; the output stays
