@@ -188,6 +188,7 @@ def watch(db: Path, slug: str, project: Path, repo: Path | None, all_bash: bool,
     from workbench.watch import Watcher
 
     rule = _rule(all_bash, patterns)
+    _project_folder(project)
     sdb = open_existing(db)
     try:
         find_migration(sdb, slug)
@@ -199,6 +200,11 @@ def watch(db: Path, slug: str, project: Path, repo: Path | None, all_bash: bool,
             pass
     finally:
         sdb.close()
+
+
+def _project_folder(project: Path) -> None:
+    if not project.is_dir():
+        raise WorkbenchError(f"--project: {project}: no such folder")
 
 
 def _list_sessions(project: Path, all_bash: bool, patterns: tuple[str, ...]) -> None:
@@ -259,6 +265,8 @@ def _with_project(command: click.Command) -> None:
 
     def callback(paths: tuple[Path, ...], db: Path | None, slug: str | None, project: Path | None,
                  list_only: bool, **rest):
+        if project is not None:
+            _project_folder(project)
         if project is not None and list_only:
             return _list_sessions(project, rest["all_bash"], rest["patterns"])
         if project is None and (list_only or not paths):

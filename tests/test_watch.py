@@ -105,3 +105,21 @@ def test_watch_follows_a_growing_session(tmp_path: Path) -> None:
     assert lines[1].startswith("attempt 2: nonzero_exit (exit 1): level 0, crash")
     assert lines[2].startswith("attempt 3: ok (exit 0)") and lines[3].startswith("attempt 4: ok (exit 0)")
     assert len(lines) == 4
+
+
+def test_watch_refuses_bad_input_and_stops_by_itself(tmp_path: Path) -> None:
+    from tests.test_cli import fails_cleanly
+
+    repo, db = tmp_path / "project", tmp_path / "s.db"
+    make_repo(repo, [{"train.py": "print('train')\n"}])
+    assert workbench("init", str(db), "--title", "Live").returncode == 0
+    fails_cleanly(workbench("watch", str(db), "nope", "--project", str(repo)), "no migration 'nope'",
+                  "workbench migration add")
+    assert workbench("migration", "add", str(db), "m", "--repo", str(repo), "--target", "cpu", "--goal", "acc",
+                     "--direction", "max", "--reference-value", "1").returncode == 0
+    fails_cleanly(workbench("watch", str(db), "m", "--project", str(tmp_path / "missing")), "--project",
+                  "no such folder")
+    fails_cleanly(workbench("watch", str(tmp_path / "none.db"), "m", "--project", str(repo)), "no such study")
+    quiet = workbench("watch", str(db), "m", "--project", str(repo), "--for", "0.5",
+                      env={"CLAUDE_CONFIG_DIR": str(tmp_path / "claude")})
+    assert quiet.returncode == 0 and quiet.stdout == "", quiet.stderr
