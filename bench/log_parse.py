@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from workbench.verify.logscan import LogScanner, compile_patterns, file_chunks, stored_chunks  # noqa: E402
 
-REPORT = (Path(__file__).resolve().parent.parent / "assets/demo/bundle/migrations/mlp-classifier/logs/002.log")
+REPORT = (Path(__file__).resolve().parent.parent / "workbench_assets/demo/bundle/migrations/mlp-classifier/logs/002.log")
 
 
 def write_log(path: Path, megabytes: int) -> int:

@@ -1,3 +1,4 @@
+"""`python -m cli`: the same command as `workbench`, under that name in usage lines and errors."""
 from cli.main import main
 
-main()
+main(prog_name="workbench")

@@ -8,11 +8,10 @@ from pathlib import Path
 
 import click
 
+from cli.common import db_argument, study_at
 from domain.errors import WorkbenchError
 from domain.text import clean
 from workbench import config
-
-DB_PATH = click.Path(dir_okay=False, path_type=Path)
 
 
 def _env_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -26,16 +25,16 @@ def _env_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
 
 
 @click.command()
-@click.argument("db", type=DB_PATH)
+@db_argument
 @click.argument("migration")
 @click.argument("attempt", type=int)
 @click.option("--backend", type=click.Choice(["local", "ssh", "gcloud", "skypilot"]), default="local", show_default=True)
 @click.option("--host", help="ssh host, TPU VM name (gcloud) or cluster name (skypilot).")
 @click.option("--zone", help="gcloud zone.")
-@click.option("--chips", type=int, help="Chips (local without a TPU: virtual XLA:CPU devices). Default: the intended count.")
+@click.option("--chips", type=click.IntRange(min=1), help="Chips (local without a TPU: virtual XLA:CPU devices). Default: the intended count.")
 @click.option("--env", "env_pairs", multiple=True, metavar="KEY=VALUE", help="Environment override (repeatable).")
 @click.option("--command", "command", help="Replace the command (a shell-quoted line; it is split, never run by a shell).")
-@click.option("--timeout", type=float, help="Stop the run after this many seconds.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Stop the run after this many seconds.")
 @click.option("--venv", help="The target environment's folder (its bin/ goes first on PATH).")
 @click.option("--keep-worktree", is_flag=True, help="Keep the job's git worktree afterwards.")
 @click.option("--option", "extra", multiple=True, metavar="KEY=VALUE", help="Backend option (ssh_options, project, mode, ...).")
@@ -49,29 +48,17 @@ def rerun(db: Path, migration: str, attempt: int, backend: str, host: str | None
     The command comes from the attempt's record, which came from an agent's transcript: it is
     shown in full and runs only after you confirm it (or pass --yes). See docs/rerun.md.
     """
-    import json
     import shlex
 
     from storage import queries
-    from storage.database import open_study
     from workbench.rerun import jobs
 
-    study = open_study(db)
-    try:
+    with study_at(db) as study:
         sdb = study.db
         jobs.recover(sdb, config.reviewer())
         _, target = queries.find_attempt(sdb, migration, attempt)
-        options = {}
-        for text in extra:
-            key, _, value = text.partition("=")
-            try:
-                options[key] = json.loads(value)
-            except ValueError:
-                options[key] = value
-        if venv or config_venv():
-            options["venv"] = venv or config_venv()
         spec = jobs.spec_for(sdb, target, backend, chips=chips, host=host, zone=zone,
-                             timeout_s=timeout, keep_worktree=keep_worktree, options=options)
+                             timeout_s=timeout, keep_worktree=keep_worktree, options=_options(extra, venv))
         if command:
             spec = jobs.with_changes(spec, argv=tuple(shlex.split(command)))
         spec = jobs.with_changes(spec, env={**spec.env, **_env_pairs(env_pairs)})
@@ -86,27 +73,48 @@ def rerun(db: Path, migration: str, attempt: int, backend: str, host: str | None
         click.echo(f"job {job.id} started (log: {job.log_path})")
         if not wait:
             return
-        offset = 0
-        while True:
-            data, offset = jobs.read_output(job, offset)
-            if data:
-                sys.stdout.write(clean(data.decode("utf-8", errors="replace"), keep_newlines=True))
-                sys.stdout.flush()
-            job = jobs.get_job(sdb, job.id)
-            if not job.active:
-                data, offset = jobs.read_output(job, offset, 1 << 30)
-                if data:
-                    sys.stdout.write(clean(data.decode("utf-8", errors="replace"), keep_newlines=True))
-                break
-            if not jobs.runner_alive(job) and job.runner_pid is not None:
-                jobs.recover(sdb, config.reviewer())
-                continue
-            time.sleep(0.2)
+        job = _follow(sdb, job)
         click.echo(_describe(sdb, job))
         if job.state is not jobs.JobState.FINISHED:
             sys.exit(1)
-    finally:
-        study.close()
+
+
+def _options(extra: tuple[str, ...], venv: str | None) -> dict[str, object]:
+    """Backend options from --option KEY=VALUE (JSON values where they parse) and the target venv."""
+    import json
+
+    options: dict[str, object] = {}
+    for text in extra:
+        key, _, value = text.partition("=")
+        try:
+            options[key] = json.loads(value)
+        except ValueError:
+            options[key] = value
+    if venv or config_venv():
+        options["venv"] = venv or config_venv()
+    return options
+
+
+def _follow(sdb, job):
+    """Stream the job's output to stdout until it ends; returns the finished job."""
+    from workbench.rerun import jobs
+
+    offset = 0
+    while True:
+        data, offset = jobs.read_output(job, offset)
+        if data:
+            sys.stdout.write(clean(data.decode("utf-8", errors="replace"), keep_newlines=True))
+            sys.stdout.flush()
+        job = jobs.get_job(sdb, job.id)
+        if not job.active:
+            data, offset = jobs.read_output(job, offset, 1 << 30)
+            if data:
+                sys.stdout.write(clean(data.decode("utf-8", errors="replace"), keep_newlines=True))
+            return job
+        if not jobs.runner_alive(job) and job.runner_pid is not None:
+            jobs.recover(sdb, config.reviewer())
+            continue
+        time.sleep(0.2)
 
 
 def config_venv() -> str | None:
@@ -126,7 +134,7 @@ def _describe(db, job) -> str:
     if job.error:
         text += f": {clean(job.error)}"
     if job.result_attempt_id:
-        seq = db.execute("SELECT seq FROM attempt WHERE id = ?", [job.result_attempt_id]).fetchone()[0]
+        seq = queries.attempt_summary(db, job.result_attempt_id).attempt.seq
         v = queries.current_verification(db, job.result_attempt_id)
         marks = "".join({"pass": "✓", "fail": "✗", "unknown": "?"}[d.effective.value]
                         for d in queries.verdicts(db, job.result_attempt_id))
@@ -137,15 +145,13 @@ def _describe(db, job) -> str:
 
 
 @click.command("jobs")
-@click.argument("db", type=DB_PATH)
+@db_argument
 @click.option("--cancel", "cancel_id", type=int, help="Cancel this job.")
 def jobs_cmd(db: Path, cancel_id: int | None) -> None:
     """List re-run jobs (marking those whose runner is gone as interrupted), or cancel one."""
-    from storage.database import open_study
     from workbench.rerun import jobs
 
-    study = open_study(db)
-    try:
+    with study_at(db) as study:
         sdb = study.db
         jobs.recover(sdb, config.reviewer())
         if cancel_id is not None:
@@ -160,5 +166,3 @@ def jobs_cmd(db: Path, cancel_id: int | None) -> None:
             if job.wall_seconds is not None:
                 line += f"  {job.wall_seconds:.1f} s"
             click.echo(clean(line))
-    finally:
-        study.close()

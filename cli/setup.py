@@ -11,11 +11,10 @@ from pathlib import Path
 
 import click
 
+from cli.common import DB_PATH
 from domain.errors import WorkbenchError
 from domain.text import clean
 from workbench import config
-
-DB_PATH = click.Path(dir_okay=False, path_type=Path)
 
 
 @click.command()

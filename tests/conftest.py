@@ -165,15 +165,15 @@ def small_bundle(bundle: BundleBuilder) -> BundleBuilder:
     return bundle
 
 
-@pytest.fixture(scope="module")
-def demo_db(tmp_path_factory) -> Path:
-    """The bundled demo study, imported and verified once per test module."""
+@pytest.fixture(scope="session")
+def demo_source(tmp_path_factory) -> Path:
+    """The bundled demo study, imported and verified once per test session. Never open it for writing."""
     from storage.database import open_study
     from workbench import config
     from workbench.bundle import import_bundle
     from workbench.verify import verify_study
 
-    path = tmp_path_factory.mktemp("demo") / "demo.db"
+    path = tmp_path_factory.mktemp("demo-source") / "demo.db"
     study = open_study(path, create=True)
     try:
         assert import_bundle(study, config.DEMO_BUNDLE, "ana").problems == []
@@ -181,3 +181,42 @@ def demo_db(tmp_path_factory) -> Path:
     finally:
         study.close()
     return path
+
+
+@pytest.fixture(scope="module")
+def demo_db(demo_source: Path, tmp_path_factory) -> Path:
+    """A copy of the demo study per test module: the app records review time, so modules don't share one."""
+    import shutil
+
+    path = tmp_path_factory.mktemp("demo") / "demo.db"
+    shutil.copy(demo_source, path)
+    return path
+
+
+@pytest.fixture
+def api():
+    """A local stand-in for Anthropic's Messages API (tests/assist_helpers.py), scripted per test."""
+    from assist_helpers import MessagesAPI
+
+    server = MessagesAPI()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def claims_study(bundle: BundleBuilder, tmp_path: Path):
+    """One migration whose three agent attempts have claims the rules read no level from."""
+    from assist_helpers import CLAIMS
+
+    from storage.database import open_study
+    from workbench.bundle import import_bundle
+
+    folder, shas = bundle.add_migration("mlp-xla", commits=4)
+    bundle.write_attempts(folder, [bundle.attempt(0, shas[0])] + [
+        bundle.attempt(seq, shas[seq], expected_level=None, claim=CLAIMS[seq]) for seq in (1, 2, 3)
+    ])
+    db = open_study(tmp_path / "s.db", create=True)
+    report = import_bundle(db, bundle.root, "ana")
+    assert not report.problems
+    yield db
+    db.close()

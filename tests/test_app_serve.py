@@ -27,6 +27,8 @@ def free_port() -> int:
 
 @pytest.fixture
 def served(small_bundle: BundleBuilder, tmp_path: Path):
+    """`workbench serve` on a free port; a crash or a silent server fails the test (only a missing
+    textual-serve skips it)."""
     pytest.importorskip("textual_serve", reason="textual-serve is not installed")
     db = build(small_bundle, tmp_path)
     port = free_port()
@@ -40,7 +42,7 @@ def served(small_bundle: BundleBuilder, tmp_path: Path):
         deadline = time.monotonic() + 30
         while page is None and time.monotonic() < deadline:
             if proc.poll() is not None:
-                pytest.skip(f"textual-serve did not start here: {log.read_text()[-500:]}")
+                pytest.fail(f"workbench serve exited with status {proc.returncode}: {log.read_text()[-2000:]}")
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as response:
                     assert response.status == 200
@@ -48,7 +50,7 @@ def served(small_bundle: BundleBuilder, tmp_path: Path):
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 time.sleep(0.2)
         if page is None:
-            pytest.skip(f"textual-serve did not answer within 30 s: {log.read_text()[-500:]}")
+            pytest.fail(f"workbench serve did not answer within 30 s: {log.read_text()[-2000:]}")
         yield port, page, log
     finally:
         proc.terminate()

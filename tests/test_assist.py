@@ -11,16 +11,22 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
-from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
+from assist_helpers import (
+    HF,
+    MODEL,
+    SECRET,
+    USAGE_COST,
+    Reply,
+    api_error,
+    assistant,
+    brief_reply,
+    claim_reply,
+    tool_answer,
+)
 
 from domain.errors import WorkbenchError
 from domain.models import FailureCause
@@ -34,137 +40,10 @@ from workbench.bundle import import_bundle
 from workbench.config import DEMO_BUNDLE
 from workbench.verify import verify_study
 
-MODEL = "claude-sonnet-5-5"
-USAGE = {"input_tokens": 1200, "output_tokens": 80, "cache_creation_input_tokens": 900,
-         "cache_read_input_tokens": 0}
-USAGE_COST = (1200 * 2.0 + 80 * 10.0 + 900 * 2.5) / 1e6
-SECRET = "sk-ant-api03-" + "Zq9Xw8Vu7Ts6Rp5On4Ml" * 3
-HF = "hf_" + "a1B2c3D4e5F6g7H8i9J0" * 2
-
-
-@dataclass
-class Reply:
-    status: int = 200
-    body: Any = None
-    """A dict (sent as JSON) or bytes (sent as they are)."""
-    headers: dict[str, str] = field(default_factory=dict)
-    delay: float = 0.0
-
-
-def tool_answer(body: dict[str, Any], data: Any, usage: dict[str, int] | None = None,
-                content: list[dict[str, Any]] | None = None) -> Reply:
-    name = body["tool_choice"]["name"]
-    return Reply(body={
-        "id": "msg_test", "type": "message", "role": "assistant", "model": body["model"],
-        "content": content if content is not None else [
-            {"type": "tool_use", "id": "toolu_1", "name": name, "input": data}],
-        "stop_reason": "tool_use", "stop_sequence": None, "usage": usage or USAGE,
-    })
-
-
-def api_error(status: int, kind: str, message: str, **headers: str) -> Reply:
-    return Reply(status, {"type": "error", "error": {"type": kind, "message": message}}, headers)
-
-
-class MessagesAPI:
-    """A local stand-in for the Messages API: records every request, answers from a script."""
-
-    def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
-        self.headers: list[dict[str, str]] = []
-        self.script: deque[Reply] = deque()
-        self.default: Callable[[dict[str, Any]], Reply] = lambda body: api_error(500, "api_error", "no script")
-        api = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
-                length = int(self.headers.get("content-length", 0))
-                body = json.loads(self.rfile.read(length))
-                api.requests.append(body)
-                api.headers.append({k.lower(): v for k, v in self.headers.items()})
-                if self.path != "/v1/messages":
-                    reply = api_error(404, "not_found_error", self.path)
-                else:
-                    reply = api.script.popleft() if api.script else api.default(body)
-                if reply.delay:
-                    time.sleep(reply.delay)
-                data = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
-                try:
-                    self.send_response(reply.status)
-                    self.send_header("content-type", "application/json")
-                    self.send_header("content-length", str(len(data)))
-                    self.send_header("request-id", "req_test")
-                    for key, value in reply.headers.items():
-                        self.send_header(key, value)
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def api():
-    server = MessagesAPI()
-    yield server
-    server.close()
-
-
-def assistant(api: MessagesAPI, *, key: str | None = "test-key", retries: int = 2, timeout: float = 5.0,
-              model: str = MODEL) -> Assistant:
-    return Assistant(Settings(model=model, base_url=api.url, timeout_s=timeout, max_retries=retries),
-                     api_key=key, reviewer="ana")
-
-
-CLAIMS = {
-    1: "All done. The XLA port is complete and I think we are good. My key was ANTHROPIC_API_KEY="
-       + SECRET + " by the way.",
-    2: "Hmm, let me look at the logs again before I say anything.",
-    3: "**Training finished** on the TPU pod with loss 0.31, which lines up with the GPU run.",
-}
-
-
-@pytest.fixture
-def study(bundle, tmp_path: Path):
-    """One migration whose three agent attempts have claims the rules read no level from."""
-    folder, shas = bundle.add_migration("mlp-xla", commits=4)
-    bundle.write_attempts(folder, [bundle.attempt(0, shas[0])] + [
-        bundle.attempt(seq, shas[seq], expected_level=None, claim=CLAIMS[seq]) for seq in (1, 2, 3)
-    ])
-    db = open_study(tmp_path / "s.db", create=True)
-    report = import_bundle(db, bundle.root, "ana")
-    assert not report.problems
-    yield db
-    db.close()
-
 
 def attempt_id(db, slug: str, seq: int) -> int:
     m = queries.get_migration(db, slug)
     return db.execute("SELECT id FROM attempt WHERE migration_id = ? AND seq = ?", [m.id, seq]).fetchone()[0]
-
-
-def claim_reply(body: dict[str, Any]) -> Reply:
-    message = body["messages"][0]["content"]
-    if "All done" in message:
-        return tool_answer(body, {"expected_level": 1, "success_claimed": True,
-                                  "sentence": "The XLA port is complete and I think we are good."})
-    if "Training finished" in message:
-        return tool_answer(body, {"expected_level": 3, "success_claimed": True,
-                                  "sentence": "Training finished on the TPU pod with loss 0.31, which lines up"
-                                              " with the GPU run."})
-    return tool_answer(body, {"expected_level": None, "success_claimed": False, "sentence": None})
 
 
 # --- prices -------------------------------------------------------------------------------------
@@ -198,9 +77,9 @@ def test_the_brief_taxonomy_names_every_failure_cause() -> None:
 
 # --- claims -------------------------------------------------------------------------------------
 
-def test_claims_are_extracted_redacted_recorded_and_priced(api, study) -> None:
+def test_claims_are_extracted_redacted_recorded_and_priced(api, claims_study) -> None:
     api.default = claim_reply
-    db = study.db
+    db = claims_study.db
     results = list(claims.extract_all(db, assistant(api)))
     assert [(r.attempt.seq, r.error) for r in results] == [(1, None), (2, None), (3, None)]
     assert len(api.requests) == 3
@@ -236,9 +115,9 @@ def test_claims_are_extracted_redacted_recorded_and_priced(api, study) -> None:
     assert len(api.requests) == 3 and queries.llm_cost(db).calls == 3
 
 
-def test_model_extractions_count_only_once_a_reviewer_accepts_or_corrects(api, study) -> None:
+def test_model_extractions_count_only_once_a_reviewer_accepts_or_corrects(api, claims_study) -> None:
     api.default = claim_reply
-    db = study.db
+    db = claims_study.db
     list(claims.extract_all(db, assistant(api)))
     one = attempt_id(db, "mlp-xla", 1)
     three = attempt_id(db, "mlp-xla", 3)
@@ -264,11 +143,11 @@ def test_model_extractions_count_only_once_a_reviewer_accepts_or_corrects(api, s
         records.add_claim_review(db, attempt_id=three, action="correct", expected_level=7, reviewer="ana")
 
 
-def test_assist_records_are_append_only(api, study) -> None:
+def test_assist_records_are_append_only(api, claims_study) -> None:
     import sqlite3
 
     api.default = claim_reply
-    db = study.db
+    db = claims_study.db
     list(claims.extract_all(db, assistant(api)))
     for sql in ("UPDATE llm_call SET cost_usd = 0", "DELETE FROM llm_call",
                 "UPDATE claim_extraction SET expected_level = 5", "DELETE FROM claim_extraction"):
@@ -285,9 +164,9 @@ def test_assist_records_are_append_only(api, study) -> None:
     (lambda b: tool_answer(b, None, content=[]), "no record_claim call"),
     (lambda b: tool_answer(b, "a string, not an object"), "not an object"),
 ])
-def test_malformed_answers_are_recorded_errors_not_crashes(api, study, reply, expected) -> None:
+def test_malformed_answers_are_recorded_errors_not_crashes(api, claims_study, reply, expected) -> None:
     api.default = reply
-    db = study.db
+    db = claims_study.db
     results = list(claims.extract_all(db, assistant(api)))
     assert all(r.answer is None and expected in r.error for r in results), [r.error for r in results]
     calls = queries.llm_calls(db)
@@ -300,67 +179,67 @@ def test_malformed_answers_are_recorded_errors_not_crashes(api, study, reply, ex
     assert len(api.requests) == 6
 
 
-def test_a_body_that_is_not_json_is_a_recorded_error(api, study) -> None:
+def test_a_body_that_is_not_json_is_a_recorded_error(api, claims_study) -> None:
     api.default = lambda body: Reply(200, b"<html>proxy error</html>")
-    results = list(claims.extract_all(study.db, assistant(api, retries=0)))
+    results = list(claims.extract_all(claims_study.db, assistant(api, retries=0)))
     assert all(r.error for r in results)
-    assert all(c.error for c in queries.llm_calls(study.db))
+    assert all(c.error for c in queries.llm_calls(claims_study.db))
 
 
-def test_rate_limits_and_overload_are_retried_then_answered(api, study) -> None:
+def test_rate_limits_and_overload_are_retried_then_answered(api, claims_study) -> None:
     api.script.extend([
         api_error(429, "rate_limit_error", "slow down", **{"retry-after": "0"}),
         api_error(529, "overloaded_error", "Overloaded", **{"retry-after-ms": "10"}),
     ])
     api.default = claim_reply
-    result = claims.extract_all(study.db, assistant(api, retries=2))
+    result = claims.extract_all(claims_study.db, assistant(api, retries=2))
     first = next(result)
     assert first.error is None and first.answer.data["expected_level"] == 1
     assert len(api.requests) == 3
     assert api.requests[0] == api.requests[2]
-    assert [c.error for c in queries.llm_calls(study.db)] == [None]
+    assert [c.error for c in queries.llm_calls(claims_study.db)] == [None]
 
 
-def test_rate_limited_past_the_retries_is_a_plain_recorded_error(api, study) -> None:
+def test_rate_limited_past_the_retries_is_a_plain_recorded_error(api, claims_study) -> None:
     api.default = lambda body: api_error(429, "rate_limit_error", "Number of requests has exceeded your rate limit",
                                          **{"retry-after": "0"})
-    results = list(claims.extract_all(study.db, assistant(api, retries=1)))
+    results = list(claims.extract_all(claims_study.db, assistant(api, retries=1)))
     assert len(api.requests) == 6  # two tries per attempt
     assert all(r.error.startswith("rate limited after 1 retries: Number of requests") for r in results)
-    calls = queries.llm_calls(study.db)
+    calls = queries.llm_calls(claims_study.db)
     assert len(calls) == 3 and all(c.cost_usd is None and c.input_tokens == 0 for c in calls)
 
 
-def test_a_bad_request_is_not_retried(api, study) -> None:
+def test_a_bad_request_is_not_retried(api, claims_study) -> None:
     api.default = lambda body: api_error(400, "invalid_request_error", "max_tokens: too large")
-    results = list(claims.extract_all(study.db, assistant(api, retries=3)))
+    results = list(claims.extract_all(claims_study.db, assistant(api, retries=3)))
     assert len(api.requests) == 3
     assert results[0].error == "the API answered HTTP 400: max_tokens: too large"
 
 
-def test_a_timeout_is_recorded(api, study) -> None:
+def test_a_timeout_is_recorded(api, claims_study) -> None:
     api.default = lambda body: Reply(delay=1.5, body={})
     started = time.monotonic()
-    results = list(claims.extract_all(study.db, assistant(api, retries=0, timeout=0.3)))
+    results = list(claims.extract_all(claims_study.db, assistant(api, retries=0, timeout=0.3)))
     assert time.monotonic() - started < 4.5
     assert all(r.error == "no answer within 0.3 s (0 retries)" for r in results)
 
 
-def test_a_rejected_key_turns_assist_off(api, study) -> None:
+def test_a_rejected_key_turns_assist_off(api, claims_study) -> None:
     api.default = lambda body: api_error(401, "authentication_error", "invalid x-api-key")
     with pytest.raises(AssistUnavailable, match="invalid x-api-key"):
-        list(claims.extract_all(study.db, assistant(api)))
-    assert len(api.requests) == 1 and queries.llm_calls(study.db)[0].error
+        list(claims.extract_all(claims_study.db, assistant(api)))
+    assert len(api.requests) == 1 and queries.llm_calls(claims_study.db)[0].error
 
 
-def test_without_a_key_nothing_is_sent_and_it_says_so(api, study) -> None:
+def test_without_a_key_nothing_is_sent_and_it_says_so(api, claims_study) -> None:
     api.default = claim_reply
     with pytest.raises(AssistUnavailable, match="ANTHROPIC_API_KEY is not set"):
-        list(claims.extract_all(study.db, assistant(api, key=None)))
-    assert api.requests == [] and queries.llm_calls(study.db) == []
+        list(claims.extract_all(claims_study.db, assistant(api, key=None)))
+    assert api.requests == [] and queries.llm_calls(claims_study.db) == []
 
 
-def test_without_a_network_it_says_so(study) -> None:
+def test_without_a_network_it_says_so(claims_study) -> None:
     import socket
 
     with socket.socket() as s:  # a port nothing listens on
@@ -369,22 +248,22 @@ def test_without_a_network_it_says_so(study) -> None:
     helper = Assistant(Settings(model=MODEL, base_url=f"http://127.0.0.1:{port}", timeout_s=1, max_retries=0),
                        api_key="k", reviewer="ana")
     with pytest.raises(AssistUnavailable, match="cannot reach the Anthropic API"):
-        list(claims.extract_all(study.db, helper))
+        list(claims.extract_all(claims_study.db, helper))
 
 
-def test_an_unpriced_model_records_tokens_and_no_dollars(api, study) -> None:
+def test_an_unpriced_model_records_tokens_and_no_dollars(api, claims_study) -> None:
     api.default = claim_reply
-    list(claims.extract_all(study.db, assistant(api, model="claude-unknown-9")))
-    total = queries.llm_cost(study.db)
+    list(claims.extract_all(claims_study.db, assistant(api, model="claude-unknown-9")))
+    total = queries.llm_cost(claims_study.db)
     assert total.unpriced_calls == 3 and total.cost_usd == 0 and total.input_tokens == 3600
 
 
-def test_prompt_cache_reads_are_priced_as_reads(api, study) -> None:
+def test_prompt_cache_reads_are_priced_as_reads(api, claims_study) -> None:
     api.default = lambda body: tool_answer(body, {"expected_level": None, "success_claimed": False, "sentence": None},
                                            usage={"input_tokens": 300, "output_tokens": 20,
                                                   "cache_read_input_tokens": 900, "cache_creation_input_tokens": 0})
-    list(claims.extract_all(study.db, assistant(api)))
-    call = queries.llm_calls(study.db)[0]
+    list(claims.extract_all(claims_study.db, assistant(api)))
+    call = queries.llm_calls(claims_study.db)[0]
     assert call.cache_read_tokens == 900
     assert call.cost_usd == pytest.approx((300 * 2.0 + 20 * 10.0 + 900 * 0.1) / 1e6)
 
@@ -398,18 +277,6 @@ def demo(tmp_path: Path):
     verify_study(db.db, "ana", slug="mlp-classifier")
     yield db
     db.close()
-
-
-def brief_reply(body: dict[str, Any]) -> Reply:
-    text = body["messages"][0]["content"]
-    numbered = [line.split("|", 1) for line in text.splitlines() if "|" in line]
-    cited = [int(n) for n, rest in numbered if n.strip().isdigit() and "NVIDIA" in rest][:2]
-    return tool_answer(body, {
-        "explanation": "The port moved the model to the XLA device but a torch.cuda call survived.",
-        "suspected_cause": "api_misuse",
-        "cause_lines": cited + [999999],
-        "next_step": "Replace torch.cuda.synchronize() with torch_xla.sync().",
-    })
 
 
 def test_brief_sends_diff_log_and_verdicts_and_stays_advisory(api, demo, monkeypatch) -> None:
@@ -513,8 +380,8 @@ def workbench(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[st
                           env={**base, "WORKBENCH_REVIEWER": "ana", **env}, timeout=120)
 
 
-def test_cli_claims_dry_run_prints_exactly_what_is_sent(api, study) -> None:
-    path = str(study.path)
+def test_cli_claims_dry_run_prints_exactly_what_is_sent(api, claims_study) -> None:
+    path = str(claims_study.path)
     env = {"ANTHROPIC_BASE_URL": api.url}
     dry = workbench("assist", "claims", path, "--dry-run", env=env)
     assert dry.returncode == 0, dry.stderr
@@ -529,8 +396,8 @@ def test_cli_claims_dry_run_prints_exactly_what_is_sent(api, study) -> None:
     assert f"${3 * USAGE_COST:.4f} spent" in real.stdout
 
 
-def test_cli_without_a_key_says_so_in_one_line(api, study) -> None:
-    result = workbench("assist", "claims", str(study.path), env={"ANTHROPIC_BASE_URL": api.url})
+def test_cli_without_a_key_says_so_in_one_line(api, claims_study) -> None:
+    result = workbench("assist", "claims", str(claims_study.path), env={"ANTHROPIC_BASE_URL": api.url})
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines() == [
         "workbench: AI assist is off: ANTHROPIC_API_KEY is not set (the key is read from the environment"
@@ -538,7 +405,7 @@ def test_cli_without_a_key_says_so_in_one_line(api, study) -> None:
         " would be sent."
     ]
     assert api.requests == []
-    listed = workbench("attempts", str(study.path), "mlp-xla", env={})
+    listed = workbench("attempts", str(claims_study.path), "mlp-xla", env={})
     assert listed.returncode == 0
 
 
@@ -564,9 +431,9 @@ def test_cli_brief_dry_run_then_ask_then_cached(api, demo) -> None:
     assert cost["calls"] == 1 and cost["cost_usd"] == pytest.approx(USAGE_COST)
 
 
-def test_cli_review_accepts_and_corrects(api, study) -> None:
+def test_cli_review_accepts_and_corrects(api, claims_study) -> None:
     api.default = claim_reply
-    path = str(study.path)
+    path = str(claims_study.path)
     env = {"ANTHROPIC_BASE_URL": api.url, "ANTHROPIC_API_KEY": "k"}
     assert workbench("assist", "claims", path, env=env).returncode == 0
     accepted = workbench("assist", "review", path, "mlp-xla", "3", "--accept", env=env)

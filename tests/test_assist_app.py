@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from assist_helpers import USAGE_COST, brief_reply, claim_reply
+from assist_helpers import assistant as make_assistant
 from test_app import EVIL, EVIL_SHOWN, settle
-from test_assist import USAGE_COST, api, brief_reply, claim_reply, study  # noqa: F401 - fixtures
-from test_assist import assistant as make_assistant
 
 from screens.app import WorkbenchApp
 from screens.attempt import AttemptScreen
@@ -110,7 +110,7 @@ async def test_enter_asks_once_then_the_stored_brief_opens_at_no_cost(demo_db: P
 
 
 async def test_an_api_error_is_one_plain_line(demo_db: Path, api, monkeypatch) -> None:
-    from test_assist import api_error
+    from assist_helpers import api_error
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
     monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
@@ -124,13 +124,13 @@ async def test_an_api_error_is_one_plain_line(demo_db: Path, api, monkeypatch) -
         assert "the API answered HTTP 529: Overloaded [/]" in body_text(app)
 
 
-async def test_claim_keys_accept_and_correct_the_model_extraction(study, api, monkeypatch) -> None:
+async def test_claim_keys_accept_and_correct_the_model_extraction(claims_study, api, monkeypatch) -> None:
     api.default = claim_reply
-    list(claims.extract_all(study.db, make_assistant(api)))
+    list(claims.extract_all(claims_study.db, make_assistant(api)))
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    migration = queries.get_migration(study.db, "mlp-xla")
-    attempt = next(s.attempt for s in queries.attempt_summaries(study.db, migration.id) if s.attempt.seq == 3)
-    app = WorkbenchApp(study.path)
+    migration = queries.get_migration(claims_study.db, "mlp-xla")
+    attempt = next(s.attempt for s in queries.attempt_summaries(claims_study.db, migration.id) if s.attempt.seq == 3)
+    app = WorkbenchApp(claims_study.path)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await app.push_screen(BriefScreen(migration, attempt))
@@ -147,4 +147,4 @@ async def test_claim_keys_accept_and_correct_the_model_extraction(study, api, mo
         await pilot.press("0")
         await settle(pilot)
         assert "reports count no level (from your correction)" in body_text(app, "#brief-claim")
-    assert [r.action for r in queries.claim_reviews(study.db, attempt.id)] == ["accept", "correct", "correct"]
+    assert [r.action for r in queries.claim_reviews(claims_study.db, attempt.id)] == ["accept", "correct", "correct"]

@@ -9,8 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
+from click.testing import CliRunner
 
+from cli.main import main
 from workbench import config
 
 
@@ -43,11 +46,27 @@ def test_importing_the_cli_loads_neither_textual_nor_rich() -> None:
     assert out.stdout.strip() == "[]"
 
 
-def test_every_command_has_help() -> None:
-    for args in ([], ["demo"], ["open"], ["import"], ["import", "bundle"], ["import", "claude-code"],
-                 ["import", "git"], ["migrations"], ["attempts"], ["verify"]):
-        result = workbench(*args, "--help")
-        assert result.returncode == 0 and "Usage:" in result.stdout, args
+def command_paths(group: click.Group, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Every command and group under GROUP, found by walking click's tree, not by a hand list."""
+    found = [path]
+    for name, command in sorted(group.commands.items()):
+        found += command_paths(command, path + (name,)) if isinstance(command, click.Group) else [path + (name,)]
+    return found
+
+
+@pytest.mark.parametrize("path", command_paths(main), ids=lambda path: " ".join(path) or "workbench")
+def test_every_command_has_help(path: tuple[str, ...]) -> None:
+    result = CliRunner().invoke(main, [*path, "--help"])
+    assert result.exit_code == 0 and "Usage:" in result.output, result.output
+    command = main
+    for name in path:
+        command = command.commands[name]
+    assert command.help and command.help.strip(), f"{' '.join(path)} has no help text"
+
+
+def test_the_command_walk_finds_nested_commands() -> None:
+    paths = command_paths(main)
+    assert ("import", "claude-code") in paths and ("assist", "brief") in paths and ("rerun",) in paths
 
 
 def test_import_then_list_migrations_and_attempts(small_bundle, tmp_path: Path) -> None:
@@ -150,3 +169,49 @@ def test_demo_builds_its_database_once_from_the_bundle(tmp_path: Path) -> None:
     assert {"reference", "agent"} <= {a["source"] for a in attempts}
     assert any(a["status"] == "nonzero_exit" and a["exit_code"] not in (0, None) for a in attempts)
     assert any(a["status"] == "ok" and a["exit_code"] == 0 for a in attempts)
+
+
+def test_the_wheel_ships_the_stylesheet_and_the_demo_bundle(tmp_path: Path) -> None:
+    """Package data, not files of the clone: every tracked bundle file and the stylesheet are in the wheel."""
+    pytest.importorskip("setuptools", reason="building a wheel needs setuptools: pip install setuptools")
+    root = Path(__file__).resolve().parents[1]
+    tracked = subprocess.run(["git", "-C", str(root), "ls-files", "-co", "--exclude-standard"],
+                             capture_output=True, text=True, check=True).stdout.split()
+    source = tmp_path / "src"
+    for name in tracked:
+        if (root / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            (source / name).write_bytes((root / name).read_bytes())
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation",
+                    "-q", "-w", str(tmp_path / "dist")], check=True, capture_output=True, timeout=300)
+    import zipfile
+
+    (wheel,) = (tmp_path / "dist").glob("workbench-*.whl")
+    shipped = set(zipfile.ZipFile(wheel).namelist())
+    wanted = {n for n in tracked if n.startswith("workbench_assets/demo/bundle/")} | {
+        "workbench_assets/styles/app.tcss", "workbench_assets/__init__.py"}
+    assert len(wanted) > 20 and wanted <= shipped, sorted(wanted - shipped)
+    assert not any(n.startswith("workbench_assets/demo/project/") for n in shipped)
+
+
+def test_bad_paths_ports_and_values_give_one_line_each(small_bundle, tmp_path: Path) -> None:
+    """Issue 20: every command that fails on user input exits 2 with one line, never a traceback."""
+    import socket
+
+    db = str(tmp_path / "s.db")
+    assert workbench("import", "bundle", str(small_bundle.root), "--db", db).returncode == 0
+    fails_cleanly(workbench("report", db, "-o", str(tmp_path / "no" / "dir" / "r.md")), "r.md", "cannot write")
+    if Path("/proc/version").exists():
+        fails_cleanly(workbench("report", db, "-o", "/proc/version"), "/proc/version", "cannot write")
+    fails_cleanly(workbench("verify", db, "--migration", "mlp-xla", "--attempt", "999"), "has no attempt 999")
+    fails_cleanly(workbench("rerun", db, "mlp-xla", "1", "--chips", "-3", "--yes"), "--chips", "x>=1")
+    fails_cleanly(workbench("rerun", db, "mlp-xla", "1", "--timeout", "0", "--yes"), "--timeout")
+    fails_cleanly(workbench("intervene", db, "mlp-xla", "--kind", "hint", "--minutes", "3", "--note", ""), "--note")
+    fails_cleanly(workbench("attempts"), "Missing argument 'DB'", "workbench attempts -h")
+    fails_cleanly(workbench("no-such-command"), "no-such-command")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        fails_cleanly(workbench("serve", db, "--port", str(port)), f"127.0.0.1:{port}", "in use")
+    assert json.loads(workbench("migrations", db, "--json").stdout)[1]["interventions"] == 0  # nothing written

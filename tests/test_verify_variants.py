@@ -2,7 +2,7 @@
 attempt variant on torch_xla with 4 virtual CPU devices and the workbench's probe inside
 (workbench/probe), then verified from its log alone (the probe's `workbench-probe` lines in it).
 
-Needs the torch_xla environment (assets/demo/requirements-xla-cpu.txt): its python is
+Needs the torch_xla environment (workbench_assets/demo/requirements-xla-cpu.txt): its python is
 `$WORKBENCH_XLA_PYTHON`, else `.venv-xla/bin/python` at the repository root, else the CI cache
 (`${XDG_CACHE_HOME:-~/.cache}/workbench/xla-venv`). Without one the tests skip, saying so. The
 runs (about a minute and a half on 2 cores) are cached by the hash of the script, the probe and
@@ -76,8 +76,8 @@ def _run(python: Path, argv: list[str], env: dict[str, str], log: Path) -> dict:
 def variant_bundle(tmp_path_factory) -> Path:
     python = xla_python()
     if python is None:
-        pytest.skip("no torch_xla environment: set WORKBENCH_XLA_PYTHON or run assets/demo/regenerate.sh "
-                    "(CI creates one with .ci/run)")
+        pytest.skip("no torch_xla environment: run `make xla-env` or set WORKBENCH_XLA_PYTHON"
+                    " (`make test` does both)")
     probe_source = b"".join(p.read_bytes() for p in sorted(PROBE.glob("*.py")))
     key = hashlib.sha256(SCRIPT.read_bytes() + probe_source + str(python.resolve()).encode()).hexdigest()[:16]
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "workbench" / "verify-variants" / key

@@ -1,12 +1,15 @@
-"""Where things live and who is working: the default database and the reviewer's name."""
+"""Where things live and who is working: the package data, the default database and the reviewer's name."""
 
 from __future__ import annotations
 
 import getpass
 import os
+from importlib.resources import files
 from pathlib import Path
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
+ASSETS = Path(str(files("workbench_assets")))
+"""The installed package data (the workbench_assets package), wherever pip or pipx put it."""
+STYLESHEET = ASSETS / "styles" / "app.tcss"
 DEMO_BUNDLE = ASSETS / "demo" / "bundle"
 
 

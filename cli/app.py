@@ -1,0 +1,117 @@
+"""`workbench demo`, `open` and `serve`: the commands that start the app (loaded only when run)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from cli.common import DB_PATH, open_study, study_at
+from domain.errors import WorkbenchError
+from domain.text import clean
+from workbench import config
+
+
+def run_app(path: Path) -> None:
+    with study_at(path) as study:  # refuse a missing or foreign database before the screen takes over
+        from workbench.rerun.jobs import recover
+
+        recover(study.db, config.reviewer())  # re-runs whose runner died while the app was away
+    from screens.app import WorkbenchApp
+
+    WorkbenchApp(path).run()
+
+
+def build_demo(path: Path) -> None:
+    """Import and verify the demo bundle into PATH; nothing is left behind when that fails."""
+    from workbench.bundle import import_bundle
+    from workbench.verify import verify_study
+
+    if not config.DEMO_BUNDLE.is_dir():
+        raise WorkbenchError(f"{config.DEMO_BUNDLE}: the demo bundle is missing from this install")
+    study = open_study(path, create=True)
+    try:
+        report = import_bundle(study, config.DEMO_BUNDLE, config.reviewer())
+        if not report.problems:
+            verify_study(study.db, config.reviewer())  # so the demo opens with verdicts
+    except BaseException:
+        study.close()
+        path.unlink(missing_ok=True)
+        raise
+    study.close()
+    if report.problems:
+        path.unlink(missing_ok=True)
+        raise WorkbenchError(f"the demo bundle did not import cleanly: {report.problems[0]}")
+
+
+@click.command()
+@click.option("--rebuild", is_flag=True, help="Build the demo database again from the bundle.")
+@click.option("--no-open", is_flag=True, help="Only build the demo database and print its path.")
+def demo(rebuild: bool, no_open: bool) -> None:
+    """Open the app on the bundled demo study (built and verified once in the user data dir)."""
+    path = config.demo_db()
+    if rebuild and path.exists():
+        for stale in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+            stale.unlink(missing_ok=True)
+    if not path.exists():
+        build_demo(path)
+    if no_open:
+        click.echo(str(path))
+        return
+    run_app(path)
+
+
+@click.command()
+@click.argument("db", type=DB_PATH, required=False)
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on (the default answers this machine only).")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535),
+              help="Port to listen on.")
+def serve(db: Path | None, host: str, port: int) -> None:
+    """Serve the app to a web browser (textual-serve): every page load runs `workbench open DB`.
+
+    Listens on 127.0.0.1 unless --host says otherwise: anyone who reaches the port can review
+    (and record decisions) as the user running this command.
+    """
+    import errno
+    import shlex
+
+    path = (db or config.default_db()).resolve()
+    open_study(path).close()  # refuse a missing or foreign database before serving anything
+    _check_can_listen(host, port)
+    try:
+        from textual_serve.server import Server
+    except ImportError as exc:
+        raise WorkbenchError(f"serve needs textual-serve ({exc}): pip install textual-serve") from exc
+    command = shlex.join([sys.executable, "-m", "cli", "open", str(path)])
+    click.echo(f"workbench: serving {clean(str(path))} at http://{host}:{port}/ (ctrl+c stops)", err=True)
+    try:
+        Server(command, host=host, port=port, title=f"workbench — {clean(path.name)}").serve()
+    except OSError as exc:  # taken between the check and the start
+        if exc.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
+            raise
+        raise WorkbenchError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
+def _check_can_listen(host: str, port: int) -> None:
+    """Bind HOST:PORT once the way aiohttp will, so a port in use is one line, not a traceback."""
+    import socket
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as exc:
+        raise WorkbenchError(f"--host {host}: {exc.strerror}") from None
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise WorkbenchError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
+@click.command("open")
+@click.argument("db", type=DB_PATH, required=False)
+def open_(db: Path | None) -> None:
+    """Open the app on a study database."""
+    run_app(db or config.default_db())

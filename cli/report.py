@@ -1,0 +1,43 @@
+"""`workbench report`: the study's counted outcomes in md, html, csv, json or latex."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from cli.common import db_argument, study_at
+from domain.errors import WorkbenchError
+from domain.text import clean
+
+
+@click.command()
+@db_argument
+@click.option("--migration", "slugs", multiple=True, metavar="SLUG",
+              help="Only this migration (repeatable); the whole study without it.")
+@click.option("--format", "fmt", type=click.Choice(["md", "html", "csv", "json", "latex"]), default="md",
+              show_default=True, help="csv writes a zip with one CSV file per table.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write to this file instead of standard output.")
+@click.option("--pseudonymise", is_flag=True, help="Replace reviewer names with Reviewer 1, 2, ...")
+def report(db: Path, slugs: tuple[str, ...], fmt: str, output: Path | None, pseudonymise: bool) -> None:
+    """Export the study's counted outcomes, human effort and costs (see docs/report.md).
+
+    API keys and tokens in commands, claims, notes and reasons are redacted in every format.
+    """
+    from workbench.report import build_report, render
+
+    with study_at(db) as study:
+        data = render(build_report(study.db, list(slugs), pseudonymise=pseudonymise), fmt)
+    if output is not None:
+        try:
+            output.write_bytes(data)
+        except OSError as exc:
+            raise WorkbenchError(f"-o {output}: cannot write it ({exc.strerror or exc})") from None
+        click.echo(f"wrote {clean(str(output))} ({len(data):,} bytes)", err=True)
+    elif fmt == "csv" and sys.stdout.isatty():
+        raise WorkbenchError("--format csv writes a zip: give -o FILE or redirect standard output")
+    else:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()

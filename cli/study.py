@@ -1,0 +1,80 @@
+"""`workbench migrations` and `attempts`: a study's lists as tables or JSON."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+import click
+
+from cli.common import db_argument, echo_json, json_option, jsonable, migration_or_exit, study_at, table
+
+
+@click.command()
+@db_argument
+@json_option()
+def migrations(db: Path, as_json: bool) -> None:
+    """List a study's migrations."""
+    from storage.queries import iter_migration_summaries
+
+    with study_at(db) as study:
+        summaries = list(iter_migration_summaries(study.db))
+    if as_json:
+        echo_json([jsonable(asdict(s)) for s in summaries])
+        return
+    click.echo(
+        table(
+            ["migration", "status", "target", "attempts", "failed", "silent", "interventions", "level"],
+            [
+                [
+                    s.migration.slug,
+                    s.migration.status.value,
+                    s.migration.target.describe(),
+                    s.attempts,
+                    s.failed,
+                    s.silent_failures,
+                    s.interventions,
+                    "-" if s.highest_level is None else s.highest_level,
+                ]
+                for s in summaries
+            ],
+        )
+    )
+
+
+@click.command()
+@db_argument
+@click.argument("migration")
+@json_option()
+def attempts(db: Path, migration: str, as_json: bool) -> None:
+    """List a migration's attempts, the reference runs included."""
+    from storage.queries import iter_attempt_summaries
+
+    with study_at(db) as study:
+        found = migration_or_exit(study.db, db, migration)
+        summaries = list(iter_attempt_summaries(study.db, found.id))
+    if as_json:
+        echo_json([
+            {**jsonable(asdict(s.attempt)), "ladder": s.ladder, "highest_level": s.highest_level,
+             "failure": jsonable(asdict(s.failure)) if s.failure else None,
+             "interventions": s.interventions}
+            for s in summaries
+        ])
+        return
+    click.echo(
+        table(
+            ["seq", "source", "status", "exit", "commit", "expected", "command"],
+            [
+                [
+                    s.attempt.seq,
+                    s.attempt.source.value,
+                    s.attempt.status.value,
+                    "" if s.attempt.exit_code is None else s.attempt.exit_code,
+                    s.attempt.commit[:10],
+                    s.attempt.expected_level or "",
+                    s.attempt.command.display()[:60],
+                ]
+                for s in summaries
+            ],
+        )
+    )
