@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from cli import app, assist, effort, imports, report, rerun, study, verify
+from cli import app, assist, effort, imports, report, rerun, setup, study, verify
 from cli.common import Group
 
 
@@ -26,3 +26,4 @@ for command in (app.demo, app.serve, app.open_, imports.import_, study.migration
                 verify.verify, assist.assist, report.report, effort.intervene, effort.decide,
                 rerun.rerun, rerun.jobs_cmd):
     main.add_command(command)
+setup.register(main)  # init, migration add|edit, reference, watch; --project on import claude-code

@@ -527,6 +527,13 @@ def m009_artifacts(db: Database) -> None:
     db.table("artifact").create_index(["attempt_id", "kind"], unique=True)
 
 
+
+@migrations()
+def m010_migration_command(db: Database) -> None:
+    """The command that runs the project (`workbench migration add --command`): what the reference
+    run executes; NULL for migrations imported from a bundle."""
+    db["migration"].add_column("command", str)
+
 def known() -> list[str]:
     """Every migration this workbench knows, oldest first."""
     return [m.name for m in migrations.pending(Database(memory=True))]

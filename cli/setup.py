@@ -1,0 +1,297 @@
+"""`workbench init`, `migration add|edit`, `reference`: a study made without a bundle (docs/setup.md).
+
+Bad input prints one line and exits with status 2 (the main group turns a WorkbenchError into
+that); nothing is written until every check has passed.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import click
+
+from cli.common import DB_PATH
+from domain.errors import WorkbenchError
+from domain.text import clean
+from workbench import config
+
+
+@click.command()
+@click.argument("db", type=DB_PATH, required=False)
+@click.option("--title", required=True, help="The study's title.")
+@click.option("--slug", help="The study's short name (default: from the file name).")
+@click.option("--price", "prices", multiple=True, metavar="ACCEL=USD_PER_CHIP_HOUR",
+              help="Dollars per chip-hour of an accelerator kind (repeatable), e.g. tpu-v5e=1.20.")
+@click.option("--staff-rate", type=float, default=0.0, help="Dollars per staff hour.")
+def init(db: Path | None, title: str, slug: str | None, prices: tuple[str, ...], staff_rate: float) -> None:
+    """Make an empty study database (never overwrites an existing file)."""
+    from workbench.studies import init_study, parse_price
+
+    path = db or config.default_db()
+    table = dict(parse_price(p) for p in prices)
+    study = init_study(path, title, table, slug=slug, reviewer=config.reviewer(), staff_hourly_rate=staff_rate)
+    click.echo(f"study {clean(study.slug)} created in {clean(str(path))}")
+    click.echo(f"next: workbench migration add {clean(str(path))} SLUG --repo PATH --target ACCEL:CHIPS"
+               " --goal METRIC --direction max|min --reference-value X")
+
+
+@click.group()
+def migration() -> None:
+    """Add or change a migration of a study."""
+
+
+def _budget_options(fn):
+    for name, kind in (("attempts", int), ("calendar-days", float), ("staff-hours", float),
+                       ("compute-dollars", float)):
+        fn = click.option(f"--budget-{name}", type=kind, help=f"Budget: {name.replace('-', ' ')}.")(fn)
+    return click.option("--acceptance-level", type=int, help="Ladder level required to accept, 1-5.")(fn)
+
+
+@migration.command("add")
+@click.argument("db", type=DB_PATH)
+@click.argument("slug")
+@click.option("--repo", required=True, type=click.Path(path_type=Path), help="The project's git working tree.")
+@click.option("--base", default="HEAD", show_default=True, help="The original (GPU) code's revision.")
+@click.option("--target", required=True, metavar="ACCEL[:CHIPS]", help="e.g. tpu-v5e:4.")
+@click.option("--runtime", default="torch_xla", show_default=True)
+@click.option("--goal", required=True, metavar="METRIC", help="The metric the migration must reach.")
+@click.option("--direction", required=True, type=click.Choice(["max", "min"]), help="max: higher is better.")
+@click.option("--reference-value", required=True, type=float, help="The goal metric's value to meet.")
+@click.option("--tolerance", type=float, default=0.0, show_default=True, help="Absolute slack on the wrong side.")
+@click.option("--command", help="The command that runs the project, e.g. \"python train.py\".")
+@click.option("--title", help="A title (default: the slug).")
+@_budget_options
+def migration_add(db: Path, slug: str, repo: Path, base: str, target: str, runtime: str, goal: str,
+                  direction: str, reference_value: float, tolerance: float, command: str | None,
+                  title: str | None, acceptance_level: int | None, **budgets: float | None) -> None:
+    """Add a migration of a git project to a study."""
+    from domain.models import Budgets
+    from workbench.studies import MigrationSpec, add_migration, open_existing
+
+    spec = MigrationSpec(
+        slug=slug, repo=repo, base=base, target=target, runtime=runtime, goal=goal, direction=direction,
+        reference_value=reference_value, tolerance=tolerance, command=command, title=title,
+        acceptance_level=4 if acceptance_level is None else acceptance_level,
+        budgets=Budgets(**{k.removeprefix("budget_"): v for k, v in budgets.items()}),
+    )
+    sdb = open_existing(db)
+    try:
+        made = add_migration(sdb, spec, config.reviewer())
+    finally:
+        sdb.close()
+    click.echo(f"migration {clean(made.slug)} added: base {made.base_commit[:12]}, target"
+               f" {clean(made.target.describe())}, goal {clean(made.goal.metric)} {made.goal.direction.value}"
+               f" {made.goal.reference:g}")
+    click.echo(f"next: workbench reference {clean(str(db))} {clean(made.slug)} --log FILE [--metrics FILE]")
+
+
+@migration.command("edit")
+@click.argument("db", type=DB_PATH)
+@click.argument("slug")
+@click.option("--target", metavar="ACCEL[:CHIPS]")
+@click.option("--runtime")
+@click.option("--goal", metavar="METRIC")
+@click.option("--direction", type=click.Choice(["max", "min"]))
+@click.option("--reference-value", type=float)
+@click.option("--tolerance", type=float)
+@click.option("--command")
+@click.option("--title")
+@_budget_options
+def migration_edit(db: Path, slug: str, acceptance_level: int | None, **given: object) -> None:
+    """Change a migration's target, goal, tolerance, command or budgets (audited)."""
+    from workbench.studies import edit_migration, open_existing
+
+    budgets = {k.removeprefix("budget_"): given.pop(k) for k in list(given) if k.startswith("budget_")}
+    budgets["acceptance_level"] = acceptance_level
+    sdb = open_existing(db)
+    try:
+        changed = edit_migration(sdb, slug, budgets=budgets, reviewer=config.reviewer(), **given)
+    finally:
+        sdb.close()
+    click.echo(f"migration {clean(slug)}: " + (f"changed {', '.join(changed)}" if changed else "nothing changed"))
+
+
+@click.command()
+@click.argument("db", type=DB_PATH)
+@click.argument("slug")
+@click.option("--log", type=click.Path(dir_okay=False, path_type=Path), help="The run's output (from files).")
+@click.option("--metrics", type=click.Path(dir_okay=False, path_type=Path),
+              help="Its metric series, JSON Lines as in the bundle format (default: read from the log).")
+@click.option("--wall", type=float, help="Wall-clock seconds the run took.")
+@click.option("--hardware", metavar="ACCEL:N", help="Where it ran, e.g. a100:1 (--run: unless the probe saw it).")
+@click.option("--command", help="The command it ran (default: the migration's --command).")
+@click.option("--run", "run_it", is_flag=True,
+              help="Run the command at the base commit on this machine, with the probe, and record that.")
+@click.option("--backend", type=click.Choice(["local"]), default="local", show_default=True,
+              help="Where --run runs (only this machine for now).")
+@click.option("--env", "env_pairs", multiple=True, metavar="KEY=VALUE", help="--run: environment (repeatable).")
+@click.option("--venv", help="--run: the environment's folder (its bin/ goes first on PATH).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="--run: stop after this many seconds.")
+def reference(db: Path, slug: str, log: Path | None, metrics: Path | None, wall: float | None,
+              hardware: str | None, command: str | None, run_it: bool, backend: str, env_pairs: tuple[str, ...],
+              venv: str | None, timeout: float | None) -> None:
+    """Record a migration's reference run (the original code's run): from its files (--log), or
+    by running its command at the base commit here (--run), measured by the re-run probe."""
+    from workbench.studies import open_existing, record_reference
+
+    if run_it == (log is not None):
+        raise WorkbenchError("give either --log FILE (a run's files) or --run (run it here)")
+    sdb = open_existing(db)
+    try:
+        if run_it:
+            made = _run_reference(sdb, slug, command, env_pairs, venv, timeout, hardware)
+        else:
+            made = record_reference(sdb, slug, log=log, metrics=metrics, wall=wall, hardware=hardware,
+                                    command=command, reviewer=config.reviewer())
+    finally:
+        sdb.close()
+    click.echo(f"reference run recorded for {clean(slug)} as attempt {made.seq}")
+
+
+def _run_reference(sdb, slug: str, command: str | None, env_pairs: tuple[str, ...], venv: str | None,
+                   timeout: float | None, hardware: str | None):
+    from domain.models import Hardware
+    from workbench.reference_run import run_reference
+    from workbench.studies import parse_target
+
+    env = {}
+    for text in env_pairs:
+        key, sep, value = text.partition("=")
+        if not sep or not key:
+            raise WorkbenchError(f"--env: {text[:40]!r} must be KEY=VALUE")
+        env[key] = value
+    given = Hardware(*parse_target(hardware, "--hardware")) if hardware else None
+    return run_reference(sdb, slug, command=command, env=env, venv=venv, timeout=timeout, hardware=given,
+                         reviewer=config.reviewer())
+
+
+@click.command()
+@click.argument("db", type=DB_PATH)
+@click.argument("slug")
+@click.option("--project", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="The project whose Claude Code sessions to follow; also the default --repo.")
+@click.option("--repo", type=click.Path(file_okay=False, path_type=Path),
+              help="The git repository that ties attempts to commits (default: the project).")
+@click.option("--all-bash", is_flag=True, help="Count every Bash call as an attempt, not only workload runs.")
+@click.option("--workload", "patterns", multiple=True, metavar="REGEX",
+              help="A Bash command matching this regular expression is an attempt (repeatable).")
+@click.option("--interval", type=click.FloatRange(0.05, 60), default=0.5, show_default=True,
+              help="Seconds between looks at the transcripts.")
+@click.option("--for", "stop_after", type=click.FloatRange(0), help="Stop after this many seconds.")
+def watch(db: Path, slug: str, project: Path, repo: Path | None, all_bash: bool, patterns: tuple[str, ...],
+          interval: float, stop_after: float | None) -> None:
+    """Follow the project's Claude Code sessions live: new Bash calls become attempts of SLUG and
+    are verified as their results arrive; prints one line per verified attempt. Ctrl-C stops."""
+    from workbench.studies import find_migration, open_existing
+    from workbench.watch import Watcher
+
+    rule = _rule(all_bash, patterns)
+    _project_folder(project)
+    sdb = open_existing(db)
+    try:
+        find_migration(sdb, slug)
+        watcher = Watcher(sdb, slug, project, config.reviewer(), rule=rule, repo=repo or project)
+        click.echo(f"watching {clean(str(watcher.project))} for {clean(slug)} (Ctrl-C stops)", err=True)
+        try:
+            watcher.run(interval=interval, stop_after=stop_after, echo=lambda line: click.echo(clean(line)))
+        except KeyboardInterrupt:
+            pass
+    finally:
+        sdb.close()
+
+
+def _project_folder(project: Path) -> None:
+    if not project.is_dir():
+        raise WorkbenchError(f"--project: {project}: no such folder")
+
+
+def _list_sessions(project: Path, all_bash: bool, patterns: tuple[str, ...]) -> None:
+    from workbench.importers.sessions import find_sessions, projects_dir
+
+    sessions = find_sessions(project, _rule(all_bash, patterns))
+    if not sessions:
+        click.echo(f"no Claude Code sessions of {clean(str(project))} under {clean(str(projects_dir()))}")
+        return
+    for info in sessions:
+        agents = f", {info.subagents} sub-agent(s)" if info.subagents else ""
+        click.echo(f"{clean(info.started_at or '?')}  {info.size:>10,} bytes  {info.attempts:>4} attempt(s)"
+                   f"{agents}  {clean(str(info.path))}")
+
+
+def _rule(all_bash: bool, patterns: tuple[str, ...]):
+    import re
+
+    from workbench.importers.rules import WorkloadRule
+
+    try:
+        return WorkloadRule(all_bash=all_bash, patterns=patterns)
+    except re.error as exc:
+        raise WorkbenchError(f"--workload: not a regular expression ({exc})") from None
+
+
+def _check_migration(db: Path, slug: str | None) -> None:
+    """One line naming `workbench migration add` when the migration is not there."""
+    from storage.queries import get_migration
+    from workbench.studies import open_existing
+
+    if slug is None:
+        raise WorkbenchError("--migration: name the migration to import into (or give --list)")
+    sdb = open_existing(db)
+    try:
+        found = get_migration(sdb.db, slug)
+    finally:
+        sdb.close()
+    if found is None:
+        raise WorkbenchError(f"{db}: no migration {slug!r}; add it with `workbench migration add {db} {slug}"
+                             " --repo PATH --target ... --goal ...`")
+
+
+def _with_project(command: click.Command) -> None:
+    """`import claude-code --project REPO_PATH [--list]`: the project's sessions found in the
+    Claude Code projects folder stand in for PATH."""
+    original = command.callback
+    for param in command.params:
+        if param.name in ("paths", "slug"):
+            param.required = False
+    command.params += [
+        click.Option(["--project"], type=click.Path(file_okay=False, path_type=Path),
+                     help="Import this project's sessions from the Claude Code projects folder"
+                          " ($CLAUDE_CONFIG_DIR or ~/.claude); also the default --repo."),
+        click.Option(["--list", "list_only"], is_flag=True,
+                     help="With --project: list the sessions (start, size, attempts) and import nothing."),
+    ]
+
+    def callback(paths: tuple[Path, ...], db: Path | None, slug: str | None, project: Path | None,
+                 list_only: bool, **rest):
+        if project is not None:
+            _project_folder(project)
+        if project is not None and list_only:
+            return _list_sessions(project, rest["all_bash"], rest["patterns"])
+        if project is None and (list_only or not paths):
+            raise WorkbenchError("give transcript PATHs or --project REPO_PATH (--list needs --project)")
+        path = db or config.default_db()
+        _check_migration(path, slug)
+        if project is not None:
+            from workbench.importers.sessions import find_sessions
+
+            found = tuple(info.path for info in find_sessions(project, _rule(rest["all_bash"], rest["patterns"])))
+            if not found and not paths:
+                raise WorkbenchError(f"--project: no Claude Code sessions of {project} found")
+            paths += found
+            rest["repo"] = rest["repo"] or project
+        return original(paths=paths, db=path, slug=slug, **rest)
+
+    command.callback = callback
+    command.help = inspect.cleandoc(command.help or "") + "\n\nWith --project REPO_PATH, the project's sessions are found in" \
+        " the Claude Code projects folder; --list shows them without importing."
+
+
+def register(main: click.Group) -> None:
+    """Put this module's commands on the main group, and --project on `import claude-code`."""
+    for command in (init, migration, reference, watch):
+        main.add_command(command)
+    importer = main.commands["import"]
+    if isinstance(importer, click.Group) and "claude-code" in importer.commands:
+        _with_project(importer.commands["claude-code"])
+

@@ -1,0 +1,132 @@
+"""`workbench reference --run`: run the migration's command at its base commit on this machine,
+with the re-run runner's pieces (a detached git worktree, the local backend's environment and
+the probe), so the reference's metrics, hardware and times are measured, not typed.
+
+The run is synchronous; its output goes to `<db stem>.reference/<slug>-<time>/output.log`, which
+stays for the reviewer. A run that fails, times out or lacks the goal metric records nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import math
+import shlex
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from domain.errors import WorkbenchError
+from domain.models import Attempt, AttemptSource, AttemptStatus, Command, Hardware, Migration
+from domain.redact import redact_env
+from storage import setup as store
+from storage.database import StudyDatabase
+from workbench.studies import check_command, find_migration
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Measured:
+    """What one run gave: exit code, times, where its output is, and the probe's reports."""
+
+    exit_code: int
+    started_at: str
+    ended_at: str
+    log: Path
+    reports: list[dict[str, Any]]
+
+
+def _iso_now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _execute(migration: Migration, argv: list[str], run_dir: Path, env: dict[str, str], venv: str | None,
+             timeout: float | None) -> Measured:
+    """Check the base commit out, run the command there with the probe, remove the checkout."""
+    from workbench import probe
+    from workbench.rerun import backends, worktree
+
+    tree, log = run_dir / "src", run_dir / "output.log"
+    worktree.add(Path(migration.repo), migration.base_commit, tree)
+    try:
+        ctx = backends.Context(
+            job_id=0, commit=migration.base_commit, worktree=tree, job_dir=run_dir, argv=argv, cwd=".",
+            env=env, chips=migration.target.chips, host=None, zone=None, options={"venv": venv} if venv else {},
+        )
+        run_argv, run_env, cwd = backends.Local().main(ctx)
+        ctx.probe_dir.mkdir(parents=True, exist_ok=True)
+        started = _iso_now()
+        with log.open("wb") as out:
+            try:
+                done = subprocess.run(run_argv, cwd=str(cwd), env=run_env, stdin=subprocess.DEVNULL,
+                                      stdout=out, stderr=subprocess.STDOUT, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                raise WorkbenchError(f"--run: timed out after {timeout:g} s; nothing recorded (output: {log})") from None
+            except OSError as exc:
+                raise WorkbenchError(f"--run: cannot start {argv[0]!r} ({exc.strerror}); nothing recorded") from None
+        return Measured(done.returncode, started, _iso_now(), log, probe.read_reports(ctx.probe_dir))
+    finally:
+        worktree.remove(Path(migration.repo), tree)
+
+
+def _series(measured: Measured, sdb: StudyDatabase, migration: Migration) -> list[tuple[str, int, float]]:
+    """The log's metrics (the verifier's extraction), the probe's series filling the gaps."""
+    from storage import queries
+    from workbench import probe
+    from workbench.verify.logscan import compile_patterns, file_chunks, scan_chunks
+
+    settings = queries.verify_settings(sdb.db, migration.id)
+    patterns = compile_patterns(settings.get("patterns") or (), defaults=settings.get("default_patterns", True))
+    series = scan_chunks(file_chunks(measured.log), patterns=patterns).point_series()
+    main = probe.main_report(measured.reports)
+    if main is not None:
+        for name, points in probe.series(main).items():
+            series.setdefault(name, points)
+    return sorted((name, step, value) for name, points in series.items()
+                  for step, value in points.items() if math.isfinite(value))
+
+
+def _observed(reports: list[dict[str, Any]], given: Hardware | None) -> Hardware | None:
+    from workbench import probe
+
+    main = probe.main_report(reports)
+    if main is not None and main.get("device_kind"):
+        count = main.get("devices_used") or main.get("global_device_count")
+        if isinstance(count, int) and count > 0:
+            return Hardware(str(main["device_kind"]).lower(), count)
+    return given
+
+
+def run_reference(sdb: StudyDatabase, slug: str, *, command: str | None, env: dict[str, str],
+                  venv: str | None, timeout: float | None, hardware: Hardware | None, reviewer: str) -> Attempt:
+    """Run, measure and record the migration's reference run; WorkbenchError when it fails."""
+    migration = find_migration(sdb, slug)
+    text = check_command(command) or store.migration_command(sdb.db, migration.id)
+    if not text:
+        raise WorkbenchError("--command: the migration has no command; give the reference's command here")
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S")
+    runs = sdb.path.resolve().parent / f"{sdb.path.stem}.reference"
+    runs.mkdir(parents=True, exist_ok=True)
+    run_dir = Path(tempfile.mkdtemp(prefix=f"{slug}-{stamp}-", dir=runs))
+    t0 = time.monotonic()
+    measured = _execute(migration, shlex.split(text), run_dir, env, venv, timeout)
+    if measured.exit_code != 0:
+        raise WorkbenchError(f"--run: the reference run exited with {measured.exit_code}; nothing recorded"
+                             f" (output: {measured.log})")
+    points = _series(measured, sdb, migration)
+    if not any(name == migration.goal.metric for name, _, _ in points):
+        raise WorkbenchError(f"--run: the goal metric {migration.goal.metric!r} is not in the reference's output;"
+                             f" nothing recorded (output: {measured.log})")
+    attempt = Attempt(
+        id=0, migration_id=migration.id, seq=store.next_reference_seq(sdb.db, migration.id),
+        source=AttemptSource.REFERENCE, commit=migration.base_commit,
+        command=Command(tuple(shlex.split(text)), ".", redact_env(env)), status=AttemptStatus.OK,
+        started_at=measured.started_at, ended_at=measured.ended_at, exit_code=0, exit_code_source="process",
+        expected_level=None, claim=f"Reference run by `workbench reference --run` ({time.monotonic() - t0:.1f} s).",
+        intended_hardware=None, observed_hardware=_observed(measured.reports, hardware),
+    )
+    probes = [(r.get("_file") or "probe.json", r.get("rank"), json.dumps(r, default=str)) for r in measured.reports]
+    attempt_id = store.add_reference(sdb.db, attempt, measured.log, points, reviewer, probes=probes)
+    return dataclasses.replace(attempt, id=attempt_id)

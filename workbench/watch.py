@@ -1,0 +1,155 @@
+"""Follow a project's Claude Code sessions while the agent writes them (`workbench watch`).
+
+Each round stats the project's transcripts (sessions and sub-agents); a session whose files grew
+is imported again with the transcript importer, whose external ids make that idempotent: new
+Bash calls become attempts, the previous last one is updated. A file whose last line is not
+finished yet is left for a later round, so a half-written line is never read as a bad one.
+Attempts whose result arrived (or changed) are verified at once; a call still running stays
+`no_result` and unverified until its result comes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from storage import queries
+from storage import setup as store
+from storage.database import StudyDatabase
+from workbench.importers.claude_code import FileReport, read_records
+from workbench.importers.rules import WorkloadRule
+from workbench.importers.sessions import project_folders
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """One verified attempt, as the watcher reports it."""
+
+    seq: int
+    status: str
+    exit_code: int | None
+    level: int
+    cause: str | None
+    silent: bool
+    over_claim: bool | None
+
+    def line(self) -> str:
+        code = f" (exit {self.exit_code})" if self.exit_code is not None else ""
+        flags = [self.cause or ""] + (["SILENT FAILURE"] if self.silent else []) + \
+            (["OVER-CLAIM"] if self.over_claim else [])
+        extra = ", ".join(f for f in flags if f)
+        return f"attempt {self.seq}: {self.status}{code}: level {self.level}" + (f", {extra}" if extra else "")
+
+
+def _ends_whole(path: Path) -> bool:
+    """True when the file is empty or its last line is finished (ends with a newline)."""
+    try:
+        with path.open("rb") as fh:
+            if fh.seek(0, 2) == 0:
+                return True
+            fh.seek(-1, 2)
+            return fh.read(1) == b"\n"
+    except OSError:
+        return False
+
+
+def _first_cwd(path: Path) -> str | None:
+    for record in read_records(path, FileReport(path)):
+        if isinstance(record.get("cwd"), str):
+            return record["cwd"]
+    return None
+
+
+@dataclass
+class Watcher:
+    """One migration's view of one project's sessions; `poll` does one round."""
+
+    study_db: StudyDatabase
+    slug: str
+    project: Path
+    reviewer: str
+    rule: WorkloadRule = field(default_factory=WorkloadRule)
+    repo: Path | None = None
+    _stamps: dict[Path, tuple[Any, ...]] = field(default_factory=dict)
+    _ours: dict[Path, bool] = field(default_factory=dict)
+    _states: dict[int, tuple[Any, ...]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.project = self.project.expanduser().resolve()
+
+    def _belongs(self, session: Path) -> bool:
+        """The session's cwd is the project or inside it (cached once a cwd is seen)."""
+        if session not in self._ours:
+            cwd = _first_cwd(session)
+            if cwd is None:
+                return True
+            root = str(self.project).rstrip("/")
+            self._ours[session] = cwd == root or cwd.startswith(root + "/")
+        return self._ours[session]
+
+    def changed_sessions(self) -> dict[Path, tuple[Any, ...]]:
+        """Sessions whose files changed since their last import and whose lines are all whole,
+        with their files' new sizes and times."""
+        out = {}
+        for folder in project_folders(self.project):
+            flat = sorted(folder.glob("agent-*.jsonl"))
+            for session in sorted(folder.glob("*.jsonl")):
+                if session.name.startswith("agent-") or not self._belongs(session):
+                    continue
+                nested = session.with_suffix("") / "subagents"
+                files = [session, *flat, *(sorted(nested.glob("agent-*.jsonl")) if nested.is_dir() else [])]
+                stamp = tuple((f, f.stat().st_size, f.stat().st_mtime_ns) for f in files if f.exists())
+                if stamp != self._stamps.get(session) and all(_ends_whole(f) for f in files):
+                    out[session] = stamp
+        return out
+
+    def poll(self) -> list[Seen]:
+        """Import what changed, verify the attempts whose result arrived or changed."""
+        from workbench.importers.claude_code import ClaudeCodeImporter
+
+        sessions = self.changed_sessions()
+        if sessions:
+            importer = ClaudeCodeImporter(self.study_db, self.slug, self.reviewer, rule=self.rule, repo=self.repo)
+            importer.run(list(sessions))
+            self._stamps.update(sessions)
+        return self._verify_changed()
+
+    def _verify_changed(self) -> list[Seen]:
+        from workbench.verify import verify_migration
+
+        db = self.study_db.db
+        migration = queries.get_migration(db, self.slug)
+        study = queries.get_study(db)
+        if migration is None or study is None:
+            return []
+        states = store.attempt_states(db, migration.id)
+        seen = []
+        for seq, state in states.items():
+            if state == self._states.get(seq) or state[0] == "no_result":
+                continue
+            for outcome in verify_migration(db, migration, study, self.reviewer, seq=seq).outcomes:
+                found = queries.current_verification(db, outcome.attempt.id)
+                if found is not None:
+                    seen.append(Seen(seq, state[0], state[1], found.highest_level,
+                                     found.cause.value if found.cause else None, found.silent, found.over_claim))
+            self._states[seq] = state
+        return seen
+
+    def run(self, *, interval: float = 0.5, stop_after: float | None = None,
+            echo: Callable[[str], None] = print) -> int:
+        """Poll until `stop_after` seconds have passed (or forever); returns attempts reported."""
+        migration = queries.get_migration(self.study_db.db, self.slug)
+        if migration is not None:  # attempts already there when the watch starts are not reported
+            self._states = store.attempt_states(self.study_db.db, migration.id)
+        deadline = None if stop_after is None else time.monotonic() + stop_after
+        reported = 0
+        while deadline is None or time.monotonic() < deadline:
+            started = time.monotonic()
+            for item in self.poll():
+                echo(item.line())
+                reported += 1
+            time.sleep(max(0.0, interval - (time.monotonic() - started)))
+        return reported
