@@ -532,7 +532,7 @@ def m009_artifacts(db: Database) -> None:
 def m010_migration_command(db: Database) -> None:
     """The command that runs the project (`workbench migration add --command`): what the reference
     run executes; NULL for migrations imported from a bundle."""
-    db["migration"].add_column("command", str)
+    db.table("migration").add_column("command", str)
 
 def known() -> list[str]:
     """Every migration this workbench knows, oldest first."""

@@ -14,6 +14,7 @@ from sqlite_utils import Database
 from domain.models import Attempt, Migration, Study
 from storage import records
 from storage.converters import attempt_to_row, migration_to_row, study_to_row
+from storage.imports import replace_metric_points
 from storage.logs import store_log
 
 
@@ -25,7 +26,7 @@ def create_study(db: Database, study: Study, reviewer: str) -> None:
     """The study row (id 1), as a bundle import writes it."""
     with records.immediate(db):
         row = study_to_row(study)
-        db["study"].insert(row)
+        records.insert_row(db, "study", row)
         records.audit(db, reviewer, "insert", "study", 1, row)
 
 
@@ -33,7 +34,7 @@ def add_migration(db: Database, migration: Migration, command: str | None, revie
     """A new migration row; the caller has checked the slug is free (the unique index holds)."""
     row = {**migration_to_row(migration), "command": command}
     with records.immediate(db):
-        migration_id = db["migration"].insert(row).last_pk
+        migration_id = records.insert_row(db, "migration", row)
         records.audit(db, reviewer, "insert", "migration", migration_id, row)
     return migration_id
 
@@ -50,7 +51,7 @@ def update_migration(db: Database, migration_id: int, changes: dict[str, Any], r
         diff = {k: v for k, v in changes.items() if current.get(k) != v}
         if not diff:
             return []
-        db["migration"].update(migration_id, diff)
+        db.table("migration").update(migration_id, diff)
         records.audit(db, reviewer, "update", "migration", migration_id,
                       {**diff, "was": {k: current.get(k) for k in diff}})
     return list(diff)
@@ -71,14 +72,10 @@ def add_reference(db: Database, attempt: Attempt, log: Path, points: list[tuple[
     with records.immediate(db):
         log_id = store_log(db, log)
         row = {**attempt_to_row(attempt), "log_id": log_id}
-        attempt_id = db["attempt"].insert(row).last_pk
+        attempt_id = records.insert_row(db, "attempt", row)
         records.audit(db, reviewer, "insert", "attempt", attempt_id, row)
         if points:
-            db.conn.executemany(
-                "INSERT INTO metric_point (attempt_id, name, step, value) VALUES (?, ?, ?, ?)",
-                [(attempt_id, *point) for point in points],
-            )
-            records.audit(db, reviewer, "replace", "metric_point", attempt_id, {"points": len(points)})
+            replace_metric_points(db, attempt_id, points, reviewer)
         db.conn.executemany(
             "INSERT INTO probe_report (attempt_id, file, rank, data) VALUES (?, ?, ?, ?)",
             [(attempt_id, *probe) for probe in probes],
