@@ -158,13 +158,15 @@ def update(db: Any, job_id: int, reviewer: str, **changes: Any) -> None:
 
 
 def spec_for(db: Any, attempt: Attempt, backend: str, *, chips: int | None = None, **kwargs: Any) -> JobSpec:
-    """The launcher's starting point: the attempt's command, the migration's target, the backend's env."""
+    """The launcher's starting point: the attempt's command and environment, the migration's target,
+    and the backend's defaults for variables the attempt did not record."""
     from workbench.rerun.backends import default_env
 
     row = db.execute("SELECT chips, accelerator FROM migration WHERE id = ?", [attempt.migration_id]).fetchone()
     hw = attempt.intended_hardware
     chips = chips or (hw.count if hw else row[0]) or 1
-    env = {**attempt.command.env, **default_env(backend, chips, kwargs.get("options") or {})}
+    # the recorded environment wins: a re-run reproduces the attempt, not the backend's defaults
+    env = {**default_env(backend, chips, kwargs.get("options") or {}), **attempt.command.env}
     return JobSpec(
         migration_id=attempt.migration_id, attempt_id=attempt.id, backend=backend,
         argv=attempt.command.argv, cwd=attempt.command.cwd, env=env, chips=chips,
