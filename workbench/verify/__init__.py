@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from workbench.verify.ladder import Judgement
 
 VERIFIER = "workbench.ladder"
-VERSION = "1.2.0"
+VERSION = "1.3.0"
 """Bump on any change to what a level checks: stored verdicts of an older version are redone."""
 
 EXTRACT_LIMIT = 64 << 20
@@ -52,23 +52,29 @@ class Report:
 
 
 def load_run(db: Database, attempt: Attempt, settings: dict[str, Any]):
-    """The attempt's evidence: log facts from one streaming pass, its metric series, and the
-    probe reports a re-run stored with it."""
+    """The attempt's evidence: the topology its log's head and command state, log facts from one
+    streaming pass (over the untangled log when several processes wrote it), its metric series,
+    and the probe reports a re-run stored with it."""
     from storage.queries import probe_reports
+    from workbench.verify import topology
     from workbench.verify.ladder import Run
     from workbench.verify.logscan import compile_patterns, scan_chunks
 
     stored = verify_inputs.metric_series(db, attempt.id)
-    facts = None
+    facts = topo = None
     log = verify_inputs.log_info(db, attempt.log_id) if attempt.log_id is not None else None
     if attempt.log_id is not None and log is not None:
+        topo = topology.read(topology.head_of(verify_inputs.log_chunks(db, attempt.log_id)), attempt.command.argv)
         patterns = compile_patterns(settings.get("patterns") or (), defaults=settings.get("default_patterns", True))
-        facts = scan_chunks(verify_inputs.log_chunks(db, attempt.log_id), patterns=patterns,
+        chunks = verify_inputs.log_chunks(db, attempt.log_id)
+        untangler = topology.Untangler() if topo.multi_process else None
+        facts = scan_chunks(untangler.chunks(chunks) if untangler else chunks, patterns=patterns,
                             extract_metrics=not stored or log.size <= EXTRACT_LIMIT)
+        if untangler is not None:
+            facts = untangler.remap(facts)
     reports = probe_reports(db, attempt.id)
-    if stored:
-        return Run(attempt, facts, stored, "stored", reports)
-    return Run(attempt, facts, facts.point_series() if facts else {}, "log", reports)
+    series = stored or (facts.point_series() if facts else {})
+    return Run(attempt, facts, series, "stored" if stored else "log", reports, topo)
 
 
 def _input_digest(db: Database, attempt: Attempt) -> dict[str, Any]:
