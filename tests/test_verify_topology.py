@@ -83,8 +83,16 @@ def test_key_value_and_key_colon_forms_are_read_with_their_lines():
 
 
 def test_an_error_message_states_nothing():
-    head = b"RuntimeError: bad sharding: global_devices=[0,1,2,3] mesh_shape=(2,2)\n"
+    head = (b"RuntimeError: bad sharding: global_devices=[0,1,2,3] mesh_shape=(2,2)\n"
+            b"2026-12-03 08:20:10.233554: E external/xla/xla/service/rendezvous.cc:100] [id=0] This thread has "
+            b"been waiting for `all reduce RendezvousKey{run_id=RunId: 0, global_devices=[0,1,2,3], "
+            b"num_local_participants=4, collective_op_kind=cross_replica, op_id=0}` for 5 seconds\n")
     assert topology.read(head).statements == []
+
+
+def test_glued_start_lines_are_both_read():
+    topo = topology.read(b"rank=1 world_size=4 device_count=4rank=2 world_size=4 device_count=4\n")
+    assert [s.values["rank"] for s in topo.statements] == [1, 2] and topo.processes() == 2
 
 
 def test_launchers_in_the_command():

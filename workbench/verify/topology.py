@@ -34,12 +34,17 @@ _KEYS = {
     b"global_devices": "global_devices", b"mesh_shape": "mesh_shape",
 }
 _STATEMENT = re.compile(
-    rb"(?i)(?<![\w.])(global[ _]runtime[ _]device[ _]count|global[ _]device[ _]count|device[ _]count|"
+    rb"(?i)(?<![A-Za-z_.])(global[ _]runtime[ _]device[ _]count|global[ _]device[ _]count|device[ _]count|"
     rb"num[ _]devices|devices[ _]used|local[ _]world[ _]size|world[ _]size|global[ _]rank|global[ _]ordinal|"
     rb"local[ _]rank|rank|global[ _]devices|mesh[ _]shape)['\"]?[ \t]{0,3}[=:][ \t]{0,3}"
-    rb"(\[[0-9, ]{0,256}\]|\([0-9, ]{0,256}\)|[0-9]{1,6})(?![\w.])"
+    rb"(\[[0-9, ]{0,256}\]|\([0-9, ]{0,256}\)|[0-9]{1,6})(?![0-9.])"
 )
-_ERROR = re.compile(rb"(?i)error|exception|traceback|failed|abort|invalid|mismatch|expected|warn")
+"""A statement; a digit may touch it on either side (`device_count=4rank=2`: two processes'
+start lines glued by interleaved output)."""
+_ERROR = re.compile(rb"(?i)error|exception|traceback|failed|abort|invalid|mismatch|expected|warn|stuck|"
+                    rb"rendezvous|timed out|^[EFW][0-9]{4} |[0-9]: [EFW] ")
+"""Lines that state nothing: errors, warnings and glog's E/F/W lines may quote devices (XLA's
+`RendezvousKey{... global_devices=[0,1,2,3] ...}` when a collective is stuck)."""
 _RANK_PREFIX = re.compile(rb"^\[(?:rank|default) ?([0-9]{1,5})\]:")
 _STEP = re.compile(rb"(?i)(?<![\w.])step[ :=#]{1,3}([0-9]{1,9})")
 _GLUE = re.compile(rb"[0-9](?=(?:\[(?:rank|default) ?[0-9]{1,5}\]: ?)?step[ =:])")
@@ -117,19 +122,22 @@ def _number(raw: bytes) -> int:
     return int(raw)
 
 
-def _statement(line: bytes, number: int) -> Statement | None:
+def _statements(line: bytes, number: int) -> list[Statement]:
+    """A line's statements; a name said again starts another process's statement (glued lines)."""
     if _ERROR.search(line):
-        return None  # an error message may quote devices; it states nothing about the run
-    values: dict[str, int] = {}
+        return []  # an error message may quote devices; it states nothing about the run
+    groups: list[dict[str, int]] = [{}]
     for m in _STATEMENT.finditer(line):
         key = _KEYS.get(m.group(1).lower().replace(b" ", b"_"))
-        if key is not None and key not in values:
-            values[key] = _number(m.group(2))
-    if not values:
-        return None
+        if key is None:
+            continue
+        if key in groups[-1]:
+            groups.append({})
+        groups[-1][key] = _number(m.group(2))
     prefix = _RANK_PREFIX.match(line)
     text = line.rstrip(b"\r").decode("utf-8", "replace")[:300]
-    return Statement(number, text, values, int(prefix.group(1)) if prefix else None)
+    rank = int(prefix.group(1)) if prefix else None
+    return [Statement(number, text, values, rank) for values in groups if values]
 
 
 def read(head: bytes, argv: Iterable[str] = ()) -> Topology:
@@ -142,9 +150,7 @@ def read(head: bytes, argv: Iterable[str] = ()) -> Topology:
         if prefix:
             topo.ranks.add(int(prefix.group(1)))
         if b"size" in line or b"evice" in line or b"rank" in line or b"mesh" in line or b"ordinal" in line:
-            found = _statement(line, number)
-            if found is not None:
-                topo.statements.append(found)
+            topo.statements += _statements(line, number)
     _repeats(head[:STEP_SAMPLE], topo)
     return topo
 
