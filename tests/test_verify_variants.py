@@ -216,7 +216,8 @@ def mesh_bundle(tmp_path_factory) -> Path:
     python = xla_python()
     if python is None:
         pytest.skip("no torch_xla environment: set WORKBENCH_XLA_PYTHON or run assets/demo/regenerate.sh")
-    key = hashlib.sha256(MESH.read_bytes() + str(python.resolve()).encode()).hexdigest()[:16]
+    key = hashlib.sha256(MESH.read_bytes() + str(python.resolve()).encode()
+                         + repr(MESH_VARIANTS).encode() + b"glued 8").hexdigest()[:16]
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "workbench" / "verify-mesh" / key
     if (cache / "study.toml").is_file():
         return cache
@@ -237,6 +238,8 @@ def mesh_bundle(tmp_path_factory) -> Path:
         lines.append({"seq": seq, "source": "agent", "commit": sha, **result, "log": f"logs/{seq:03d}.log",
                       "command": {"argv": ["python", *argv], "env": env}, "expected_level": expected,
                       "intended_hardware": {"kind": "cpu", "count": intended}, "observed_hardware": None})
+    lines.append({**lines[4], "seq": 8, "log": "logs/008.log"})
+    _glue(folder / "logs" / "004.log", folder / "logs" / "008.log")
     (folder / "migration.toml").write_text(
         f'title = "MLP mesh"\nrepo = "repo"\nbase_commit = "{sha}"\n'
         '[target]\naccelerator = "cpu"\nchips = 4\nruntime = "torch_xla"\n'
@@ -246,6 +249,18 @@ def mesh_bundle(tmp_path_factory) -> Path:
         shutil.rmtree(cache)
     shutil.copytree(builder.root, cache)
     return cache
+
+
+def _glue(source: Path, target: Path) -> None:
+    """The torchrun log with one process's last step line glued to another's step 22, as two
+    processes' unbuffered writes interleave (`...step_time_ms=27.8step=30 loss=...`): the real
+    runs' output, made to hold the case every time rather than by chance."""
+    text = source.read_text().splitlines(keepends=True)
+    i = next(k for k, line in enumerate(text) if line.startswith("step=22 "))
+    j = max(k for k, line in enumerate(text) if line.startswith("step=30 "))
+    text[i] = text[i].rstrip("\n") + text[j]
+    del text[j]
+    target.write_text("".join(text))
 
 
 @pytest.fixture
@@ -274,6 +289,7 @@ MESH_EXPECTED = {
     5: ((P, P, P, P), F, (C.HOST_SYNC,), True),
     6: ((F, U, P, U), U, (C.CRASH,), False),
     7: ((F, U, P, U), U, (C.CRASH,), False),
+    8: ((P, P, F, P), None, (C.WRONG_CONFIGURATION,), True),
 }
 
 
@@ -306,6 +322,8 @@ def test_mesh_evidence_cites_the_log_and_the_command(mesh_verified):
     assert "eval_accuracy agrees at step 20" in crash[1].reason
     _, _, spawn = result(db, m, 7)
     assert "0 devices" not in spawn[2].reason
+    _, _, glued = result(db, m, 8)
+    assert "loss over 30 steps" in glued[1].reason
     failure = queries.current_failure(db, _attempt_id(db, m.id, 5))
     assert "per step): above 4 per step" in failure.evidence[0].text
 
