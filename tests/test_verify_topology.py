@@ -72,7 +72,7 @@ def verified(tmp_path: Path, attempts: dict[int, tuple[str, list[str]]], referen
 
 def test_key_value_and_key_colon_forms_are_read_with_their_lines():
     head = (b"starting\nrank=0 world_size=1 device_count=4 local_world_size=1\n"
-            b"World size: 4, Global devices: [0, 1, 2, 3]\nmesh_shape=(4, 1)\n")
+            b"World size: 4, Global devices: [0, 1, 2, 3]\nMesh shape: (4, 1)\n")
     topo = topology.read(head)
     assert [(s.line, s.values) for s in topo.statements] == [
         (2, {"rank": 0, "world_size": 1, "device_count": 4, "local_world_size": 1}),
@@ -80,6 +80,12 @@ def test_key_value_and_key_colon_forms_are_read_with_their_lines():
         (4, {"mesh_shape": 4}),
     ]
     assert topo.device_count()[0] == 4
+
+
+def test_accelerate_state_lines_are_read():
+    topo = topology.read(b"Distributed environment: MULTI_GPU  Backend: nccl\nNum processes: 4\nProcess index: 0\n"
+                         b"Local process index: 0\nDevice: cuda:0\n")
+    assert [s.values for s in topo.statements] == [{"world_size": 4}, {"rank": 0}, {"local_rank": 0}]
 
 
 def test_an_error_message_states_nothing():

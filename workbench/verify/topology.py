@@ -32,11 +32,14 @@ _KEYS = {
     b"world_size": "world_size", b"local_world_size": "local_world_size",
     b"rank": "rank", b"global_rank": "rank", b"global_ordinal": "rank", b"local_rank": "local_rank",
     b"global_devices": "global_devices", b"mesh_shape": "mesh_shape",
+    # Hugging Face Accelerate's state: "Num processes: 4", "Process index: 0"
+    b"num_processes": "world_size", b"process_index": "rank", b"local_process_index": "local_rank",
 }
 _STATEMENT = re.compile(
     rb"(?i)(?<![A-Za-z_.])(global[ _]runtime[ _]device[ _]count|global[ _]device[ _]count|device[ _]count|"
     rb"num[ _]devices|devices[ _]used|local[ _]world[ _]size|world[ _]size|global[ _]rank|global[ _]ordinal|"
-    rb"local[ _]rank|rank|global[ _]devices|mesh[ _]shape)['\"]?[ \t]{0,3}[=:][ \t]{0,3}"
+    rb"local[ _]rank|rank|global[ _]devices|mesh[ _]shape|num[ _]processes|local[ _]process[ _]index|"
+    rb"process[ _]index)['\"]?[ \t]{0,3}[=:][ \t]{0,3}"
     rb"(\[[0-9, ]{0,256}\]|\([0-9, ]{0,256}\)|[0-9]{1,6})(?![0-9.])"
 )
 """A statement; a digit may touch it on either side (`device_count=4rank=2`: two processes'
@@ -149,7 +152,8 @@ def read(head: bytes, argv: Iterable[str] = ()) -> Topology:
         prefix = _RANK_PREFIX.match(line)
         if prefix:
             topo.ranks.add(int(prefix.group(1)))
-        if b"size" in line or b"evice" in line or b"rank" in line or b"mesh" in line or b"ordinal" in line:
+        if (b"size" in line or b"evice" in line or b"ank" in line or b"esh" in line or b"rdinal" in line
+                or b"rocess" in line):
             topo.statements += _statements(line, number)
     _repeats(head[:STEP_SAMPLE], topo)
     return topo
