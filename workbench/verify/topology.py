@@ -23,7 +23,7 @@ from workbench.verify.logscan import Hit, LogFacts
 
 HEAD = 4 << 20
 """Bytes of a log read for topology statements."""
-STEP_SAMPLE = 1 << 20
+STEP_SAMPLE = 256 << 10
 """Bytes of a log in which repeated step lines are counted."""
 
 _KEYS = {
@@ -49,7 +49,15 @@ _ERROR = re.compile(rb"(?i)error|exception|traceback|failed|abort|invalid|mismat
 """Lines that state nothing: errors, warnings and glog's E/F/W lines may quote devices (XLA's
 `RendezvousKey{... global_devices=[0,1,2,3] ...}` when a collective is stuck)."""
 _RANK_PREFIX = re.compile(rb"^\[(?:rank|default) ?([0-9]{1,5})\]:")
-_STEP = re.compile(rb"(?i)(?<![\w.])step[ :=#]{1,3}([0-9]{1,9})")
+_RANKS = re.compile(rb"(?m)^\[(?:rank|default) ?([0-9]{1,5})\]:")
+_STEP = re.compile(rb"step[ :=#]{1,3}([0-9]{1,9})")
+_STEP_TITLE = re.compile(rb"Step[ :=#]{1,3}([0-9]{1,9})")
+_CUES = tuple(re.compile(cue + rb"['\"]?[ \t]{0,3}[=:]") for cue in (
+    b"size", b"ank", b"count", b"ices", b"used", b"shape", b"rdinal", b"rocesses", b"ndex"))
+"""Every statement's name ends with one of these, then its separator: patterns that start with a
+literal, so finding the lines that may hold a statement runs at C speed."""
+MAX_LINES = 1000
+"""Lines read per cue: programs state their topology once per process, at start."""
 _GLUE = re.compile(rb"[0-9](?=(?:\[(?:rank|default) ?[0-9]{1,5}\]: ?)?step[ =:])")
 _OTHER_RANK_STEP = re.compile(rb"(?m)^\[(?:rank|default) ?(?:[1-9][0-9]{0,4}|0[0-9]{1,4})\]:[^\n]*?(?i:step)[ :=#][^\n]*")
 """A step line written by a rank other than 0: blanked (its line kept) so rank 0's series counts."""
@@ -143,37 +151,48 @@ def _statements(line: bytes, number: int) -> list[Statement]:
     return [Statement(number, text, values, rank) for values in groups if values]
 
 
+def _candidates(head: bytes) -> list[int]:
+    """Starts of the lines that may hold a statement (at most MAX_LINES per cue): Python runs
+    per such line, not per line of the log."""
+    starts: set[int] = set()
+    for cue in _CUES:
+        m, n = cue.search(head), 0
+        while m is not None and n < MAX_LINES:
+            starts.add(head.rfind(b"\n", 0, m.start()) + 1)
+            n += 1
+            end = head.find(b"\n", m.end())
+            m = None if end == -1 else cue.search(head, end)
+    return sorted(starts)
+
+
 def read(head: bytes, argv: Iterable[str] = ()) -> Topology:
     """The topology a log's head (its first bytes, whole lines) and its command state."""
     topo = Topology(launcher=launcher(argv))
-    for number, line in enumerate(head.split(b"\n"), 1):
-        if not (b"=" in line or b":" in line):
-            continue
-        prefix = _RANK_PREFIX.match(line)
-        if prefix:
-            topo.ranks.add(int(prefix.group(1)))
-        if (b"size" in line or b"evice" in line or b"ank" in line or b"esh" in line or b"rdinal" in line
-                or b"rocess" in line):
-            topo.statements += _statements(line, number)
+    line, last = 1, 0
+    for start in _candidates(head):
+        line += head.count(b"\n", last, start)
+        last = start
+        end = head.find(b"\n", start)
+        topo.statements += _statements(head[start : len(head) if end == -1 else end], line)
+    if b"[rank" in head or b"[default" in head:
+        topo.ranks = {int(r) for r in set(_RANKS.findall(head))}
     _repeats(head[:STEP_SAMPLE], topo)
     return topo
 
 
 def _repeats(sample: bytes, topo: Topology) -> None:
-    counts: Counter[int] = Counter()
-    first: dict[int, int] = {}
-    for m in _STEP.finditer(sample):
-        step = int(m.group(1))
-        counts[step] += 1
-        first.setdefault(step, m.start())
+    found = _STEP.findall(sample) + (_STEP_TITLE.findall(sample) if b"Step" in sample else [])
+    counts = Counter(found)
     if len(counts) < 3:
         return
     repeats = Counter(counts.values()).most_common(1)[0][0]
     if repeats > 1:
         step = next(s for s, n in counts.items() if n == repeats)
-        pos = first[step]
-        start = sample.rfind(b"\n", 0, pos) + 1
-        end = sample.find(b"\n", pos)
+        m = re.search(rb"(?i)step[ :=#]{1,3}" + step + rb"(?![0-9])", sample)
+        if m is None:
+            return
+        start = sample.rfind(b"\n", 0, m.start()) + 1
+        end = sample.find(b"\n", m.start())
         text = sample[start : end if end != -1 else len(sample)].decode("utf-8", "replace")[:300]
         topo.repeats, topo.repeat_example = repeats, (sample.count(b"\n", 0, start) + 1, text)
 
