@@ -116,6 +116,14 @@ def test_repeated_step_lines_and_rank_prefixes_count_processes():
     assert topology.read(_steps().encode()).processes() == 1
 
 
+def test_the_head_is_cut_at_a_line_end_and_the_log_read_once():
+    data = b"".join(b"line %d world_size=1\n" % i for i in range(1000))
+    pieces = [data[i:i + 100] for i in range(0, len(data), 100)]
+    head, chunks = topology.head_of(iter(pieces), limit=1000)
+    assert head.endswith(b"\n") and len(head) <= 1000 and data.startswith(head)
+    assert b"".join(chunks) == data
+
+
 def test_the_topology_patterns_are_linear_on_a_megabyte_line():
     for line in (b"world_size" * 100_000, b"1step=" * 200_000, b"[rank1]:" + b"step" * 250_000,
                  b"rank=[" + b"1," * 500_000):

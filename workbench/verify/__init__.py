@@ -64,9 +64,9 @@ def load_run(db: Database, attempt: Attempt, settings: dict[str, Any]):
     facts = topo = None
     log = verify_inputs.log_info(db, attempt.log_id) if attempt.log_id is not None else None
     if attempt.log_id is not None and log is not None:
-        topo = topology.read(topology.head_of(verify_inputs.log_chunks(db, attempt.log_id)), attempt.command.argv)
+        head, chunks = topology.head_of(verify_inputs.log_chunks(db, attempt.log_id))
+        topo = topology.read(head, attempt.command.argv)
         patterns = compile_patterns(settings.get("patterns") or (), defaults=settings.get("default_patterns", True))
-        chunks = verify_inputs.log_chunks(db, attempt.log_id)
         untangler = topology.Untangler() if topo.multi_process else None
         facts = scan_chunks(untangler.chunks(chunks) if untangler else chunks, patterns=patterns,
                             extract_metrics=not stored or log.size <= EXTRACT_LIMIT)

@@ -14,6 +14,7 @@ Every pattern is linear on any line: literal alternatives, bounded repeats, no n
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -197,11 +198,13 @@ def _repeats(sample: bytes, topo: Topology) -> None:
         topo.repeats, topo.repeat_example = repeats, (sample.count(b"\n", 0, start) + 1, text)
 
 
-def head_of(chunks: Iterable[bytes], limit: int = HEAD) -> bytes:
-    """The first `limit` bytes of a log, cut at a line end."""
+def head_of(chunks: Iterable[bytes], limit: int = HEAD) -> tuple[bytes, Iterator[bytes]]:
+    """The first `limit` bytes of a log cut at a line end, and the whole log's chunks again
+    (those read for the head, then the rest), so the log is read from storage once."""
+    it = iter(chunks)
     parts: list[bytes] = []
     size = 0
-    for chunk in chunks:
+    for chunk in it:
         parts.append(bytes(chunk))
         size += len(chunk)
         if size >= limit:
@@ -209,7 +212,7 @@ def head_of(chunks: Iterable[bytes], limit: int = HEAD) -> bytes:
     data = b"".join(parts)
     if size >= limit:
         data = data[: data.rfind(b"\n", 0, limit) + 1]
-    return data
+    return data, itertools.chain(parts, it)
 
 
 class Untangler:
