@@ -182,6 +182,9 @@ def read(head: bytes, argv: Iterable[str] = ()) -> Topology:
 
 
 def _repeats(sample: bytes, topo: Topology) -> None:
+    first = _STEP.search(sample) or _STEP_TITLE.search(sample)
+    if first is None or sample.count(sample[first.start() : first.end() + 1]) < 2:
+        return  # the first step line is printed once: one process (a cheap look before counting)
     found = _STEP.findall(sample) + (_STEP_TITLE.findall(sample) if b"Step" in sample else [])
     counts = Counter(found)
     if len(counts) < 3:
