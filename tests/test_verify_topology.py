@@ -174,6 +174,13 @@ def test_processes_alone_without_a_launcher_in_the_command(tmp_path):
     assert any("printed 4 times" in e.text for e in verdicts[2].evidence)
 
 
+def test_a_start_line_printed_twice_is_not_two_processes(tmp_path):
+    start = "device_count=4 world_size=1 rank=0\n"
+    log = start + _steps() + "eval_accuracy 0.91\n" + start
+    levels, _, verdicts = verified(tmp_path, {1: (log, ["python", "train.py"])})[1][:3]
+    assert levels[2] is P, verdicts[2].reason
+
+
 @pytest.mark.parametrize("start", [
     "device_count=4 world_size=1 rank=0\nmesh_shape=(4, 1)\n",  # SPMD: one process drives all four
     "device_count=4 world_size=1\n",  # replicas: one process, a model copy per device

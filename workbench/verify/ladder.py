@@ -366,9 +366,9 @@ def observed_devices(run: Run) -> tuple[str | None, int | None, list[Evidence]]:
 
 def processes_alone(run: Run) -> tuple[str, list[Evidence]] | None:
     """Processes that each believe they are alone, from the log and the command: the launcher
-    started N > 1 but a process reports a world size other than N, or several processes (start
-    lines, rank prefixes, N-fold step lines) all report world size 1. SPMD and replica runs are
-    one process with world size 1 by design and pass."""
+    started N > 1 but a process reports a world size other than N, or several processes (rank
+    prefixes, N-fold step lines) all report world size 1. SPMD and replica runs are one process
+    with world size 1 by design and pass."""
     topo = run.topology
     if topo is None:
         return None
@@ -382,7 +382,8 @@ def processes_alone(run: Run) -> tuple[str, list[Evidence]] | None:
             return (f"the launcher starts {n} processes ({name} {n}) but {len(wrong)} process(es) report "
                     f"world size {v}", [command] + [_stated(s) for _, s in wrong[:4]])
         return None
-    processes = topo.processes()
+    # start lines alone do not count processes here: a program may print its start line twice
+    processes = max(len(topo.ranks), topo.repeats)
     if processes > 1 and sizes and all(v == 1 for v, _ in sizes):
         ev = [_stated(s) for _, s in sizes[:4]]
         if topo.repeat_example is not None:
