@@ -141,7 +141,7 @@ def test_glued_lines_are_split_and_line_numbers_kept():
     facts = untangler.remap(scan_chunks(untangler.chunks([text[i:i + 7] for i in range(0, len(text), 7)])))
     assert facts.point_series()["loss"] == {51: 0.40, 52: 0.35, 60: 0.341704, 53: 0.33}
     assert facts.points["loss"][60][1] == 2 and facts.points["loss"][53][1] == 4
-    assert facts.exceptions[0].line == 6 and facts.lines == 6
+    assert facts.exceptions[0].line == 6 and facts.lines == 6 and facts.size == len(text)
 
 
 # --------------------------------------------------------------------------- level 3

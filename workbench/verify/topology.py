@@ -57,6 +57,8 @@ _CUES = tuple(re.compile(cue + rb"['\"]?[ \t]{0,3}[=:]") for cue in (
     b"size", b"ank", b"count", b"ices", b"used", b"shape", b"rdinal", b"rocesses", b"ndex"))
 """Every statement's name ends with one of these, then its separator: patterns that start with a
 literal, so finding the lines that may hold a statement runs at C speed."""
+CARRY_MAX = 64 << 20
+"""The longest line the untangler holds whole, as the log scanner does."""
 MAX_LINES = 1000
 """Lines read per cue: programs state their topology once per process, at start."""
 _GLUE = re.compile(rb"[0-9](?=(?:\[(?:rank|default) ?[0-9]{1,5}\]: ?)?step[ =:])")
@@ -227,6 +229,8 @@ class Untangler:
     def __init__(self) -> None:
         self.inserted: list[int] = []
         self._line = 1
+        self._grown = 0
+        """Bytes the untangled log has beyond the stored one (split lines add, blanking removes)."""
 
     def chunks(self, chunks: Iterable[bytes]) -> Iterator[bytes]:
         carry = b""
@@ -235,6 +239,9 @@ class Untangler:
             cut = data.rfind(b"\n")
             if cut == -1:
                 carry = data
+                if len(carry) > CARRY_MAX:  # a monstrous line: untangle what there is
+                    yield self._lines(carry)
+                    carry = b""
                 continue
             carry = data[cut + 1 :]
             yield self._lines(data[: cut + 1])
@@ -242,6 +249,7 @@ class Untangler:
             yield self._lines(carry)
 
     def _lines(self, piece: bytes) -> bytes:
+        size = len(piece)
         out: list[bytes] = []
         last = newlines = 0
         for m in _GLUE.finditer(piece):
@@ -256,6 +264,7 @@ class Untangler:
         if b"[rank" in piece or b"[default" in piece:
             piece = _OTHER_RANK_STEP.sub(b"", piece)
         self._line += piece.count(b"\n")
+        self._grown += len(piece) - size
         return piece
 
     def original_line(self, line: int) -> int:
@@ -263,6 +272,7 @@ class Untangler:
 
     def remap(self, facts: LogFacts) -> LogFacts:
         """The facts of the untangled log with the stored log's line numbers."""
+        facts.size -= self._grown
         if not self.inserted:
             return facts
         seen: set[int] = set()
@@ -287,5 +297,4 @@ class Untangler:
             for step, (value, line) in steps.items():
                 steps[step] = (value, self.original_line(line))
         facts.lines -= len(self.inserted)
-        facts.size -= len(self.inserted)
         return facts
