@@ -184,3 +184,15 @@ def test_cli_verify_prints_the_table_and_json(tmp_path: Path):
     bad = subprocess.run(wb + ["verify", str(db), "--migration", "mlp-classifier", "--set", "nope=1"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "unknown verify setting" in bad.stderr
+
+
+def test_the_verifier_writes_no_sql():
+    """Its reads are storage/verify_inputs.py's named functions (issue 16); logscan.py's chunk
+    reader is the one left, kept for the log screen and the benchmarks."""
+    import re
+
+    root = Path(__file__).resolve().parent.parent
+    sql = re.compile(r"\b(SELECT|INSERT INTO|UPDATE \w+ SET|DELETE FROM)\b")
+    files = [*sorted((root / "workbench" / "verify").glob("*.py")), *sorted((root / "workbench" / "probe").rglob("*.py"))]
+    found = [p.name for p in files if p.name != "logscan.py" and sql.search(p.read_text())]
+    assert files and found == []
