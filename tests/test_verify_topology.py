@@ -152,7 +152,7 @@ def test_one_device_where_four_were_intended_visible_only_in_the_log(tmp_path):
     levels, v, verdicts = verified(tmp_path, {1: (log, ["python", "train.py", "--spmd"])})[1][:3]
     assert levels[:4] == (P, P, F, P)
     assert v.cause is FailureCause.WRONG_CONFIGURATION and v.silent
-    assert "1 device(s) where 4" in verdicts[2].reason and verdicts[2].evidence[0].ref == "1"
+    assert "1 device(s) where 4" in verdicts[2].reason and verdicts[2].evidence[0].ref == "2"  # the mesh
 
 
 def test_torchrun_processes_each_alone_fail_level_3_citing_both(tmp_path):
@@ -179,6 +179,12 @@ def test_a_start_line_printed_twice_is_not_two_processes(tmp_path):
     log = start + _steps() + "eval_accuracy 0.91\n" + start
     levels, _, verdicts = verified(tmp_path, {1: (log, ["python", "train.py"])})[1][:3]
     assert levels[2] is P, verdicts[2].reason
+
+
+def test_a_mesh_over_fewer_devices_than_the_run_sees(tmp_path):
+    log = "device_count=4 world_size=1\nmesh_shape=(2, 1)\n" + _steps() + "eval_accuracy 0.91\n"
+    levels, v, verdicts = verified(tmp_path, {1: (log, ["python", "train.py"])})[1][:3]
+    assert levels[2] is F and "2 device(s) where 4" in verdicts[2].reason and verdicts[2].evidence[0].ref == "2"
 
 
 @pytest.mark.parametrize("start", [

@@ -93,9 +93,11 @@ class Topology:
         return [(s.values[key], s) for s in self.statements if key in s.values]
 
     def device_count(self) -> tuple[int, Statement] | None:
-        """The most devices a statement names: device count, global devices, mesh size, or a
-        world size above 1 (one device per process)."""
-        found = [(v, s) for key in ("device_count", "global_devices", "mesh_shape") for v, s in self.values(key)]
+        """The devices the run used: the largest mesh or global device list it states (a run
+        sees every device but uses those in its mesh), else the most devices a device count or
+        a world size above 1 (one device per process) names."""
+        used = [(v, s) for key in ("mesh_shape", "global_devices") for v, s in self.values(key)]
+        found = used or [(v, s) for v, s in self.values("device_count")]
         found += [(v, s) for v, s in self.values("world_size") if v > 1]
         return max(found, key=lambda item: item[0]) if found else None
 
