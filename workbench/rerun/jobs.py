@@ -36,13 +36,15 @@ def jobs_root(db_path: Path) -> Path:
 
 
 def spec_for(db: Database, attempt: Attempt, backend: str, *, chips: int | None = None, **kwargs: Any) -> JobSpec:
-    """The launcher's starting point: the attempt's command, the migration's target, the backend's env."""
+    """The launcher's starting point: the attempt's command and environment, the migration's target,
+    and the backend's defaults for variables the attempt did not record."""
     from workbench.rerun.backends import default_env
 
     target_chips, target_kind = migration_target(db, attempt.migration_id)
     hw = attempt.intended_hardware
     chips = chips or (hw.count if hw else target_chips) or 1
-    env = {**attempt.command.env, **default_env(backend, chips, kwargs.get("options") or {})}
+    # the recorded environment wins: a re-run reproduces the attempt, not the backend's defaults
+    env = {**default_env(backend, chips, kwargs.get("options") or {}), **attempt.command.env}
     return JobSpec(
         migration_id=attempt.migration_id, attempt_id=attempt.id, backend=backend,
         argv=attempt.command.argv, cwd=attempt.command.cwd, env=env, chips=chips,
