@@ -50,14 +50,12 @@ def load_curves(db, attempts: list[tuple[str, int]], reference_id: int | None,
                 migration_id: int) -> Curves:
     """Runs in a worker: the compared metrics' series for `attempts` ((label, id)) and the
     reference, with the migration's tolerances."""
-    from storage import queries
+    from storage import queries, review
     from workbench.verify.settings import merge, tolerance
 
     settings = merge(queries.verify_settings(db, migration_id))
     names = [str(n) for n in settings.get("compare") or []]
-    present = {r[0] for r in db.execute(
-        "SELECT DISTINCT name FROM metric_point WHERE attempt_id IN (%s)"
-        % ",".join("?" * len(attempts)), [a for _, a in attempts]).fetchall()}
+    present = review.metric_names(db, [a for _, a in attempts])
     names = [n for n in names if n in present]
     names += sorted(present - set(names) - {"step_time"})
     curves = Curves(metrics=names)

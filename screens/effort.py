@@ -16,7 +16,6 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,8 +33,8 @@ from screens.data import read
 from screens.forms import BudgetForm, DecisionForm, InterventionForm, OverrideForm
 from screens.messages import LoadFailed
 from screens.text import text
-from storage import queries, records
-from storage.database import BUSY_TIMEOUT_S
+from storage import queries, records, review
+from storage.review import ChangeWatcher
 from workbench import config
 
 
@@ -149,9 +148,7 @@ def render_panel(data: PanelData, attempt_id: int | None) -> Text:
 
 
 def _form_data(db, migration_id: int) -> dict[str, Any]:
-    attempts = [(r[0], f"#{r[1]} {r[2]} {r[3]}") for r in db.execute(
-        "SELECT id, seq, source, status FROM attempt WHERE migration_id = ? ORDER BY seq LIMIT 2000",
-        [migration_id]).fetchall()]
+    attempts = [(a.id, a.label) for a in review.attempt_choices(db, migration_id)]
     return {
         "kinds": effort.intervention_kinds(queries.study_intervention_kinds(db)),
         "attempts": attempts,
@@ -303,34 +300,6 @@ class ReviewTracker:
                     db, reviewer=self.reviewer, migration_id=piece.migration_id, started_at=piece.started_at,
                     ended_at=piece.ended_at, active_seconds=piece.active_seconds,
                 )
-
-
-class ChangeWatcher:
-    """Says when another connection (another reviewer, a script, this app's own workers) has
-    committed to the study since the last poll."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._conn: sqlite3.Connection | None = None
-        self._last: int | None = None
-        self._lock = threading.Lock()
-
-    def changed(self) -> bool:
-        with self._lock:
-            if self._conn is None:
-                # mode=rw: never create the file (a missing database is the screens' message)
-                uri = f"file:{urllib.parse.quote(str(self.path.resolve()))}?mode=rw"
-                self._conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
-            version = self._conn.execute("PRAGMA data_version").fetchone()[0]
-            changed = self._last is not None and version != self._last
-            self._last = version
-            return changed
-
-    def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
 
 
 def describe_pieces(pieces: list[effort.ReviewPiece]) -> str:

@@ -191,7 +191,7 @@ class JobScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="job-poll")
     def _read(self) -> None:
-        from storage import queries
+        from storage import queries, review
         from workbench.rerun import jobs
 
         with reading(self.db_path) as db:
@@ -202,7 +202,7 @@ class JobScreen(Screen[None]):
             data, offset = jobs.read_output(job, self.read_offset)
             result = ""
             if not job.active and job.result_attempt_id:
-                seq = db.execute("SELECT seq FROM attempt WHERE id = ?", [job.result_attempt_id]).fetchone()[0]
+                seq = review.attempt_seq(db, job.result_attempt_id)
                 v = queries.current_verification(db, job.result_attempt_id)
                 result = f" · new attempt #{seq}" + (f", level {v.highest_level}" if v else "")
         self.app.call_from_thread(self._show, job, data, offset, result)

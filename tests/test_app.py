@@ -395,6 +395,21 @@ def test_every_binding_can_be_remapped_and_none_steals_typing() -> None:
             assert not (binding.priority and len(binding.key) == 1), (owner.__name__, binding.key)
 
 
+def test_no_sql_in_the_screens() -> None:
+    """The screens read through named functions in `storage/`; no SQL string, no `execute`."""
+    import re
+
+    import screens
+
+    sql = re.compile(r"\b(SELECT\s.*\bFROM|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|PRAGMA\s)|\.execute\(")
+    found = []
+    for path in Path(screens.__file__).parent.rglob("*.py"):
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if sql.search(line):
+                found.append(f"{path.name}:{n}: {line.strip()}")
+    assert not found, found
+
+
 @pytest.mark.skipif(not __import__("workbench.config").config.DEMO_BUNDLE.is_dir(),
                     reason="the demo bundle is not generated yet")
 def test_the_demo_opens_with_verdicts(tmp_path: Path) -> None:

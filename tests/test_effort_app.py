@@ -287,7 +287,7 @@ async def test_override_from_the_verdicts_pane_takes_the_highlighted_level(db_pa
 def test_the_change_watcher_never_creates_a_database(tmp_path: Path) -> None:
     import sqlite3
 
-    from screens.effort import ChangeWatcher
+    from storage.review import ChangeWatcher
 
     missing = tmp_path / "a dir with spaces" / "nope?.db"
     with pytest.raises(sqlite3.OperationalError):
