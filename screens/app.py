@@ -15,7 +15,7 @@ from screens.commands import WorkbenchCommands
 from screens.data import read
 from screens.effort import EffortHooks
 from screens.help import HelpScreen
-from screens.messages import LoadFailed
+from screens.messages import AttemptShown, LoadFailed
 from screens.migration import MigrationScreen
 from screens.study import StudyScreen
 from storage import queries
@@ -108,19 +108,22 @@ class WorkbenchApp(App[None]):
 
     def open_attempt(self, slug: str, attempt_id: int) -> None:
         """Show one attempt (a jump from the palette): its migration, then the attempt."""
-        from screens.attempt import AttemptScreen
-
         for screen in self.screen_stack:
             if isinstance(screen, MigrationScreen) and screen.migration.slug == slug:
-                summary = screen.summaries.get(str(attempt_id))
+                summary = screen.follow(attempt_id)
                 if summary is not None:
                     while self.screen is not screen:
                         self.pop_screen()
-                    screen._follow(summary)
-                    self.push_screen(AttemptScreen(screen.migration, summary, screen))
+                    screen.open(summary)
                     return
         self._pending_attempt = attempt_id
         self.open_migration(slug)
+
+    def on_attempt_shown(self, message: AttemptShown) -> None:
+        """An attempt screen moved: the migration screen's cursor follows it."""
+        for screen in self.screen_stack:
+            if isinstance(screen, MigrationScreen) and screen.migration.id == message.migration_id:
+                screen.follow(message.attempt_id)
 
     def get_default_screen(self) -> StudyScreen:
         return StudyScreen(page_size=self.page_size)

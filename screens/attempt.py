@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rich.console import Group
 from rich.padding import Padding
@@ -32,11 +31,9 @@ from screens.data import read
 from screens.diff_view import DiffPane
 from screens.effort import EffortActions
 from screens.log_view import LogPane
-from screens.messages import LoadFailed
+from screens.messages import AttemptShown, LoadFailed
+from screens.navigation import AttemptCursor
 from screens.text import text
-
-if TYPE_CHECKING:
-    from screens.migration import MigrationScreen
 
 PANES = ("overview", "diff", "log", "verdicts", "curves")
 LOG_LINE = re.compile(r"\blog line (\d+)")
@@ -104,20 +101,21 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
     ]
     help_title = "attempt"
 
-    def __init__(self, migration: Migration, summary: AttemptSummary, origin: MigrationScreen,
+    def __init__(self, migration: Migration, summary: AttemptSummary, cursor: AttemptCursor,
                  *, pane: str = "overview") -> None:
         super().__init__(classes="attempt")
         self.migration = migration
         self.summary = summary
-        self.origin = origin
+        self.cursor = cursor
+        """The migration screen's attempts in its order, for stepping, the diff's default and `c`."""
         self.pane = pane
         self.facts: AttemptFacts | None = None
 
     # --- layout ---------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         a = self.summary.attempt
-        previous = self.origin.previous_commit(a.id)
-        reference = self.origin.reference()
+        previous = self.cursor.previous_commit(a.id)
+        reference = self.cursor.reference()
         yield Header()
         yield Static(render.attempt_heading(self.migration, self.summary), id="attempt-header")
         yield Static(id="problem", classes="problem")
@@ -239,20 +237,21 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
             return
         self.summary = summary
         self.facts = None
+        self.app.post_message(AttemptShown(self.migration.id, summary.attempt.id))
         await self.recompose()
         self.on_mount()
 
     async def action_step(self, step: int) -> None:
-        await self.show(self.origin.step(self.summary.attempt.id, step))
+        await self.show(self.cursor.step(self.summary.attempt.id, step))
 
     async def action_failure(self, step: int) -> None:
-        found = self.origin.failure(self.summary.attempt.id, step)
+        found = self.cursor.failure(self.summary.attempt.id, step)
         if found is None:
             self.app.notify("No more failures that way", markup=False)
         await self.show(found)
 
     async def action_silent(self) -> None:
-        found = self.origin.failure(self.summary.attempt.id, 1, silent=True)
+        found = self.cursor.failure(self.summary.attempt.id, 1, silent=True)
         if found is None:
             self.app.notify("No silent failure after this one", markup=False)
         await self.show(found)
@@ -263,14 +262,14 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
         open_launcher(self, self.migration, self.summary.attempt)
 
     def action_compare(self) -> None:
-        other = self.origin.compare_partner(self.summary.attempt.id)
+        other = self.cursor.compare_partner(self.summary.attempt.id)
         if other is None:
             self.app.notify("Nothing to compare with: mark an attempt with c on the migration screen",
                             markup=False)
             return
         from screens.compare import CompareScreen
 
-        self.app.push_screen(CompareScreen(self.migration, other, self.summary, self.origin))
+        self.app.push_screen(CompareScreen(self.migration, other, self.summary, self.cursor.reference()))
 
     # --- evidence --------------------------------------------------------------------------------------
     @on(OptionList.OptionSelected, "#verdict-list")

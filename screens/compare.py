@@ -6,7 +6,6 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rich.table import Table
 from rich.text import Text
@@ -26,9 +25,6 @@ from screens.data import read
 from screens.diff_view import DiffPane
 from screens.messages import LoadFailed
 from screens.text import text
-
-if TYPE_CHECKING:
-    from screens.migration import MigrationScreen
 
 PANES = ("differences", "curves", "diff")
 
@@ -150,16 +146,17 @@ class CompareScreen(WorkbenchScreen):
     help_title = "compare"
 
     def __init__(self, migration: Migration, left: AttemptSummary, right: AttemptSummary,
-                 origin: MigrationScreen) -> None:
+                 reference: AttemptSummary | None) -> None:
         super().__init__(classes="compare")
         self.migration = migration
         self.left = left
         self.right = right
-        self.origin = origin
+        self.reference = reference
+        """The migration's reference run, drawn on the curves (None: it has none loaded)."""
 
     def compose(self) -> ComposeResult:
         a, b = self.left.attempt, self.right.attempt
-        reference = self.origin.reference()
+        reference = self.reference
         heading = text(self.migration.slug, "bold")
         heading.append("  compare ")
         heading.append_text(text(f"#{a.seq}", "bold"))
@@ -224,4 +221,4 @@ class CompareScreen(WorkbenchScreen):
         self.action_next_pane(-1)
 
     def action_swap(self) -> None:
-        self.app.switch_screen(CompareScreen(self.migration, self.right, self.left, self.origin))
+        self.app.switch_screen(CompareScreen(self.migration, self.right, self.left, self.reference))

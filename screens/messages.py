@@ -48,3 +48,12 @@ class LoadFailed(Message):
     """A worker could not read the database; `problem` is one line, already cleaned."""
 
     problem: str
+
+
+@dataclass
+class AttemptShown(Message):
+    """A screen moved to another attempt (`[`, `]`, `n`, `p`, `s`): posted to the app, which
+    moves the migration screen's cursor there, so `escape` comes back to it."""
+
+    migration_id: int
+    attempt_id: int
