@@ -13,10 +13,10 @@ from domain.text import clean
 from screens.base import PAGE_SIZE
 from screens.commands import WorkbenchCommands
 from screens.data import read
-from screens.effort import EffortHooks
 from screens.help import HelpScreen
-from screens.messages import AttemptShown, LoadFailed
+from screens.messages import AttemptShown, FileWanted, LoadFailed
 from screens.migration import MigrationScreen
+from screens.review_time import EffortHooks
 from screens.study import StudyScreen
 from storage import queries
 from workbench.config import ASSETS
@@ -124,6 +124,11 @@ class WorkbenchApp(App[None]):
         for screen in self.screen_stack:
             if isinstance(screen, MigrationScreen) and screen.migration.id == message.migration_id:
                 screen.follow(message.attempt_id)
+
+    def on_file_wanted(self, message: FileWanted) -> None:
+        from screens.file import FileScreen
+
+        self.push_screen(FileScreen(message.repo, message.commit, message.path, message.line))
 
     def get_default_screen(self) -> StudyScreen:
         return StudyScreen(page_size=self.page_size)

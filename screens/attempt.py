@@ -8,65 +8,31 @@ the panes, `c` compares with the attempt marked on the migration screen (else th
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
-from rich.console import Group
-from rich.padding import Padding
-from rich.table import Table
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.message import Message
 from textual.widgets import Footer, Header, OptionList, Static, TabbedContent, TabPane
 from textual.widgets.option_list import Option
 
-from domain.models import LADDER, AttemptSource, AttemptSummary, Migration, Outcome
-from screens import render
+from domain.models import AttemptSource, AttemptSummary, Migration
 from screens.base import WorkbenchScreen
-from screens.curves import CurvesPane
 from screens.data import read
-from screens.diff_view import DiffPane
 from screens.effort import EffortActions
-from screens.log_view import LogPane
-from screens.messages import AttemptShown, LoadFailed
+from screens.messages import AttemptFacts, AttemptShown, EvidenceLogLineWanted, LoadFailed
 from screens.navigation import AttemptCursor
-from screens.text import text
+from screens.presenters import render
+from screens.presenters.verdicts import verdict_options
+from screens.widgets.curves import CurvesPane
+from screens.widgets.diff_view import DiffPane
+from screens.widgets.log_view import LogPane
+from screens.widgets.verdict_list import VerdictList
 
 PANES = ("overview", "diff", "log", "verdicts", "curves")
 LOG_LINE = re.compile(r"\blog line (\d+)")
-
-
-@dataclass
-class AttemptFacts(Message):
-    """What the overview and verdicts panes show beside the summary row."""
-
-    attempt_id: int
-    verification: object | None
-    verdicts: list
-    subject: str
-
-
-class VerdictList(OptionList):
-    """The five levels, each with its reason and evidence; `enter` on evidence jumps to it."""
-
-    BINDINGS = [
-        Binding("j", "cursor_down", "Down", show=False, id="verdicts.down",
-                tooltip="Next level or piece of evidence"),
-        Binding("k", "cursor_up", "Up", show=False, id="verdicts.up",
-                tooltip="Previous level or piece of evidence"),
-        Binding("enter", "select", "Go to evidence", id="verdicts.jump",
-                tooltip="Jump to the evidence: its log line, its metric point, or the record"),
-        Binding("l", "log_line", "Log line", id="verdicts.log_line",
-                tooltip="Jump to the log line a metric point was read from"),
-    ]
-
-    def action_log_line(self) -> None:
-        screen = self.screen
-        if isinstance(screen, AttemptScreen) and self.highlighted is not None:
-            screen.jump_to_log_line_of(self.get_option_at_index(self.highlighted).id or "")
 
 
 class AttemptScreen(EffortActions, WorkbenchScreen):
@@ -185,7 +151,7 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
             render.attempt_overview(self.summary, message.verification, message.subject))
         verdict_list = self.query_one(VerdictList)
         verdict_list.clear_options()
-        verdict_list.add_options(_verdict_options(message.verdicts))
+        verdict_list.add_options(verdict_options(message.verdicts))
         if not message.verdicts and self.summary.attempt.source is AttemptSource.REFERENCE:
             verdict_list.add_option(Option(Text("The reference run has no verdicts: the agent's "
                                                 "attempts are judged against it.", style="dim"),
@@ -272,6 +238,9 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
         self.app.push_screen(CompareScreen(self.migration, other, self.summary, self.cursor.reference()))
 
     # --- evidence --------------------------------------------------------------------------------------
+    def on_evidence_log_line_wanted(self, message: EvidenceLogLineWanted) -> None:
+        self.jump_to_log_line_of(message.option_id)
+
     @on(OptionList.OptionSelected, "#verdict-list")
     def _evidence_chosen(self, event: OptionList.OptionSelected) -> None:
         self.jump_to(event.option.id or "")
@@ -318,45 +287,3 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
         self.action_pane("log")
         self.query_one(LogPane).go_to_line(line)
 
-
-def _verdict_options(verdicts) -> list[Option]:
-    options = []
-    for verdict in verdicts:
-        mark, style = render.MARKS.get(verdict.effective, render.MARKS[None])
-        head = Text()
-        head.append(f"L{verdict.level} {LADDER.get(verdict.level, '')} ", style="bold")
-        head.append(f"{mark} {verdict.effective.value}", style=style)
-        if verdict.overrides:
-            last = verdict.overrides[-1]
-            head.append(f" (verifier: {verdict.outcome.value}; override by ", style="dim")
-            head.append_text(text(last.reviewer, "dim"))
-            head.append(": ", style="dim")
-            head.append_text(text(last.justification, "dim"))
-            head.append(")", style="dim")
-        # Wrapped lines hang under their own text, not under the level's name.
-        reason = Padding(text(verdict.reason or "–"), (0, 0, 0, 2))
-        options.append(Option(Group(head, reason), id=f"level:{verdict.level}"))
-        for n, evidence in enumerate(verdict.evidence):
-            line = Text()
-            line.append(_evidence_label(evidence), style="bold")
-            line.append(" ")
-            line.append_text(text(evidence.text))
-            arrow = Table.grid(padding=(0, 1))
-            arrow.add_column(no_wrap=True, style="dim")
-            arrow.add_column(ratio=1)
-            arrow.add_row(Text("   →"), line)
-            options.append(Option(arrow, id=f"ev:{verdict.level}:{n}"))
-    return options
-
-
-def _evidence_label(evidence) -> str:
-    from domain.text import clean
-
-    if evidence.kind == "log_line":
-        return f"log line {clean(evidence.ref)}"
-    if evidence.kind == "metric":
-        return f"metric {clean(evidence.ref)}"
-    return f"{clean(evidence.kind)} {clean(evidence.ref)}"
-
-
-__all__ = ["AttemptScreen", "Outcome"]

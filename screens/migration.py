@@ -11,13 +11,14 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Header, Static
 
 from domain.models import AttemptSource, AttemptSummary, Migration
-from screens import render
 from screens.base import PAGE_SIZE, Pager, WorkbenchScreen
 from screens.data import read
-from screens.effort import EffortActions, EffortPanel
+from screens.effort import EffortActions
 from screens.messages import AttemptsPage, LoadFailed
 from screens.navigation import AttemptCursor
-from screens.widgets import NavTable
+from screens.presenters import render
+from screens.widgets.effort_panel import EffortPanel
+from screens.widgets.nav_table import NavTable
 from storage import queries
 
 COLUMNS = (

@@ -380,19 +380,56 @@ async def test_an_empty_study_says_so(tmp_path: Path) -> None:
         assert isinstance(app.screen, StudyScreen)
 
 
-def test_every_binding_can_be_remapped_and_none_steals_typing() -> None:
-    """Each of our bindings has an id (for `set_keymap`) and a tooltip; no single-letter
-    binding is priority, so none fires while the reviewer types in an input."""
-    from screens.help import HelpScreen as Help
-    from screens.migration import AttemptTable
-    from screens.study import MigrationTable
-    from screens.widgets import NavTable
+def _binding_owners() -> list[type]:
+    """Every App, Screen and Widget class defined in `screens/`, found by walking the package."""
+    import importlib
+    import inspect
+    import pkgutil
 
-    for owner in (WorkbenchApp, StudyScreen, MigrationScreen, Help, NavTable, MigrationTable,
-                  AttemptTable):
+    from textual.dom import DOMNode
+
+    import screens
+
+    owners: dict[str, type] = {}
+    for info in pkgutil.walk_packages(screens.__path__, "screens."):
+        module = importlib.import_module(info.name)
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if issubclass(cls, DOMNode) and cls.__module__ == module.__name__:
+                owners[f"{cls.__module__}.{cls.__qualname__}"] = cls
+    return [owners[name] for name in sorted(owners)]
+
+
+BINDING_OWNERS = _binding_owners()
+
+
+def test_the_binding_walk_finds_the_screens_and_widgets() -> None:
+    names = {owner.__name__ for owner in BINDING_OWNERS}
+    assert {"WorkbenchApp", "StudyScreen", "MigrationScreen", "AttemptScreen", "CompareScreen",
+            "HelpScreen", "BriefScreen", "NavTable", "LogPane", "DiffPane", "CurvesPane",
+            "VerdictList", "InterventionForm"} <= names
+    assert sum(len(owner.__dict__.get("BINDINGS", [])) for owner in BINDING_OWNERS) > 50
+
+
+@pytest.mark.parametrize("owner", BINDING_OWNERS, ids=lambda owner: f"{owner.__module__}.{owner.__qualname__}")
+def test_every_binding_can_be_remapped_and_none_steals_typing(owner: type) -> None:
+    """Each of our bindings, in every class of screens/, has an id (for `set_keymap`) and a
+    tooltip; no single-letter binding is priority, so none fires while the reviewer types in
+    an input."""
+    from textual.binding import Binding
+
+    for binding in owner.__dict__.get("BINDINGS", []):
+        assert isinstance(binding, Binding), (owner.__name__, binding)
+        assert binding.id and binding.tooltip, (owner.__name__, binding.key)
+        assert not (binding.priority and len(binding.key) == 1), (owner.__name__, binding.key)
+
+
+def test_binding_ids_name_one_binding_each() -> None:
+    """A keymap entry remaps one thing: an id is not shared by bindings of different actions."""
+    actions: dict[str, set[str]] = {}
+    for owner in BINDING_OWNERS:
         for binding in owner.__dict__.get("BINDINGS", []):
-            assert binding.id and binding.tooltip, (owner.__name__, binding.key)
-            assert not (binding.priority and len(binding.key) == 1), (owner.__name__, binding.key)
+            actions.setdefault(binding.id, set()).add(binding.action)
+    assert {i: a for i, a in actions.items() if len(a) > 1} == {}
 
 
 def test_no_sql_in_the_screens() -> None:

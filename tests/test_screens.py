@@ -10,13 +10,15 @@ from conftest import BundleBuilder, git
 from test_app import EVIL, EVIL_SHOWN, build, column, screen_text, settle, table
 
 from screens.app import WorkbenchApp
-from screens.attempt import AttemptScreen, VerdictList
+from screens.attempt import AttemptScreen
 from screens.compare import CompareScreen
-from screens.curves import CurvesPane
-from screens.diff_view import DiffPane, DiffView, FileScreen
+from screens.file import FileScreen
 from screens.help import HelpScreen
-from screens.log_view import LogPane, LogView
 from screens.migration import MigrationScreen
+from screens.widgets.curves import CurvesPane
+from screens.widgets.diff_view import DiffPane, DiffView
+from screens.widgets.log_view import LogPane, LogView
+from screens.widgets.verdict_list import VerdictList
 from storage.database import open_study
 from workbench.verify import verify_study
 
@@ -601,7 +603,7 @@ async def test_counts_follow_records_written_elsewhere(demo_db: Path, tmp_path: 
 
 
 def test_compare_shortens_long_commands_around_the_change() -> None:
-    from screens.compare import difference_table, shorten
+    from screens.presenters.compare import difference_table, shorten
 
     long = "CPU_NUM_DEVICES=4 PJRT_DEVICE=CPU python train.py --steps 40 --batch-size 128 --seed 3"
     at = long.index("--seed")

@@ -301,93 +301,111 @@ def attempt_heading(m: Migration, summary: AttemptSummary) -> Text:
     return out
 
 
-def attempt_overview(summary: AttemptSummary, verification, subject: str):
-    """Command, where and when, status and the exit code's source, claim beside verified level,
-    failure cause and the evidence behind it. Labelled fields wrap under their value, not under
-    the label."""
-    from rich.console import Group
+def _grid():
+    """Two columns: a dim label, and a value that wraps under itself, not under the label."""
     from rich.table import Table
 
-    a = summary.attempt
     grid = Table.grid(padding=(0, 1))
     grid.add_column(style="dim", no_wrap=True, min_width=9)
     grid.add_column(ratio=1)
+    return grid
 
-    def field(name: str, value: Text) -> None:
-        grid.add_row(Text(name), value)
 
-    field("command", text(a.command.display()))
-    if a.command.cwd not in ("", "."):
-        field("in", text(a.command.cwd))
-    commit = Text()
-    commit.append_text(text(a.commit[:12]))
-    if subject:
-        commit.append("  ")
-        commit.append_text(text(subject, "italic"))
-    field("commit", commit)
-    field("when", text(when(a.started_at, a.ended_at)))
+def _where(a) -> Text:
     where = Text()
     where.append_text(text(a.observed_hardware.describe() if a.observed_hardware else "?"))
     if a.intended_hardware:
         where.append(" (meant ", style="dim")
         where.append_text(text(a.intended_hardware.describe()))
         where.append(")", style="dim")
-    field("where", where)
+    return where
+
+
+def _run_fields(summary: AttemptSummary, subject: str) -> list[tuple[str, Text]]:
+    """Command, directory, commit, when, where, status and the claimed level."""
+    a = summary.attempt
+    rows = [("command", text(a.command.display()))]
+    if a.command.cwd not in ("", "."):
+        rows.append(("in", text(a.command.cwd)))
+    commit = Text()
+    commit.append_text(text(a.commit[:12]))
+    if subject:
+        commit.append("  ")
+        commit.append_text(text(subject, "italic"))
+    rows += [("commit", commit), ("when", text(when(a.started_at, a.ended_at))), ("where", _where(a))]
     status = Text()
     status.append_text(attempt_status(summary))
     if a.exit_code_source:
         status.append_text(text(f" (exit code from {a.exit_code_source})", "dim"))
-    field("status", status)
+    rows.append(("status", status))
     if a.expected_level is not None:
-        field("claim", Text(f"expects L{a.expected_level} {LADDER.get(a.expected_level, '')}", style="bold"))
+        rows.append(("claim", Text(f"expects L{a.expected_level} {LADDER.get(a.expected_level, '')}",
+                                   style="bold")))
     else:
-        field("claim", Text("names no level", style="dim"))
-    if verification is None and a.source is AttemptSource.REFERENCE:
-        field("verified", Text("the reference: the agent's attempts are judged against it",
-                               style="dim"))
-    elif verification is None:
-        field("verified", Text("not verified yet", style="dim"))
-    else:
-        lvl = verification.highest_level
-        verified = Text()
-        verified.append_text(level(lvl))
-        verified.append(f" {LADDER.get(lvl, 'nothing')}  ")
-        verified.append_text(ladder(summary))
-        if verification.over_claim:
-            verified.append("  over-claim", style="bold yellow")
-        field("verified", verified)
-        extras = []
-        if verification.wall_seconds is not None:
-            extras.append(f"{verification.wall_seconds:.1f} s")
-        if verification.time_ratio is not None:
-            extras.append(f"time x{verification.time_ratio:.2f}")
-        if verification.cost_dollars is not None:
-            extras.append(f"${verification.cost_dollars:.4f}")
-        if verification.cost_ratio is not None:
-            extras.append(f"cost x{verification.cost_ratio:.2f}")
-        if extras:
-            field("cost", Text(" · ".join(extras)))
+        rows.append(("claim", Text("names no level", style="dim")))
+    return rows
+
+
+def _verified_fields(summary: AttemptSummary, verification) -> list[tuple[str, Text]]:
+    """The verified level beside the ladder, and what verifying cost."""
+    if verification is None and summary.attempt.source is AttemptSource.REFERENCE:
+        return [("verified", Text("the reference: the agent's attempts are judged against it", style="dim"))]
+    if verification is None:
+        return [("verified", Text("not verified yet", style="dim"))]
+    lvl = verification.highest_level
+    verified = Text()
+    verified.append_text(level(lvl))
+    verified.append(f" {LADDER.get(lvl, 'nothing')}  ")
+    verified.append_text(ladder(summary))
+    if verification.over_claim:
+        verified.append("  over-claim", style="bold yellow")
+    extras = []
+    if verification.wall_seconds is not None:
+        extras.append(f"{verification.wall_seconds:.1f} s")
+    if verification.time_ratio is not None:
+        extras.append(f"time x{verification.time_ratio:.2f}")
+    if verification.cost_dollars is not None:
+        extras.append(f"${verification.cost_dollars:.4f}")
+    if verification.cost_ratio is not None:
+        extras.append(f"cost x{verification.cost_ratio:.2f}")
+    return [("verified", verified)] + ([("cost", Text(" · ".join(extras)))] if extras else [])
+
+
+def _failure_value(summary: AttemptSummary) -> Text:
+    """The failure's cause, note and evidence."""
+    f = summary.failure
+    assert f is not None
+    value = Text()
+    value.append_text(failure(summary))
+    if f.note:
+        value.append("\n")
+        value.append_text(text(f.note))
+    for evidence in f.evidence:
+        value.append("\n→ ", style="dim")
+        value.append_text(text(f"{evidence.kind} {evidence.ref}", "bold"))
+        value.append(" ")
+        value.append_text(text(evidence.text))
+    return value
+
+
+def attempt_overview(summary: AttemptSummary, verification, subject: str):
+    """Command, where and when, status and the exit code's source, claim beside verified level,
+    failure cause and the evidence behind it. Labelled fields wrap under their value, not under
+    the label."""
+    from rich.console import Group
+
+    a = summary.attempt
+    grid = _grid()
+    for name, value in _run_fields(summary, subject) + _verified_fields(summary, verification):
+        grid.add_row(Text(name), value)
     parts: list = [grid]
     if a.claim:
         said = Text("\nThe record says:\n" if a.source is AttemptSource.REFERENCE
                     else "\nThe agent said:\n", style="dim")
         said.append_text(text(a.claim, keep_newlines=True))
         parts.append(said)
-    f = summary.failure
-    if f is not None:
-        cause = Table.grid(padding=(0, 1))
-        cause.add_column(style="dim", no_wrap=True, min_width=9)
-        cause.add_column(ratio=1)
-        value = Text()
-        value.append_text(failure(summary))
-        if f.note:
-            value.append("\n")
-            value.append_text(text(f.note))
-        for evidence in f.evidence:
-            value.append("\n→ ", style="dim")
-            value.append_text(text(f"{evidence.kind} {evidence.ref}", "bold"))
-            value.append(" ")
-            value.append_text(text(evidence.text))
-        cause.add_row(Text("failure"), value)
+    if summary.failure is not None:
+        cause = _grid()
+        cause.add_row(Text("failure"), _failure_value(summary))
         parts += [Text(""), cause]
     return Group(*parts)
