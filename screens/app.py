@@ -16,6 +16,7 @@ from screens.data import read
 from screens.help import HelpScreen
 from screens.messages import AttemptShown, FileWanted, LoadFailed
 from screens.migration import MigrationScreen
+from screens.presenters import palette
 from screens.review_time import EffortHooks
 from screens.study import StudyScreen
 from storage import queries
@@ -80,6 +81,7 @@ class WorkbenchApp(App[None]):
             self.keymap_problem = keymap
         elif keymap:
             self.set_keymap(keymap)
+        palette.use(self.get_css_variables())
         self.attempt_names: list[tuple[str, int, int, str]] = []
         """(slug, seq, attempt id, source) of every attempt, for the palette; loaded at start."""
 
@@ -96,9 +98,14 @@ class WorkbenchApp(App[None]):
         await super().on_event(event)
 
     def on_mount(self) -> None:
+        self.theme_changed_signal.subscribe(self, self._theme_changed)
         if self.keymap_problem:
             self.notify(self.keymap_problem, severity="warning", markup=False)
         self._load_attempt_names(self.db_path)
+
+    def _theme_changed(self, _theme) -> None:
+        """The presenters' colours follow the theme (rows drawn from now on use them)."""
+        palette.use(self.get_css_variables())
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="attempt-names")
     def _load_attempt_names(self, path: Path) -> None:

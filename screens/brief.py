@@ -23,6 +23,7 @@ from textual.widgets import Static
 from domain.models import Attempt, Migration
 from screens.messages import BriefAnswered, BriefPrepared, ClaimLoaded
 from screens.presenters.brief import render_brief, render_claim
+from screens.presenters.palette import tone
 from screens.text import text
 
 
@@ -69,7 +70,7 @@ class BriefScreen(ModalScreen[None]):
             box.border_subtitle = "escape closes"
             with VerticalScroll():
                 yield Static(Text("Advisory: written by a model; it changes no verdict, cause or count.",
-                                  style="bold yellow"), id="brief-label")
+                                  style=tone("bold $text-warning")), id="brief-label")
                 yield Static(Text("Gathering the diff, the log excerpt and the verdicts…", style="dim"),
                              id="brief-body")
                 yield Static(Text(""), id="brief-claim")
@@ -144,13 +145,13 @@ class BriefScreen(ModalScreen[None]):
     def on_brief_prepared(self, message: BriefPrepared) -> None:
         body = self.query_one("#brief-body", Static)
         if message.problem:
-            body.update(text(message.problem, "red"))
+            body.update(text(message.problem, tone("$text-error")))
         elif message.brief is not None:
             body.update(render_brief(message.brief))
         elif not message.available:
             from workbench.assist.client import NO_KEY
 
-            body.update(text(NO_KEY, "yellow"))
+            body.update(text(NO_KEY, tone("$text-warning")))
         else:
             self.ready_to_send = True
             out = Text("No brief for this attempt yet.\n\n")
@@ -164,7 +165,7 @@ class BriefScreen(ModalScreen[None]):
         self.sending = False
         body = self.query_one("#brief-body", Static)
         if message.brief is None:
-            body.update(text(message.problem, "red"))
+            body.update(text(message.problem, tone("$text-error")))
             return
         self.ready_to_send = False
         body.update(render_brief(message.brief))

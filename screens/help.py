@@ -13,6 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from domain.models import LADDER, Outcome
+from screens.presenters.palette import tone
 from screens.presenters.render import MARKS
 
 
@@ -33,7 +34,7 @@ def ladder_legend() -> Text:
     for outcome, word in ((Outcome.PASS, "pass"), (Outcome.FAIL, "fail"), (Outcome.UNKNOWN, "unknown"),
                           (None, "no verdict yet")):
         mark, style = MARKS[outcome]
-        out.append(mark, style=style)
+        out.append(mark, style=tone(style))
         out.append(f" {word}  ")
     return out
 

@@ -380,6 +380,46 @@ async def test_an_empty_study_says_so(tmp_path: Path) -> None:
         assert isinstance(app.screen, StudyScreen)
 
 
+def test_no_literal_colours_in_the_screens() -> None:
+    """Colours come from the theme (tcss variables, `palette.tone("$text-error")`), so every
+    Textual theme works: no named or hex colour in a style of screens/ or app.tcss."""
+    import re
+
+    import screens
+    from workbench.config import ASSETS
+
+    named = re.compile(r"[\"'](?:[a-z ]* )?(?:red|green|yellow|blue|cyan|magenta|white|black)(?: [a-z ]*)?[\"']"
+                       r"|#[0-9a-fA-F]{6}\b")
+    found = []
+    paths = [*Path(screens.__file__).parent.rglob("*.py"), ASSETS / "styles" / "app.tcss"]
+    for path in paths:
+        if path.name == "palette.py":
+            continue  # the stand-ins used before a theme is read
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if named.search(line):
+                found.append(f"{path.name}:{n}: {line.strip()}")
+    assert not found, found
+
+
+async def test_the_presenters_colours_follow_the_theme(tmp_path: Path) -> None:
+    from textual.color import Color
+
+    from screens.presenters.palette import tone
+
+    path = tmp_path / "empty.db"
+    open_study(path, create=True).close()
+    app = WorkbenchApp(path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        dark = tone("bold $text-success")
+        assert dark == "bold " + Color.parse(app.get_css_variables()["text-success"]).hex6
+        app.theme = "textual-light"
+        await pilot.pause()
+        light = tone("bold $text-success")
+        assert light == "bold " + Color.parse(app.get_css_variables()["text-success"]).hex6
+        assert light != dark
+
+
 def _binding_owners() -> list[type]:
     """Every App, Screen and Widget class defined in `screens/`, found by walking the package."""
     import importlib

@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.text import Text
 
+from screens.presenters.palette import tone
 from screens.text import text
 
 
@@ -50,6 +51,6 @@ def render_claim(extraction: Any | None, effective: Any) -> Text:
         out.append(": “")
         out.append_text(text(extraction.sentence))
         out.append("”")
-    out.append(found, style="yellow")
+    out.append(found, style=tone("$text-warning"))
     out.append("\na accepts it · 0-5 correct the level (0: the agent expected none)", style="dim")
     return out

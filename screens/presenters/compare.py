@@ -11,6 +11,7 @@ from rich.text import Text
 from domain.models import AttemptSummary
 from domain.text import clean
 from screens.presenters import render
+from screens.presenters.palette import tone
 from screens.text import text
 
 
@@ -102,9 +103,9 @@ def difference_table(left_label: str, right_label: str, left: dict[str, str],
             b, spans_b = shorten(b, list(spans_b), column)
         ta, tb = Text(a), Text(b)
         for start, end in spans_a:
-            ta.stylize("bold red", start, end)
+            ta.stylize(tone("bold $text-error"), start, end)
         for start, end in spans_b:
-            tb.stylize("bold green", start, end)
+            tb.stylize(tone("bold $text-success"), start, end)
         table.add_row(text(key), ta, tb)
     same = len(keys) - len(differing)
     table.add_row(Text(""), Text(f"{same} other fields are the same", style="dim"), Text(""))

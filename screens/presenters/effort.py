@@ -10,6 +10,7 @@ from rich.text import Text
 
 from domain import effort
 from domain.models import DecisionKind, Intervention
+from screens.presenters.palette import tone
 from screens.text import text
 
 
@@ -30,7 +31,7 @@ def render_panel(data: PanelData, attempt_id: int | None) -> Text:
     out.append("Budget ", style="bold")
     parts = []
     for lim in s.limits:
-        style = "bold red" if lim.exhausted else ("yellow" if lim.near else "")
+        style = tone("bold $text-error") if lim.exhausted else (tone("$text-warning") if lim.near else "")
         parts.append(Text(effort.describe_limit(lim), style=style))
     out.append_text(Text(" · ").join(parts))
     out.append(f" · staff cost ${s.staff_dollars:,.2f}")
@@ -40,7 +41,7 @@ def render_panel(data: PanelData, attempt_id: int | None) -> Text:
     best = "none verified" if s.highest_level is None else f"L{s.highest_level}"
     out.append(f"Level {best}, L{s.acceptance_level} required · status {s.status} · suggests ")
     out.append(s.suggestion.value.upper(),
-               style={DecisionKind.ACCEPT: "bold green", DecisionKind.STOP: "bold red"}.get(s.suggestion, "bold"))
+               style={DecisionKind.ACCEPT: tone("bold $text-success"), DecisionKind.STOP: tone("bold $text-error")}.get(s.suggestion, "bold"))
     out.append(f" ({'; '.join(s.reasons)})\n", style="dim")
     if data.decision is not None:
         d = data.decision
@@ -49,7 +50,7 @@ def render_panel(data: PanelData, attempt_id: int | None) -> Text:
         out.append_text(text(d.reviewer))
         out.append(f" {d.at[:16]}")
         if d.suggested is not None and d.suggested is not d.kind:
-            out.append(f" (against {d.suggested.value})", style="yellow")
+            out.append(f" (against {d.suggested.value})", style=tone("$text-warning"))
         if d.reason:
             out.append(": ")
             out.append_text(text(d.reason))
@@ -82,7 +83,7 @@ def standing_text(standing: effort.Standing) -> Text:
     """The budget lines and the suggestion, for the decision form and the effort panel."""
     out = Text()
     for lim in standing.limits:
-        style = "bold red" if lim.exhausted else ("yellow" if lim.near else "")
+        style = tone("bold $text-error") if lim.exhausted else (tone("$text-warning") if lim.near else "")
         out.append(effort.describe_limit(lim), style=style)
         out.append("\n")
     if standing.unpriced_runs:
@@ -91,7 +92,7 @@ def standing_text(standing: effort.Standing) -> Text:
     out.append(f"staff cost ${standing.staff_dollars:,.2f}\n")
     best = "none verified" if standing.highest_level is None else f"L{standing.highest_level}"
     out.append(f"best level {best} · L{standing.acceptance_level} required\n")
-    style = {DecisionKind.ACCEPT: "bold green", DecisionKind.STOP: "bold red"}.get(standing.suggestion, "bold")
+    style = {DecisionKind.ACCEPT: tone("bold $text-success"), DecisionKind.STOP: tone("bold $text-error")}.get(standing.suggestion, "bold")
     out.append("The rules suggest: ")
     out.append(standing.suggestion.value.upper(), style=style)
     out.append("\n")

@@ -11,6 +11,7 @@ from textual.widgets.option_list import Option
 from domain.models import LADDER, Evidence, Verdict
 from domain.text import clean
 from screens.presenters import render
+from screens.presenters.palette import tone
 from screens.text import text
 
 
@@ -22,7 +23,7 @@ def verdict_options(verdicts: list[Verdict]) -> list[Option]:
         mark, style = render.MARKS.get(verdict.effective, render.MARKS[None])
         head = Text()
         head.append(f"L{verdict.level} {LADDER.get(verdict.level, '')} ", style="bold")
-        head.append(f"{mark} {verdict.effective.value}", style=style)
+        head.append(f"{mark} {verdict.effective.value}", style=tone(style))
         if verdict.overrides:
             last = verdict.overrides[-1]
             head.append(f" (verifier: {verdict.outcome.value}; override by ", style="dim")

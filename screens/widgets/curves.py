@@ -19,6 +19,7 @@ from domain.text import clean
 from screens.data import read
 from screens.messages import CurvesLoaded, LoadFailed
 from screens.presenters.curves import Curves, Series, deviations, fmt
+from screens.presenters.palette import tone
 from screens.text import text
 
 BITS = ((0x01, 0x08), (0x02, 0x10), (0x04, 0x20), (0x40, 0x80))
@@ -208,7 +209,7 @@ class CurvesPane(Vertical):
         table = self.query_one(DataTable)
         table.clear()
         for name, step, a, r, diff, ratio in deviations(self.curves):
-            style = "bold red" if ratio > 1 else ""
+            style = tone("bold $text-error") if ratio > 1 else ""
             table.add_row(text(name), Text(str(step), justify="right"),
                           Text(fmt(a), justify="right"), Text(fmt(r), justify="right"),
                           Text(fmt(diff), justify="right"),

@@ -18,6 +18,7 @@ from textual.widgets.option_list import Option
 
 from domain.text import clean
 from screens.messages import CursorMoved, DiffLoaded, DiffScrolled, FileWanted
+from screens.presenters.palette import tone
 from screens.text import text
 from screens.widgets.lines import VirtualLines
 
@@ -259,9 +260,9 @@ class DiffPane(Vertical):
             added = sum(f.added for f in self.diff.files)
             removed = sum(f.removed for f in self.diff.files)
             out.append(f" · {len(self.diff.files)} file{'s' if len(self.diff.files) != 1 else ''} ")
-            out.append(f"+{added}", style="green")
+            out.append(f"+{added}", style=tone("$text-success"))
             out.append(" ")
-            out.append(f"-{removed}", style="red")
+            out.append(f"-{removed}", style=tone("$text-error"))
             if self.diff.cut:
                 out.append(" · cut: too long", style="bold")
         self.query_one("#diff-status", Static).update(out)
@@ -324,6 +325,6 @@ def _file_label(f) -> Text:
     mark = {"added": "A", "deleted": "D", "renamed": "R", "binary": "B"}.get(f.status, "M")
     out = Text(f"{mark} ", style="bold")
     out.append_text(text(f.path))
-    out.append(f" +{f.added}", style="green")
-    out.append(f" -{f.removed}", style="red")
+    out.append(f" +{f.added}", style=tone("$text-success"))
+    out.append(f" -{f.removed}", style=tone("$text-error"))
     return out

@@ -12,6 +12,7 @@ from textual.widgets import Static
 from screens.data import read
 from screens.messages import LoadFailed
 from screens.presenters.effort import PanelData, render_panel
+from screens.presenters.palette import tone
 from storage import queries
 
 
@@ -47,7 +48,7 @@ class EffortPanel(Static):
 
         result = read(path, gather)
         if isinstance(result, LoadFailed):
-            self.app.call_from_thread(self.update, Text(result.problem, style="bold red"))
+            self.app.call_from_thread(self.update, Text(result.problem, style=tone("bold $text-error")))
             return
         self.app.call_from_thread(self._show, result)
 
