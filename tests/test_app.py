@@ -442,6 +442,31 @@ def _binding_owners() -> list[type]:
 BINDING_OWNERS = _binding_owners()
 
 
+def test_every_message_lives_in_messages_py() -> None:
+    """One place for the screens' messages (screens/messages.py), each a dataclass."""
+    import dataclasses
+    import importlib
+    import inspect
+    import pkgutil
+
+    from textual.message import Message
+
+    import screens
+
+    elsewhere, plain = [], []
+    for info in pkgutil.walk_packages(screens.__path__, "screens."):
+        module = importlib.import_module(info.name)
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            for found in (cls, *vars(cls).values()):
+                if not (inspect.isclass(found) and issubclass(found, Message)):
+                    continue
+                if found.__module__.startswith("screens.") and found.__module__ != "screens.messages":
+                    elsewhere.append(f"{found.__module__}.{found.__qualname__}")
+                if found.__module__ == "screens.messages" and not dataclasses.is_dataclass(found):
+                    plain.append(found.__qualname__)
+    assert not elsewhere and not plain, (elsewhere, plain)
+
+
 def test_the_binding_walk_finds_the_screens_and_widgets() -> None:
     names = {owner.__name__ for owner in BINDING_OWNERS}
     assert {"WorkbenchApp", "StudyScreen", "MigrationScreen", "AttemptScreen", "CompareScreen",

@@ -127,6 +127,25 @@ async def test_previous_and_next_attempt_and_failures_from_inside(demo_db: Path)
         assert table(app).cursor_row == 2  # the migration screen followed
 
 
+async def test_no_screen_holds_another(demo_db: Path) -> None:
+    """The attempt and compare screens get data (the cursor, the reference), never the screen
+    that opened them; they move it through the app."""
+    from textual.screen import Screen
+
+    def held(screen: Screen) -> list[str]:
+        return [name for name, value in vars(screen).items() if isinstance(value, Screen)]
+
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_attempt(pilot, 1, 2)
+        assert held(screen) == []
+        await pilot.press("c")
+        await settle(pilot)
+        assert isinstance(app.screen, CompareScreen)
+        assert held(app.screen) == []
+        assert [held(s) for s in app.screen_stack] == [[]] * len(app.screen_stack)
+
+
 async def test_diff_pane_toggles_base_and_opens_the_whole_file(demo_db: Path) -> None:
     app = WorkbenchApp(demo_db)
     async with app.run_test(size=(120, 40)) as pilot:
