@@ -30,15 +30,6 @@ from screens.text import text
 class BriefScreen(ModalScreen[None]):
     """`BriefScreen(migration, attempt)`: pushed with `b` from the attempt screen."""
 
-    DEFAULT_CSS = """
-    BriefScreen { align: center middle; }
-    #brief-box {
-        width: 90%; max-width: 110; height: auto; max-height: 90%;
-        border: round $warning; background: $surface; padding: 0 1;
-    }
-    #brief-box VerticalScroll { height: auto; max-height: 100%; }
-    """
-
     BINDINGS = [
         Binding("escape", "dismiss", "Close", id="brief.close", tooltip="Close the brief"),
         Binding("enter", "send", "Ask", id="brief.send",

@@ -28,13 +28,6 @@ FORMAT_CHOICES = [
 class ExportScreen(ModalScreen[Path | None]):
     """Pick a format and a file; the report is counted and written in a worker thread."""
 
-    DEFAULT_CSS = """
-    ExportScreen { align: center middle; }
-    ExportScreen > Vertical { width: 80; height: auto; border: round $primary; background: $panel;
-                              padding: 1 2; }
-    ExportScreen Horizontal { height: auto; margin-top: 1; }
-    ExportScreen #export-status { margin-top: 1; }
-    """
     BINDINGS = [
         Binding("escape", "cancel", "Close", id="export.close", tooltip="Close without exporting"),
     ]

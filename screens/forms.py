@@ -39,20 +39,6 @@ Save = Callable[[Database], int]
 class RecordForm(ModalScreen[int | None]):
     """A form that saves one record. Subclasses compose their fields and build the write."""
 
-    DEFAULT_CSS = """
-    RecordForm { align: center middle; }
-    RecordForm > Vertical {
-        width: 90%; max-width: 96; height: auto; max-height: 95%;
-        border: round $primary; background: $surface; padding: 0 1;
-    }
-    RecordForm VerticalScroll { height: auto; max-height: 100%; }
-    RecordForm Label { margin-top: 1; color: $text-muted; }
-    RecordForm .form-info { margin-top: 1; }
-    RecordForm #form-error { color: $error; text-style: bold; margin-top: 1; }
-    RecordForm .form-buttons { height: auto; margin-top: 1; }
-    RecordForm .form-buttons Button { margin-right: 2; }
-    """
-
     BINDINGS = [
         Binding("ctrl+s", "save", "Save", id="form.save", tooltip="Save this record"),
         Binding("escape", "cancel", "Cancel", id="form.cancel",
