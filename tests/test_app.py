@@ -295,6 +295,32 @@ async def test_attempts_load_a_page_at_a_time(bundle: BundleBuilder, tmp_path: P
         assert column(app, "seq") == [str(n) for n in range(25)]
 
 
+async def test_stepping_inside_an_attempt_crosses_pages(bundle: BundleBuilder, tmp_path: Path) -> None:
+    """`]` on the attempt screen moves the migration screen's cursor (through the app), which
+    loads the next page; the attempt screen's cursor sees those rows and steps on into them."""
+    from screens.attempt import AttemptScreen
+
+    folder, shas = bundle.add_migration("many", commits=2)
+    bundle.write_attempts(folder, [bundle.attempt(seq, shas[1]) for seq in range(25)])
+    app = WorkbenchApp(build(bundle, tmp_path), page_size=10)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, AttemptScreen)
+        for _ in range(14):
+            await pilot.press("right_square_bracket")
+            await settle(pilot)
+        assert screen.summary.attempt.seq == 14
+        await pilot.press("escape")
+        await settle(pilot)
+        assert isinstance(app.screen, MigrationScreen)
+        assert table(app).cursor_row == 14 and table(app).row_count == 20
+
+
 async def test_untrusted_text_is_shown_literally_everywhere(evil_db: Path) -> None:
     app = WorkbenchApp(evil_db)
     async with app.run_test(size=(160, 40)) as pilot:
