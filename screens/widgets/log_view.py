@@ -23,8 +23,9 @@ from textual.widgets import Input, Static
 from textual.worker import get_current_worker
 
 from screens.data import reading
-from screens.lines import VirtualLines
+from screens.messages import CursorMoved
 from screens.text import ansi_text
+from screens.widgets.lines import VirtualLines
 
 BLOCK = 256
 """Lines read and cached together."""
@@ -284,7 +285,7 @@ class LogPane(Vertical):
                 line.append(" · scanning…")
         self.query_one("#log-status", Static).update(line)
 
-    @on(VirtualLines.CursorMoved)
+    @on(CursorMoved)
     def _moved(self) -> None:
         self._status()
 
