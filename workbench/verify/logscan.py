@@ -428,17 +428,19 @@ class LogScanner:
             n += 1
 
     def _fatal(self, piece: bytes, base: int, start: int = 0) -> None:
+        """Fatal lines in line order, each once, whatever the chunking: a line that several
+        markers match takes the kind of the first of them in FATAL_MARKERS."""
+        found: dict[int, tuple[int, str]] = {}  # line start -> (position of its marker, kind)
         for marker, kind in FATAL_MARKERS:
             pos = piece.find(marker, start)
-            if pos == -1:
-                continue
-            counter = _LineCounter(piece, base)
             while pos != -1:
-                self.facts.fatal.append((kind, Hit(counter.at(pos), _line_text(piece, pos))))
+                found.setdefault(piece.rfind(b"\n", 0, pos) + 1, (pos, kind))
                 nl = piece.find(b"\n", pos)
-                if nl == -1:
-                    break
-                pos = piece.find(marker, nl)
+                pos = -1 if nl == -1 else piece.find(marker, nl)
+        counter = _LineCounter(piece, base)
+        for line_start in sorted(found):
+            pos, kind = found[line_start]
+            self.facts.fatal.append((kind, Hit(counter.at(pos), _line_text(piece, pos))))
 
     def _xla(self, piece: bytes, base: int, step_at) -> None:
         facts = self.facts
