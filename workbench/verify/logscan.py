@@ -20,8 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-NUMBER = rb"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
-_KV = re.compile(rb"([A-Za-z_][\w./-]*)['\"]?\s*[=:]?\s*['\"]?(" + NUMBER + rb"|nan|inf)(?![\w.])")
+NUMBER = rb"[-+]?+(?:\d++\.?+\d*+|\.\d++)(?:[eE][-+]?+\d++)?+"
+"""A number taken whole and never given back: a shorter one would be followed by a digit, a dot or
+an exponent, which no pattern here accepts after a value."""
+_KV = re.compile(rb"(?<![\w./-])[\d./-]*+([A-Za-z_][\w./-]*+)['\"]?\s*+(?:[=:]\s*+)?['\"]?(" + NUMBER + rb"|nan|inf)(?![\w.])")
+"""`name value`, `name=value`, `'name': value` pairs. Linear on any line: a name is a whole run of
+name characters (digits, dots, dashes and slashes before its first letter skipped), tried once
+from the run's start, and no part gives back what it took, so nothing is read twice."""
 
 FATAL_MARKERS: tuple[tuple[bytes, str], ...] = (
     (b"Fatal Python error", "fatal"),
@@ -76,14 +81,15 @@ DEFAULT_PATTERNS: tuple[Pattern, ...] = (
     # tqdm postfix and PyTorch Lightning bars: "Epoch 0:  50%|###  | 16/32 [00:01<00:00, 12.3it/s, loss=0.693, v_num=0]"
     Pattern(
         "tqdm",
-        r"(?:Epoch (?P<epoch>\d+)[^\r\n|]*)?\|[^\r\n|]*\| *(?P<step>\d+)/(?P<total>\d+) \[[^\r\n\]]*?"
-        r"(?:it/s|s/it)\]?,? ?(?P<body>[^\r\n\]]*)\]",
+        r"(?:Epoch (?P<epoch>\d++)(?:[^\r\n|E]|E(?!poch \d))*+)?\|[^\r\n|]*+\| *(?P<step>\d+)/(?P<total>\d+) \["
+        r"(?>[^\r\n\]|]*?(?:it/s|s/it))\]?,? ?(?P<body>[^\r\n\]|]*+)\]",
         gate=("it/s", "s/it"),
     ),
     # bare summary lines: "eval_accuracy 0.9014", "test/acc: 0.91"
     Pattern(
         "summary",
-        r"(?m)^(?P<name>(?:eval|val|valid|test|final)[_/][\w/.-]+)[ \t]*[=:]?[ \t]*(?P<value>" + NUMBER.decode() + r")[ \t\r]*$",
+        r"(?m)^(?P<name>(?:eval|val|valid|test|final)[_/][\w/.-]++)[ \t]*+(?:[=:][ \t]*+)?"
+        r"(?P<value>" + NUMBER.decode() + r")[ \t\r]*$",
         gate=("eval", "val_", "val/", "test", "final"),
     ),
 )
