@@ -260,6 +260,9 @@ class LogScanner:
             last = self._step_before(piece, len(piece))
             if last is not None:
                 self._recent_step = last
+            planned = self._planned_total(piece)
+            if planned is not None:  # what metric extraction would have set
+                self.facts.total_steps = planned
         self._tracebacks(piece, base)
         self._tail.append((piece, base))
         self._tail_bytes += len(piece)
@@ -281,22 +284,54 @@ class LogScanner:
 
     def _step_before(self, piece: bytes, pos: int) -> int | None:
         """The step of the last step line that starts before pos in this piece, if any."""
+        m = self._step_line(piece, pos)
+        return None if m is None else int(m.group("step"))
+
+    def _step_line(self, piece: bytes, pos: int, *, total: bool = False) -> re.Match[bytes] | None:
+        """The plain pattern's match on the last step line before pos in this piece (with `total`,
+        the last that gives the planned `step N/M` total), looking back over at most 64 lines
+        that mention a step."""
         plain = self._plain
         if plain is None:
             return None
         end = pos
+        gone: set[bytes] = set()  # words not found before `end`: not looked for again
         for _ in range(64):
-            i = piece.rfind(b"step", 0, end)
-            i = max(i, piece.rfind(b"Step", max(i, 0), end))
+            i = -1
+            for word in (b"step", b"Step"):
+                if word not in gone:
+                    at = piece.rfind(word, max(i, 0), end)
+                    if at == -1 and i == -1:
+                        gone.add(word)
+                    i = max(i, at)
             if i == -1:
                 return None
             start = piece.rfind(b"\n", 0, i) + 1
             stop = piece.find(b"\n", i)
             m = plain.search(piece, start, len(piece) if stop == -1 else stop)
-            if m is not None and m.start("step") < pos:
-                return int(m.group("step"))
+            if m is not None and m.start("step") < pos and (not total or m.group("total") is not None):
+                return m
             end = start
         return None
+
+    def _planned_total(self, piece: bytes) -> int | None:
+        """The planned step count of the piece's last `step N/M` line, without metric extraction:
+        looked for among its last 64 step lines; in the log's first HEAD bytes, while none is
+        known, also on every line a literal-led hint points at (a total printed once at start)."""
+        m = self._step_line(piece, len(piece), total=True)
+        if m is None and self.facts.total_steps is None and self._head_bytes < HEAD and self._plain is not None:
+            hints = sorted((h.start() for p in _TOTAL_HINTS for h in p.finditer(piece)), reverse=True)
+            line_start = len(piece) + 1
+            for pos in hints:
+                if pos >= line_start:
+                    continue  # this line was read
+                line_start = piece.rfind(b"\n", 0, pos) + 1
+                stop = piece.find(b"\n", pos)
+                m = self._plain.search(piece, line_start, len(piece) if stop == -1 else stop)
+                if m is not None and m.group("total") is not None:
+                    break
+                m = None
+        return None if m is None else int(m.group("total"))
 
     def _metrics(self, piece: bytes, base: int, marks: list[tuple[int, int]]) -> None:
         for compiled in self.patterns:
@@ -497,6 +532,8 @@ class LogScanner:
             pos = -1 if nl == -1 else piece.find(b"workbench-probe ", nl)
 
 
+_TOTAL_HINTS = (re.compile(rb"tep[ :=#]*+\d++/\d"), re.compile(rb"TEP[ :=#]*+\d++/\d"))
+"""Where a `step N/M` line may be: patterns that start with a literal, so they scan at C speed."""
 _SKIP_BYTES = frozenset(n.encode() for n in SKIP_NAMES)
 _NAMES: dict[bytes, str] = {}
 """Metric names as read (bytes) and decoded, shared by all scans (at most 4096): a log repeats
