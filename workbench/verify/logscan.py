@@ -572,9 +572,6 @@ class _LineCounter:
     def __init__(self, data: bytes, base: int) -> None:
         self.data, self.base, self.pos, self.line = data, base, 0, base
 
-    def fresh(self) -> _LineCounter:
-        return _LineCounter(self.data, self.base)
-
     def at(self, pos: int) -> int:
         if pos < self.pos:
             self.line -= self.data.count(b"\n", pos, self.pos)
@@ -589,13 +586,6 @@ def _keep_later(series: dict[int, tuple[float, int]], step: int, value: float, l
     old = series.get(step)
     if old is None or old[1] <= line:
         series[step] = (value, line)
-
-
-def _num(raw: bytes) -> float | None:
-    try:
-        return float(raw)
-    except ValueError:
-        return None
 
 
 def _line_text(piece: bytes, pos: int) -> str:
