@@ -71,10 +71,10 @@ def shapes(n: int) -> dict[str, str]:
     }
 
 
-def _seconds(pattern: re.Pattern, line: str) -> float:
+def _seconds(pattern: re.Pattern, line: str, runs: int = 2) -> float:
     data = line.encode() if isinstance(pattern.pattern, bytes) else line
     best = float("inf")
-    for _ in range(2):
+    for _ in range(runs):
         start = time.perf_counter()
         for _match in pattern.finditer(data):
             pass
@@ -91,6 +91,8 @@ def test_every_pattern_on_untrusted_text_is_linear() -> None:
         for shape in short:
             small = _seconds(pattern, short[shape])
             large = _seconds(pattern, long[shape])
+            if large > 8 * small + 0.05:  # measured again, best of five: a busy machine, or not linear
+                small, large = _seconds(pattern, short[shape], 5), _seconds(pattern, long[shape], 5)
             if large > 8 * small + 0.05:
                 slow.append(f"{label} on {shape!r}: {small:.3f}s at 10k, {large:.3f}s at 40k")
     assert not slow, "\n".join(slow)
