@@ -28,7 +28,9 @@ KEPT_ENV = re.compile(r"^(PJRT_\w+|XLA_\w+|TPU_\w+|CUDA_VISIBLE_DEVICES|WORLD_SI
                       r"|MASTER_ADDR|MASTER_PORT|NPROC\w*|PT_XLA_\w+|OMP_NUM_THREADS|PYTHONPATH)$")
 """Environment assignments in front of a command that are kept (only these, never others)."""
 
-_SEGMENT_SPLIT = re.compile(r"\s*(?:&&|\|\||;|\|(?!\|)|\n)\s*")
+_SEGMENT_SPLIT = re.compile(r"(?:(?<!\s)\s*)?(?:&&|\|\||;|\|(?!\|)|\n)\s*")
+"""A separator and the whitespace around it; leading whitespace is taken only from the start of
+its run, so a long run of spaces is read once (linear), not once per space."""
 _ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
 _PYTHON = re.compile(r"^(?:python|pypy)(?:\d+(?:\.\d+)?)?$")
 
