@@ -30,7 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from workbench.verify.logscan import LogScanner, compile_patterns, file_chunks, stored_chunks  # noqa: E402
+from storage.logs import log_chunks  # noqa: E402
+from workbench.verify.logscan import LogScanner, compile_patterns, file_chunks  # noqa: E402
 
 REPORT = (Path(__file__).resolve().parent.parent / "workbench_assets/demo/bundle/migrations/mlp-classifier/logs/002.log")
 
@@ -103,7 +104,7 @@ def best(fn, runs: int = 3) -> float:
 
 def scan(path: Path, extract: bool, db=None, log_id=None):
     scanner = LogScanner(compile_patterns(), extract_metrics=extract)
-    for chunk in (stored_chunks(db, log_id) if db is not None else file_chunks(path, 1 << 20)):
+    for chunk in (log_chunks(db, log_id) if db is not None else file_chunks(path, 1 << 20)):
         scanner.feed(chunk)
     return scanner.finish()
 

@@ -6,7 +6,6 @@ returns domain objects or plain values, so the rules above stay free of the sche
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,14 +36,6 @@ def metric_series(db: Database, attempt_id: int) -> dict[str, dict[int, float]]:
 def log_info(db: Database, log_id: int) -> LogInfo | None:
     row = db.execute("SELECT size, sha256 FROM log WHERE id = ?", [log_id]).fetchone()
     return LogInfo(int(row[0]), str(row[1])) if row else None
-
-
-def log_chunks(db: Database, log_id: int, batch: int = 1) -> Iterator[bytes]:
-    """A stored log's chunks in order, `batch` chunks joined at a time; one cursor, so SQLite
-    walks the table once."""
-    cursor = db.execute("SELECT data FROM log_chunk WHERE log_id = ? ORDER BY seq", [log_id])
-    while rows := cursor.fetchmany(batch):
-        yield rows[0][0] if len(rows) == 1 else b"".join(r[0] for r in rows)
 
 
 def attempt_record(db: Database, attempt_id: int) -> dict[str, Any]:

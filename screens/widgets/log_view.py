@@ -292,15 +292,15 @@ class LogPane(Vertical):
     # --- error and warning scan -----------------------------------------------------------------
     @work(thread=True, exclusive=True, exit_on_error=False, group="log-scan")
     def scan(self, path: Path, log_id: int) -> None:
+        from storage.logs import log_chunks
         from workbench.logsearch import ERROR, WARNING, lines_per_piece
-        from workbench.verify.logscan import stored_chunks
 
         worker = get_current_worker()
         errors: list[int] = []
         warnings: list[int] = []
         with reading(path) as db:
             def pieces():
-                for chunk in stored_chunks(db, log_id, batch=4):
+                for chunk in log_chunks(db, log_id, batch=4):
                     if worker.is_cancelled:
                         return
                     yield chunk
@@ -388,14 +388,14 @@ class LogPane(Vertical):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="log-search")
     def search(self, path: Path, log_id: int, needle: str) -> None:
+        from storage.logs import log_chunks
         from workbench.logsearch import matching_lines, search_pattern
-        from workbench.verify.logscan import stored_chunks
 
         worker = get_current_worker()
         batch: list[int] = []
         total = 0
         with reading(path) as db:
-            for line in matching_lines(stored_chunks(db, log_id, batch=4), search_pattern(needle)):
+            for line in matching_lines(log_chunks(db, log_id, batch=4), search_pattern(needle)):
                 if worker.is_cancelled:
                     return
                 batch.append(line)

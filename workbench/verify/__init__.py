@@ -19,6 +19,7 @@ from sqlite_utils import Database
 
 from domain.models import Attempt, Migration, Study
 from storage import verify_inputs
+from storage.logs import log_chunks
 
 if TYPE_CHECKING:
     from workbench.verify.ladder import Judgement
@@ -64,7 +65,7 @@ def load_run(db: Database, attempt: Attempt, settings: dict[str, Any]):
     facts = topo = None
     log = verify_inputs.log_info(db, attempt.log_id) if attempt.log_id is not None else None
     if attempt.log_id is not None and log is not None:
-        head, chunks = topology.head_of(verify_inputs.log_chunks(db, attempt.log_id))
+        head, chunks = topology.head_of(log_chunks(db, attempt.log_id))
         topo = topology.read(head, attempt.command.argv)
         patterns = compile_patterns(settings.get("patterns") or (), defaults=settings.get("default_patterns", True))
         untangler = topology.Untangler() if topo.multi_process else None

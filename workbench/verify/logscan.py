@@ -623,11 +623,3 @@ def file_chunks(path: Path, size: int = 1 << 20) -> Iterator[bytes | bytearray]:
                     fh.seek(nl + 1 - n, 1)
                     del block[nl + 1 :]
             yield block
-
-
-def stored_chunks(db: Any, log_id: int, batch: int = 1) -> Iterator[bytes]:
-    """A stored log's chunks in order (storage/logs.py's `log_chunk`), `batch` 256 KiB chunks
-    joined at a time; one cursor, so SQLite walks the table once."""
-    cursor = db.execute("SELECT data FROM log_chunk WHERE log_id = ? ORDER BY seq", [log_id])
-    while rows := cursor.fetchmany(batch):
-        yield rows[0][0] if len(rows) == 1 else b"".join(r[0] for r in rows)
