@@ -82,7 +82,10 @@ def start(db_path: Path, job: Job) -> int:
 
 
 def launch(study: StudyDatabase, spec: JobSpec, reviewer: str) -> Job:
-    """Store the job, then start its runner."""
+    """Check that the program can start (JobEnvironmentError naming the fix), store the job, start its runner."""
+    from workbench.rerun import preflight
+
+    preflight.check(study.db, spec)
     job = create_job(study.db, study.path, spec, reviewer)
     pid = start(study.path, job)
     update_job(study.db, job.id, reviewer, runner_pid=pid, runner_host=socket.gethostname())

@@ -1,0 +1,109 @@
+"""A reviewer's day (issue 20, back end): environment failures of re-runs, edits as a diff,
+imports that say why, bundles with undecodable logs, and a serve that stays on the machine."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from domain.jobs import JobEnvironmentError, JobState
+from tests.rerun_helpers import attempt, study_with_script
+from workbench.rerun import jobs
+from workbench.rerun.runner import run_job
+
+XLA_SCRIPT = """\
+import sys
+import torch_xla
+print("never here")
+"""
+
+
+@pytest.fixture
+def xla_study(tmp_path):
+    s = study_with_script(tmp_path, XLA_SCRIPT)
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="module")
+def bare_venv(tmp_path_factory) -> Path:
+    """A real target environment without torch: a fresh venv (no pip, to stay quick)."""
+    where = tmp_path_factory.mktemp("bare") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
+    return where
+
+
+def _counts(study) -> tuple[int, int]:
+    return (study.db.execute("SELECT COUNT(*) FROM attempt").fetchone()[0],
+            study.db.execute("SELECT COUNT(*) FROM verification").fetchone()[0])
+
+
+def test_preflight_refuses_a_target_without_torch_xla_before_queueing(xla_study, bare_venv):
+    spec = jobs.spec_for(xla_study.db, attempt(xla_study, "toy", 1), "local", options={"venv": str(bare_venv)})
+    before = _counts(xla_study)
+    with pytest.raises(JobEnvironmentError) as err:
+        jobs.launch(xla_study, spec, "tester")
+    text = str(err.value)
+    assert "torch" in text and "make xla-env" in text and "WORKBENCH_TARGET_VENV" in text and "--venv" in text
+    assert str(bare_venv) in text  # the interpreter that could not import it
+    assert xla_study.db.execute("SELECT COUNT(*) FROM job").fetchone()[0] == 0
+    assert _counts(xla_study) == before
+
+
+def test_missing_interpreter_is_refused_before_queueing(xla_study, bare_venv):
+    spec = jobs.with_changes(jobs.spec_for(xla_study.db, attempt(xla_study, "toy", 1), "local",
+                                           options={"venv": str(bare_venv)}), argv=("python3.99", "train.py"))
+    with pytest.raises(JobEnvironmentError, match="python3.99 is not on the target environment's PATH.*make xla-env"):
+        jobs.launch(xla_study, spec, "tester")
+
+
+def test_a_run_that_cannot_import_torch_xla_is_an_environment_failure_not_an_attempt(xla_study, bare_venv):
+    """Past the pre-flight (a remote host, a changed environment), the runner still tells."""
+    spec = jobs.spec_for(xla_study.db, attempt(xla_study, "toy", 1), "local", options={"venv": str(bare_venv)})
+    spec = jobs.with_changes(spec, argv=("python", "train.py"))
+    before = _counts(xla_study)
+    job = run_job(xla_study.path, jobs.create_job(xla_study.db, xla_study.path, spec, "tester").id)
+    assert job.state is JobState.ENVIRONMENT and job.result_attempt_id is None
+    assert "torch" in job.error and "make xla-env" in job.error
+    assert job.log_id is not None  # the output that says so is kept
+    assert _counts(xla_study) == before
+    assert not (job.dir / "src").exists()
+
+
+def test_missing_interpreter_at_run_time_is_an_environment_failure(xla_study):
+    spec = jobs.with_changes(jobs.spec_for(xla_study.db, attempt(xla_study, "toy", 1), "local"),
+                             argv=("python3.99", "train.py"))
+    job = run_job(xla_study.path, jobs.create_job(xla_study.db, xla_study.path, spec, "t").id)
+    assert job.state is JobState.ENVIRONMENT and "WORKBENCH_TARGET_VENV" in job.error
+    assert job.result_attempt_id is None
+
+
+def test_no_tpu_for_pjrt_tpu_is_refused(xla_study, tmp_path):
+    """A stand-in `python` on the target's PATH that imports everything: only the device is missing."""
+    from tests.rerun_helpers import stand_in
+    from workbench.rerun.backends import has_tpu
+
+    if has_tpu():
+        pytest.skip("this machine has a TPU")
+    venv = tmp_path / "fake-venv"
+    stand_in(venv / "bin", "python", "import sys\nsys.exit(0)\n")
+    spec = jobs.spec_for(xla_study.db, attempt(xla_study, "toy", 1), "local", options={"venv": str(venv)})
+    spec = jobs.with_changes(spec, argv=("python", "train.py"), env={"PJRT_DEVICE": "TPU"})
+    with pytest.raises(JobEnvironmentError, match="no TPU.*PJRT_DEVICE=CPU"):
+        jobs.launch(xla_study, spec, "tester")
+
+
+def test_cli_rerun_exits_2_with_one_line_naming_the_fix(xla_study, bare_venv):
+    from click.testing import CliRunner
+
+    from cli.main import main
+
+    before = _counts(xla_study)
+    result = CliRunner().invoke(main, ["rerun", str(xla_study.path), "toy", "1", "--yes", "--venv", str(bare_venv)])
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("workbench:")]
+    assert len(errors) == 1 and "make xla-env" in errors[0] and "Traceback" not in result.output
+    assert _counts(xla_study) == before
