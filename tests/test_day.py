@@ -107,3 +107,50 @@ def test_cli_rerun_exits_2_with_one_line_naming_the_fix(xla_study, bare_venv):
     errors = [line for line in result.output.splitlines() if line.startswith("workbench:")]
     assert len(errors) == 1 and "make xla-env" in errors[0] and "Traceback" not in result.output
     assert _counts(xla_study) == before
+
+
+# --------------------------------------------------------------------------- edits as a diff
+
+
+@pytest.fixture
+def cc_study(bundle, tmp_path):
+    """A study holding migration `mlp-xla` (base commit and reference) for transcript imports."""
+    from storage.database import open_study
+    from workbench.bundle import import_bundle
+
+    folder, shas = bundle.add_migration("mlp-xla")
+    bundle.write_attempts(folder, [bundle.attempt(0, shas[0])])
+    db = open_study(tmp_path / "s.db", create=True)
+    assert not import_bundle(db, bundle.root, "ana").problems
+    yield db
+    db.close()
+
+
+def test_an_attempt_without_a_commit_shows_its_edits_as_a_diff_file_by_file(cc_study, tmp_path):
+    from tests.import_helpers import Transcript
+    from workbench.diffs import edits_diff
+    from workbench.importers.claude_code import ClaudeCodeImporter
+
+    t = Transcript()
+    t.edit("train.py", "device = 'cuda'", "device = xm.xla_device()")
+    t.write("xla_util.py", "import torch_xla\n\ndef dev():\n    return 1\n")
+    t.edit("train.py", "loss.backward()", "loss.backward(); xm.mark_step()")
+    t.bash("echo done > notes.txt", "")
+    t.bash("python train.py", "step 1 loss 0.5")
+    t.edit("train.py", "xm.mark_step()", "pass")
+    t.bash("python train.py --fast", "step 1 loss 0.4")
+    ClaudeCodeImporter(cc_study, "mlp-xla", "ana").run([t.dump(tmp_path / "s.jsonl")])  # no --repo: no commits
+    rows = list(cc_study.db.query("SELECT id, seq, commit_sha FROM attempt WHERE external_id IS NOT NULL ORDER BY seq"))
+    assert len(rows) == 2 and not rows[0]["commit_sha"]
+
+    diff = edits_diff(cc_study.db, rows[0]["id"])
+    assert [(f.path, f.added, f.removed) for f in diff.files] == [
+        ("train.py", 2, 2), ("xla_util.py", 4, 0), ("notes.txt", 0, 0)]
+    text = "\n".join(diff.lines)
+    assert "-device = 'cuda'" in text and "+device = xm.xla_device()" in text
+    assert "+def dev():" in text and " $ echo done > notes.txt" in text
+    # paired lines, as git_diff gives them, for word highlighting
+    minus = diff.lines.index("-device = 'cuda'")
+    assert diff.partner[minus] == minus + 1
+    second = edits_diff(cc_study.db, rows[1]["id"])  # only the edits since the previous attempt
+    assert [f.path for f in second.files] == ["train.py"] and "+pass" in second.lines
