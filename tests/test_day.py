@@ -154,3 +154,72 @@ def test_an_attempt_without_a_commit_shows_its_edits_as_a_diff_file_by_file(cc_s
     assert diff.partner[minus] == minus + 1
     second = edits_diff(cc_study.db, rows[1]["id"])  # only the edits since the previous attempt
     assert [f.path for f in second.files] == ["train.py"] and "+pass" in second.lines
+
+
+# --------------------------------------------------------------------------- imports that say why
+
+
+def test_claude_code_import_without_workload_says_why_and_what_to_pass(cc_study, tmp_path):
+    from click.testing import CliRunner
+
+    from cli.main import main
+    from tests.import_helpers import Transcript
+
+    t = Transcript()
+    for n in range(37):
+        t.bash("ls -la" if n % 2 else "pip install torch_xla", "")
+    t.bash("python -c 'import torch'", "")
+    path = t.dump(tmp_path / "s.jsonl")
+    result = CliRunner().invoke(main, ["import", "claude-code", str(path), "--db", str(cc_study.path),
+                                       "--migration", "mlp-xla"])
+    assert result.exit_code == 2
+    line = next(x for x in result.output.splitlines() if x.startswith("0 attempts:"))
+    assert "38 Bash call(s) (pip x19, ls x18, python x1)" in line
+    assert "none matched the workload rule (python/torchrun" in line and "--all-bash counts every call" in line
+    result = CliRunner().invoke(main, ["import", "claude-code", str(path), "--db", str(cc_study.path),
+                                       "--migration", "mlp-xla", "--all-bash"])
+    assert result.exit_code == 0 and "38 new" in result.output
+
+
+def _plain_repo_study(bundle, tmp_path, commits: int):
+    from conftest import git
+
+    from storage.database import open_study
+    from workbench.bundle import import_bundle
+
+    folder, _ = bundle.add_migration("mlp-xla", commits=1)
+    db = open_study(tmp_path / "g.db", create=True)
+    assert not import_bundle(db, bundle.root, "ana").problems
+    repo = folder / "repo"
+    for n in range(commits):
+        (repo / "notes.txt").write_text(f"{n}\n")
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", f"Ordinary commit {n}")
+    return db, repo
+
+
+def test_import_git_on_an_ordinary_repository_says_so_in_one_line(bundle, tmp_path):
+    from click.testing import CliRunner
+    from conftest import git
+
+    from cli.main import main
+
+    db, repo = _plain_repo_study(bundle, tmp_path, 68)
+    db.close()
+    cli = ["import", "git", str(repo), "--db", str(db.path), "--migration", "mlp-xla"]
+    result = CliRunner().invoke(main, cli)
+    assert result.exit_code == 2
+    lines = [x for x in result.output.splitlines() if "Attempt-Command" in x]
+    assert len(lines) == 1 and "68 of 68 commit(s)" in lines[0] and "--no-command" in lines[0]
+    # every commit of a range as an attempt without a command
+    first = git(repo, "rev-list", "--reverse", "HEAD").split()[10]
+    result = CliRunner().invoke(main, [*cli, "--range", f"{first}..HEAD", "--no-command"])
+    assert result.exit_code == 0 and "58 new" in result.output, result.output
+    from storage.database import open_study
+
+    study = open_study(db.path)
+    rows = list(study.db.query("SELECT argv, status, commit_basis FROM attempt WHERE external_id LIKE 'git:%'"))
+    study.close()
+    assert len(rows) == 58 and {(r["argv"], r["status"], r["commit_basis"]) for r in rows} == {("[]", "no_result", "git")}
+    result = CliRunner().invoke(main, [*cli, "--range", "HEAD"])
+    assert result.exit_code == 2 and "A..B" in result.output

@@ -45,6 +45,15 @@ def segments(command: str) -> list[str]:
     return [s for s in _SEGMENT_SPLIT.split(command) if s.strip()]
 
 
+def first_program(command: str) -> str:
+    """The program a shell line starts with (past assignments and wrappers), for counts of what ran."""
+    for segment in segments(command)[:1]:
+        _, rest = program_and_args(_words(segment) or [])
+        if rest:
+            return rest[0].rsplit("/", 1)[-1]
+    return "?"
+
+
 def program_and_args(words: list[str]) -> tuple[dict[str, str], list[str]]:
     """Leading VAR=value assignments and wrappers removed: (env, [program, *args])."""
     env: dict[str, str] = {}
@@ -113,6 +122,14 @@ class WorkloadRule:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_compiled", tuple(re.compile(p) for p in self.patterns))
+
+    def describe(self) -> str:
+        """The rule in a few words, for an import that found no attempt."""
+        if self.all_bash:
+            return "every Bash call"
+        if self.patterns:
+            return "the --workload pattern(s) " + ", ".join(self.patterns)
+        return "python/torchrun/accelerate launch/xla_run/xla_dist running a .py or -m module of the project"
 
     def matches(self, command: str) -> bool:
         if self.all_bash:
