@@ -31,8 +31,9 @@ def _print_problems(report: Any) -> None:
 def import_bundle_cmd(directory: Path, db: Path | None) -> None:
     """Import a study bundle (see docs/bundle-format.md).
 
-    Bad records are reported as FILE:LINE and skipped; the rest import. Exit status 2
-    when anything was reported.
+    Bad records are reported as FILE:LINE and skipped; the rest import. Exit status 2 when a
+    record was skipped; 0 when everything imported, with a warning line per log that was not
+    UTF-8 (stored as bytes).
     """
     from workbench.bundle import BundleImporter
 
@@ -40,7 +41,10 @@ def import_bundle_cmd(directory: Path, db: Path | None) -> None:
     with study_at(db or config.default_db(), create=True) as study:
         report = importer.run(study, config.reviewer())
     _print_problems(report)
-    click.echo(counts(report) + (f"; {len(report.problems)} problem(s) reported" if report.problems else ""))
+    for warning in report.warnings:
+        click.echo(f"warning: {clean(warning)}", err=True)
+    click.echo(counts(report) + (f"; {len(report.problems)} problem(s) reported" if report.problems else "")
+               + (f"; {len(report.warnings)} warning(s)" if report.warnings else ""))
     if report.problems:
         sys.exit(2)
 

@@ -223,3 +223,26 @@ def test_import_git_on_an_ordinary_repository_says_so_in_one_line(bundle, tmp_pa
     assert len(rows) == 58 and {(r["argv"], r["status"], r["commit_basis"]) for r in rows} == {("[]", "no_result", "git")}
     result = CliRunner().invoke(main, [*cli, "--range", "HEAD"])
     assert result.exit_code == 2 and "A..B" in result.output
+
+
+# --------------------------------------------------------------------------- bundles with undecodable logs
+
+
+def test_import_bundle_exits_0_with_a_warning_when_only_logs_are_not_utf8(bundle, tmp_path):
+    from click.testing import CliRunner
+
+    from cli.main import main
+
+    folder, shas = bundle.add_migration("mlp-xla")
+    (folder / "logs" / "1.log").write_bytes(b"step 1 loss 0.5\n\xff\xfe binary\n")
+    bundle.write_attempts(folder, [bundle.attempt(1, shas[1])])
+    db = tmp_path / "s.db"
+    result = CliRunner().invoke(main, ["import", "bundle", str(bundle.root), "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.output.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and "not valid UTF-8" in warnings[0] and "stored as bytes" in warnings[0]
+    assert "1 warning(s)" in result.output
+    # a real problem still exits 2
+    (folder / "attempts.jsonl").write_text((folder / "attempts.jsonl").read_text() + "{not json\n")
+    result = CliRunner().invoke(main, ["import", "bundle", str(bundle.root), "--db", str(db)])
+    assert result.exit_code == 2 and "problem(s) reported" in result.output
