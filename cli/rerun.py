@@ -51,7 +51,7 @@ def rerun(db: Path, migration: str, attempt: int, backend: str, host: str | None
     import shlex
 
     from storage import queries
-    from workbench.rerun import jobs
+    from workbench.rerun import jobs, preflight
 
     with study_at(db) as study:
         sdb = study.db
@@ -67,9 +67,10 @@ def rerun(db: Path, migration: str, attempt: int, backend: str, host: str | None
         click.echo(clean(f"directory {spec.cwd}"))
         click.echo(clean("env       " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(spec.env.items()))))
         click.echo(clean(f"command   {shlex.join(spec.argv)}"))
+        preflight.check(sdb, spec)  # an environment that cannot start it: one line naming the fix, exit 2
         if not yes and not click.confirm("Run this command?", default=False):
             raise WorkbenchError("not confirmed: nothing ran")
-        job = jobs.launch(study, spec, config.reviewer())
+        job = jobs.launch(study, spec, config.reviewer(), checked=True)
         click.echo(f"job {job.id} started (log: {job.log_path})")
         if not wait:
             return

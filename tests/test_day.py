@@ -3,15 +3,18 @@ imports that say why, bundles with undecodable logs, and a serve that stays on t
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from domain.jobs import JobEnvironmentError, JobState
+from storage.jobs import run_source
 from tests.rerun_helpers import attempt, study_with_script
-from workbench.rerun import jobs
+from workbench.rerun import jobs, preflight
 from workbench.rerun.runner import run_job
 
 XLA_SCRIPT = """\
@@ -96,6 +99,46 @@ def test_no_tpu_for_pjrt_tpu_is_refused(xla_study, tmp_path):
         jobs.launch(xla_study, spec, "tester")
 
 
+def test_a_run_that_finds_no_tpu_is_an_environment_failure(xla_study, tmp_path):
+    """A stand-in `python` that fails the way torch_xla does with PJRT_DEVICE=TPU and no TPU."""
+    from tests.rerun_helpers import stand_in
+
+    venv = tmp_path / "no-tpu-venv"
+    stand_in(venv / "bin", "python", "import sys\nprint('Traceback (most recent call last):', file=sys.stderr)\n"
+             "print('OSError: libtpu not found', file=sys.stderr)\nsys.exit(1)\n")
+    spec = jobs.spec_for(xla_study.db, attempt(xla_study, "toy", 1), "local", options={"venv": str(venv)})
+    spec = jobs.with_changes(spec, argv=("python", "train.py"))
+    before = _counts(xla_study)
+    job = run_job(xla_study.path, jobs.create_job(xla_study.db, xla_study.path, spec, "t").id)
+    assert job.state is JobState.ENVIRONMENT and "libtpu not found" in job.error and "PJRT_DEVICE=CPU" in job.error
+    assert _counts(xla_study) == before
+
+
+def test_a_program_that_fails_on_its_own_is_still_an_attempt(xla_study, tmp_path):
+    """Only failures before the program starts are the environment's: a crash of the code is not."""
+    from tests.rerun_helpers import stand_in
+
+    venv = tmp_path / "crash-venv"
+    stand_in(venv / "bin", "python", "import sys\nprint('step 1/5 loss 1.0')\n"
+             "print(\"ModuleNotFoundError: No module named 'torch_xla.experimental'\", file=sys.stderr)\nsys.exit(1)\n")
+    spec = jobs.spec_for(xla_study.db, attempt(xla_study, "toy", 1), "local", options={"venv": str(venv)})
+    spec = jobs.with_changes(spec, argv=("python", "train.py"))
+    job = run_job(xla_study.path, jobs.create_job(xla_study.db, xla_study.path, spec, "t").id)
+    assert job.state is JobState.FINISHED and job.result_attempt_id is not None and job.exit_code == 1
+
+
+@pytest.mark.skipif(not os.environ.get("WORKBENCH_TARGET_VENV"), reason="needs the torch_xla target (make xla-env)")
+def test_preflight_passes_in_the_torch_xla_target():
+    """The real target environment imports what the commit imports: nothing is refused."""
+    s = study_with_script(Path(tempfile.mkdtemp()), XLA_SCRIPT)
+    try:
+        spec = jobs.spec_for(s.db, attempt(s, "toy", 1), "local", options={"venv": os.environ["WORKBENCH_TARGET_VENV"]})
+        assert preflight.needed_modules(*reversed(run_source(s.db, spec))) == ("torch_xla",)
+        preflight.check(s.db, spec)
+    finally:
+        s.close()
+
+
 def test_cli_rerun_exits_2_with_one_line_naming_the_fix(xla_study, bare_venv):
     from click.testing import CliRunner
 
@@ -107,6 +150,10 @@ def test_cli_rerun_exits_2_with_one_line_naming_the_fix(xla_study, bare_venv):
     errors = [line for line in result.output.splitlines() if line.startswith("workbench:")]
     assert len(errors) == 1 and "make xla-env" in errors[0] and "Traceback" not in result.output
     assert _counts(xla_study) == before
+    # refused before the question: nothing asked, nothing stored
+    result = CliRunner().invoke(main, ["rerun", str(xla_study.path), "toy", "1", "--venv", str(bare_venv)], input="y\n")
+    assert result.exit_code == 2 and "Run this command?" not in result.output
+    assert xla_study.db.execute("SELECT COUNT(*) FROM job").fetchone()[0] == 0
 
 
 # --------------------------------------------------------------------------- edits as a diff

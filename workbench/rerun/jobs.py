@@ -81,11 +81,13 @@ def start(db_path: Path, job: Job) -> int:
     return proc.pid
 
 
-def launch(study: StudyDatabase, spec: JobSpec, reviewer: str) -> Job:
-    """Check that the program can start (JobEnvironmentError naming the fix), store the job, start its runner."""
+def launch(study: StudyDatabase, spec: JobSpec, reviewer: str, *, checked: bool = False) -> Job:
+    """Check that the program can start (JobEnvironmentError naming the fix; skipped when the caller
+    just did), store the job, start its runner."""
     from workbench.rerun import preflight
 
-    preflight.check(study.db, spec)
+    if not checked:
+        preflight.check(study.db, spec)
     job = create_job(study.db, study.path, spec, reviewer)
     pid = start(study.path, job)
     update_job(study.db, job.id, reviewer, runner_pid=pid, runner_host=socket.gethostname())

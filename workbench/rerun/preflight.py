@@ -29,7 +29,10 @@ _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 # The last line of the traceback that ended the run: torch or torch_xla itself is missing.
 # Linear: one bounded alternation, anchored at a line start.
 _MISSING = re.compile(rb"^(?:ModuleNotFoundError|ImportError): No module named '(torch_xla|torch)'", re.M)
+_NO_DEVICE = re.compile(rb"libtpu not found|TPU initialization failed|TPU is already in use")
+"""What torch_xla says when PJRT_DEVICE=TPU finds no usable TPU (literal phrases: linear)."""
 _NOT_FOUND = (126, 127)
+NO_TPU_FIX = "run it where the TPU is (--backend ssh/gcloud/skypilot) or pass --env PJRT_DEVICE=CPU (virtual XLA:CPU devices)"
 
 
 def run_path(spec: JobSpec) -> str:
@@ -118,8 +121,7 @@ def check(db: Database, spec: JobSpec) -> None:
     if missing:
         raise JobEnvironmentError(missing_module_line(missing, python))
     if "torch_xla" in needed and spec.env.get("PJRT_DEVICE", "").upper() == "TPU" and not has_tpu():
-        raise JobEnvironmentError("PJRT_DEVICE=TPU but this machine has no TPU: pass --env PJRT_DEVICE=CPU "
-                                  "(virtual XLA:CPU devices) or use a remote backend")
+        raise JobEnvironmentError(f"PJRT_DEVICE=TPU but this machine has no TPU: {NO_TPU_FIX}")
 
 
 def diagnose(log: Path, exit_code: int | None, argv: tuple[str, ...]) -> str | None:
@@ -135,6 +137,9 @@ def diagnose(log: Path, exit_code: int | None, argv: tuple[str, ...]) -> str | N
     found = list(_MISSING.finditer(tail))
     if found:
         return missing_module_line(found[-1].group(1).decode(), program(argv) or "python")
+    device = _NO_DEVICE.search(tail)
+    if device:
+        return f"no usable TPU where it ran ({device.group(0).decode()}): {NO_TPU_FIX}"
     if exit_code in _NOT_FOUND and (b"not found" in tail or b"No such file" in tail):
         return f"{program(argv) or 'the program'} was not found where the run started: {ENV_FIX}"
     return None
