@@ -44,6 +44,12 @@ def _counts(study) -> tuple[int, int]:
             study.db.execute("SELECT COUNT(*) FROM verification").fetchone()[0])
 
 
+def _report(study) -> bytes:
+    from workbench.report import build_report, render
+
+    return render(build_report(study.db), "json")
+
+
 def test_preflight_refuses_a_target_without_torch_xla_before_queueing(xla_study, bare_venv):
     spec = jobs.spec_for(xla_study.db, attempt(xla_study, "toy", 1), "local", options={"venv": str(bare_venv)})
     before = _counts(xla_study)
@@ -67,12 +73,12 @@ def test_a_run_that_cannot_import_torch_xla_is_an_environment_failure_not_an_att
     """Past the pre-flight (a remote host, a changed environment), the runner still tells."""
     spec = jobs.spec_for(xla_study.db, attempt(xla_study, "toy", 1), "local", options={"venv": str(bare_venv)})
     spec = jobs.with_changes(spec, argv=("python", "train.py"))
-    before = _counts(xla_study)
+    before, report = _counts(xla_study), _report(xla_study)
     job = run_job(xla_study.path, jobs.create_job(xla_study.db, xla_study.path, spec, "tester").id)
     assert job.state is JobState.ENVIRONMENT and job.result_attempt_id is None
     assert "torch" in job.error and "make xla-env" in job.error
     assert job.log_id is not None  # the output that says so is kept
-    assert _counts(xla_study) == before
+    assert _counts(xla_study) == before and _report(xla_study) == report
     assert not (job.dir / "src").exists()
 
 
@@ -175,7 +181,7 @@ def cc_study(bundle, tmp_path):
 
 def test_an_attempt_without_a_commit_shows_its_edits_as_a_diff_file_by_file(cc_study, tmp_path):
     from tests.import_helpers import Transcript
-    from workbench.diffs import edits_diff
+    from workbench.diffs import attempt_diff, edits_diff
     from workbench.importers.claude_code import ClaudeCodeImporter
 
     t = Transcript()
@@ -201,6 +207,8 @@ def test_an_attempt_without_a_commit_shows_its_edits_as_a_diff_file_by_file(cc_s
     assert diff.partner[minus] == minus + 1
     second = edits_diff(cc_study.db, rows[1]["id"])  # only the edits since the previous attempt
     assert [f.path for f in second.files] == ["train.py"] and "+pass" in second.lines
+    # the pane's one call: no commit, so no `git diff` (which said "bad revision ''")
+    assert attempt_diff(cc_study.db, tmp_path / "no-repo", "abc", "", rows[1]["id"]).lines == second.lines
 
 
 # --------------------------------------------------------------------------- imports that say why

@@ -211,6 +211,12 @@ def changed_words(old: str, new: str) -> tuple[list[tuple[int, int]], list[tuple
     return spans_a, spans_b
 
 
+def attempt_diff(db: Database, repo: str | Path, old: str, new: str, attempt_id: int) -> Diff:
+    """What the Diff pane shows for an attempt: `git_diff` from `old` to its commit `new`, or,
+    when it has no commit (git would say `bad revision ''`), its recorded edits."""
+    return git_diff(repo, old, new) if new else edits_diff(db, attempt_id)
+
+
 def edits_diff(db: Database, attempt_id: int) -> Diff:
     """The attempt's recorded edits (since the previous attempt) as one unified diff, file by file.
 
