@@ -162,4 +162,6 @@ def jobs_cmd(db: Path, cancel_id: int | None) -> None:
             line = f"{job.id:>4} {job.state.value:<11} {job.spec.backend:<8} {job.spec.chips:>2} chips  {job.created_at}"
             if job.wall_seconds is not None:
                 line += f"  {job.wall_seconds:.1f} s"
+            if job.state is jobs.JobState.ENVIRONMENT and job.error:
+                line += f"  {job.error}"  # what to fix, where the reviewer looks
             click.echo(clean(line))

@@ -79,6 +79,12 @@ def test_a_run_that_cannot_import_torch_xla_is_an_environment_failure_not_an_att
     assert "torch" in job.error and "make xla-env" in job.error
     assert job.log_id is not None  # the output that says so is kept
     assert _counts(xla_study) == before and _report(xla_study) == report
+    from click.testing import CliRunner
+
+    from cli.main import main
+
+    listed = CliRunner().invoke(main, ["jobs", str(xla_study.path)]).output
+    assert "environment" in listed and "make xla-env" in listed
     assert not (job.dir / "src").exists()
 
 

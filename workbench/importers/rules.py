@@ -46,8 +46,11 @@ def segments(command: str) -> list[str]:
 
 
 def first_program(command: str) -> str:
-    """The program a shell line starts with (past assignments and wrappers), for counts of what ran."""
-    for segment in segments(command)[:1]:
+    """The program a shell line starts with (past assignments and wrappers), for counts of what ran.
+
+    Reads only the line's first 512 characters: a heredoc of megabytes costs nothing more.
+    """
+    for segment in segments(command[:512])[:1]:
         _, rest = program_and_args(_words(segment) or [])
         if rest:
             return rest[0].rsplit("/", 1)[-1]
