@@ -10,10 +10,12 @@ textual-serve (and with it Rich) loads only when a server is made.
 
 from __future__ import annotations
 
+import atexit
 import hmac
 import html
 import ipaddress
 import re
+import shutil
 import socket
 import tempfile
 from pathlib import Path
@@ -57,6 +59,7 @@ def offline_templates() -> Path:
 
         raise WorkbenchError("textual-serve's page links outside this machine; this workbench cannot strip it")
     folder = Path(tempfile.mkdtemp(prefix="workbench-serve-"))
+    atexit.register(shutil.rmtree, folder, True)
     (folder / "app_index.html").write_text(page)
     return folder
 
