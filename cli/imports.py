@@ -93,7 +93,8 @@ def import_claude_code_cmd(
             click.echo(f"  {clean(problem)}")
     click.echo(counts(report))
     if report.imported == 0:
-        click.echo(clean(report.why_none(rule)), err=True)
+        if report.files:  # transcripts were read (a missing path is its own line already)
+            click.echo(clean(report.why_none(rule)), err=True)
         sys.exit(2)
 
 

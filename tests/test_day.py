@@ -307,3 +307,50 @@ def test_import_bundle_exits_0_with_a_warning_when_only_logs_are_not_utf8(bundle
     (folder / "attempts.jsonl").write_text((folder / "attempts.jsonl").read_text() + "{not json\n")
     result = CliRunner().invoke(main, ["import", "bundle", str(bundle.root), "--db", str(db)])
     assert result.exit_code == 2 and "problem(s) reported" in result.output
+
+
+# --------------------------------------------------------------------------- bad input: one line, exit 2
+
+
+def test_bad_input_to_rerun_jobs_import_and_serve_is_one_line_and_exit_2(xla_study, tmp_path):
+    """Every path of these commands that can fail on user input: no traceback, one line, status 2."""
+    import socket
+
+    from click.testing import CliRunner
+
+    from cli.main import main
+
+    db = str(xla_study.path)
+    repo = xla_study.db.execute("SELECT repo FROM migration").fetchone()[0]
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    cases = [
+        ["rerun", db, "toy", "1", "--chips", "-3", "--yes"],
+        ["rerun", db, "toy", "999", "--yes"],
+        ["rerun", db, "nope", "1", "--yes"],
+        ["rerun", db, "toy", "1", "--env", "NOEQUALS", "--yes"],
+        ["rerun", db, "toy", "1", "--timeout", "0", "--yes"],
+        ["rerun", db, "toy", "1", "--backend", "ssh", "--yes"],
+        ["rerun", db, "toy", "1", "--command", "python3.99 train.py", "--yes"],
+        ["rerun", str(tmp_path / "none.db"), "toy", "1"],
+        ["jobs", db, "--cancel", "999"],
+        ["import", "bundle", str(tmp_path / "nowhere"), "--db", db],
+        ["import", "claude-code", str(tmp_path / "none.jsonl"), "--db", db, "--migration", "toy"],
+        ["import", "claude-code", str(tmp_path), "--db", db, "--migration", "toy", "--workload", "("],
+        ["import", "claude-code", str(tmp_path), "--db", db, "--migration", "nope"],
+        ["import", "git", str(tmp_path), "--db", db, "--migration", "toy"],
+        ["import", "git", repo, "--db", db, "--migration", "toy", "--range", "HEAD"],
+        ["import", "git", repo, "--db", db, "--migration", "toy", "--range", "HEAD~1..nope"],
+        ["import", "git", repo, "--db", db, "--migration", "toy", "--range", "HEAD~1..HEAD", "--ref", "main"],
+        ["serve", db, "--port", str(taken.getsockname()[1])],
+        ["serve", db, "--host", "0.0.0.0", "--port", "0"],
+        ["serve", db, "--host", "no-such-host.invalid", "--port", "0"],
+    ]
+    try:
+        for args in cases:
+            result = CliRunner().invoke(main, args)
+            assert result.exit_code == 2 and isinstance(result.exception, SystemExit), (args, result.output)
+            assert len(result.stderr.strip().splitlines()) == 1, (args, result.stderr)
+    finally:
+        taken.close()
