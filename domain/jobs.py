@@ -27,6 +27,9 @@ class JobState(StrEnum):
 
 ACTIVE = (JobState.QUEUED, JobState.RUNNING)
 
+QUEUED_GRACE_S = 60.0
+"""A queued job whose runner never reported after this long is interrupted by `recover`."""
+
 
 class JobEnvironmentError(WorkbenchError):
     """The target environment cannot start the command; the message names the fix."""
@@ -40,9 +43,6 @@ ENV_FIX = ("run `make xla-env` and point the re-run at the environment it prints
 def missing_module_line(module: str, python: str) -> str:
     """One line naming a module the target's interpreter cannot import, and the fix."""
     return f"{module} cannot be imported by {python} in the target environment: {ENV_FIX}"
-
-QUEUED_GRACE_S = 60.0
-"""A queued job whose runner never reported after this long is interrupted by `recover`."""
 
 
 @dataclass(frozen=True, slots=True)
