@@ -120,7 +120,9 @@ def test_an_attempt_that_fails_to_write_leaves_nothing(tmp_path: Path, bundle, m
     def boom(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(importer, "_replace", boom)
+    from storage import imports
+
+    monkeypatch.setattr(imports, "replace_attempt_rows", boom)  # the attempt's child rows: after its row and log
     counts = lambda: [study.db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("attempt", "log", "audit")]
     before = counts()
     report = importer.run([path])

@@ -53,6 +53,9 @@ class ImportReport:
     updated: int = 0
     unchanged: int = 0
     problems: list[str] = field(default_factory=list)
+    """Records that were skipped or are wrong: the import did not bring everything in."""
+    warnings: list[str] = field(default_factory=list)
+    """Imported in full but worth a word (a log that is not UTF-8, stored as bytes)."""
 
     @property
     def imported(self) -> int:
@@ -408,7 +411,7 @@ class BundleImporter:
                 raise BadRecord(f"log {log_name!r} does not exist")
             problem = utf8_problem(log_path)
             if problem:
-                self.report.problems.append(
+                self.report.warnings.append(
                     f"{log_path}: {problem}; stored as bytes, shown with replacement characters"
                 )
             log_id = store_log(self.db, log_path)

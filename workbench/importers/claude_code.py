@@ -43,6 +43,7 @@ from workbench.importers.rules import (
     bash_writes,
     command_parts,
     expected_level,
+    first_program,
 )
 
 KNOWN_TYPES = {
@@ -89,6 +90,8 @@ class FileReport:
     attempts_failed: int = 0
     tool_calls: int = 0
     no_result: int = 0
+    other_bash: Counter[str] = field(default_factory=Counter)
+    """Bash calls the workload rule did not count, by program: what an empty import explains with."""
     problems: list[str] = field(default_factory=list)
 
     def bad(self, line: int, why: str) -> None:
@@ -142,6 +145,18 @@ class ImportReport:
     def imported(self) -> int:
         """Attempts the database now holds from these transcripts (new, updated or already there)."""
         return self.inserted + self.updated + self.unchanged
+
+    def why_none(self, rule: WorkloadRule) -> str:
+        """Why no attempt came in, and what to pass to count some: one line."""
+        other: Counter[str] = Counter()
+        for f in self.files:
+            other.update(f.other_bash)
+        calls = sum(other.values())
+        if not calls:
+            return "0 attempts: the transcript(s) hold no Bash calls, so nothing ran a workload"
+        top = ", ".join(f"{name} x{n}" for name, n in other.most_common(5))
+        return (f"0 attempts: {calls} Bash call(s) ({top}), none matched the workload rule ({rule.describe()});"
+                " --all-bash counts every call, --workload REGEX sets the rule")
 
 
 # ---------------------------------------------------------------- finding transcripts
@@ -446,6 +461,7 @@ class SessionImporter:
             if self.owner.rule.matches(command):
                 self._start_attempt(call_id, command, cwd, stamp, thread, report)
                 return
+            report.other_bash[first_program(command)] += 1
             written = bash_writes(command)
             if written:
                 pending = [

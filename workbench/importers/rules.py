@@ -47,6 +47,18 @@ def segments(command: str) -> list[str]:
     return [s for s in _SEGMENT_SPLIT.split(command) if s.strip()]
 
 
+def first_program(command: str) -> str:
+    """The program a shell line starts with (past assignments and wrappers), for counts of what ran.
+
+    Reads only the line's first 512 characters: a heredoc of megabytes costs nothing more.
+    """
+    for segment in segments(command[:512])[:1]:
+        _, rest = program_and_args(_words(segment) or [])
+        if rest:
+            return rest[0].rsplit("/", 1)[-1]
+    return "?"
+
+
 def program_and_args(words: list[str]) -> tuple[dict[str, str], list[str]]:
     """Leading VAR=value assignments and wrappers removed: (env, [program, *args])."""
     env: dict[str, str] = {}
@@ -115,6 +127,14 @@ class WorkloadRule:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_compiled", tuple(re.compile(p) for p in self.patterns))
+
+    def describe(self) -> str:
+        """The rule in a few words, for an import that found no attempt."""
+        if self.all_bash:
+            return "every Bash call"
+        if self.patterns:
+            return "the --workload pattern(s) " + ", ".join(self.patterns)
+        return "python/torchrun/accelerate launch/xla_run/xla_dist running a .py or -m module of the project"
 
     def matches(self, command: str) -> bool:
         if self.all_bash:

@@ -83,8 +83,13 @@ def start(db_path: Path, job: Job) -> int:
     return proc.pid
 
 
-def launch(study: StudyDatabase, spec: JobSpec, reviewer: str) -> Job:
-    """Store the job, then start its runner."""
+def launch(study: StudyDatabase, spec: JobSpec, reviewer: str, *, checked: bool = False) -> Job:
+    """Check that the program can start (JobEnvironmentError naming the fix; skipped when the caller
+    just did), store the job, start its runner."""
+    from workbench.rerun import preflight
+
+    if not checked:
+        preflight.check(study.db, spec)
     job = create_job(study.db, study.path, spec, reviewer)
     pid = start(study.path, job)
     update_job(study.db, job.id, reviewer, runner_pid=pid, runner_host=socket.gethostname())
