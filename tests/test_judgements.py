@@ -354,3 +354,41 @@ def test_adjudication_is_recorded_and_counts_as_an_override(study_path: Path) ->
                             "--reason", " "), "--reason is empty")
     fails_cleanly(workbench("adjudicate", str(study_path), "mlp-xla", "5", "--level", "1", "--outcome", "pass",
                             "--reason", "x"), "no current verdict")
+
+
+# --------------------------------------------------------------------------- the report section
+
+
+def test_every_report_format_carries_the_agreement_section(study_path: Path) -> None:
+    import io
+    import zipfile
+
+    from workbench.report import build_report, render
+
+    study = open_study(study_path)
+    try:
+        bare = build_report(study.db)
+        assert bare.agreement is None and "Reviewer agreement" not in render(bare, "md").decode()
+        assert json.loads(render(bare, "json"))["agreement"] is None
+    finally:
+        study.close()
+    _judge_all(study_path)
+    study = open_study(study_path)
+    try:
+        report = build_report(study.db)
+        hidden = build_report(study.db, pseudonymise=True)
+    finally:
+        study.close()
+    md = render(report, "md").decode()
+    assert "## Reviewer agreement" in md and "0.500" in md and "## Disagreements to adjudicate" in md
+    assert "ben: fail (#6)" in md and "## Blind and not blind judgements" in md
+    assert 'id="table-agreement"' in render(report, "html").decode()
+    assert "Reviewer agreement" in render(report, "latex").decode()
+    with zipfile.ZipFile(io.BytesIO(render(report, "csv"))) as archive:
+        rows = archive.read("agreement.csv").decode().splitlines()
+        assert rows[0].startswith("level,kappa_(reviewers)") and rows[1].startswith("1,0.5,")
+        assert "agreement_blind.csv" in archive.namelist()
+    out = json.loads(render(report, "json"))["agreement"]
+    assert out["levels"][0]["human_human"]["cohen_kappa"]["value"] == pytest.approx(0.5)
+    hidden_md = render(hidden, "md").decode()
+    assert "ben:" not in hidden_md and "Reviewer 2: fail (#6)" in hidden_md
