@@ -10,6 +10,7 @@ import click
 
 from cli.common import db_argument, echo_json, json_option, migration_filter, migration_id_or_all, study_at, table
 from domain.errors import WorkbenchError
+from domain.judgements import SEED
 from workbench import config
 
 
@@ -114,7 +115,7 @@ def _rate(k: int, n: int) -> str:
 @click.command()
 @db_argument
 @migration_filter
-@click.option("--seed", type=int, default=17, show_default=True, help="Bootstrap seed.")
+@click.option("--seed", type=int, default=SEED, show_default=True, help="Bootstrap seed.")
 @json_option("One JSON object instead of tables.")
 def agreement(db: Path, slug: str | None, seed: int, as_json: bool) -> None:
     """Agreement per level: reviewer with reviewer, reviewer with verifier; the disagreements."""

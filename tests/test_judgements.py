@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -123,24 +124,30 @@ def test_a_missing_attempt_is_one_line(study_path: Path) -> None:
                   "no attempt #9")
 
 
+ROUNDS = 12
 WRITER = textwrap.dedent("""
-    import sys
+    import sys, time
     from storage.database import open_study
+    from storage.judgements import queue
     from workbench.judging import record_judgement
-    reviewer, path = sys.argv[1], sys.argv[2]
+    reviewer, path, start = sys.argv[1], sys.argv[2], float(sys.argv[3])
     study = open_study(path)
-    for round_ in range(6):
-        for seq in (1, 2, 3, 4):
+    time.sleep(max(0.0, start - time.time()))  # both begin writing together
+    for round_ in range(ROUNDS):
+        for seq in [item.seq for item in queue(study.db, reviewer)]:
             levels = "pass,pass,unknown,unknown," + ("pass" if round_ % 2 else "fail")
             record_judgement(study.db, "mlp-xla", seq, levels=levels, cause=None, note=f"{reviewer} {round_}",
                              reviewer=reviewer)
     study.close()
-""")
+""").replace("ROUNDS", str(ROUNDS))
 
 
-def test_two_reviewer_processes_writing_at_once_lose_no_judgement(study_path: Path) -> None:
+def test_two_reviewer_processes_working_their_queues_at_once_lose_no_judgement(study_path: Path) -> None:
+    """Both are dealt all four attempts (overlap 1) and judge each 12 times, at the same time."""
+    assert workbench("assign", str(study_path), "--reviewers", "ana,ben", "--overlap", "1").returncode == 0
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, name, str(study_path)], env=env,
+    start = str(time.time() + 4)
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, name, str(study_path), start], env=env,
                               stderr=subprocess.PIPE, text=True) for name in ("ana", "ben")]
     for proc in procs:
         _, err = proc.communicate(timeout=120)
@@ -148,16 +155,19 @@ def test_two_reviewer_processes_writing_at_once_lose_no_judgement(study_path: Pa
     study = open_study(study_path)
     try:
         db = study.db
-        assert db.execute("SELECT count(*) FROM judgement").fetchone()[0] == 48
+        assert db.execute("SELECT count(*) FROM judgement").fetchone()[0] == 2 * 4 * ROUNDS
         for name in ("ana", "ben"):
             notes = [r[0] for r in db.execute("SELECT note FROM judgement WHERE reviewer = ? ORDER BY id", [name])]
-            assert sorted(notes) == sorted(f"{name} {r}" for r in range(6) for _ in range(4))
+            assert sorted(notes) == sorted(f"{name} {r}" for r in range(ROUNDS) for _ in range(4))
+        # the two writers' records interleave: they did write at the same time
+        order = [r[0] for r in db.execute("SELECT reviewer FROM judgement ORDER BY id")]
+        assert sum(a != b for a, b in zip(order, order[1:])) > 1
         # every history is one unbroken chain: one current record per (attempt, reviewer)
         current = db.execute("SELECT attempt_id, reviewer, count(*) FROM judgement j WHERE NOT EXISTS"
                              " (SELECT 1 FROM judgement l WHERE l.supersedes = j.id) GROUP BY 1, 2").fetchall()
         assert len(current) == 8 and {c[2] for c in current} == {1}
         assert db.execute("SELECT count(*) FROM audit WHERE entity = 'judgement' AND action = 'insert'"
-                          ).fetchone()[0] == 48
+                          ).fetchone()[0] == 2 * 4 * ROUNDS
     finally:
         study.close()
 
