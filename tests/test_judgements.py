@@ -402,3 +402,8 @@ def test_every_report_format_carries_the_agreement_section(study_path: Path) -> 
     assert out["levels"][0]["human_human"]["cohen_kappa"]["value"] == pytest.approx(0.5)
     hidden_md = render(hidden, "md").decode()
     assert "ben:" not in hidden_md and "Reviewer 2: fail (#6)" in hidden_md
+
+
+def test_a_reference_run_is_not_judged(study_path: Path) -> None:
+    fails_cleanly(workbench("judge", str(study_path), "mlp-xla", "0", "--levels", "pass,pass,pass,pass,pass"),
+                  "reference run")

@@ -21,7 +21,7 @@ from domain.judgements import (
     disagreements,
     parse_levels,
 )
-from domain.models import Outcome
+from domain.models import AttemptSource, Outcome
 
 HIDDEN_FIELDS = ("claim", "expected_level", "ladder", "highest_level", "failure")
 """What `workbench attempts --json` blanks for a reviewer who is blind to an attempt."""
@@ -47,6 +47,8 @@ def record_judgement(db: Any, slug: str, seq: int, *, levels: str, cause: str | 
     if note is not None and not note.strip():
         raise WorkbenchError("--note is empty: write the note, or leave --note out")
     _, attempt = find_attempt(db, slug, seq)
+    if attempt.source is AttemptSource.REFERENCE:
+        raise WorkbenchError(f"{slug}: #{seq} is the reference run, the yardstick; judge the agent's attempts")
     blind = hidden_for(db, reviewer, attempt.id)
     new_id = _checked(add_judgement, db, attempt_id=attempt.id, reviewer=reviewer, levels=outcomes, cause=found,
                       note=(note or "").strip(), blind=blind, active_seconds=active_seconds)
