@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 from conftest import BundleBuilder
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from domain.judgements import bootstrap, cohen_kappa, deal, krippendorff_alpha
 from domain.models import Outcome
@@ -413,3 +415,20 @@ def test_every_report_format_carries_the_agreement_section(study_path: Path) -> 
 def test_a_reference_run_is_not_judged(study_path: Path) -> None:
     fails_cleanly(workbench("judge", str(study_path), "mlp-xla", "0", "--levels", "pass,pass,pass,pass,pass"),
                   "reference run")
+
+
+@settings(max_examples=60, deadline=None)
+@given(attempts=st.sets(st.integers(1, 10_000), max_size=60), reviewers=st.integers(2, 6),
+       overlap=st.floats(0, 1), seed=st.integers(0, 2**32))
+def test_any_deal_is_even_and_overlaps_as_asked(attempts: set[int], reviewers: int, overlap: float,
+                                                seed: int) -> None:
+    names = [f"r{i}" for i in range(reviewers)]
+    pairs = deal(sorted(attempts), names, overlap, seed)
+    assert pairs == deal(sorted(attempts, reverse=True), names, overlap, seed)
+    per: dict[int, set[str]] = {}
+    for attempt, name in pairs:
+        per.setdefault(attempt, set()).add(name)
+    assert set(per) == attempts and len(pairs) == len(attempts) + round(overlap * len(attempts))
+    assert sum(len(names_) for names_ in per.values()) == len(pairs)  # two different reviewers
+    loads = [sum(name == r for _, name in pairs) for r in names]
+    assert max(loads) - min(loads) <= 1
