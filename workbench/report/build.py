@@ -12,6 +12,7 @@ from typing import Any
 
 from domain.errors import WorkbenchError
 from domain.ladder import LEVELS, effective_outcome, highest_level, over_claim
+from workbench.report.agreement import agreement_of, reviewers_of, scrubbed
 from workbench.report.final import ACCEPTED, RULES, WHY_NONE, final_run, is_smoke
 from workbench.report.model import (
     AttemptFacts,
@@ -56,7 +57,8 @@ def build_report(db: Any, slugs: list[str] | tuple[str, ...] | None = None, *,
     ids = [m.id for m in migrations]
     human = queries.report_human_rows(db, ids)
     override_rows = queries.report_override_rows(db, ids)
-    scrub = _scrub_for(study.reviewers, human, override_rows, pseudonymise)
+    agreement = agreement_of(db, ids)
+    scrub = _scrub_for(study.reviewers, human, override_rows, pseudonymise, reviewers_of(agreement))
     automated, effective, latest = _verdicts(queries.report_verdict_rows(db, ids), override_rows)
     overrides = [_override_row(r, latest, scrub) for r in override_rows]
     facts_by_migration, reference_of = _attempts(queries.report_attempt_rows(db, ids), migrations, study.prices,
@@ -92,6 +94,7 @@ def build_report(db: Any, slugs: list[str] | tuple[str, ...] | None = None, *,
         pseudonymised=pseudonymise,
         final_rule=final,
         selected=tuple(sorted(set(slugs or ()))),
+        agreement=scrubbed(agreement, scrub),
     )
 
 
@@ -109,7 +112,7 @@ def _select_migrations(db: Any, slugs: list[str] | tuple[str, ...] | None) -> li
 
 
 def _scrub_for(reviewers: Any, human: dict[str, list[dict[str, Any]]], override_rows: list[dict[str, Any]],
-               pseudonymise: bool) -> Scrub:
+               pseudonymise: bool, judging: list[str] | None = None) -> Scrub:
     """Names in a fixed order: the study's list, then first appearance in each table."""
     scrub = Scrub(pseudonymise)
     if pseudonymise:
@@ -120,6 +123,8 @@ def _scrub_for(reviewers: Any, human: dict[str, list[dict[str, Any]]], override_
                 scrub.add_reviewer(row["reviewer"])
         for row in override_rows:
             scrub.add_reviewer(row["reviewer"])
+        for name in judging or ():
+            scrub.add_reviewer(name)
     return scrub
 
 
