@@ -132,9 +132,12 @@ WRITER = textwrap.dedent("""
     from storage.database import open_study
     from storage.judgements import queue
     from workbench.judging import record_judgement
-    reviewer, path, start = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    import pathlib
+    reviewer, path, gate = sys.argv[1], sys.argv[2], pathlib.Path(sys.argv[3])
     study = open_study(path)
-    time.sleep(max(0.0, start - time.time()))  # both begin writing together
+    (gate / reviewer).touch()  # ready; both begin writing together when the test opens the gate
+    while not (gate / "go").exists():
+        time.sleep(0.01)
     for round_ in range(ROUNDS):
         for seq in [item.seq for item in queue(study.db, reviewer)]:
             levels = "pass,pass,unknown,unknown," + ("pass" if round_ % 2 else "fail")
@@ -148,9 +151,14 @@ def test_two_reviewer_processes_working_their_queues_at_once_lose_no_judgement(s
     """Both are dealt all four attempts (overlap 1) and judge each 12 times, at the same time."""
     assert workbench("assign", str(study_path), "--reviewers", "ana,ben", "--overlap", "1").returncode == 0
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    start = str(time.time() + 4)
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, name, str(study_path), start], env=env,
+    gate = study_path.parent / "gate"
+    gate.mkdir()
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, name, str(study_path), str(gate)], env=env,
                               stderr=subprocess.PIPE, text=True) for name in ("ana", "ben")]
+    deadline = time.monotonic() + 60
+    while not all((gate / name).exists() for name in ("ana", "ben")) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    (gate / "go").touch()
     for proc in procs:
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err

@@ -11,13 +11,13 @@ import json
 import math
 import re
 import tomllib
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sqlite_utils import Database
 
 from domain.errors import WorkbenchError
+from domain.imports import ImportReport
 from domain.models import (
     Attempt,
     AttemptSource,
@@ -45,30 +45,6 @@ SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 class BadRecord(ValueError):
     """What is wrong with one record, in words."""
-
-
-@dataclass
-class ImportReport:
-    inserted: int = 0
-    updated: int = 0
-    unchanged: int = 0
-    problems: list[str] = field(default_factory=list)
-    """Records that were skipped or are wrong: the import did not bring everything in."""
-    warnings: list[str] = field(default_factory=list)
-    """Imported in full but worth a word (a log that is not UTF-8, stored as bytes)."""
-
-    @property
-    def imported(self) -> int:
-        """Records now in the database from this import, new or not."""
-        return self.inserted + self.updated + self.unchanged
-
-    def count(self, what: str) -> None:
-        if what == "insert":
-            self.inserted += 1
-        elif what == "update":
-            self.updated += 1
-        else:
-            self.unchanged += 1
 
 
 _TYPES = {

@@ -7,6 +7,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from sqlite_utils import Database
+
 from domain.errors import WorkbenchError
 from domain.judgements import (
     LEVELS,
@@ -35,7 +37,7 @@ def _checked(call: Any, *args: Any, **kwargs: Any) -> Any:
         raise WorkbenchError(f"--{exc}") from None
 
 
-def record_judgement(db: Any, slug: str, seq: int, *, levels: str, cause: str | None, note: str | None,
+def record_judgement(db: Database, slug: str, seq: int, *, levels: str, cause: str | None, note: str | None,
                      reviewer: str, active_seconds: float = 0.0) -> tuple[int, bool, list[tuple[int, str, str]]]:
     """Store a reviewer's judgement of attempt SEQ of SLUG. Returns its id, whether it was given
     blind, and (level, judgement, automated verdict) for the reveal that follows."""
@@ -56,7 +58,7 @@ def record_judgement(db: Any, slug: str, seq: int, *, levels: str, cause: str | 
     return new_id, blind, [(level, outcomes[level - 1].value, machine.get(level, "-")) for level in LEVELS]
 
 
-def assign(db: Any, reviewers: list[str], *, overlap: float, migration_id: int | None, blind: bool, seed: int,
+def assign(db: Database, reviewers: list[str], *, overlap: float, migration_id: int | None, blind: bool, seed: int,
            assigned_by: str) -> tuple[int, list[tuple[int, str]]]:
     """Deal the unjudged, undealt agent attempts (storage.judgements.dealable_attempts) to the
     reviewers and store the deal. Returns (batch, [(attempt id, reviewer)])."""
@@ -70,14 +72,14 @@ def assign(db: Any, reviewers: list[str], *, overlap: float, migration_id: int |
     return batch, pairs
 
 
-def hidden_attempts(db: Any, reviewer: str, attempt_ids: list[int]) -> set[int]:
+def hidden_attempts(db: Database, reviewer: str, attempt_ids: list[int]) -> set[int]:
     """The attempts among these that `reviewer` is blind to (storage.judgements.hidden_for)."""
     from storage.judgements import hidden_for
 
     return {a for a in attempt_ids if hidden_for(db, reviewer, a)}
 
 
-def agreement(db: Any, migration_ids: list[int] | None = None, *, seed: int = SEED,
+def agreement(db: Database, migration_ids: list[int] | None = None, *, seed: int = SEED,
               resamples: int = RESAMPLES) -> AgreementReport:
     """Per level, human-human and human-verifier agreement on the current judgements; the blind
     and not-blind figures; the disagreements left to adjudicate (docs/judgements.md)."""
@@ -136,7 +138,7 @@ def agreement_dict(report: AgreementReport) -> dict[str, Any]:
     }
 
 
-def adjudicate(db: Any, slug: str, seq: int, *, level: int, outcome: str, reason: str,
+def adjudicate(db: Database, slug: str, seq: int, *, level: int, outcome: str, reason: str,
                reviewer: str) -> tuple[int, int]:
     """Record the final verdict of a level; it counts as an override. Returns (adjudication id,
     override id)."""

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from domain.errors import WorkbenchError
+from domain.imports import ImportReport
 from domain.models import (
     Attempt,
     AttemptSource,
@@ -125,26 +126,16 @@ class FileReport:
 
 
 @dataclass
-class ImportReport:
+class TranscriptReport(ImportReport):
+    """The importers' shared counts (of attempts), and each transcript's own report."""
+
     files: list[FileReport] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
 
-    @property
-    def inserted(self) -> int:
-        return sum(f.attempts_new for f in self.files)
-
-    @property
-    def updated(self) -> int:
-        return sum(f.attempts_updated for f in self.files)
-
-    @property
-    def unchanged(self) -> int:
-        return sum(f.attempts_unchanged for f in self.files)
-
-    @property
-    def imported(self) -> int:
-        """Attempts the database now holds from these transcripts (new, updated or already there)."""
-        return self.inserted + self.updated + self.unchanged
+    def tally(self) -> None:
+        """The attempt counts from the transcripts' reports, once their last group is committed."""
+        self.inserted = sum(f.attempts_new for f in self.files)
+        self.updated = sum(f.attempts_updated for f in self.files)
+        self.unchanged = sum(f.attempts_unchanged for f in self.files)
 
     def why_none(self, rule: WorkloadRule) -> str:
         """Why no attempt came in, and what to pass to count some: one line."""
@@ -732,8 +723,8 @@ class ClaudeCodeImporter:
 
             self.linker = GitLinker(repo, found.base_commit, found.slug)
 
-    def run(self, paths: list[Path]) -> ImportReport:
-        report = ImportReport()
+    def run(self, paths: list[Path]) -> TranscriptReport:
+        report = TranscriptReport()
         files, report.problems = discover(paths)
         with imports.relaxed_sync(self.db):  # attempts are committed in groups
             try:
@@ -742,6 +733,7 @@ class ClaudeCodeImporter:
                     report.files.extend(session.run())
             finally:
                 self._commit()
+        report.tally()
         return report
 
     # -- groups of attempts in one transaction

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from domain.errors import WorkbenchError
+from domain.imports import ImportReport
 from domain.models import Attempt, AttemptSource, AttemptStatus, Command
 from domain.redact import redact
 from storage import imports, records
@@ -23,7 +24,6 @@ from storage.converters import attempt_to_row
 from storage.database import StudyDatabase
 from storage.logs import store_log_bytes
 from storage.queries import get_migration
-from workbench.bundle import ImportReport
 from workbench.importers.rules import command_parts, expected_level
 
 TRAILER = re.compile(r"^(Attempt-[A-Za-z-]+):\s*(.*)$")

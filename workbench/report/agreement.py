@@ -11,11 +11,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from sqlite_utils import Database
+
 from domain.judgements import AgreementReport, Statistic
 from workbench.report.tables import Table, V, interval, n, num, pct, s
 
 
-def agreement_of(db: Any, migration_ids: list[int]) -> AgreementReport | None:
+def agreement_of(db: Database, migration_ids: list[int]) -> AgreementReport | None:
     """The agreement of the migrations' current judgements; None when there are none."""
     from workbench.judging import agreement
 

@@ -10,6 +10,8 @@ import json
 from collections import defaultdict
 from typing import Any
 
+from sqlite_utils import Database
+
 from domain.errors import WorkbenchError
 from domain.ladder import LEVELS, effective_outcome, highest_level, over_claim
 from workbench.report.agreement import agreement_of, reviewers_of, scrubbed
@@ -40,7 +42,7 @@ GOAL_LEVEL = 4
 LOSS_METRIC = "loss"
 
 
-def build_report(db: Any, slugs: list[str] | tuple[str, ...] | None = None, *,
+def build_report(db: Database, slugs: list[str] | tuple[str, ...] | None = None, *,
                  pseudonymise: bool = False, final: str = ACCEPTED) -> StudyReport:
     """The report over the whole study, or over the migrations named by `slugs`; `final` names
     the final-run rule (workbench.report.final)."""
@@ -98,7 +100,7 @@ def build_report(db: Any, slugs: list[str] | tuple[str, ...] | None = None, *,
     )
 
 
-def _select_migrations(db: Any, slugs: list[str] | tuple[str, ...] | None) -> list[Any]:
+def _select_migrations(db: Database, slugs: list[str] | tuple[str, ...] | None) -> list[Any]:
     from storage.report import report_migrations
 
     migrations = report_migrations(db)
@@ -416,7 +418,7 @@ def _goal_values(goal, metric: str, reference_id: int | None, final: AttemptFact
     )
 
 
-def _add_loss_curves(db: Any, reports: list[MigrationReport]) -> None:
+def _add_loss_curves(db: Database, reports: list[MigrationReport]) -> None:
     from storage import queries
 
     wanted = [i for r in reports for i in (r.reference_attempt_id, r.final_attempt_id) if i is not None]
