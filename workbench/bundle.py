@@ -310,7 +310,7 @@ class BundleImporter:
         study = self.study
         migrations_dir = self.bundle / "migrations"
         folders = sorted(p for p in migrations_dir.iterdir() if p.is_dir()) if migrations_dir.is_dir() else []
-        with self.db.atomic():
+        with records.immediate(self.db):
             existing = queries.get_study(self.db)
             if existing is not None and existing.slug != study.slug:
                 raise WorkbenchError(
@@ -340,7 +340,7 @@ class BundleImporter:
                 raise WorkbenchError(f"{toml_path}: base_commit {migration.base_commit!r} is not in {repo}")
             row = migration_to_row(migration)
             row.update(repo=str(repo.resolve()), base_commit=base)
-            with self.db.atomic():
+            with records.immediate(self.db):
                 migration_id, what = records.upsert_by_key(
                     self.db, "migration", {"slug": migration.slug}, row, self.reviewer, keep=("status",)
                 )
@@ -362,7 +362,7 @@ class BundleImporter:
                     continue
                 try:
                     record = json.loads(raw.strip())
-                    with self.db.atomic():
+                    with records.immediate(self.db):
                         self._import_attempt(folder, migration_id, record, resolver)
                 except (ValueError, BadRecord) as exc:
                     self.report.problems.append(f"{path}:{number}: {_json_error(exc)}")

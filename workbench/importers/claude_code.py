@@ -814,7 +814,7 @@ class ClaudeCodeImporter:
         size = 0
         try:
             self._begin()
-            with self.db.atomic():
+            with records.immediate(self.db):
                 log_id = None
                 if pending.answered and pending.output:
                     data = redact("\n".join(pending.output)).encode("utf-8", errors="replace")

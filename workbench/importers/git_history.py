@@ -130,7 +130,7 @@ class GitHistoryImporter:
         plain = []
         for sha in shas:
             try:
-                with self.db.atomic():
+                with records.immediate(self.db):
                     what, used_seq = self._import(sha, next_seq)
             except NoCommand:
                 plain.append(sha)
