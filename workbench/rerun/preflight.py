@@ -25,7 +25,7 @@ TAIL_BYTES = 16 << 10
 
 _PYTHON = re.compile(r"python(?:\d+(?:\.\d+)?)?")
 _LAUNCHERS = frozenset({"torchrun", "accelerate", "xla_run", "xla_dist"})
-_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+_ASSIGNMENT = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z_][A-Za-z0-9_]*=")  # a name starts a word: linear
 # The last line of the traceback that ended the run: torch or torch_xla itself is missing.
 # Linear: one bounded alternation, anchored at a line start.
 _MISSING = re.compile(rb"^(?:ModuleNotFoundError|ImportError): No module named '(torch_xla|torch)'", re.M)
