@@ -55,8 +55,9 @@ current_intervention AS (
 # importer's rule-based level; a model extraction nobody accepted never counts. `expected_level_of`
 # is its only definition: the verifier (through `effective_expected_level`), the screens and the
 # reports read it here. The level and over-claim rules themselves live in domain/ladder.py;
-# `level_of` and `over_claim_of` restate them in SQL for counts over a whole study. All are
-# correlated subqueries over an `attempt` row: a screen reading one attempt reads only its rows.
+# `over_claim_of` restates them in SQL for one attempt row (a correlated subquery: a screen
+# reading one attempt reads only its rows) and `attempt_stats` for many at once (one grouped pass
+# over the effective verdicts: study-wide counts).
 
 
 def expected_level_of(a: str) -> str:
@@ -72,16 +73,6 @@ def expected_source_of(a: str) -> str:
         THEN (SELECT CASE c.action WHEN 'accept' THEN 'model' ELSE 'reviewer' END FROM claim_review c
               WHERE c.attempt_id = {a}.id ORDER BY c.id DESC LIMIT 1)
         WHEN {a}.expected_level IS NOT NULL THEN 'rule' END)"""
-
-
-def level_of(a: str) -> str:
-    """SQL (needs EFFECTIVE_VERDICTS): the highest L whose levels 1 to L all pass, overrides
-    counting; 0 when level 1 does not pass (or the attempt has no verdicts)."""
-    return f"""(SELECT COALESCE(MIN(n.level), 6) - 1
-        FROM (SELECT 1 AS level UNION ALL SELECT 2 UNION ALL SELECT 3
-              UNION ALL SELECT 4 UNION ALL SELECT 5) n
-        WHERE NOT EXISTS (SELECT 1 FROM effective e WHERE e.attempt_id = {a}.id
-                          AND e.level = n.level AND e.outcome = 'pass'))"""
 
 
 def verified_of(a: str) -> str:
@@ -107,13 +98,35 @@ effective_expected AS (
 )"""
 """A CTE with one row per attempt: (attempt_id, expected_level, source)."""
 
-ATTEMPT_LEVEL = f"""
-attempt_level AS (
-    SELECT a.id, a.migration_id, {level_of("a")} AS level, {verified_of("a")} AS verified
-    FROM attempt a WHERE a.source != 'reference'
-)"""
-"""A CTE (after EFFECTIVE_VERDICTS) with each agent attempt's level and whether it is verified."""
 
+def attempt_stats(where: str | None = None) -> str:
+    """SQL (needs EFFECTIVE_VERDICTS): CTEs ending in `attempt_stat`, one row per agent attempt
+    `a` matching `where` (SQL over `a`; None: every one) with (id, migration_id, verified, level, over_claim).
+
+    `level` is the highest L whose levels 1 to L all pass (0 when level 1 does not), from a bit
+    mask of the passing levels (one current verdict per level: idx_verdict_current); `over_claim`
+    is `over_claim_of`'s (not every level up to the expected one passes, i.e. level < expected).
+    One grouped pass over the effective verdicts: per-attempt correlated subqueries cost seconds
+    on a study of 15,000 attempts (issue 19)."""
+    return f"""
+attempt_mask AS (
+    SELECT a.id, a.migration_id, a.expected_level, g.attempt_id IS NOT NULL AS verified,
+           COALESCE(g.mask, 0) AS mask
+    FROM attempt a LEFT JOIN (
+        SELECT e.attempt_id, SUM(CASE WHEN e.outcome = 'pass' AND e.level BETWEEN 1 AND 5
+                                 THEN 1 << (e.level - 1) END) AS mask
+        FROM effective e {"" if where is None else f"WHERE e.attempt_id IN (SELECT a.id FROM attempt a WHERE {where})"}
+        GROUP BY e.attempt_id) g ON g.attempt_id = a.id
+    WHERE a.source != 'reference' AND ({where or 1})
+),
+attempt_stat AS (
+    SELECT id, migration_id, verified, level,
+           CASE WHEN x IS NULL OR NOT verified THEN NULL ELSE level < x END AS over_claim
+    FROM (SELECT a.id, a.migration_id, a.verified, {expected_level_of("a")} AS x,
+                 CASE WHEN a.mask & 1 = 0 THEN 0 WHEN a.mask & 3 != 3 THEN 1 WHEN a.mask & 7 != 7 THEN 2
+                      WHEN a.mask & 15 != 15 THEN 3 WHEN a.mask & 31 != 31 THEN 4 ELSE 5 END AS level
+          FROM attempt_mask a)
+)"""
 
 
 def _rows(db: Database, sql: str, params: list[Any] | dict[str, Any]) -> list[dict[str, Any]]:
@@ -138,28 +151,37 @@ def migration_summaries(
     db: Database, *, after: str | None = None, limit: int = 200
 ) -> list[MigrationSummary]:
     """Migrations ordered by slug, `limit` at a time after the slug `after`."""
+    in_page = "a.migration_id IN (SELECT id FROM page)"
     sql = f"""
-    WITH {EFFECTIVE_VERDICTS}, {ATTEMPT_LEVEL}, {CURRENT_INTERVENTIONS}
-    SELECT m.*,
-        (SELECT count(*) FROM attempt a WHERE a.migration_id = m.id
-            AND a.source != 'reference') AS n_attempts,
-        (SELECT count(*) FROM failure f JOIN attempt a ON a.id = f.attempt_id
-            WHERE a.migration_id = m.id AND a.source != 'reference'
-            AND f.superseded_by IS NULL) AS n_failed,
-        (SELECT count(*) FROM failure f JOIN attempt a ON a.id = f.attempt_id
-            WHERE a.migration_id = m.id AND f.silent AND a.source != 'reference'
-            AND f.superseded_by IS NULL) AS n_silent,
-        (SELECT count(*) FROM current_intervention i WHERE i.migration_id = m.id)
-            AS n_interventions,
-        (SELECT MAX(level) FROM attempt_level l WHERE l.migration_id = m.id AND l.verified)
-            AS highest_level,
-        (SELECT count(*) FROM attempt a WHERE a.migration_id = m.id AND a.source != 'reference'
-            AND {over_claim_of("a")}) AS n_over_claims,
-        (SELECT SUM(v.cost_dollars) FROM verification v JOIN attempt a ON a.id = v.attempt_id
-            WHERE a.migration_id = m.id AND v.superseded_by IS NULL) AS cost_dollars
-    FROM migration m
-    WHERE (:after IS NULL OR m.slug > :after)
-    ORDER BY m.slug LIMIT :limit
+    WITH page AS (SELECT * FROM migration WHERE (:after IS NULL OR slug > :after)
+                  ORDER BY slug LIMIT :limit),
+    {EFFECTIVE_VERDICTS}, {attempt_stats(in_page)}, {CURRENT_INTERVENTIONS},
+    by_attempts AS (
+        SELECT migration_id, count(*) AS n_attempts, MAX(CASE WHEN verified THEN level END) AS highest,
+               SUM(over_claim) AS n_over_claims
+        FROM attempt_stat GROUP BY migration_id),
+    by_failures AS (
+        SELECT a.migration_id, count(*) AS n_failed, SUM(CASE WHEN f.silent THEN 1 ELSE 0 END) AS n_silent
+        FROM failure f JOIN attempt a ON a.id = f.attempt_id
+        WHERE {in_page} AND a.source != 'reference' AND f.superseded_by IS NULL
+        GROUP BY a.migration_id),
+    by_interventions AS (
+        SELECT migration_id, count(*) AS n FROM current_intervention
+        WHERE migration_id IN (SELECT id FROM page) GROUP BY migration_id),
+    by_cost AS (
+        SELECT a.migration_id, SUM(v.cost_dollars) AS dollars
+        FROM verification v JOIN attempt a ON a.id = v.attempt_id
+        WHERE {in_page} AND v.superseded_by IS NULL GROUP BY a.migration_id)
+    SELECT m.*, COALESCE(s.n_attempts, 0) AS n_attempts, COALESCE(f.n_failed, 0) AS n_failed,
+        COALESCE(f.n_silent, 0) AS n_silent, COALESCE(i.n, 0) AS n_interventions,
+        s.highest AS highest_level, COALESCE(s.n_over_claims, 0) AS n_over_claims,
+        c.dollars AS cost_dollars
+    FROM page m
+    LEFT JOIN by_attempts s ON s.migration_id = m.id
+    LEFT JOIN by_failures f ON f.migration_id = m.id
+    LEFT JOIN by_interventions i ON i.migration_id = m.id
+    LEFT JOIN by_cost c ON c.migration_id = m.id
+    ORDER BY m.slug
     """
     return [
         MigrationSummary(
@@ -362,17 +384,13 @@ def study_totals(db: Database) -> dict[str, int]:
     """The study's counts as the paper reports them: agent attempts, failed ones, silent
     failures, over-claims and (current) interventions, over every migration."""
     sql = f"""
-    WITH {EFFECTIVE_VERDICTS}, {CURRENT_INTERVENTIONS}
-    SELECT
-        (SELECT count(*) FROM migration) AS migrations,
-        (SELECT count(*) FROM attempt WHERE source != 'reference') AS attempts,
-        (SELECT count(*) FROM failure f JOIN attempt a ON a.id = f.attempt_id
-            WHERE a.source != 'reference' AND f.superseded_by IS NULL) AS failed,
-        (SELECT count(*) FROM failure f JOIN attempt a ON a.id = f.attempt_id
-            WHERE a.source != 'reference' AND f.superseded_by IS NULL AND f.silent) AS silent,
-        (SELECT count(*) FROM attempt a WHERE a.source != 'reference' AND {over_claim_of("a")})
-            AS over_claims,
-        (SELECT count(*) FROM current_intervention) AS interventions
+    WITH {EFFECTIVE_VERDICTS}, {CURRENT_INTERVENTIONS}, {attempt_stats()}
+    SELECT (SELECT count(*) FROM migration) AS migrations, s.attempts, f.failed, f.silent,
+           s.over_claims, (SELECT count(*) FROM current_intervention) AS interventions
+    FROM (SELECT count(*) AS attempts, COALESCE(SUM(over_claim), 0) AS over_claims FROM attempt_stat) s,
+         (SELECT count(*) AS failed, COALESCE(SUM(CASE WHEN f.silent THEN 1 ELSE 0 END), 0) AS silent
+          FROM failure f JOIN attempt a ON a.id = f.attempt_id
+          WHERE a.source != 'reference' AND f.superseded_by IS NULL) f
     """
     return dict(_rows(db, sql, [])[0])
 
@@ -480,9 +498,9 @@ def effort_inputs(db: Database, migration_id: int) -> EffortInputs:
             )
         runs.append(RunCost(row["id"], row["source"], dollars, row["started_at"]))
     sql = f"""
-    WITH {EFFECTIVE_VERDICTS}, {CURRENT_INTERVENTIONS}, {ATTEMPT_LEVEL}
+    WITH {EFFECTIVE_VERDICTS}, {CURRENT_INTERVENTIONS}, {attempt_stats("a.migration_id = :m")}
     SELECT
-        (SELECT MAX(level) FROM attempt_level WHERE migration_id = :m AND verified) AS highest,
+        (SELECT MAX(level) FROM attempt_stat WHERE verified) AS highest,
         (SELECT count(*) FROM attempt WHERE migration_id = :m AND source = 'agent') AS agent_attempts,
         (SELECT COALESCE(SUM(minutes), 0) FROM current_intervention WHERE migration_id = :m) AS minutes,
         (SELECT COALESCE(SUM(active_seconds), 0) FROM review_session WHERE migration_id = :m) AS seconds,

@@ -534,6 +534,14 @@ def m010_migration_command(db: Database) -> None:
     run executes; NULL for migrations imported from a bundle."""
     db.table("migration").add_column("command", str)
 
+
+@migrations()
+def m011_override_index(db: Database) -> None:
+    """The latest override of a verdict is read for every verdict the study counts (storage.queries
+    EFFECTIVE_VERDICTS): without this index each read scanned every override (issue 19)."""
+    db.execute("CREATE INDEX IF NOT EXISTS idx_verdict_override_verdict ON verdict_override (verdict_id, id)")
+
+
 def known() -> list[str]:
     """Every migration this workbench knows, oldest first."""
     return [m.name for m in migrations.pending(Database(memory=True))]
