@@ -1,15 +1,21 @@
-"""Reads that return domain objects. Lists page by key (`after`), never by OFFSET."""
+"""Reads that return domain objects. Lists page by key (`after`), never by OFFSET.
+
+The reads typed `Reader` take a plain sqlite3 connection too (storage.fastread): the CLI lists
+without importing sqlite-utils.
+"""
 
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, Union
 
-from sqlite_utils import Database
+if TYPE_CHECKING:  # the effort and assist types load with the reads that return them
+    from sqlite_utils import Database
 
-from domain.assist import ClaimExtraction, ClaimReview, CostTotal, ExpectedLevel, LlmCall
-from domain.effort import EffortInputs, RunCost, Standing
+    from domain.assist import ClaimExtraction, ClaimReview, CostTotal, ExpectedLevel, LlmCall
+    from domain.effort import EffortInputs, Standing
 from domain.models import (
     Attempt,
     AttemptSummary,
@@ -32,6 +38,9 @@ from domain.models import (
     Verification,
 )
 from storage.converters import attempt_from_row, migration_from_row, study_from_row
+
+Reader = Union["Database", sqlite3.Connection]
+"""A study connection to read from: sqlite-utils' or the standard module's."""
 
 EFFECTIVE_VERDICTS = """
 effective AS NOT MATERIALIZED (
@@ -129,8 +138,19 @@ attempt_stat AS (
 )"""
 
 
-def _rows(db: Database, sql: str, params: list[Any] | dict[str, Any]) -> list[dict[str, Any]]:
-    return list(db.query(sql, params))
+def _rows(db: Reader, sql: str, params: list[Any] | dict[str, Any]) -> list[dict[str, Any]]:
+    """Rows as dicts, a repeated column name suffixed `_2`, `_3` as sqlite-utils' `query` does."""
+    cursor = db.execute(sql, params)
+    names = [column[0] for column in cursor.description]
+    keys: list[str] = []
+    taken = set(names)
+    for name in names:
+        key, n = name, 2
+        while key in keys or (key != name and key in taken):
+            key, n = f"{name}_{n}", n + 1
+        taken.add(key)
+        keys.append(key)
+    return [dict(zip(keys, row)) for row in cursor]
 
 
 def get_study(db: Database) -> Study | None:
@@ -138,7 +158,7 @@ def get_study(db: Database) -> Study | None:
     return study_from_row(rows[0]) if rows else None
 
 
-def get_migration(db: Database, slug: str) -> Migration | None:
+def get_migration(db: Reader, slug: str) -> Migration | None:
     rows = _rows(db, "SELECT * FROM migration WHERE slug = ?", [slug])
     return migration_from_row(rows[0]) if rows else None
 
@@ -148,7 +168,7 @@ def count_migrations(db: Database) -> int:
 
 
 def migration_summaries(
-    db: Database, *, after: str | None = None, limit: int = 200
+    db: Reader, *, after: str | None = None, limit: int = 200
 ) -> list[MigrationSummary]:
     """Migrations ordered by slug, `limit` at a time after the slug `after`."""
     in_page = "a.migration_id IN (SELECT id FROM page)"
@@ -199,7 +219,7 @@ def migration_summaries(
 
 
 def attempt_summaries(
-    db: Database, migration_id: int, *, after: int | None = None, limit: int = 200
+    db: Reader, migration_id: int, *, after: int | None = None, limit: int = 200
 ) -> list[AttemptSummary]:
     """A migration's attempts by sequence number, the reference runs first."""
     sql = f"""
@@ -273,7 +293,7 @@ def interventions(db: Database, migration_id: int) -> list[Intervention]:
     ]
 
 
-def iter_migration_summaries(db: Database, page: int = 500) -> Iterator[MigrationSummary]:
+def iter_migration_summaries(db: Reader, page: int = 500) -> Iterator[MigrationSummary]:
     """Every migration, a page at a time."""
     after = None
     while batch := migration_summaries(db, after=after, limit=page):
@@ -281,7 +301,7 @@ def iter_migration_summaries(db: Database, page: int = 500) -> Iterator[Migratio
         after = batch[-1].migration.slug
 
 
-def iter_attempt_summaries(db: Database, migration_id: int, page: int = 500) -> Iterator[AttemptSummary]:
+def iter_attempt_summaries(db: Reader, migration_id: int, page: int = 500) -> Iterator[AttemptSummary]:
     """Every attempt of a migration, a page at a time."""
     after = None
     while batch := attempt_summaries(db, migration_id, after=after, limit=page):
@@ -475,7 +495,7 @@ def attempt_id_by_seq(db: Database, migration_id: int, seq: int) -> int | None:
 
 def effort_inputs(db: Database, migration_id: int) -> EffortInputs:
     """Everything the stopping rules read for one migration (see domain.effort.standing)."""
-    from domain.effort import estimate_cost
+    from domain.effort import EffortInputs, RunCost, estimate_cost
 
     migration = migration_by_id(db, migration_id)
     if migration is None:
@@ -681,6 +701,8 @@ def report_series(db: Database, attempt_ids: list[int], name: str) -> dict[int, 
 
 def effective_expected_level(db: Database, attempt_id: int) -> ExpectedLevel:
     """The expected level reports count for an attempt (`ExpectedLevel`)."""
+    from domain.assist import ExpectedLevel
+
     row = db.execute(
         f"WITH {EFFECTIVE_EXPECTED} SELECT expected_level, source FROM effective_expected"
         " WHERE attempt_id = ?",
@@ -690,6 +712,8 @@ def effective_expected_level(db: Database, attempt_id: int) -> ExpectedLevel:
 
 
 def _llm_call(row: dict[str, Any]) -> LlmCall:
+    from domain.assist import LlmCall
+
     return LlmCall(
         id=row["id"], at=row["at"], purpose=row["purpose"], model=row["model"],
         input_hash=row["input_hash"], input_tokens=row["input_tokens"] or 0,
@@ -728,6 +752,8 @@ def llm_calls(db: Database, *, migration_id: int | None = None, after: int | Non
 
 def llm_cost(db: Database, *, migration_id: int | None = None) -> CostTotal:
     """Tokens and dollars of every recorded call (cache hits record none), for the report."""
+    from domain.assist import CostTotal
+
     where = "WHERE (:m IS NULL OR migration_id = :m)"
     row = db.execute(
         "SELECT count(*), count(error), COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0),"
@@ -748,6 +774,8 @@ def llm_cost(db: Database, *, migration_id: int | None = None) -> CostTotal:
 
 def claim_extractions(db: Database, attempt_id: int) -> list[ClaimExtraction]:
     """Every model extraction of an attempt's claim, oldest first."""
+    from domain.assist import ClaimExtraction
+
     return [
         ClaimExtraction(id=r["id"], attempt_id=r["attempt_id"], llm_call_id=r["llm_call_id"], model=r["model"],
                         expected_level=r["expected_level"], success_claimed=bool(r["success_claimed"]),
@@ -758,6 +786,8 @@ def claim_extractions(db: Database, attempt_id: int) -> list[ClaimExtraction]:
 
 def claim_reviews(db: Database, attempt_id: int) -> list[ClaimReview]:
     """Every reviewer record on an attempt's claim, oldest first; the latest counts."""
+    from domain.assist import ClaimReview
+
     return [
         ClaimReview(id=r["id"], attempt_id=r["attempt_id"], action=r["action"],
                     expected_level=r["expected_level"], reviewer=r["reviewer"], at=r["at"],
