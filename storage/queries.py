@@ -750,7 +750,7 @@ def llm_calls(db: Database, *, migration_id: int | None = None, after: int | Non
     )]
 
 
-def llm_cost(db: Database, *, migration_id: int | None = None) -> CostTotal:
+def llm_cost(db: Reader, *, migration_id: int | None = None) -> CostTotal:
     """Tokens and dollars of every recorded call (cache hits record none), for the report."""
     from domain.assist import CostTotal
 
