@@ -8,6 +8,11 @@ temporary folder, warms the page cache, then times, each best of three:
 `grep -c step FILE`, the scan for errors and counters only (series stored, the log over
 EXTRACT_LIMIT) from the file and from the study database's chunk store, and the scan with metric
 extraction (no stored series; one run only when over 512 MiB). Prints a Markdown table row.
+
+`--hostile` writes instead a log of 1 MiB single lines built to make backtracking patterns
+explode (long runs of letters, digits, spaces, `torch_xla`, `Epoch 1`, unclosed tqdm brackets),
+random binary blocks and a few step lines, and times the scan (both ways) and logsearch's error
+and warning search against `grep -c` on it (issue 20: a fixed multiple of grep on any input).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import argparse
 import datetime
 import os
 import platform
+import random
 import subprocess
 import sys
 import tempfile
@@ -24,7 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from workbench.verify.logscan import LogScanner, compile_patterns, file_chunks, stored_chunks  # noqa: E402
+from storage.logs import log_chunks  # noqa: E402
+from workbench.verify.logscan import LogScanner, compile_patterns, file_chunks  # noqa: E402
 
 REPORT = (Path(__file__).resolve().parent.parent / "workbench_assets/demo/bundle/migrations/mlp-classifier/logs/002.log")
 
@@ -53,6 +60,39 @@ def write_log(path: Path, megabytes: int) -> int:
     return step
 
 
+HOSTILE = [b"A", b"1.", b"a1", b"a-", b" ", b"token", b"torch_xla", b"torch_xla ", b"Epoch 1 ", b"it/s", b"|a| 1/2 [",
+           b"{'", b"eval_1", b"step ", b"=", b"'"]
+
+
+def write_hostile(path: Path, megabytes: int) -> None:
+    noise = random.Random(20)
+    with path.open("wb") as fh:
+        n = 0
+        while fh.tell() < megabytes << 20:
+            fh.write(b"step %d/9 loss 0.5\n" % n)
+            if n % 4 == 3:
+                fh.write(noise.randbytes(1 << 20) + b"\n")
+            else:
+                shape = HOSTILE[n % len(HOSTILE)]
+                fh.write(b"eval_" * (n % 2) + shape * ((1 << 20) // len(shape)) + b"x\n")
+            n += 1
+
+
+def run_hostile(path: Path, megabytes: int) -> None:
+    from workbench.logsearch import ERROR, WARNING, lines_per_piece
+
+    write_hostile(path, megabytes)
+    mb = path.stat().st_size / (1 << 20)
+    t_grep = best(lambda: subprocess.run(["grep", "-c", "step", str(path)], capture_output=True))
+    t_err = best(lambda: scan(path, False))
+    t_full = best(lambda: scan(path, True))
+    t_search = best(lambda: list(lines_per_piece(file_chunks(path, 1 << 20), ERROR, WARNING)))
+    print("| date | file | grep -c | scan, errors and counters | scan with metric extraction | logsearch errors and warnings |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    row = [f"{mb / t_grep:.0f} MiB/s"] + [f"{mb / t:.0f} MiB/s ({t_grep / t:.2f} of grep)" for t in (t_err, t_full, t_search)]
+    print(f"| {datetime.date.today()} | {mb:.0f} MiB of 1 MiB hostile and binary lines | " + " | ".join(row) + " |")
+
+
 def best(fn, runs: int = 3) -> float:
     times = []
     for _ in range(runs):
@@ -64,7 +104,7 @@ def best(fn, runs: int = 3) -> float:
 
 def scan(path: Path, extract: bool, db=None, log_id=None):
     scanner = LogScanner(compile_patterns(), extract_metrics=extract)
-    for chunk in (stored_chunks(db, log_id) if db is not None else file_chunks(path, 1 << 20)):
+    for chunk in (log_chunks(db, log_id) if db is not None else file_chunks(path, 1 << 20)):
         scanner.feed(chunk)
     return scanner.finish()
 
@@ -73,9 +113,16 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--mb", type=int, default=256)
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--hostile", action="store_true", help="time a log of hostile 1 MiB lines instead")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="wb-bench-"))
     path = folder / "train.log"
+    if args.hostile:
+        run_hostile(path, args.mb)
+        if not args.keep:
+            path.unlink()
+            folder.rmdir()
+        return
     steps = write_log(path, args.mb)
     size = path.stat().st_size
     subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)  # warm the page cache

@@ -179,14 +179,15 @@ def log_parse(ctx) -> list[tuple]:
 SCAN = """
 import sys, time
 from storage.database import open_study
-from workbench.verify.logscan import LogScanner, compile_patterns, stored_chunks
+from storage.logs import log_chunks
+from workbench.verify.logscan import LogScanner, compile_patterns
 study = open_study(sys.argv[1])
 t0 = time.perf_counter()
 total = 0
 patterns = compile_patterns()
 for (log_id,) in study.db.execute("SELECT log_id FROM attempt WHERE log_id IS NOT NULL").fetchall():
     scanner = LogScanner(patterns, extract_metrics=True)
-    for chunk in stored_chunks(study.db, log_id):
+    for chunk in log_chunks(study.db, log_id):
         scanner.feed(chunk)
         total += len(chunk)
     scanner.finish()

@@ -217,7 +217,7 @@ async def main():
         await pilot.press("G")
         await pilot.pause()
         out["log_end_s"] = time.perf_counter() - started
-        from screens.log_view import LogPane, LogView
+        from screens.widgets.log_view import LogPane, LogView
         out["log_lines"] = app.screen.query_one(LogView).line_count
         out["log_end_text"] = app.screen.query_one(LogView).raw_line(out["log_lines"] - 1)[:60]
         started = time.perf_counter()

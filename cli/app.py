@@ -68,26 +68,39 @@ def demo(rebuild: bool, no_open: bool) -> None:
               help="Address to listen on (the default answers this machine only).")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535),
               help="Port to listen on.")
-def serve(db: Path | None, host: str, port: int) -> None:
+@click.option("--allow-remote", is_flag=True,
+              help="Allow a --host beyond this machine; the page then needs the token printed at start.")
+def serve(db: Path | None, host: str, port: int, allow_remote: bool) -> None:
     """Serve the app to a web browser (textual-serve): every page load runs `workbench open DB`.
 
-    Listens on 127.0.0.1 unless --host says otherwise: anyone who reaches the port can review
-    (and record decisions) as the user running this command.
+    Listens on 127.0.0.1 unless --host says otherwise. Anyone who reaches the port can review,
+    record decisions and launch re-runs (which run commands) as the user running this command, so
+    a --host beyond this machine needs --allow-remote and then a token: printed at start, asked
+    for by the page or given as ?token=. The page loads nothing from outside this machine.
     """
     import errno
+    import secrets
     import shlex
+
+    from cli.web import is_loopback, make_server
 
     path = (db or config.default_db()).resolve()
     open_study(path).close()  # refuse a missing or foreign database before serving anything
+    remote = not is_loopback(host)
+    if remote and not allow_remote:
+        raise WorkbenchError(f"--host {host} answers beyond this machine, and the app can launch re-runs: "
+                             "pass --allow-remote (the page then needs the token printed at start)")
     _check_can_listen(host, port)
+    token = secrets.token_urlsafe(24) if remote else None
+    command = shlex.join([sys.executable, "-m", "cli", "open", str(path)])
     try:
-        from textual_serve.server import Server
+        server = make_server(command, host, port, f"workbench — {clean(path.name)}", token)
     except ImportError as exc:
         raise WorkbenchError(f"serve needs textual-serve ({exc}): pip install textual-serve") from exc
-    command = shlex.join([sys.executable, "-m", "cli", "open", str(path)])
-    click.echo(f"workbench: serving {clean(str(path))} at http://{host}:{port}/ (ctrl+c stops)", err=True)
+    where = f"http://{host}:{port}/" + (f"?token={token}" if token else "")
+    click.echo(f"workbench: serving {clean(str(path))} at {where} (ctrl+c stops)", err=True)
     try:
-        Server(command, host=host, port=port, title=f"workbench — {clean(path.name)}").serve()
+        server.serve()
     except OSError as exc:  # taken between the check and the start
         if exc.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
             raise

@@ -31,8 +31,9 @@ def _print_problems(report: Any) -> None:
 def import_bundle_cmd(directory: Path, db: Path | None) -> None:
     """Import a study bundle (see docs/bundle-format.md).
 
-    Bad records are reported as FILE:LINE and skipped; the rest import. Exit status 2
-    when anything was reported.
+    Bad records are reported as FILE:LINE and skipped; the rest import. Exit status 2 when a
+    record was skipped; 0 when everything imported, with a warning line per log that was not
+    UTF-8 (stored as bytes).
     """
     from workbench.bundle import BundleImporter
 
@@ -40,7 +41,10 @@ def import_bundle_cmd(directory: Path, db: Path | None) -> None:
     with study_at(db or config.default_db(), create=True) as study:
         report = importer.run(study, config.reviewer())
     _print_problems(report)
-    click.echo(counts(report) + (f"; {len(report.problems)} problem(s) reported" if report.problems else ""))
+    for warning in report.warnings:
+        click.echo(f"warning: {clean(warning)}", err=True)
+    click.echo(counts(report) + (f"; {len(report.problems)} problem(s) reported" if report.problems else "")
+               + (f"; {len(report.warnings)} warning(s)" if report.warnings else ""))
     if report.problems:
         sys.exit(2)
 
@@ -89,6 +93,8 @@ def import_claude_code_cmd(
             click.echo(f"  {clean(problem)}")
     click.echo(counts(report))
     if report.imported == 0:
+        if report.files:  # transcripts were read (a missing path is its own line already)
+            click.echo(clean(report.why_none(rule)), err=True)
         sys.exit(2)
 
 
@@ -97,9 +103,14 @@ def import_claude_code_cmd(
 @db_option("Study database (it must hold the migration).")
 @click.option("--migration", "slug", required=True, help="Slug of the migration.")
 @click.option("--ref", default="HEAD", show_default=True, help="The branch or commit whose history to import.")
+@click.option("--range", "commits", metavar="A..B",
+              help="Import the first-parent commits of A..B instead of those after the base commit.")
+@click.option("--no-command", is_flag=True,
+              help="Import a commit without an Attempt-Command trailer as an attempt without a command.")
 @click.option("--logs", type=click.Path(file_okay=False, path_type=Path),
               help="A folder with <sha>.log and <sha>.metrics.jsonl beside the commits.")
-def import_git_cmd(repo: Path, db: Path | None, slug: str, ref: str, logs: Path | None) -> None:
+def import_git_cmd(repo: Path, db: Path | None, slug: str, ref: str, commits: str | None, no_command: bool,
+                   logs: Path | None) -> None:
     """Import a repository in which each commit after the base is one attempt.
 
     Command, status and expectations come from Attempt-* trailers of the commit message; the
@@ -108,10 +119,13 @@ def import_git_cmd(repo: Path, db: Path | None, slug: str, ref: str, logs: Path 
     """
     from workbench.importers.git_history import import_git
 
+    if commits and ref != "HEAD":
+        raise WorkbenchError("--range and --ref: give one of them")
     with study_at(db or config.default_db()) as study:
-        report = import_git(study, repo, slug, config.reviewer(), ref=ref, logs=logs)
+        report = import_git(study, repo, slug, config.reviewer(), ref=ref, logs=logs, commits=commits,
+                            no_command=no_command)
     _print_problems(report)
-    click.echo(counts(report) + (f"; {len(report.problems)} commit(s) skipped" if report.problems else ""))
+    click.echo(counts(report))
     if report.imported == 0:
         sys.exit(2)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from cli import app, assist, effort, imports, report, rerun, setup, study, verify
+from cli import app, assist, effort, imports, judge, report, rerun, setup, study, verify
 from cli.common import Group
 
 
@@ -27,3 +27,4 @@ for command in (app.demo, app.serve, app.open_, imports.import_, study.migration
                 rerun.rerun, rerun.jobs_cmd):
     main.add_command(command)
 setup.register(main)  # init, migration add|edit, reference, watch; --project on import claude-code
+judge.register(main)  # judge, assign, queue, blind, agreement, adjudicate (docs/judgements.md)

@@ -51,7 +51,7 @@ def rerun(db: Path, migration: str, attempt: int, backend: str, host: str | None
     import shlex
 
     from storage import queries
-    from workbench.rerun import jobs
+    from workbench.rerun import jobs, preflight
 
     with study_at(db) as study:
         sdb = study.db
@@ -67,9 +67,10 @@ def rerun(db: Path, migration: str, attempt: int, backend: str, host: str | None
         click.echo(clean(f"directory {spec.cwd}"))
         click.echo(clean("env       " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(spec.env.items()))))
         click.echo(clean(f"command   {shlex.join(spec.argv)}"))
+        preflight.check(sdb, spec)  # an environment that cannot start it: one line naming the fix, exit 2
         if not yes and not click.confirm("Run this command?", default=False):
             raise WorkbenchError("not confirmed: nothing ran")
-        job = jobs.launch(study, spec, config.reviewer())
+        job = jobs.launch(study, spec, config.reviewer(), checked=True)
         click.echo(f"job {job.id} started (log: {job.log_path})")
         if not wait:
             return
@@ -161,4 +162,6 @@ def jobs_cmd(db: Path, cancel_id: int | None) -> None:
             line = f"{job.id:>4} {job.state.value:<11} {job.spec.backend:<8} {job.spec.chips:>2} chips  {job.created_at}"
             if job.wall_seconds is not None:
                 line += f"  {job.wall_seconds:.1f} s"
+            if job.state is jobs.JobState.ENVIRONMENT and job.error:
+                line += f"  {job.error}"  # what to fix, where the reviewer looks
             click.echo(clean(line))

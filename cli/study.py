@@ -47,19 +47,23 @@ def migrations(db: Path, as_json: bool) -> None:
 @click.argument("migration")
 @json_option()
 def attempts(db: Path, migration: str, as_json: bool) -> None:
-    """List a migration's attempts, the reference runs included."""
+    """List a migration's attempts, the reference runs included.
+
+    A reviewer blind to an attempt (docs/judgements.md) sees no claim, expected level, verdicts
+    or cause for it until they have judged it."""
     from storage.queries import iter_attempt_summaries
+    from workbench.config import reviewer
+    from workbench.judging import HIDDEN_FIELDS, hidden_attempts
 
     with study_read(db) as conn:
         found = migration_or_exit(conn, db, migration)
         summaries = list(iter_attempt_summaries(conn, found.id))
+        hidden = hidden_attempts(conn, reviewer(), [s.attempt.id for s in summaries])
     if as_json:
-        echo_json([
-            {**jsonable(asdict(s.attempt)), "ladder": s.ladder, "highest_level": s.highest_level,
-             "failure": jsonable(asdict(s.failure)) if s.failure else None,
-             "interventions": s.interventions}
-            for s in summaries
-        ])
+        echo_json([{k: "hidden" if s.attempt.id in hidden and k in HIDDEN_FIELDS else v for k, v in {
+            **jsonable(asdict(s.attempt)), "ladder": s.ladder, "highest_level": s.highest_level,
+            "failure": jsonable(asdict(s.failure)) if s.failure else None,
+            "interventions": s.interventions}.items()} for s in summaries])
         return
     click.echo(
         table(
@@ -71,7 +75,7 @@ def attempts(db: Path, migration: str, as_json: bool) -> None:
                     s.attempt.status.value,
                     "" if s.attempt.exit_code is None else s.attempt.exit_code,
                     s.attempt.commit[:10],
-                    s.attempt.expected_level or "",
+                    "hidden" if s.attempt.id in hidden else s.attempt.expected_level or "",
                     s.attempt.command.display()[:60],
                 ]
                 for s in summaries

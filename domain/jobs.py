@@ -7,6 +7,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from domain.errors import WorkbenchError
+
 
 class JobState(StrEnum):
     QUEUED = "queued"
@@ -18,11 +20,29 @@ class JobState(StrEnum):
     INTERRUPTED = "interrupted"
     """Its runner disappeared (the machine or the runner died); the partial log is kept."""
     CANCELLED = "cancelled"
+    ENVIRONMENT = "environment"
+    """The program never started for a reason of the environment (no interpreter, no torch or
+    torch_xla, no device): not an attempt; `error` names what to fix."""
 
 
 ACTIVE = (JobState.QUEUED, JobState.RUNNING)
+
 QUEUED_GRACE_S = 60.0
 """A queued job whose runner never reported after this long is interrupted by `recover`."""
+
+
+class JobEnvironmentError(WorkbenchError):
+    """The target environment cannot start the command; the message names the fix."""
+
+
+ENV_FIX = ("run `make xla-env` and point the re-run at the environment it prints "
+           "(--venv DIR, or set WORKBENCH_TARGET_VENV)")
+"""What the reviewer does about a target environment that lacks the interpreter, torch or torch_xla."""
+
+
+def missing_module_line(module: str, python: str) -> str:
+    """One line naming a module the target's interpreter cannot import, and the fix."""
+    return f"{module} cannot be imported by {python} in the target environment: {ENV_FIX}"
 
 
 @dataclass(frozen=True, slots=True)

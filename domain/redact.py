@@ -25,7 +25,9 @@ _PATTERNS: list[tuple[str, str]] = [
     ("aws-key-id", r"(?:AKIA|ASIA)[0-9A-Z]{16}"),
     ("bearer", r"(?i:bearer)\s+[A-Za-z0-9._~+/=-]{16,}"),
 ]
-_SECRET_NAME = r"[A-Za-z0-9_]*(?:API_?KEY|SECRET|TOKEN|PASSWORD|PASSWD|ACCESS_KEY)[A-Za-z0-9_]*"
+_SECRET_NAME = r"(?=[A-Za-z0-9_]*?(?:API_?KEY|SECRET|TOKEN|PASSWORD|PASSWD|ACCESS_KEY))[A-Za-z0-9_]++"
+"""A whole word holding a secret-sounding part: found by one look through the word, then the word
+taken whole and never given back (a word of many `token`s is read once, not once per `token`)."""
 _ASSIGNMENT = re.compile(
     rf"(?P<name>\b{_SECRET_NAME})(?P<sep>\s*[=:]\s*|\"\s*:\s*\")(?P<quote>['\"]?)(?P<value>[^\s'\",;]{{8,}})",
     re.IGNORECASE,

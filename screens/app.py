@@ -13,10 +13,11 @@ from domain.text import clean
 from screens.base import PAGE_SIZE
 from screens.commands import WorkbenchCommands
 from screens.data import read
-from screens.effort import EffortHooks
 from screens.help import HelpScreen
-from screens.messages import LoadFailed
+from screens.messages import AttemptShown, FileWanted, LoadFailed
 from screens.migration import MigrationScreen
+from screens.presenters import palette
+from screens.review_time import EffortHooks
 from screens.study import StudyScreen
 from storage import queries
 from workbench.config import ASSETS
@@ -80,6 +81,7 @@ class WorkbenchApp(App[None]):
             self.keymap_problem = keymap
         elif keymap:
             self.set_keymap(keymap)
+        palette.use(self.get_css_variables())
         self.attempt_names: list[tuple[str, int, int, str]] = []
         """(slug, seq, attempt id, source) of every attempt, for the palette; loaded at start."""
 
@@ -96,9 +98,14 @@ class WorkbenchApp(App[None]):
         await super().on_event(event)
 
     def on_mount(self) -> None:
+        self.theme_changed_signal.subscribe(self, self._theme_changed)
         if self.keymap_problem:
             self.notify(self.keymap_problem, severity="warning", markup=False)
         self._load_attempt_names(self.db_path)
+
+    def _theme_changed(self, _theme) -> None:
+        """The presenters' colours follow the theme (rows drawn from now on use them)."""
+        palette.use(self.get_css_variables())
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="attempt-names")
     def _load_attempt_names(self, path: Path) -> None:
@@ -108,19 +115,27 @@ class WorkbenchApp(App[None]):
 
     def open_attempt(self, slug: str, attempt_id: int) -> None:
         """Show one attempt (a jump from the palette): its migration, then the attempt."""
-        from screens.attempt import AttemptScreen
-
         for screen in self.screen_stack:
             if isinstance(screen, MigrationScreen) and screen.migration.slug == slug:
-                summary = screen.summaries.get(str(attempt_id))
+                summary = screen.follow(attempt_id)
                 if summary is not None:
                     while self.screen is not screen:
                         self.pop_screen()
-                    screen._follow(summary)
-                    self.push_screen(AttemptScreen(screen.migration, summary, screen))
+                    screen.open(summary)
                     return
         self._pending_attempt = attempt_id
         self.open_migration(slug)
+
+    def on_attempt_shown(self, message: AttemptShown) -> None:
+        """An attempt screen moved: the migration screen's cursor follows it."""
+        for screen in self.screen_stack:
+            if isinstance(screen, MigrationScreen) and screen.migration.id == message.migration_id:
+                screen.follow(message.attempt_id)
+
+    def on_file_wanted(self, message: FileWanted) -> None:
+        from screens.file import FileScreen
+
+        self.push_screen(FileScreen(message.repo, message.commit, message.path, message.line))
 
     def get_default_screen(self) -> StudyScreen:
         return StudyScreen(page_size=self.page_size)

@@ -8,68 +8,31 @@ the panes, `c` compares with the attempt marked on the migration screen (else th
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from rich.console import Group
-from rich.padding import Padding
-from rich.table import Table
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.message import Message
 from textual.widgets import Footer, Header, OptionList, Static, TabbedContent, TabPane
 from textual.widgets.option_list import Option
 
-from domain.models import LADDER, AttemptSource, AttemptSummary, Migration, Outcome
-from screens import render
+from domain.models import AttemptSource, AttemptSummary, Migration
 from screens.base import WorkbenchScreen
-from screens.curves import CurvesPane
 from screens.data import read
-from screens.diff_view import DiffPane
 from screens.effort import EffortActions
-from screens.log_view import LogPane
-from screens.messages import LoadFailed
-from screens.text import text
-
-if TYPE_CHECKING:
-    from screens.migration import MigrationScreen
+from screens.messages import AttemptFacts, AttemptShown, EvidenceLogLineWanted, LoadFailed
+from screens.navigation import AttemptCursor
+from screens.presenters import render
+from screens.presenters.verdicts import verdict_options
+from screens.widgets.curves import CurvesPane
+from screens.widgets.diff_view import DiffPane
+from screens.widgets.log_view import LogPane
+from screens.widgets.verdict_list import VerdictList
 
 PANES = ("overview", "diff", "log", "verdicts", "curves")
 LOG_LINE = re.compile(r"\blog line (\d+)")
-
-
-@dataclass
-class AttemptFacts(Message):
-    """What the overview and verdicts panes show beside the summary row."""
-
-    attempt_id: int
-    verification: object | None
-    verdicts: list
-    subject: str
-
-
-class VerdictList(OptionList):
-    """The five levels, each with its reason and evidence; `enter` on evidence jumps to it."""
-
-    BINDINGS = [
-        Binding("j", "cursor_down", "Down", show=False, id="verdicts.down",
-                tooltip="Next level or piece of evidence"),
-        Binding("k", "cursor_up", "Up", show=False, id="verdicts.up",
-                tooltip="Previous level or piece of evidence"),
-        Binding("enter", "select", "Go to evidence", id="verdicts.jump",
-                tooltip="Jump to the evidence: its log line, its metric point, or the record"),
-        Binding("l", "log_line", "Log line", id="verdicts.log_line",
-                tooltip="Jump to the log line a metric point was read from"),
-    ]
-
-    def action_log_line(self) -> None:
-        screen = self.screen
-        if isinstance(screen, AttemptScreen) and self.highlighted is not None:
-            screen.jump_to_log_line_of(self.get_option_at_index(self.highlighted).id or "")
 
 
 class AttemptScreen(EffortActions, WorkbenchScreen):
@@ -104,20 +67,21 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
     ]
     help_title = "attempt"
 
-    def __init__(self, migration: Migration, summary: AttemptSummary, origin: MigrationScreen,
+    def __init__(self, migration: Migration, summary: AttemptSummary, cursor: AttemptCursor,
                  *, pane: str = "overview") -> None:
         super().__init__(classes="attempt")
         self.migration = migration
         self.summary = summary
-        self.origin = origin
+        self.cursor = cursor
+        """The migration screen's attempts in its order, for stepping, the diff's default and `c`."""
         self.pane = pane
         self.facts: AttemptFacts | None = None
 
     # --- layout ---------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         a = self.summary.attempt
-        previous = self.origin.previous_commit(a.id)
-        reference = self.origin.reference()
+        previous = self.cursor.previous_commit(a.id)
+        reference = self.cursor.reference()
         yield Header()
         yield Static(render.attempt_heading(self.migration, self.summary), id="attempt-header")
         yield Static(id="problem", classes="problem")
@@ -187,7 +151,7 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
             render.attempt_overview(self.summary, message.verification, message.subject))
         verdict_list = self.query_one(VerdictList)
         verdict_list.clear_options()
-        verdict_list.add_options(_verdict_options(message.verdicts))
+        verdict_list.add_options(verdict_options(message.verdicts))
         if not message.verdicts and self.summary.attempt.source is AttemptSource.REFERENCE:
             verdict_list.add_option(Option(Text("The reference run has no verdicts: the agent's "
                                                 "attempts are judged against it.", style="dim"),
@@ -239,20 +203,21 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
             return
         self.summary = summary
         self.facts = None
+        self.app.post_message(AttemptShown(self.migration.id, summary.attempt.id))
         await self.recompose()
         self.on_mount()
 
     async def action_step(self, step: int) -> None:
-        await self.show(self.origin.step(self.summary.attempt.id, step))
+        await self.show(self.cursor.step(self.summary.attempt.id, step))
 
     async def action_failure(self, step: int) -> None:
-        found = self.origin.failure(self.summary.attempt.id, step)
+        found = self.cursor.failure(self.summary.attempt.id, step)
         if found is None:
             self.app.notify("No more failures that way", markup=False)
         await self.show(found)
 
     async def action_silent(self) -> None:
-        found = self.origin.failure(self.summary.attempt.id, 1, silent=True)
+        found = self.cursor.failure(self.summary.attempt.id, 1, silent=True)
         if found is None:
             self.app.notify("No silent failure after this one", markup=False)
         await self.show(found)
@@ -263,16 +228,19 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
         open_launcher(self, self.migration, self.summary.attempt)
 
     def action_compare(self) -> None:
-        other = self.origin.compare_partner(self.summary.attempt.id)
+        other = self.cursor.compare_partner(self.summary.attempt.id)
         if other is None:
             self.app.notify("Nothing to compare with: mark an attempt with c on the migration screen",
                             markup=False)
             return
         from screens.compare import CompareScreen
 
-        self.app.push_screen(CompareScreen(self.migration, other, self.summary, self.origin))
+        self.app.push_screen(CompareScreen(self.migration, other, self.summary, self.cursor.reference()))
 
     # --- evidence --------------------------------------------------------------------------------------
+    def on_evidence_log_line_wanted(self, message: EvidenceLogLineWanted) -> None:
+        self.jump_to_log_line_of(message.option_id)
+
     @on(OptionList.OptionSelected, "#verdict-list")
     def _evidence_chosen(self, event: OptionList.OptionSelected) -> None:
         self.jump_to(event.option.id or "")
@@ -319,45 +287,3 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
         self.action_pane("log")
         self.query_one(LogPane).go_to_line(line)
 
-
-def _verdict_options(verdicts) -> list[Option]:
-    options = []
-    for verdict in verdicts:
-        mark, style = render.MARKS.get(verdict.effective, render.MARKS[None])
-        head = Text()
-        head.append(f"L{verdict.level} {LADDER.get(verdict.level, '')} ", style="bold")
-        head.append(f"{mark} {verdict.effective.value}", style=style)
-        if verdict.overrides:
-            last = verdict.overrides[-1]
-            head.append(f" (verifier: {verdict.outcome.value}; override by ", style="dim")
-            head.append_text(text(last.reviewer, "dim"))
-            head.append(": ", style="dim")
-            head.append_text(text(last.justification, "dim"))
-            head.append(")", style="dim")
-        # Wrapped lines hang under their own text, not under the level's name.
-        reason = Padding(text(verdict.reason or "–"), (0, 0, 0, 2))
-        options.append(Option(Group(head, reason), id=f"level:{verdict.level}"))
-        for n, evidence in enumerate(verdict.evidence):
-            line = Text()
-            line.append(_evidence_label(evidence), style="bold")
-            line.append(" ")
-            line.append_text(text(evidence.text))
-            arrow = Table.grid(padding=(0, 1))
-            arrow.add_column(no_wrap=True, style="dim")
-            arrow.add_column(ratio=1)
-            arrow.add_row(Text("   →"), line)
-            options.append(Option(arrow, id=f"ev:{verdict.level}:{n}"))
-    return options
-
-
-def _evidence_label(evidence) -> str:
-    from domain.text import clean
-
-    if evidence.kind == "log_line":
-        return f"log line {clean(evidence.ref)}"
-    if evidence.kind == "metric":
-        return f"metric {clean(evidence.ref)}"
-    return f"{clean(evidence.kind)} {clean(evidence.ref)}"
-
-
-__all__ = ["AttemptScreen", "Outcome"]

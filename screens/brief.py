@@ -9,7 +9,6 @@ Below the brief: the model-extracted claim, if any, which the reviewer accepts (
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,25 +17,18 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
-from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from domain.models import Attempt, Migration
+from screens.messages import BriefAnswered, BriefPrepared, ClaimLoaded
+from screens.presenters.brief import render_brief, render_claim
+from screens.presenters.palette import tone
 from screens.text import text
 
 
 class BriefScreen(ModalScreen[None]):
     """`BriefScreen(migration, attempt)`: pushed with `b` from the attempt screen."""
-
-    DEFAULT_CSS = """
-    BriefScreen { align: center middle; }
-    #brief-box {
-        width: 90%; max-width: 110; height: auto; max-height: 90%;
-        border: round $warning; background: $surface; padding: 0 1;
-    }
-    #brief-box VerticalScroll { height: auto; max-height: 100%; }
-    """
 
     BINDINGS = [
         Binding("escape", "dismiss", "Close", id="brief.close", tooltip="Close the brief"),
@@ -49,27 +41,6 @@ class BriefScreen(ModalScreen[None]):
                   tooltip=f"Correct the claim: the agent expected {'no level' if n == 0 else f'L{n}'}")
           for n in range(6)),
     ]
-
-    @dataclass
-    class Prepared(Message):
-        """The request is built: a stored answer, or what sending would cost."""
-
-        brief: Any | None
-        model: str
-        characters: int
-        available: bool
-        problem: str = ""
-
-    @dataclass
-    class Answered(Message):
-        brief: Any | None
-        problem: str = ""
-
-    @dataclass
-    class ClaimLoaded(Message):
-        extraction: Any | None
-        effective: Any
-        reviews: int
 
     def __init__(self, migration: Migration, attempt: Attempt, *, db_path: Path | None = None) -> None:
         super().__init__(id="brief")
@@ -90,7 +61,7 @@ class BriefScreen(ModalScreen[None]):
             box.border_subtitle = "escape closes"
             with VerticalScroll():
                 yield Static(Text("Advisory: written by a model; it changes no verdict, cause or count.",
-                                  style="bold yellow"), id="brief-label")
+                                  style=tone("bold $text-warning")), id="brief-label")
                 yield Static(Text("Gathering the diff, the log excerpt and the verdicts…", style="dim"),
                              id="brief-body")
                 yield Static(Text(""), id="brief-claim")
@@ -120,9 +91,9 @@ class BriefScreen(ModalScreen[None]):
                 if assistant.cached(db, request) is not None:
                     brief = briefs.ask(db, assistant, self.migration, self.attempt, inputs)
         except Exception as exc:  # noqa: BLE001 - shown on the screen, never a crash
-            self.post_message(self.Prepared(None, "", 0, False, describe_error(exc)))
+            self.post_message(BriefPrepared(None, "", 0, False, describe_error(exc)))
             return
-        self.post_message(self.Prepared(brief, assistant.settings.model, len(request.dry_run()),
+        self.post_message(BriefPrepared(brief, assistant.settings.model, len(request.dry_run()),
                                         assistant.available))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="brief")
@@ -134,9 +105,9 @@ class BriefScreen(ModalScreen[None]):
             with reading(path) as db:
                 brief = briefs.ask(db, self._assistant(), self.migration, self.attempt)
         except Exception as exc:  # noqa: BLE001 - AssistError and friends: one plain line
-            self.post_message(self.Answered(None, describe_error(exc)))
+            self.post_message(BriefAnswered(None, describe_error(exc)))
             return
-        self.post_message(self.Answered(brief))
+        self.post_message(BriefAnswered(brief))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="brief-claim")
     def load_claim(self, path: Path, review: tuple[str, int | None] | None = None) -> None:
@@ -159,19 +130,19 @@ class BriefScreen(ModalScreen[None]):
         except Exception as exc:  # noqa: BLE001
             self.app.call_from_thread(self.notify, describe_error(exc), severity="error", markup=False)
             return
-        self.post_message(self.ClaimLoaded(latest, effective, reviews))
+        self.post_message(ClaimLoaded(latest, effective, reviews))
 
     # --- showing -----------------------------------------------------------------------------------
-    def on_brief_screen_prepared(self, message: Prepared) -> None:
+    def on_brief_prepared(self, message: BriefPrepared) -> None:
         body = self.query_one("#brief-body", Static)
         if message.problem:
-            body.update(text(message.problem, "red"))
+            body.update(text(message.problem, tone("$text-error")))
         elif message.brief is not None:
             body.update(render_brief(message.brief))
         elif not message.available:
             from workbench.assist.client import NO_KEY
 
-            body.update(text(NO_KEY, "yellow"))
+            body.update(text(NO_KEY, tone("$text-warning")))
         else:
             self.ready_to_send = True
             out = Text("No brief for this attempt yet.\n\n")
@@ -181,16 +152,16 @@ class BriefScreen(ModalScreen[None]):
                             f" --dry-run` prints exactly what is sent."))
             body.update(out)
 
-    def on_brief_screen_answered(self, message: Answered) -> None:
+    def on_brief_answered(self, message: BriefAnswered) -> None:
         self.sending = False
         body = self.query_one("#brief-body", Static)
         if message.brief is None:
-            body.update(text(message.problem, "red"))
+            body.update(text(message.problem, tone("$text-error")))
             return
         self.ready_to_send = False
         body.update(render_brief(message.brief))
 
-    def on_brief_screen_claim_loaded(self, message: ClaimLoaded) -> None:
+    def on_claim_loaded(self, message: ClaimLoaded) -> None:
         self.extraction = message.extraction
         self.query_one("#brief-claim", Static).update(render_claim(message.extraction, message.effective))
 
@@ -214,48 +185,3 @@ class BriefScreen(ModalScreen[None]):
 
     async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(result)
-
-
-def render_brief(brief: Any) -> Text:
-    """A brief with every string from the model or the log made safe (never markup)."""
-    out = Text()
-    out.append_text(text(brief.explanation))
-    out.append("\n\nSuspected cause: ", style="bold")
-    out.append_text(text(brief.suspected_cause or "none (no failure seen)"))
-    for number, line in brief.cause_lines:
-        out.append(f"\n  {number:>6}│ ", style="dim")
-        out.append_text(text(line))
-    if brief.ignored_lines:
-        out.append(f"\n  (cited lines it was not shown, dropped: {', '.join(map(str, brief.ignored_lines))})",
-                   style="dim")
-    out.append("\n\nNext step: ", style="bold")
-    out.append_text(text(brief.next_step))
-    cost = ("stored answer, no new cost" if brief.cached else
-            "cost not counted: no price for this model" if brief.cost_usd is None else f"${brief.cost_usd:.4f}")
-    out.append("\n\n")
-    out.append_text(text(f"{brief.model} · {cost}", "dim"))
-    return out
-
-
-def render_claim(extraction: Any | None, effective: Any) -> Text:
-    out = Text("\nClaim: ", style="bold")
-    level = "no level" if effective.level is None else f"L{effective.level}"
-    source = {"reviewer": "your correction", "model": "the accepted model extraction",
-              "rule": "the importer's rules", None: "nothing"}[effective.source]
-    out.append(f"reports count {level} (from {source}).")
-    if extraction is None:
-        out.append("\nNo model-extracted claim (workbench assist claims makes them for claims the rules"
-                   " could not read). 0-5 correct the level.", style="dim")
-        return out
-    found = "" if extraction.quote_found or not extraction.sentence else " (sentence not found in the claim)"
-    out.append("\nModel-extracted")
-    out.append_text(text(f" by {extraction.model}: "))
-    out.append("no level" if extraction.expected_level is None else f"L{extraction.expected_level}")
-    out.append(", success claimed" if extraction.success_claimed else ", no success claimed")
-    if extraction.sentence:
-        out.append(": “")
-        out.append_text(text(extraction.sentence))
-        out.append("”")
-    out.append(found, style="yellow")
-    out.append("\na accepts it · 0-5 correct the level (0: the agent expected none)", style="dim")
-    return out

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from rich.text import Text
@@ -10,12 +9,12 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
 from domain.text import clean
 from screens.data import reading
+from screens.messages import ReportFailed, ReportWritten
 
 FORMAT_CHOICES = [
     ("Markdown (.md)", "md"),
@@ -29,25 +28,9 @@ FORMAT_CHOICES = [
 class ExportScreen(ModalScreen[Path | None]):
     """Pick a format and a file; the report is counted and written in a worker thread."""
 
-    DEFAULT_CSS = """
-    ExportScreen { align: center middle; }
-    ExportScreen > Vertical { width: 80; height: auto; border: round $primary; background: $panel;
-                              padding: 1 2; }
-    ExportScreen Horizontal { height: auto; margin-top: 1; }
-    ExportScreen #export-status { margin-top: 1; }
-    """
     BINDINGS = [
         Binding("escape", "cancel", "Close", id="export.close", tooltip="Close without exporting"),
     ]
-
-    @dataclass
-    class Written(Message):
-        path: Path
-        size: int
-
-    @dataclass
-    class Failed(Message):
-        problem: str
 
     def __init__(self, db_path: Path, slugs: tuple[str, ...] = ()) -> None:
         super().__init__(id="export")
@@ -102,16 +85,16 @@ class ExportScreen(ModalScreen[Path | None]):
                 data = render(build_report(db, list(self.slugs), pseudonymise=pseudonymise), fmt)
             path.write_bytes(data)
         except Exception as exc:  # noqa: BLE001 - shown to the user, one line
-            self.post_message(self.Failed(clean(f"{type(exc).__name__}: {exc}")))
+            self.post_message(ReportFailed(clean(f"{type(exc).__name__}: {exc}")))
             return
-        self.post_message(self.Written(path, len(data)))
+        self.post_message(ReportWritten(path, len(data)))
 
-    def on_export_screen_written(self, message: Written) -> None:
+    def on_report_written(self, message: ReportWritten) -> None:
         self.query_one("#export-run", Button).disabled = False
         self.query_one("#export-status", Static).update(
             Text(f"Wrote {clean(str(message.path))} ({message.size:,} bytes)."))
         self.app.notify(f"Report written: {clean(str(message.path))}", markup=False)
 
-    def on_export_screen_failed(self, message: Failed) -> None:
+    def on_report_failed(self, message: ReportFailed) -> None:
         self.query_one("#export-run", Button).disabled = False
         self.query_one("#export-status", Static).update(Text(f"Not written: {message.problem}", style="bold"))

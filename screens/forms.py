@@ -27,6 +27,7 @@ from domain.errors import WorkbenchError
 from domain.models import LADDER, Budgets, DecisionKind, Intervention, Outcome, Verdict
 from domain.text import clean
 from screens.data import describe_error, reading
+from screens.presenters.effort import standing_text
 from screens.text import text
 from storage import queries, records
 from workbench import config
@@ -37,20 +38,6 @@ Save = Callable[[Database], int]
 
 class RecordForm(ModalScreen[int | None]):
     """A form that saves one record. Subclasses compose their fields and build the write."""
-
-    DEFAULT_CSS = """
-    RecordForm { align: center middle; }
-    RecordForm > Vertical {
-        width: 90%; max-width: 96; height: auto; max-height: 95%;
-        border: round $primary; background: $surface; padding: 0 1;
-    }
-    RecordForm VerticalScroll { height: auto; max-height: 100%; }
-    RecordForm Label { margin-top: 1; color: $text-muted; }
-    RecordForm .form-info { margin-top: 1; }
-    RecordForm #form-error { color: $error; text-style: bold; margin-top: 1; }
-    RecordForm .form-buttons { height: auto; margin-top: 1; }
-    RecordForm .form-buttons Button { margin-right: 2; }
-    """
 
     BINDINGS = [
         Binding("ctrl+s", "save", "Save", id="form.save", tooltip="Save this record"),
@@ -242,28 +229,6 @@ class InterventionForm(RecordForm):
 
 
 DECISION_WORDS = {DecisionKind.ACCEPT: "Accept", DecisionKind.STOP: "Stop", DecisionKind.CONTINUE: "Continue"}
-
-
-def standing_text(standing: effort.Standing) -> Text:
-    """The budget lines and the suggestion, for the decision form and the effort panel."""
-    out = Text()
-    for lim in standing.limits:
-        style = "bold red" if lim.exhausted else ("yellow" if lim.near else "")
-        out.append(effort.describe_limit(lim), style=style)
-        out.append("\n")
-    if standing.unpriced_runs:
-        out.append(f"({standing.unpriced_runs} run(s) without a price or times are not in compute)\n",
-                   style="dim")
-    out.append(f"staff cost ${standing.staff_dollars:,.2f}\n")
-    best = "none verified" if standing.highest_level is None else f"L{standing.highest_level}"
-    out.append(f"best level {best} · L{standing.acceptance_level} required\n")
-    style = {DecisionKind.ACCEPT: "bold green", DecisionKind.STOP: "bold red"}.get(standing.suggestion, "bold")
-    out.append("The rules suggest: ")
-    out.append(standing.suggestion.value.upper(), style=style)
-    out.append("\n")
-    for reason in standing.reasons:
-        out.append(f"  · {reason}\n", style="dim")
-    return out
 
 
 class DecisionForm(RecordForm):

@@ -12,7 +12,9 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from domain.models import LADDER
+from domain.models import LADDER, Outcome
+from screens.presenters.palette import tone
+from screens.presenters.render import MARKS
 
 
 def key_table(rows: Iterable[tuple[str, str, str]]) -> Table:
@@ -29,9 +31,10 @@ def ladder_legend() -> Text:
     out = Text("Ladder (L1-5): ", style="bold")
     out.append(" · ".join(f"L{n} {name}" for n, name in LADDER.items()))
     out.append("\n")
-    for mark, style, word in (("✓", "green", "pass"), ("✗", "bold red", "fail"),
-                              ("?", "yellow", "unknown"), ("·", "dim", "no verdict yet")):
-        out.append(mark, style=style)
+    for outcome, word in ((Outcome.PASS, "pass"), (Outcome.FAIL, "fail"), (Outcome.UNKNOWN, "unknown"),
+                          (None, "no verdict yet")):
+        mark, style = MARKS[outcome]
+        out.append(mark, style=tone(style))
         out.append(f" {word}  ")
     return out
 

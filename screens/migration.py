@@ -11,12 +11,14 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Header, Static
 
 from domain.models import AttemptSource, AttemptSummary, Migration
-from screens import render
 from screens.base import PAGE_SIZE, Pager, WorkbenchScreen
 from screens.data import read
-from screens.effort import EffortActions, EffortPanel
+from screens.effort import EffortActions
 from screens.messages import AttemptsPage, LoadFailed
-from screens.widgets import NavTable
+from screens.navigation import AttemptCursor
+from screens.presenters import render
+from screens.widgets.effort_panel import EffortPanel
+from screens.widgets.nav_table import NavTable
 from storage import queries
 
 COLUMNS = (
@@ -76,8 +78,9 @@ class MigrationScreen(EffortActions, WorkbenchScreen):
         self.pager: Pager[int] = Pager(size=page_size)
         self.summaries: dict[str, AttemptSummary] = {}
         """The loaded attempts by row key (the attempt id)."""
-        self.marked: int | None = None
-        """The attempt marked with `c` for a comparison."""
+        self.cursor = AttemptCursor()
+        """The loaded attempts in table order and the one marked with `c`: handed to the
+        attempt screens this screen opens (kept current as pages load)."""
         self.open_attempt = open_attempt
         """An attempt to open once its page has loaded (a jump from the palette)."""
 
@@ -139,6 +142,7 @@ class MigrationScreen(EffortActions, WorkbenchScreen):
                 table.add_row(*render.attempt_row(summary, command_width=width), key=key)
             if late_reference or (message.after is None and self._reference_not_first()):
                 table.sort("seq", "source", key=_pin_key)
+        self._sync_cursor()
         if message.rows:
             self.pager.after = message.rows[-1].attempt.seq
         self.pager.complete = message.complete
@@ -195,6 +199,7 @@ class MigrationScreen(EffortActions, WorkbenchScreen):
                 self.summaries[key] = summary
                 for column, cell in zip(keys, render.attempt_row(summary, command_width=width)):
                     table.update_cell(key, column, cell)
+        self._sync_cursor()
         self._show_detail(table.cursor_row)
 
     def _open_pending(self, table: DataTable) -> None:
@@ -243,51 +248,25 @@ class MigrationScreen(EffortActions, WorkbenchScreen):
         return [self.summaries[row.key.value] for row in table.ordered_rows
                 if row.key.value in self.summaries]
 
-    def _index(self, attempt_id: int) -> int:
-        for n, summary in enumerate(self.ordered()):
-            if summary.attempt.id == attempt_id:
-                return n
-        return -1
-
-    def _follow(self, summary: AttemptSummary) -> AttemptSummary:
-        """Move this screen's cursor to `summary` (so `escape` comes back to it; pages load)."""
-        table = self.query_one(AttemptTable)
-        table.move_cursor(row=table.get_row_index(str(summary.attempt.id)))
+    def follow(self, attempt_id: int) -> AttemptSummary | None:
+        """Move the cursor to that attempt (so `escape` comes back to it; pages load)."""
+        summary = self.summaries.get(str(attempt_id))
+        if summary is not None:
+            table = self.query_one(AttemptTable)
+            table.move_cursor(row=table.get_row_index(str(attempt_id)))
         return summary
 
-    def step(self, attempt_id: int, step: int) -> AttemptSummary | None:
-        rows = self.ordered()
-        index = self._index(attempt_id) + step
-        return self._follow(rows[index]) if 0 <= index < len(rows) and self._index(attempt_id) >= 0 else None
+    @property
+    def marked(self) -> int | None:
+        """The attempt marked with `c` for a comparison."""
+        return self.cursor.marked
 
-    def failure(self, attempt_id: int, step: int, *, silent: bool = False) -> AttemptSummary | None:
-        rows = self.ordered()
-        index = self._index(attempt_id) + step
-        while 0 <= index < len(rows):
-            f = rows[index].failure
-            if f is not None and (f.silent or not silent):
-                return self._follow(rows[index])
-            index += step
-        return None
+    @marked.setter
+    def marked(self, attempt_id: int | None) -> None:
+        self.cursor.marked = attempt_id
 
-    def previous_commit(self, attempt_id: int) -> tuple[int, str] | None:
-        """(seq, commit) of the agent attempt before this one, for the diff's default."""
-        rows = [s for s in self.ordered() if s.attempt.source is not AttemptSource.REFERENCE]
-        for before, summary in zip(rows, rows[1:]):
-            if summary.attempt.id == attempt_id:
-                return before.attempt.seq, before.attempt.commit
-        return None
-
-    def reference(self) -> AttemptSummary | None:
-        return next((s for s in self.ordered() if s.attempt.source is AttemptSource.REFERENCE), None)
-
-    def compare_partner(self, attempt_id: int) -> AttemptSummary | None:
-        """The marked attempt, else the one before this one."""
-        if self.marked is not None and self.marked != attempt_id:
-            return self.summaries.get(str(self.marked))
-        index = self._index(attempt_id)
-        rows = self.ordered()
-        return rows[index - 1] if index > 0 else None
+    def _sync_cursor(self) -> None:
+        self.cursor.rows = self.ordered()
 
     def current(self) -> AttemptSummary | None:
         table = self.query_one(AttemptTable)
@@ -298,17 +277,23 @@ class MigrationScreen(EffortActions, WorkbenchScreen):
     def open(self, summary: AttemptSummary) -> None:
         from screens.attempt import AttemptScreen
 
-        self.app.push_screen(AttemptScreen(self.migration, summary, self))
+        self.app.push_screen(AttemptScreen(self.migration, summary, self.cursor))
 
     def action_failure(self, step: int) -> None:
-        summary = self.current()
-        if summary is not None and self.failure(summary.attempt.id, step) is None:
-            self.app.notify("No more failures that way", markup=False)
+        self._to_failure(step, silent=False, nothing="No more failures that way")
 
     def action_silent(self) -> None:
+        self._to_failure(1, silent=True, nothing="No silent failure below this one")
+
+    def _to_failure(self, step: int, *, silent: bool, nothing: str) -> None:
         summary = self.current()
-        if summary is not None and self.failure(summary.attempt.id, 1, silent=True) is None:
-            self.app.notify("No silent failure below this one", markup=False)
+        if summary is None:
+            return
+        found = self.cursor.failure(summary.attempt.id, step, silent=silent)
+        if found is None:
+            self.app.notify(nothing, markup=False)
+        else:
+            self.follow(found.attempt.id)
 
     def action_compare(self) -> None:
         summary = self.current()
@@ -327,7 +312,7 @@ class MigrationScreen(EffortActions, WorkbenchScreen):
         if other is not None:
             from screens.compare import CompareScreen
 
-            self.app.push_screen(CompareScreen(self.migration, other, summary, self))
+            self.app.push_screen(CompareScreen(self.migration, other, summary, self.cursor.reference()))
 
     @on(DataTable.RowSelected, "#attempts")
     def _selected(self, event: DataTable.RowSelected) -> None:

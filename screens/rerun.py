@@ -35,18 +35,6 @@ BACKENDS = [("local (this machine; XLA:CPU devices stand in for chips)", "local"
 class RerunLauncher(ModalScreen[int | None]):
     """Confirm and start a re-run; dismisses with the new job's id, or None."""
 
-    DEFAULT_CSS = """
-    RerunLauncher { align: center middle; }
-    RerunLauncher > Vertical { width: 90%; max-width: 110; height: 95%; border: round $warning;
-        background: $surface; padding: 0 1; }
-    RerunLauncher Label { margin-top: 1; color: $text-muted; }
-    RerunLauncher #rerun-argv { height: 8; }
-    RerunLauncher #rerun-env { height: 5; }
-    RerunLauncher #rerun-error { color: $error; text-style: bold; }
-    RerunLauncher Horizontal { height: auto; }
-    RerunLauncher Horizontal Button { margin-right: 2; }
-    """
-
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="rerun.cancel", tooltip="Close; nothing runs"),
         Binding("ctrl+r", "run", "Run", id="rerun.run", tooltip="Run the command exactly as shown"),
@@ -154,12 +142,6 @@ class RerunLauncher(ModalScreen[int | None]):
 
 class JobScreen(Screen[None]):
     """A job's live output, state, elapsed time and progress."""
-
-    DEFAULT_CSS = """
-    JobScreen #job-status { height: auto; padding: 0 1; }
-    JobScreen ProgressBar { padding: 0 1; }
-    JobScreen Log { height: 1fr; }
-    """
 
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back", id="job.back", tooltip="Back (the job keeps running)"),

@@ -12,11 +12,11 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from domain.models import MigrationSummary
 from domain.text import clean
-from screens import render
 from screens.base import PAGE_SIZE, Pager, WorkbenchScreen
 from screens.data import read
 from screens.messages import LoadFailed, MigrationsPage, StudyLoaded
-from screens.widgets import NavTable
+from screens.presenters import render
+from screens.widgets.nav_table import NavTable
 from storage import queries
 
 COLUMNS = (

@@ -1,4 +1,5 @@
-"""Importer writes: attempt numbering, child rows replaced whole, and groups of attempts per commit."""
+"""Importer writes (attempt numbering, child rows replaced whole, groups of attempts per commit) and
+the reads of what they wrote."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 from sqlite_utils import Database
 
+from domain.models import Edit
 from storage import records
 
 ATTEMPT_CHILDREN = ("attempt_edit", "attempt_tool_call")
@@ -107,3 +109,13 @@ def commit_group(db: Database) -> None:
         if db.conn.in_transaction:
             db.conn.rollback()
         raise
+
+
+def attempt_edits(db: Database, attempt_id: int) -> list[Edit]:
+    """The edits an attempt's transcript recorded since the previous attempt, in order."""
+    return [
+        Edit(tool=r["tool"], file_path=r["file_path"] or "", old_text=r["old_text"], new_text=r["new_text"],
+             replace_all=bool(r["replace_all"]), patch=r["patch"] or "", tool_use_id=r["tool_use_id"] or "",
+             at=r["at"])
+        for r in db.query("SELECT * FROM attempt_edit WHERE attempt_id = ? ORDER BY ord", [attempt_id])
+    ]

@@ -77,7 +77,7 @@ def list_jobs(db: Database, migration_id: int | None = None, *, limit: int = 200
 def insert_job(db: Database, spec: JobSpec, reviewer: str, job_dir: Callable[[int], Path]) -> Job:
     """Store a queued job; its folder is named after its id, so `job_dir` maps one to the other."""
     row = {**_spec_row(spec), "state": JobState.QUEUED.value, "created_at": records.now(), "reviewer": reviewer}
-    with db.atomic():
+    with records.immediate(db):
         job_id = records.insert_row(db, "job", row)
         folder = str(job_dir(job_id))
         db.execute("UPDATE job SET job_dir = ? WHERE id = ?", [folder, job_id])
@@ -93,7 +93,7 @@ def update_job(db: Database, job_id: int, reviewer: str, **changes: Any) -> None
     if unknown:
         raise ValueError(f"not job fields: {', '.join(sorted(unknown))}")
     sets = ", ".join(f"{k} = ?" for k in changes)
-    with db.atomic():
+    with records.immediate(db):
         db.execute(f"UPDATE job SET {sets} WHERE id = ?", [*changes.values(), job_id])
         records.audit(db, reviewer, "update", "job", job_id, changes)
 
@@ -129,7 +129,7 @@ def store_job_log(db: Database, job: Job, *, keep_empty: bool = False) -> int | 
     """Keep the job's output (a cancelled or interrupted run) as a stored log; None when it has none."""
     if not job.log_path.is_file() or not (keep_empty or job.log_path.stat().st_size):
         return None
-    with db.atomic():
+    with records.immediate(db):
         return store_log(db, job.log_path)
 
 
@@ -141,7 +141,7 @@ def store_rerun_attempt(db: Database, job: Job, row: dict[str, Any], series: dic
     here. Returns (attempt id, seq, log id).
     """
     spec = job.spec
-    with db.atomic():
+    with records.immediate(db):
         log_id = store_log(db, job.log_path) if job.log_path.is_file() else None
         seq = db.execute("SELECT COALESCE(MAX(seq), -1) + 1 FROM attempt WHERE migration_id = ?",
                          [spec.migration_id]).fetchone()[0]

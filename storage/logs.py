@@ -58,6 +58,14 @@ def store_log_bytes(db: Database, data: bytes) -> int:
     return _store_stream(db, io.BytesIO(data), sha)
 
 
+def log_chunks(db: Database, log_id: int, batch: int = 1) -> Iterator[bytes]:
+    """A stored log's 256 KiB chunks in order, `batch` chunks joined at a time; one cursor, so SQLite
+    walks the table once."""
+    cursor = db.execute("SELECT data FROM log_chunk WHERE log_id = ? ORDER BY seq", [log_id])
+    while rows := cursor.fetchmany(batch):
+        yield rows[0][0] if len(rows) == 1 else b"".join(r[0] for r in rows)
+
+
 def _store_stream(db: Database, fh: BinaryIO, sha: str) -> int:
     log_id = db.execute("INSERT INTO log (sha256, size, line_count) VALUES (?, 0, 0)", [sha]).lastrowid
     if log_id is None:

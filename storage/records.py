@@ -206,7 +206,7 @@ def record_verification(
     ones, never deleted; verdict overrides keep pointing at the verdict they judged.
     """
     at = now()
-    with db.atomic():
+    with immediate(db):
         previous = db.execute(
             "SELECT id FROM verification WHERE attempt_id = ? AND superseded_by IS NULL", [attempt_id]
         ).fetchone()
@@ -348,7 +348,7 @@ def record_llm_call(
         "duration_s": duration_s,
         "reviewer": reviewer,
     }
-    with db.atomic():
+    with immediate(db):
         row_id = insert_row(db, "llm_call", row)
         audit(db, reviewer, "insert", "llm_call", row_id,
               {k: v for k, v in row.items() if k not in ("request", "response")})

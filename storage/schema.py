@@ -582,6 +582,58 @@ def m011_override_index(db: Database) -> None:
     db.execute("CREATE INDEX IF NOT EXISTS idx_verdict_override_verdict ON verdict_override (verdict_id, id)")
 
 
+@migrations()
+def m012_judgements(db: Database) -> None:
+    """Reviewers' judgements, review queues, adjudications and the study's blind mode
+    (docs/judgements.md). All four are human records: append-only, a change is a new row."""
+    db.table("judgement").create(
+        {
+            "id": int, "attempt_id": int, "reviewer": str,
+            "level1": str, "level2": str, "level3": str, "level4": str, "level5": str,
+            "cause": str, "note": str, "blind": int, "active_seconds": float, "at": str,
+            "supersedes": int,
+        },
+        pk="id",
+        not_null={"attempt_id", "reviewer", "level1", "level2", "level3", "level4", "level5",
+                  "blind", "active_seconds", "at"},
+        defaults={"note": "", "blind": 0, "active_seconds": 0.0},
+        foreign_keys=[("attempt_id", "attempt", "id"), ("supersedes", "judgement", "id")],
+    )
+    db.table("judgement").create_index(["attempt_id", "reviewer"])
+    # a judgement is superseded at most once: two reviewers' processes cannot fork one history
+    db.execute("CREATE UNIQUE INDEX idx_judgement_supersedes ON judgement (supersedes)"
+               " WHERE supersedes IS NOT NULL")
+    db.table("assignment").create(
+        {"id": int, "batch": int, "attempt_id": int, "reviewer": str, "blind": int, "seed": int,
+         "overlap": float, "assigned_by": str, "at": str},
+        pk="id",
+        not_null={"batch", "attempt_id", "reviewer", "blind", "assigned_by", "at"},
+        foreign_keys=[("attempt_id", "attempt", "id")],
+    )
+    db.table("assignment").create_index(["reviewer", "attempt_id"])
+    db.table("assignment").create_index(["attempt_id"])
+    db.table("adjudication").create(
+        {"id": int, "attempt_id": int, "level": int, "outcome": str, "reason": str, "reviewer": str,
+         "at": str, "override_id": int},
+        pk="id",
+        not_null={"attempt_id", "level", "outcome", "reason", "reviewer", "at", "override_id"},
+        foreign_keys=[("attempt_id", "attempt", "id"), ("override_id", "verdict_override", "id")],
+    )
+    db.table("adjudication").create_index(["attempt_id", "level"])
+    db.table("blind_mode").create(
+        {"id": int, "blind": int, "reviewer": str, "at": str},
+        pk="id",
+        not_null={"blind", "reviewer", "at"},
+    )
+    for table in ("judgement", "assignment", "adjudication", "blind_mode"):
+        for event in ("UPDATE", "DELETE"):
+            db.execute(
+                f"CREATE TRIGGER {table}_append_only_{event.lower()} BEFORE {event} ON {table}"
+                f" BEGIN SELECT RAISE(ABORT, '{table} records are append-only:"
+                f" record a new one instead'); END"
+            )
+
+
 def known() -> list[str]:
     """Every migration this workbench knows, oldest first."""
     return [func.__name__ for func in migrations.functions]

@@ -10,6 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings as hypothesis_settings
+
+# Hypothesis runs derandomized (a fixed seed per test), so a test that passes passes every time;
+# HYPOTHESIS_PROFILE=explore searches afresh and keeps failing examples in .hypothesis/ to replay.
+hypothesis_settings.register_profile("ci", derandomize=True, database=None)
+hypothesis_settings.register_profile("explore", derandomize=False)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test Agent",

@@ -295,6 +295,32 @@ async def test_attempts_load_a_page_at_a_time(bundle: BundleBuilder, tmp_path: P
         assert column(app, "seq") == [str(n) for n in range(25)]
 
 
+async def test_stepping_inside_an_attempt_crosses_pages(bundle: BundleBuilder, tmp_path: Path) -> None:
+    """`]` on the attempt screen moves the migration screen's cursor (through the app), which
+    loads the next page; the attempt screen's cursor sees those rows and steps on into them."""
+    from screens.attempt import AttemptScreen
+
+    folder, shas = bundle.add_migration("many", commits=2)
+    bundle.write_attempts(folder, [bundle.attempt(seq, shas[1]) for seq in range(25)])
+    app = WorkbenchApp(build(bundle, tmp_path), page_size=10)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, AttemptScreen)
+        for _ in range(14):
+            await pilot.press("right_square_bracket")
+            await settle(pilot)
+        assert screen.summary.attempt.seq == 14
+        await pilot.press("escape")
+        await settle(pilot)
+        assert isinstance(app.screen, MigrationScreen)
+        assert table(app).cursor_row == 14 and table(app).row_count == 20
+
+
 async def test_untrusted_text_is_shown_literally_everywhere(evil_db: Path) -> None:
     app = WorkbenchApp(evil_db)
     async with app.run_test(size=(160, 40)) as pilot:
@@ -380,19 +406,136 @@ async def test_an_empty_study_says_so(tmp_path: Path) -> None:
         assert isinstance(app.screen, StudyScreen)
 
 
-def test_every_binding_can_be_remapped_and_none_steals_typing() -> None:
-    """Each of our bindings has an id (for `set_keymap`) and a tooltip; no single-letter
-    binding is priority, so none fires while the reviewer types in an input."""
-    from screens.help import HelpScreen as Help
-    from screens.migration import AttemptTable
-    from screens.study import MigrationTable
-    from screens.widgets import NavTable
+def test_no_literal_colours_in_the_screens() -> None:
+    """Colours come from the theme (tcss variables, `palette.tone("$text-error")`), so every
+    Textual theme works: no named or hex colour in a style of screens/ or app.tcss."""
+    import re
 
-    for owner in (WorkbenchApp, StudyScreen, MigrationScreen, Help, NavTable, MigrationTable,
-                  AttemptTable):
+    import screens
+    from workbench.config import ASSETS
+
+    named = re.compile(r"[\"'](?:[a-z ]* )?(?:red|green|yellow|blue|cyan|magenta|white|black)(?: [a-z ]*)?[\"']"
+                       r"|#[0-9a-fA-F]{6}\b")
+    found = []
+    paths = [*Path(screens.__file__).parent.rglob("*.py"), ASSETS / "styles" / "app.tcss"]
+    for path in paths:
+        if path.name == "palette.py":
+            continue  # the stand-ins used before a theme is read
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if named.search(line):
+                found.append(f"{path.name}:{n}: {line.strip()}")
+    assert not found, found
+
+
+async def test_the_presenters_colours_follow_the_theme(tmp_path: Path) -> None:
+    from textual.color import Color
+
+    from screens.presenters.palette import tone
+
+    path = tmp_path / "empty.db"
+    open_study(path, create=True).close()
+    app = WorkbenchApp(path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        dark = tone("bold $text-success")
+        assert dark == "bold " + Color.parse(app.get_css_variables()["text-success"]).hex6
+        app.theme = "textual-light"
+        await pilot.pause()
+        light = tone("bold $text-success")
+        assert light == "bold " + Color.parse(app.get_css_variables()["text-success"]).hex6
+        assert light != dark
+
+
+def _binding_owners() -> list[type]:
+    """Every App, Screen and Widget class defined in `screens/`, found by walking the package."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    from textual.dom import DOMNode
+
+    import screens
+
+    owners: dict[str, type] = {}
+    for info in pkgutil.walk_packages(screens.__path__, "screens."):
+        module = importlib.import_module(info.name)
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if issubclass(cls, DOMNode) and cls.__module__ == module.__name__:
+                owners[f"{cls.__module__}.{cls.__qualname__}"] = cls
+    return [owners[name] for name in sorted(owners)]
+
+
+BINDING_OWNERS = _binding_owners()
+
+
+def test_every_message_lives_in_messages_py() -> None:
+    """One place for the screens' messages (screens/messages.py), each a dataclass."""
+    import dataclasses
+    import importlib
+    import inspect
+    import pkgutil
+
+    from textual.message import Message
+
+    import screens
+
+    elsewhere, plain = [], []
+    for info in pkgutil.walk_packages(screens.__path__, "screens."):
+        module = importlib.import_module(info.name)
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            for found in (cls, *vars(cls).values()):
+                if not (inspect.isclass(found) and issubclass(found, Message)):
+                    continue
+                if found.__module__.startswith("screens.") and found.__module__ != "screens.messages":
+                    elsewhere.append(f"{found.__module__}.{found.__qualname__}")
+                if found.__module__ == "screens.messages" and not dataclasses.is_dataclass(found):
+                    plain.append(found.__qualname__)
+    assert not elsewhere and not plain, (elsewhere, plain)
+
+
+def test_the_binding_walk_finds_the_screens_and_widgets() -> None:
+    names = {owner.__name__ for owner in BINDING_OWNERS}
+    assert {"WorkbenchApp", "StudyScreen", "MigrationScreen", "AttemptScreen", "CompareScreen",
+            "HelpScreen", "BriefScreen", "NavTable", "LogPane", "DiffPane", "CurvesPane",
+            "VerdictList", "InterventionForm"} <= names
+    assert sum(len(owner.__dict__.get("BINDINGS", [])) for owner in BINDING_OWNERS) > 50
+
+
+@pytest.mark.parametrize("owner", BINDING_OWNERS, ids=lambda owner: f"{owner.__module__}.{owner.__qualname__}")
+def test_every_binding_can_be_remapped_and_none_steals_typing(owner: type) -> None:
+    """Each of our bindings, in every class of screens/, has an id (for `set_keymap`) and a
+    tooltip; no single-letter binding is priority, so none fires while the reviewer types in
+    an input."""
+    from textual.binding import Binding
+
+    for binding in owner.__dict__.get("BINDINGS", []):
+        assert isinstance(binding, Binding), (owner.__name__, binding)
+        assert binding.id and binding.tooltip, (owner.__name__, binding.key)
+        assert not (binding.priority and len(binding.key) == 1), (owner.__name__, binding.key)
+
+
+def test_binding_ids_name_one_binding_each() -> None:
+    """A keymap entry remaps one thing: an id is not shared by bindings of different actions."""
+    actions: dict[str, set[str]] = {}
+    for owner in BINDING_OWNERS:
         for binding in owner.__dict__.get("BINDINGS", []):
-            assert binding.id and binding.tooltip, (owner.__name__, binding.key)
-            assert not (binding.priority and len(binding.key) == 1), (owner.__name__, binding.key)
+            actions.setdefault(binding.id, set()).add(binding.action)
+    assert {i: a for i, a in actions.items() if len(a) > 1} == {}
+
+
+def test_no_sql_in_the_screens() -> None:
+    """The screens read through named functions in `storage/`; no SQL string, no `execute`."""
+    import re
+
+    import screens
+
+    sql = re.compile(r"\b(SELECT\s.*\bFROM|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|PRAGMA\s)|\.execute\(")
+    found = []
+    for path in Path(screens.__file__).parent.rglob("*.py"):
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if sql.search(line):
+                found.append(f"{path.name}:{n}: {line.strip()}")
+    assert not found, found
 
 
 @pytest.mark.skipif(not __import__("workbench.config").config.DEMO_BUNDLE.is_dir(),

@@ -127,10 +127,10 @@ def test_bad_records_print_one_line_each_and_exit_2(bundle, tmp_path: Path) -> N
     result = workbench("import", "bundle", str(bundle.root), "--db", str(db))
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
-        f"{folder / 'logs/0.log'}: not valid UTF-8 (byte 3); stored as bytes, shown with replacement characters",
         f"{folder / 'attempts.jsonl'}:2: commit '{'f' * 40}' is not in the repository",
+        f"warning: {folder / 'logs/0.log'}: not valid UTF-8 (byte 3); stored as bytes, shown with replacement characters",
     ]
-    assert result.stdout.strip() == "3 new, 0 updated, 0 unchanged; 2 problem(s) reported"
+    assert result.stdout.strip() == "3 new, 0 updated, 0 unchanged; 1 problem(s) reported; 1 warning(s)"
 
 
 def test_a_newer_database_is_refused_by_the_cli(tmp_path: Path) -> None:

@@ -14,9 +14,9 @@ from test_effort import _verdicts
 from textual.widgets import Input, Select
 
 from screens.app import WorkbenchApp
-from screens.effort import EffortPanel
 from screens.forms import BudgetForm, DecisionForm, InterventionForm, OverrideForm
 from screens.migration import MigrationScreen
+from screens.widgets.effort_panel import EffortPanel
 from storage import queries
 from storage.database import open_study
 
@@ -251,7 +251,8 @@ async def test_another_reviewers_record_shows_within_seconds(db_path: Path) -> N
 
 
 async def test_override_from_the_verdicts_pane_takes_the_highlighted_level(db_path: Path) -> None:
-    from screens.attempt import AttemptScreen, VerdictList
+    from screens.attempt import AttemptScreen
+    from screens.widgets.verdict_list import VerdictList
 
     study = open_study(db_path)
     m = queries.get_migration(study.db, "mlp-xla")
@@ -287,7 +288,7 @@ async def test_override_from_the_verdicts_pane_takes_the_highlighted_level(db_pa
 def test_the_change_watcher_never_creates_a_database(tmp_path: Path) -> None:
     import sqlite3
 
-    from screens.effort import ChangeWatcher
+    from storage.review import ChangeWatcher
 
     missing = tmp_path / "a dir with spaces" / "nope?.db"
     with pytest.raises(sqlite3.OperationalError):

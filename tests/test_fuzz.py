@@ -215,6 +215,9 @@ LOG_PIECES = st.sampled_from([
     b'workbench-probe {"device_kind": "TPU v5e", "devices_used": 4}\n', b"workbench-probe {bad json\n",
     b"workbench-probe []\n", b"{devices=[4,1]0,1,2,3}\n", b"devices=[]\n", b"eval_accuracy 0.93\n",
     b"\r", b"\xff\xfe", b"\x00", b"x" * 5000, b"\n", b"Epoch 0:  50%|###  | 16/32 [00:01<00:00, 12.3it/s, loss=0.693]\n",
+    # lines that made backtracking patterns quadratic or worse (issue 20), and step forms without a total
+    b"a1" * 2000, b"eval_" + b"1" * 3000 + b"x", b"Epoch 1 " * 300, b"|x| 1/2 [" + b"it/s" * 500, b"torch_xla" * 300,
+    b"step 2/9 loss " + b"A" * 3000, b"Step: 5, loss=0.1\n", b"Training for step 0/100\n",
 ])
 LOGS = st.lists(LOG_PIECES | st.binary(max_size=40), max_size=40).map(b"".join)
 
@@ -279,6 +282,20 @@ def test_log_scanner_on_any_bytes_and_any_chunking(log, cuts) -> None:
     pieces = [log[a:b] for a, b in zip(bounds, bounds[1:])]
     assert _facts(pieces) == whole
     assert f"'size': {len(log)}," in whole
+
+
+@FAST
+@given(log=LOGS, cuts=st.lists(st.integers(0, 10_000), max_size=6))
+def test_planned_step_count_is_the_same_without_metric_extraction(log, cuts) -> None:
+    """A log over the extraction limit is scanned without extraction: its planned step count (level
+    1's yardstick) is the one extraction finds, for any chunking (issue 19)."""
+    bounds = sorted({min(c, len(log)) for c in cuts} | {0, len(log)})
+    scanner = LogScanner(compile_patterns(), extract_metrics=False)
+    for a, b in zip(bounds, bounds[1:]):
+        scanner.feed(log[a:b])
+    extracting = LogScanner(compile_patterns(), extract_metrics=True)
+    extracting.feed(log)
+    assert scanner.finish().total_steps == extracting.finish().total_steps
 
 
 @FAST

@@ -9,7 +9,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from import_helpers import Transcript
 
-from storage import imports
 from storage.database import open_study
 from workbench.bundle import import_bundle
 from workbench.importers.claude_code import ClaudeCodeImporter
@@ -121,7 +120,9 @@ def test_an_attempt_that_fails_to_write_leaves_nothing(tmp_path: Path, bundle, m
     def boom(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(imports, "replace_attempt_rows", boom)  # the child rows, after the attempt row
+    from storage import imports
+
+    monkeypatch.setattr(imports, "replace_attempt_rows", boom)  # the attempt's child rows: after its row and log
     counts = lambda: [study.db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("attempt", "log", "audit")]
     before = counts()
     report = importer.run([path])

@@ -11,13 +11,13 @@ import json
 import math
 import re
 import tomllib
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sqlite_utils import Database
 
 from domain.errors import WorkbenchError
+from domain.imports import ImportReport
 from domain.models import (
     Attempt,
     AttemptSource,
@@ -45,27 +45,6 @@ SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 class BadRecord(ValueError):
     """What is wrong with one record, in words."""
-
-
-@dataclass
-class ImportReport:
-    inserted: int = 0
-    updated: int = 0
-    unchanged: int = 0
-    problems: list[str] = field(default_factory=list)
-
-    @property
-    def imported(self) -> int:
-        """Records now in the database from this import, new or not."""
-        return self.inserted + self.updated + self.unchanged
-
-    def count(self, what: str) -> None:
-        if what == "insert":
-            self.inserted += 1
-        elif what == "update":
-            self.updated += 1
-        else:
-            self.unchanged += 1
 
 
 _TYPES = {
@@ -331,7 +310,7 @@ class BundleImporter:
         study = self.study
         migrations_dir = self.bundle / "migrations"
         folders = sorted(p for p in migrations_dir.iterdir() if p.is_dir()) if migrations_dir.is_dir() else []
-        with self.db.atomic():
+        with records.immediate(self.db):
             existing = queries.get_study(self.db)
             if existing is not None and existing.slug != study.slug:
                 raise WorkbenchError(
@@ -361,7 +340,7 @@ class BundleImporter:
                 raise WorkbenchError(f"{toml_path}: base_commit {migration.base_commit!r} is not in {repo}")
             row = migration_to_row(migration)
             row.update(repo=str(repo.resolve()), base_commit=base)
-            with self.db.atomic():
+            with records.immediate(self.db):
                 migration_id, what = records.upsert_by_key(
                     self.db, "migration", {"slug": migration.slug}, row, self.reviewer, keep=("status",)
                 )
@@ -383,7 +362,7 @@ class BundleImporter:
                     continue
                 try:
                     record = json.loads(raw.strip())
-                    with self.db.atomic():
+                    with records.immediate(self.db):
                         self._import_attempt(folder, migration_id, record, resolver)
                 except (ValueError, BadRecord) as exc:
                     self.report.problems.append(f"{path}:{number}: {_json_error(exc)}")
@@ -408,7 +387,7 @@ class BundleImporter:
                 raise BadRecord(f"log {log_name!r} does not exist")
             problem = utf8_problem(log_path)
             if problem:
-                self.report.problems.append(
+                self.report.warnings.append(
                     f"{log_path}: {problem}; stored as bytes, shown with replacement characters"
                 )
             log_id = store_log(self.db, log_path)

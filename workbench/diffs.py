@@ -1,4 +1,5 @@
-"""Diffs between an attempt's commit and another one, read from the migration's git repository.
+"""Diffs between an attempt's commit and another one, read from the migration's git repository,
+and (`edits_diff`) of the edits an attempt without a commit recorded.
 
 Runs `git` as a short-lived subprocess (no long-lived GitPython objects in the app), parses the
 unified diff once into lines, a file list and, for each changed line, the line it replaces or
@@ -13,8 +14,13 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from domain.errors import WorkbenchError
+from domain.models import Edit
+
+if TYPE_CHECKING:
+    from sqlite_utils import Database
 
 GIT_TIMEOUT_S = 60
 MAX_DIFF_BYTES = 256 << 20
@@ -203,3 +209,45 @@ def changed_words(old: str, new: str) -> tuple[list[tuple[int, int]], list[tuple
         if j2 > j1:
             spans_b.append((pos_b[j1], pos_b[j2]))
     return spans_a, spans_b
+
+
+def attempt_diff(db: Database, repo: str | Path, old: str, new: str, attempt_id: int) -> Diff:
+    """What the Diff pane shows for an attempt: `git_diff` from `old` to its commit `new`, or,
+    when it has no commit (git would say `bad revision ''`), its recorded edits."""
+    return git_diff(repo, old, new) if new else edits_diff(db, attempt_id)
+
+
+def edits_diff(db: Database, attempt_id: int) -> Diff:
+    """The attempt's recorded edits (since the previous attempt) as one unified diff, file by file.
+
+    For attempts without a commit (a transcript's edits that could not be built into one): the
+    same shape as `git_diff`, so the Diff pane shows them. Edits of one file are kept together,
+    in the order made; each hunk is as the transcript gave it (its line numbers are those of the
+    file at that moment).
+    """
+    from storage.imports import attempt_edits
+
+    by_file: dict[str, list[str]] = {}
+    for edit in attempt_edits(db, attempt_id):
+        by_file.setdefault(edit.file_path.replace("\n", " ") or "?", []).extend(_edit_lines(edit))
+    lines = []
+    for path, body in by_file.items():
+        lines += [f"diff --git a/{path} b/{path}", f"--- a/{path}", f"+++ b/{path}", *body]
+    return parse("\n".join(lines), old="", new="edits")
+
+
+def _edit_lines(edit: Edit) -> list[str]:
+    """One edit's hunks: its stored patch, else a diff of its old and new text, else a note."""
+    if edit.tool == "Bash":
+        return ["@@ changed by a shell command @@", *(f" $ {line}" for line in edit.patch.splitlines())]
+    if edit.patch.startswith("--- "):
+        body = edit.patch.splitlines()[2:]
+        if body:
+            return body
+    if edit.old_text is None and edit.new_text is not None:  # Write: the whole file as written
+        new = edit.new_text.splitlines()
+        return [f"@@ -0,0 +1,{len(new)} @@ {edit.tool}: the whole file", *(f"+{line}" for line in new)]
+    if edit.old_text is not None and edit.new_text is not None:
+        return list(difflib.unified_diff(edit.old_text.splitlines(), edit.new_text.splitlines(),
+                                         lineterm="", n=3))[2:]
+    return []

@@ -19,9 +19,12 @@ ERROR = re.compile(
 """A traceback's start, an exception line, glog/absl E and F lines, XLA's fatal checks."""
 
 WARNING = re.compile(
-    rb"(?m)^(?:\S+ \S+: W |W\d{4} )|\w*Warning:|(?i:torch_xla\S*\s*(?:\S+\s+){0,3}warn)"
+    rb"(?m)^(?:\S+ \S+: W |W\d{4} )|Warning:"
+    rb"|(?i:(?<!\S)(?>\S*?torch_xla)(?:\S*?warn|\S*+\s++(?:\S++\s++){0,3}warn))"
 )
-"""absl/glog W lines (XLA's own), Python warnings (`UserWarning:` from torch_xla and others)."""
+"""absl/glog W lines (XLA's own), Python warnings (`UserWarning:` from torch_xla and others), and
+`warn` within three words after `torch_xla`. Linear on any line: each word is read from its start
+once, the first `torch_xla` in it stands for the others, and no word is given back."""
 
 
 def search_pattern(needle: str) -> re.Pattern[bytes]:

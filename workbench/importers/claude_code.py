@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from domain.errors import WorkbenchError
+from domain.imports import ImportReport
 from domain.models import (
     Attempt,
     AttemptSource,
@@ -45,6 +46,7 @@ from workbench.importers.rules import (
     bash_writes,
     command_parts,
     expected_level,
+    first_program,
 )
 
 KNOWN_TYPES = {
@@ -93,6 +95,8 @@ class FileReport:
     attempts_failed: int = 0
     tool_calls: int = 0
     no_result: int = 0
+    other_bash: Counter[str] = field(default_factory=Counter)
+    """Bash calls the workload rule did not count, by program: what an empty import explains with."""
     problems: list[str] = field(default_factory=list)
 
     def bad(self, line: int, why: str) -> None:
@@ -126,26 +130,28 @@ class FileReport:
 
 
 @dataclass
-class ImportReport:
+class TranscriptReport(ImportReport):
+    """The importers' shared counts (of attempts), and each transcript's own report."""
+
     files: list[FileReport] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
 
-    @property
-    def inserted(self) -> int:
-        return sum(f.attempts_new for f in self.files)
+    def tally(self) -> None:
+        """The attempt counts from the transcripts' reports, once their last group is committed."""
+        self.inserted = sum(f.attempts_new for f in self.files)
+        self.updated = sum(f.attempts_updated for f in self.files)
+        self.unchanged = sum(f.attempts_unchanged for f in self.files)
 
-    @property
-    def updated(self) -> int:
-        return sum(f.attempts_updated for f in self.files)
-
-    @property
-    def unchanged(self) -> int:
-        return sum(f.attempts_unchanged for f in self.files)
-
-    @property
-    def imported(self) -> int:
-        """Attempts the database now holds from these transcripts (new, updated or already there)."""
-        return self.inserted + self.updated + self.unchanged
+    def why_none(self, rule: WorkloadRule) -> str:
+        """Why no attempt came in, and what to pass to count some: one line."""
+        other: Counter[str] = Counter()
+        for f in self.files:
+            other.update(f.other_bash)
+        calls = sum(other.values())
+        if not calls:
+            return "0 attempts: the transcript(s) hold no Bash calls, so nothing ran a workload"
+        top = ", ".join(f"{name} x{n}" for name, n in other.most_common(5))
+        return (f"0 attempts: {calls} Bash call(s) ({top}), none matched the workload rule ({rule.describe()});"
+                " --all-bash counts every call, --workload REGEX sets the rule")
 
 
 # ---------------------------------------------------------------- finding transcripts
@@ -483,6 +489,7 @@ class SessionImporter:
             if self.owner.is_workload(command):
                 self._start_attempt(call_id, command, cwd, stamp, thread, report)
                 return
+            report.other_bash[first_program(command)] += 1
             written = bash_writes(command)
             if written:
                 pending = [
@@ -754,8 +761,8 @@ class ClaudeCodeImporter:
 
             self.linker = GitLinker(repo, found.base_commit, found.slug)
 
-    def run(self, paths: list[Path]) -> ImportReport:
-        report = ImportReport()
+    def run(self, paths: list[Path]) -> TranscriptReport:
+        report = TranscriptReport()
         files, report.problems = discover(paths)
         with imports.relaxed_sync(self.db):  # attempts are committed in groups
             try:
@@ -764,6 +771,7 @@ class ClaudeCodeImporter:
                     report.files.extend(session.run())
             finally:
                 self._commit()
+        report.tally()
         return report
 
     # -- groups of attempts in one transaction
@@ -854,7 +862,7 @@ class ClaudeCodeImporter:
         size = 0
         try:
             self._begin()
-            with self.db.atomic():
+            with records.immediate(self.db):
                 log_id = None
                 if pending.answered and pending.output:
                     data = redact("\n".join(pending.output)).encode("utf-8", errors="replace")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from domain.errors import WorkbenchError
+from domain.imports import ImportReport
 from domain.models import Attempt, AttemptSource, AttemptStatus, Command
 from domain.redact import redact
 from storage import imports, records
@@ -23,7 +24,6 @@ from storage.converters import attempt_to_row
 from storage.database import StudyDatabase
 from storage.logs import store_log_bytes
 from storage.queries import get_migration
-from workbench.bundle import ImportReport
 from workbench.importers.rules import command_parts, expected_level
 
 TRAILER = re.compile(r"^(Attempt-[A-Za-z-]+):\s*(.*)$")
@@ -33,6 +33,10 @@ METRICS_PATH = ".workbench/metrics.jsonl"
 
 class BadCommit(ValueError):
     pass
+
+
+class NoCommand(BadCommit):
+    """A commit without an Attempt-Command trailer: an ordinary commit, counted in one line."""
 
 
 def _git(repo: Path, *args: str, check: bool = True) -> bytes | None:
@@ -88,11 +92,14 @@ def parse_metrics(data: bytes, where: str) -> list[tuple[str, int, float]]:
 
 class GitHistoryImporter:
     def __init__(self, study_db: StudyDatabase, repo: Path, migration: str, reviewer: str, *,
-                 ref: str = "HEAD", logs: Path | None = None) -> None:
+                 ref: str = "HEAD", logs: Path | None = None, commits: str | None = None,
+                 no_command: bool = False) -> None:
         self.db = study_db.db
         self.repo = repo
         self.reviewer = reviewer
         self.logs = logs
+        self.no_command = no_command
+        """Import a commit without an Attempt-Command trailer as an attempt without a command."""
         found = get_migration(self.db, migration)
         if found is None:
             raise WorkbenchError(f"{study_db.path}: no migration {migration!r}; import its bundle first")
@@ -101,25 +108,43 @@ class GitHistoryImporter:
             raise WorkbenchError(f"{repo}: not a git repository")
         if _git(repo, "cat-file", "-e", f"{found.base_commit}^{{commit}}", check=False) is None:
             raise WorkbenchError(f"{repo}: the migration's base commit {found.base_commit[:12]} is not in it")
-        tip = _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
-        if tip is None:
-            raise WorkbenchError(f"{repo}: no commit {ref!r}")
-        self.tip = tip.decode().strip()
+        if commits is None:
+            self.range = (found.base_commit, self._commit(ref))
+        else:
+            start, dots, end = commits.partition("..")
+            if not dots or not start or not end or end.startswith("."):
+                raise WorkbenchError(f"--range expects A..B (two commits), not {commits!r}")
+            self.range = (self._commit(start), self._commit(end))
+
+    def _commit(self, ref: str) -> str:
+        found = _git(self.repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
+        if found is None:
+            raise WorkbenchError(f"{self.repo}: no commit {ref!r}")
+        return found.decode().strip()
 
     def run(self) -> ImportReport:
         report = ImportReport()
-        out = _git(self.repo, "rev-list", "--first-parent", "--reverse", f"{self.migration.base_commit}..{self.tip}")
+        out = _git(self.repo, "rev-list", "--first-parent", "--reverse", f"{self.range[0]}..{self.range[1]}")
+        shas = out.decode().split()
         next_seq = imports.next_seq(self.db, self.migration.id)
-        for sha in out.decode().split():
+        plain = []
+        for sha in shas:
             try:
-                with self.db.atomic():
+                with records.immediate(self.db):
                     what, used_seq = self._import(sha, next_seq)
+            except NoCommand:
+                plain.append(sha)
+                continue
             except BadCommit as exc:
                 report.problems.append(f"commit {sha[:12]}: {exc}; skipped")
                 continue
             if used_seq:
                 next_seq += 1
             report.count(what)
+        if plain:
+            report.problems.append(
+                f"{len(plain)} of {len(shas)} commit(s) have no Attempt-Command trailer (first {plain[0][:12]}) and"
+                " were skipped; --no-command imports every commit of the range as an attempt without a command")
         return report
 
     def _file(self, sha: str, path: str, beside: str) -> bytes | None:
@@ -134,8 +159,8 @@ class GitHistoryImporter:
         author_date, commit_date, message = raw.split("\0", 2)
         claim, trailers = parse_message(message)
         command = trailers.get("attempt-command")
-        if not command:
-            raise BadCommit("no Attempt-Command trailer")
+        if not command and not self.no_command:
+            raise NoCommand()
         exit_code = _int(trailers, "attempt-exit-code")
         level = _int(trailers, "attempt-expected-level")
         if level is not None and not 1 <= level <= 5:
@@ -149,7 +174,7 @@ class GitHistoryImporter:
             raise BadCommit(f"Attempt-Status {status_text!r:.40} is not one of "
                             f"{', '.join(s.value for s in AttemptStatus)}") from None
         claim = redact(claim)
-        argv, env = command_parts(command)
+        argv, env = command_parts(command) if command else ((), {})
         key = {"migration_id": self.migration.id, "external_id": f"git:{sha}"}
         existing = imports.seq_of(self.db, self.migration.id, key["external_id"])
         seq = existing if existing is not None else next_seq

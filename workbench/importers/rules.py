@@ -28,7 +28,9 @@ KEPT_ENV = re.compile(r"^(PJRT_\w+|XLA_\w+|TPU_\w+|CUDA_VISIBLE_DEVICES|WORLD_SI
                       r"|MASTER_ADDR|MASTER_PORT|NPROC\w*|PT_XLA_\w+|OMP_NUM_THREADS|PYTHONPATH)$")
 """Environment assignments in front of a command that are kept (only these, never others)."""
 
-_SEGMENT_SPLIT = re.compile(r"\s*(?:&&|\|\||;|\|(?!\|)|\n)\s*")
+_SEGMENT_SPLIT = re.compile(r"(?:(?<!\s)\s*)?(?:&&|\|\||;|\|(?!\|)|\n)\s*")
+"""A separator and the whitespace around it; leading whitespace is taken only from the start of
+its run, so a long run of spaces is read once (linear), not once per space."""
 _ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
 _PYTHON = re.compile(r"^(?:python|pypy)(?:\d+(?:\.\d+)?)?$")
 
@@ -43,6 +45,18 @@ def _words(segment: str) -> list[str] | None:
 def segments(command: str) -> list[str]:
     """The simple commands of a shell line, split on `&&`, `||`, `;`, `|` and newlines."""
     return [s for s in _SEGMENT_SPLIT.split(command) if s.strip()]
+
+
+def first_program(command: str) -> str:
+    """The program a shell line starts with (past assignments and wrappers), for counts of what ran.
+
+    Reads only the line's first 512 characters: a heredoc of megabytes costs nothing more.
+    """
+    for segment in segments(command[:512])[:1]:
+        _, rest = program_and_args(_words(segment) or [])
+        if rest:
+            return rest[0].rsplit("/", 1)[-1]
+    return "?"
 
 
 def program_and_args(words: list[str]) -> tuple[dict[str, str], list[str]]:
@@ -113,6 +127,14 @@ class WorkloadRule:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_compiled", tuple(re.compile(p) for p in self.patterns))
+
+    def describe(self) -> str:
+        """The rule in a few words, for an import that found no attempt."""
+        if self.all_bash:
+            return "every Bash call"
+        if self.patterns:
+            return "the --workload pattern(s) " + ", ".join(self.patterns)
+        return "python/torchrun/accelerate launch/xla_run/xla_dist running a .py or -m module of the project"
 
     def matches(self, command: str) -> bool:
         if self.all_bash:

@@ -10,8 +10,11 @@ import json
 from collections import defaultdict
 from typing import Any
 
+from sqlite_utils import Database
+
 from domain.errors import WorkbenchError
 from domain.ladder import LEVELS, effective_outcome, highest_level, over_claim
+from workbench.report.agreement import agreement_of, reviewers_of, scrubbed
 from workbench.report.final import ACCEPTED, RULES, WHY_NONE, final_run, is_smoke
 from workbench.report.model import (
     AttemptFacts,
@@ -39,7 +42,7 @@ GOAL_LEVEL = 4
 LOSS_METRIC = "loss"
 
 
-def build_report(db: Any, slugs: list[str] | tuple[str, ...] | None = None, *,
+def build_report(db: Database, slugs: list[str] | tuple[str, ...] | None = None, *,
                  pseudonymise: bool = False, final: str = ACCEPTED) -> StudyReport:
     """The report over the whole study, or over the migrations named by `slugs`; `final` names
     the final-run rule (workbench.report.final)."""
@@ -56,7 +59,8 @@ def build_report(db: Any, slugs: list[str] | tuple[str, ...] | None = None, *,
     ids = [m.id for m in migrations]
     human = queries.report_human_rows(db, ids)
     override_rows = queries.report_override_rows(db, ids)
-    scrub = _scrub_for(study.reviewers, human, override_rows, pseudonymise)
+    agreement = agreement_of(db, ids)
+    scrub = _scrub_for(study.reviewers, human, override_rows, pseudonymise, reviewers_of(agreement))
     automated, effective, latest = _verdicts(queries.report_verdict_rows(db, ids), override_rows)
     overrides = [_override_row(r, latest, scrub) for r in override_rows]
     facts_by_migration, reference_of = _attempts(queries.report_attempt_rows(db, ids), migrations, study.prices,
@@ -92,10 +96,11 @@ def build_report(db: Any, slugs: list[str] | tuple[str, ...] | None = None, *,
         pseudonymised=pseudonymise,
         final_rule=final,
         selected=tuple(sorted(set(slugs or ()))),
+        agreement=scrubbed(agreement, scrub),
     )
 
 
-def _select_migrations(db: Any, slugs: list[str] | tuple[str, ...] | None) -> list[Any]:
+def _select_migrations(db: Database, slugs: list[str] | tuple[str, ...] | None) -> list[Any]:
     from storage.report import report_migrations
 
     migrations = report_migrations(db)
@@ -109,7 +114,7 @@ def _select_migrations(db: Any, slugs: list[str] | tuple[str, ...] | None) -> li
 
 
 def _scrub_for(reviewers: Any, human: dict[str, list[dict[str, Any]]], override_rows: list[dict[str, Any]],
-               pseudonymise: bool) -> Scrub:
+               pseudonymise: bool, judging: list[str] | None = None) -> Scrub:
     """Names in a fixed order: the study's list, then first appearance in each table."""
     scrub = Scrub(pseudonymise)
     if pseudonymise:
@@ -120,6 +125,8 @@ def _scrub_for(reviewers: Any, human: dict[str, list[dict[str, Any]]], override_
                 scrub.add_reviewer(row["reviewer"])
         for row in override_rows:
             scrub.add_reviewer(row["reviewer"])
+        for name in judging or ():
+            scrub.add_reviewer(name)
     return scrub
 
 
@@ -411,7 +418,7 @@ def _goal_values(goal, metric: str, reference_id: int | None, final: AttemptFact
     )
 
 
-def _add_loss_curves(db: Any, reports: list[MigrationReport]) -> None:
+def _add_loss_curves(db: Database, reports: list[MigrationReport]) -> None:
     from storage import queries
 
     wanted = [i for r in reports for i in (r.reference_attempt_id, r.final_attempt_id) if i is not None]

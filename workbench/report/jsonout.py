@@ -6,6 +6,7 @@ import json
 from dataclasses import asdict, fields
 from typing import Any
 
+from workbench.report.agreement import agreement_json
 from workbench.report.model import AttemptFacts, MigrationReport, Rate, StudyReport
 
 DEFINITIONS = {
@@ -157,6 +158,7 @@ def report_dict(report: StudyReport) -> dict[str, Any]:
         "overrides": [asdict(o) for o in report.overrides],
         "review_sessions": [asdict(r) for r in report.review_sessions],
         "llm_calls": [{"id": i, "migration_id": m, "cost_usd": c} for i, m, c in report.llm_calls],
+        "agreement": agreement_json(report.agreement),
     }
 
 

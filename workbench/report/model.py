@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
+from typing import Any
 
 from workbench.report.stats import RESAMPLES, SEED, wilson
 
@@ -422,3 +423,5 @@ class StudyReport:
     """Which final-run rule the ratios use (workbench.report.final.RULES)."""
     selected: tuple[str, ...] = ()
     """The slugs asked for with --migration; empty for the whole study."""
+    agreement: Any = None
+    """Reviewer agreement (workbench/report/agreement.py): an AgreementReport, None without judgements."""

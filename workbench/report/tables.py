@@ -286,16 +286,20 @@ def document_tables(report: StudyReport) -> list[Table]:
         tables.append(budget_changes_table(report))
     if report.overrides:
         tables.append(overrides_table(report))
-    return tables
+    from workbench.report.agreement import agreement_tables  # it builds on this module's cells
+
+    return tables + agreement_tables(report.agreement)
 
 
 def all_tables(report: StudyReport) -> list[Table]:
     """Every table, record-level ones included (CSV)."""
+    from workbench.report.agreement import agreement_tables
+
     return [totals_table(report), outcomes_table(report), goals_table(report), verifier_table(report),
             effort_table(report),
             kinds_table(report), decisions_table(report), budget_changes_table(report), overrides_table(report),
             attempts_table(report),
-            intervention_records_table(report), review_table(report)]
+            intervention_records_table(report), review_table(report), *agreement_tables(report.agreement)]
 
 
 def title_lines(report: StudyReport) -> list[str]:

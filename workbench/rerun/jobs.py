@@ -36,13 +36,15 @@ def jobs_root(db_path: Path) -> Path:
 
 
 def spec_for(db: Database, attempt: Attempt, backend: str, *, chips: int | None = None, **kwargs: Any) -> JobSpec:
-    """The launcher's starting point: the attempt's command, the migration's target, the backend's env."""
+    """The launcher's starting point: the attempt's command and environment, the migration's target,
+    and the backend's defaults for variables the attempt did not record."""
     from workbench.rerun.backends import default_env
 
     target_chips, target_kind = migration_target(db, attempt.migration_id)
     hw = attempt.intended_hardware
     chips = chips or (hw.count if hw else target_chips) or 1
-    env = {**attempt.command.env, **default_env(backend, chips, kwargs.get("options") or {})}
+    # the recorded environment wins: a re-run reproduces the attempt, not the backend's defaults
+    env = {**default_env(backend, chips, kwargs.get("options") or {}), **attempt.command.env}
     return JobSpec(
         migration_id=attempt.migration_id, attempt_id=attempt.id, backend=backend,
         argv=attempt.command.argv, cwd=attempt.command.cwd, env=env, chips=chips,
@@ -81,8 +83,13 @@ def start(db_path: Path, job: Job) -> int:
     return proc.pid
 
 
-def launch(study: StudyDatabase, spec: JobSpec, reviewer: str) -> Job:
-    """Store the job, then start its runner."""
+def launch(study: StudyDatabase, spec: JobSpec, reviewer: str, *, checked: bool = False) -> Job:
+    """Check that the program can start (JobEnvironmentError naming the fix; skipped when the caller
+    just did), store the job, start its runner."""
+    from workbench.rerun import preflight
+
+    if not checked:
+        preflight.check(study.db, spec)
     job = create_job(study.db, study.path, spec, reviewer)
     pid = start(study.path, job)
     update_job(study.db, job.id, reviewer, runner_pid=pid, runner_host=socket.gethostname())

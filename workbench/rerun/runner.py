@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any
 from sqlite_utils import Database
 
 from domain.errors import WorkbenchError
-from domain.jobs import Job, JobState
+from domain.jobs import ENV_FIX, Job, JobEnvironmentError, JobState
 from storage.jobs import get_job, run_source, update_job
+from workbench.rerun import preflight
 
 if TYPE_CHECKING:
     from workbench.rerun.backends import Backend, Context, Runner
@@ -148,6 +149,8 @@ def _run(db: Database, job_id: int) -> Job:
         _execute(db, job, backend, ctx, quiet, run, t0, reviewer)
     except _Cancelled:
         run.state = JobState.CANCELLED
+    except JobEnvironmentError as exc:
+        run.state, run.error = JobState.ENVIRONMENT, str(exc)
     except (WorkbenchError, OSError, subprocess.SubprocessError) as exc:
         run.state, run.error = JobState.FAILED, str(exc)
     ended = now()
@@ -175,6 +178,8 @@ def _execute(db: Database, job: Job, backend: Backend, ctx: Context, quiet: Runn
         child = subprocess.Popen(argv, cwd=str(cwd), env=env, stdin=subprocess.DEVNULL,
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     except OSError as exc:
+        if preflight.is_interpreter(argv[0]):
+            raise JobEnvironmentError(f"cannot start {argv[0]}: {exc.strerror}: {ENV_FIX}") from None
         raise WorkbenchError(f"cannot start {argv[0]}: {exc.strerror}") from None
     run.ran = True
     update_job(db, job.id, reviewer, child_pid=child.pid)
@@ -201,6 +206,9 @@ def _execute(db: Database, job: Job, backend: Backend, ctx: Context, quiet: Runn
             _kill_group(child.pid, signal.SIGKILL)
     pump.join()
     run.exit_code = child.returncode
+    why = None if stopping_since is not None else preflight.diagnose(job.log_path, run.exit_code, job.spec.argv)
+    if why:
+        run.state, run.error = JobState.ENVIRONMENT, why
 
 
 def _stop(backend: Backend, ctx: Context, quiet: Runner, pid: int) -> None:
@@ -222,7 +230,7 @@ def _store(db: Database, job: Job, run: _Run, started: str, ended: str, reviewer
     if not run.ran:
         return None, None
     try:
-        if run.state is JobState.CANCELLED:
+        if run.state in (JobState.CANCELLED, JobState.ENVIRONMENT):  # no attempt: only the output is kept
             return None, store_job_log(db, job, keep_empty=True)
         return store_result(db, job, exit_code=TIMEOUT_EXIT if run.timed_out else run.exit_code,
                             timed_out=run.timed_out, started_at=started, ended_at=ended, reviewer=reviewer)

@@ -13,12 +13,19 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from domain.models import Attempt, AttemptSource, Migration, Study
+from sqlite_utils import Database
+
+from domain.models import Attempt, Migration, Study
+from storage import verify_inputs
+from storage.logs import log_chunks
+
+if TYPE_CHECKING:
+    from workbench.verify.ladder import Judgement
 
 VERIFIER = "workbench.ladder"
-VERSION = "1.2.0"
+VERSION = "1.3.0"
 """Bump on any change to what a level checks: stored verdicts of an older version are redone."""
 
 EXTRACT_LIMIT = 64 << 20
@@ -33,7 +40,7 @@ class AttemptResult:
     attempt: Attempt
     verification_id: int
     changed: bool
-    judgement: Any = None
+    judgement: Judgement | None = None
 
 
 @dataclass
@@ -45,48 +52,41 @@ class Report:
         return sum(1 for o in self.outcomes if o.changed)
 
 
-def _series_from_db(db: Any, attempt_id: int) -> dict[str, dict[int, float]]:
-    out: dict[str, dict[int, float]] = {}
-    for name, step, value in db.execute(
-        "SELECT name, step, value FROM metric_point WHERE attempt_id = ? ORDER BY name, step", [attempt_id]
-    ).fetchall():
-        out.setdefault(name, {})[step] = value
-    return out
-
-
-def load_run(db: Any, attempt: Attempt, settings: dict[str, Any]):
-    """The attempt's evidence: log facts from one streaming pass, its metric series, and the
-    probe reports a re-run stored with it."""
+def load_run(db: Database, attempt: Attempt, settings: dict[str, Any]):
+    """The attempt's evidence: the topology its log's head and command state, log facts from one
+    streaming pass (over the untangled log when several processes wrote it), its metric series,
+    and the probe reports a re-run stored with it."""
     from storage.queries import probe_reports
+    from workbench.verify import topology
     from workbench.verify.ladder import Run
-    from workbench.verify.logscan import compile_patterns, scan_chunks, stored_chunks
+    from workbench.verify.logscan import compile_patterns, scan_chunks
 
-    stored = _series_from_db(db, attempt.id)
-    facts = None
-    if attempt.log_id is not None:
-        size = db.execute("SELECT size FROM log WHERE id = ?", [attempt.log_id]).fetchone()[0]
+    stored = verify_inputs.metric_series(db, attempt.id)
+    facts = topo = None
+    log = verify_inputs.log_info(db, attempt.log_id) if attempt.log_id is not None else None
+    if attempt.log_id is not None and log is not None:
+        head, chunks = topology.head_of(log_chunks(db, attempt.log_id))
+        topo = topology.read(head, attempt.command.argv)
         patterns = compile_patterns(settings.get("patterns") or (), defaults=settings.get("default_patterns", True))
-        facts = scan_chunks(stored_chunks(db, attempt.log_id), patterns=patterns,
-                            extract_metrics=not stored or size <= EXTRACT_LIMIT)
+        untangler = topology.Untangler() if topo.multi_process else None
+        facts = scan_chunks(untangler.chunks(chunks) if untangler else chunks, patterns=patterns,
+                            extract_metrics=not stored or log.size <= EXTRACT_LIMIT)
+        if untangler is not None:
+            facts = untangler.remap(facts)
     reports = probe_reports(db, attempt.id)
-    if stored:
-        return Run(attempt, facts, stored, "stored", reports)
-    return Run(attempt, facts, facts.point_series() if facts else {}, "log", reports)
+    series = stored or (facts.point_series() if facts else {})
+    return Run(attempt, facts, series, "stored" if stored else "log", reports, topo)
 
 
-def _input_digest(db: Any, attempt: Attempt) -> dict[str, Any]:
+def _input_digest(db: Database, attempt: Attempt) -> dict[str, Any]:
     from storage.artifacts import artifact_of
-
-    row = db.execute("SELECT * FROM attempt WHERE id = ?", [attempt.id]).fetchone()
-    columns = [d[0] for d in db.execute("SELECT * FROM attempt LIMIT 0").description]
-    record = {k: v for k, v in zip(columns, row) if k not in ("id",)}
-    log = None
-    if attempt.log_id is not None:
-        log = db.execute("SELECT sha256 FROM log WHERE id = ?", [attempt.log_id]).fetchone()[0]
     from storage.queries import probe_reports
 
+    record = verify_inputs.attempt_record(db, attempt.id)
+    info = verify_inputs.log_info(db, attempt.log_id) if attempt.log_id is not None else None
+    log = info.sha256 if info is not None else None
     digest = hashlib.sha256()
-    for name, points in _series_from_db(db, attempt.id).items():
+    for name, points in verify_inputs.metric_series(db, attempt.id).items():
         for step, value in points.items():
             digest.update(repr((name, step, value)).encode())
     probes = json.dumps(probe_reports(db, attempt.id), sort_keys=True, default=str)
@@ -100,7 +100,7 @@ def _input_digest(db: Any, attempt: Attempt) -> dict[str, Any]:
     }
 
 
-def inputs_for(db: Any, migration: Migration, study: Study, attempt: Attempt, reference: Attempt | None,
+def inputs_for(db: Database, migration: Migration, study: Study, attempt: Attempt, reference: Attempt | None,
                settings: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """Hashes of every input a verdict depends on, and one hash over them all. `attempt` carries
     its effective expected level (see `with_effective_expected`): a claim review changes it.
@@ -132,7 +132,7 @@ def inputs_for(db: Any, migration: Migration, study: Study, attempt: Attempt, re
     return hashlib.sha256(text.encode()).hexdigest(), inputs
 
 
-def compare_checkpoints(db: Any, attempt: Attempt, reference: Attempt | None, settings: dict[str, Any],
+def compare_checkpoints(db: Database, attempt: Attempt, reference: Attempt | None, settings: dict[str, Any],
                         cache: dict[str, dict[str, Any]] | None = None):
     """Level 2's checkpoint comparison (a `LevelResult`) when the attempt and the reference both
     have a stored checkpoint, else None."""
@@ -149,18 +149,7 @@ def compare_checkpoints(db: Any, attempt: Attempt, reference: Attempt | None, se
                          mine_name=mine["name"], reference_name=theirs["name"], cache=cache)
 
 
-def reference_of(db: Any, migration_id: int) -> Attempt | None:
-    """The migration's reference run: its latest attempt with source `reference`."""
-    from storage.converters import attempt_from_row
-
-    rows = list(db.query(
-        "SELECT * FROM attempt WHERE migration_id = ? AND source = 'reference' ORDER BY seq DESC LIMIT 1",
-        [migration_id],
-    ))
-    return attempt_from_row(rows[0]) if rows else None
-
-
-def with_effective_expected(db: Any, attempt: Attempt) -> Attempt:
+def with_effective_expected(db: Database, attempt: Attempt) -> Attempt:
     """The attempt with its effective expected level (`storage.queries.expected_level_of`: a
     reviewer's claim review, else the rule-based level), the level its over-claim flag compares."""
     from storage.queries import effective_expected_level
@@ -169,26 +158,20 @@ def with_effective_expected(db: Any, attempt: Attempt) -> Attempt:
     return attempt if level == attempt.expected_level else dataclasses.replace(attempt, expected_level=level)
 
 
-def verify_migration(db: Any, migration: Migration, study: Study, reviewer: str, *,
+def verify_migration(db: Database, migration: Migration, study: Study, reviewer: str, *,
                      seq: int | None = None, force: bool = False) -> Report:
     """Verify a migration's agent attempts (or the one with `seq`)."""
     from storage import queries, records
-    from storage.converters import attempt_from_row
     from workbench.verify.ladder import judge
     from workbench.verify.settings import merge
 
     settings = merge(queries.verify_settings(db, migration.id))
-    reference = reference_of(db, migration.id)
+    reference = verify_inputs.reference_attempt(db, migration.id)
     ref_run = load_run(db, reference, settings) if reference else None
     loaded: dict[str, dict[str, Any]] = {}
     report = Report()
-    sql = "SELECT * FROM attempt WHERE migration_id = ? AND source != ?"
-    params: list[Any] = [migration.id, AttemptSource.REFERENCE.value]
-    if seq is not None:
-        sql += " AND seq = ?"
-        params.append(seq)
-    for row in list(db.query(sql + " ORDER BY seq", params)):
-        attempt = with_effective_expected(db, attempt_from_row(row))
+    for row in verify_inputs.agent_attempts(db, migration.id, seq):
+        attempt = with_effective_expected(db, row)
         digest, inputs = inputs_for(db, migration, study, attempt, reference, settings)
         current = queries.current_verification(db, attempt.id)
         if current is not None and current.inputs_hash == digest and not force:
@@ -213,7 +196,7 @@ def verify_migration(db: Any, migration: Migration, study: Study, reviewer: str,
     return report
 
 
-def verify_study(db: Any, reviewer: str, *, slug: str | None = None, seq: int | None = None,
+def verify_study(db: Database, reviewer: str, *, slug: str | None = None, seq: int | None = None,
                  force: bool = False) -> Report:
     from domain.errors import WorkbenchError
     from storage import queries

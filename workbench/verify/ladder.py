@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,7 @@ from domain.models import (
 from workbench.probe import ProbeFacts, facts_of_reports
 from workbench.probe import facts as probe_facts
 from workbench.verify.logscan import LogFacts
+from workbench.verify.topology import Statement, Topology, launcher
 
 PASS, FAIL, UNKNOWN = Outcome.PASS, Outcome.FAIL, Outcome.UNKNOWN
 
@@ -43,6 +45,8 @@ class Run:
     """`stored` (from the bundle) or `log` (extracted by the scan)."""
     probe_reports: list[dict[str, Any]] = field(default_factory=list)
     """The probe's reports stored with the attempt (`probe_report` rows of a re-run), if any."""
+    topology: Topology | None = None
+    """What the log's head and the command say of devices and processes (verify/topology.py)."""
 
     def probes(self) -> list[ProbeFacts]:
         """Each probed process's facts: from the stored reports when there are any, else from the
@@ -290,14 +294,21 @@ def _level2_series(run: Run, reference: Run | None, goal_metric: str,
         if not mine:
             unknown.append(f"{name} (not recorded by the attempt)")
             continue
-        rs, ms = max(ref), max(mine)
+        common = sorted(set(ref) & set(mine))
+        if not common:  # an eval is compared only with the reference's eval at the same step
+            unknown.append(f"{name} at step {max(mine)} (the reference has no {name} at that step)")
+            continue
+        ms = common[-1]
         rtol, atol = tolerance(settings, name, end=True)
-        if not _agree(mine[ms], ref[rs], rtol, atol):
-            ev = [run.metric_evidence(name, ms, f"reference {ref[rs]:.6g}")]
-            return LevelResult(2, FAIL, f"{name} is {mine[ms]:.6g} vs the reference's {ref[rs]:.6g} "
+        if not _agree(mine[ms], ref[ms], rtol, atol):
+            ev = [run.metric_evidence(name, ms, f"reference {ref[ms]:.6g}")]
+            return LevelResult(2, FAIL, f"{name} at step {ms} is {mine[ms]:.6g} vs the reference's {ref[ms]:.6g} "
                                f"(rtol {rtol:g}, atol {atol:g})", ev, [(FailureCause.NUMERICAL_MISMATCH, ev)]), True
+        evidence.append(run.metric_evidence(name, ms, f"reference {ref[ms]:.6g}"))
+        if ms < max(ref):
+            unknown.append(f"{name} agrees at step {ms}; the run has none at the reference's last, step {max(ref)}")
+            continue
         agreed.append(name)
-        evidence.append(run.metric_evidence(name, ms, f"reference {ref[rs]:.6g}"))
     if unknown and not agreed and not evidence:
         return LevelResult(2, UNKNOWN, "nothing to compare: " + "; ".join(unknown)), False
     if unknown:
@@ -318,8 +329,13 @@ def _probe(p: ProbeFacts) -> Evidence:
     return Evidence("probe", p.where, p.text[:300])
 
 
+def _stated(s: Statement, prefix: str = "") -> Evidence:
+    return Evidence("log_line", str(s.line), (prefix + s.text)[:300])
+
+
 def observed_devices(run: Run) -> tuple[str | None, int | None, list[Evidence]]:
-    """Device kind and count from the probe, else sharding specs, else the run's own report."""
+    """Device kind and count from the probe, else what the log states (device count, global
+    devices, mesh shape, world size), else sharding specs, else the run's own report."""
     facts = run.facts
     kind = count = None
     evidence: list[Evidence] = []
@@ -328,8 +344,14 @@ def observed_devices(run: Run) -> tuple[str | None, int | None, list[Evidence]]:
         probe = probes[-1]
         kind, count = probe.device_kind, probe.device_count
         evidence.append(_probe(probe))
-    if count is None and facts is not None and facts.sharding:
-        hit = max(facts.sharding, key=lambda h: int(h.text))
+    stated = run.topology.device_count() if run.topology is not None else None
+    if count is None and stated is not None:
+        count = stated[0]
+        evidence.append(_stated(stated[1], f"the run states {count} device(s): "))
+    # a spec naming no device is not a sharding spec (an error quoting `global_devices=[...]`)
+    specs = [h for h in facts.sharding if int(h.text) > 0] if facts is not None else []
+    if count is None and specs:
+        hit = max(specs, key=lambda h: int(h.text))
         count = int(hit.text)
         evidence.append(_log(hit, f"sharding over {hit.text} devices: "))
     hw = run.attempt.observed_hardware
@@ -340,6 +362,35 @@ def observed_devices(run: Run) -> tuple[str | None, int | None, list[Evidence]]:
         if kind is None:
             kind = hw.kind
     return kind, count, evidence
+
+
+def processes_alone(run: Run) -> tuple[str, list[Evidence]] | None:
+    """Processes that each believe they are alone, from the log and the command: the launcher
+    started N > 1 but a process reports a world size other than N, or several processes (rank
+    prefixes, N-fold step lines) all report world size 1. SPMD and replica runs are one process
+    with world size 1 by design and pass."""
+    topo = run.topology
+    if topo is None:
+        return None
+    sizes = topo.values("world_size")
+    command = Evidence("record", "command", "command: " + " ".join(run.attempt.command.argv)[:280])
+    if topo.launcher is not None and topo.launcher[1] > 1:
+        name, n = topo.launcher
+        wrong = [(v, s) for v, s in sizes if v != n]
+        if wrong:
+            v, s = wrong[0]
+            return (f"the launcher starts {n} processes ({name} {n}) but {len(wrong)} process(es) report "
+                    f"world size {v}", [command] + [_stated(s) for _, s in wrong[:4]])
+        return None
+    # start lines alone do not count processes here: a program may print its start line twice
+    processes = max(len(topo.ranks), topo.repeats)
+    if processes > 1 and sizes and all(v == 1 for v, _ in sizes):
+        ev = [_stated(s) for _, s in sizes[:4]]
+        if topo.repeat_example is not None:
+            line, text = topo.repeat_example
+            ev.append(Evidence("log_line", str(line), f"printed {topo.repeats} times: {text}"[:300]))
+        return f"{processes} processes each report world size 1", ev
+    return None
 
 
 def recompilation(facts: LogFacts, settings: dict[str, Any],
@@ -418,23 +469,49 @@ def fallbacks(facts: LogFacts, settings: dict[str, Any], probes: list[ProbeFacts
     return out
 
 
-def host_syncs(facts: LogFacts) -> list[Evidence]:
-    out = []
+_TRANSFERS = re.compile(r"TransferFromDeviceTime too frequent: ([0-9]{1,12}) counts during ([0-9]{1,12}) steps")
+
+
+def host_sync_rate(facts: LogFacts | None) -> tuple[float, Evidence] | None:
+    """Host syncs per step: `aten::_local_scalar_dense` over the steps, else torch_xla's
+    profiler count of device-to-host transfers over its steps."""
+    if facts is None:
+        return None
     hit = facts.counters.get("aten::_local_scalar_dense")
     steps = facts.last_step or 0
-    if hit is not None and steps and int(hit.text) > steps:
-        out.append(Evidence("log_line", str(hit.line),
-                            f"aten::_local_scalar_dense {hit.text} over {steps} steps: a host sync per step"))
-    out += [_log(h) for h in facts.profiler if "TransferFromDeviceTime too frequent" in h.text]
-    return out
-
-
-def _launcher_processes(argv: tuple[str, ...]) -> int | None:
-    text = " ".join(argv)
-    m = re.search(r"--nproc[-_]per[-_]node[= ](\d+)", text)
-    if m and ("torchrun" in text or "torch.distributed" in text):
-        return int(m.group(1))
+    if hit is not None and steps:
+        rate = int(hit.text) / steps
+        return rate, Evidence("log_line", str(hit.line),
+                              f"aten::_local_scalar_dense {hit.text} over {steps} steps ({rate:.1f} per step)")
+    for h in facts.profiler:
+        m = _TRANSFERS.search(h.text)
+        if m and int(m.group(2)):
+            return int(m.group(1)) / int(m.group(2)), _log(h)
     return None
+
+
+def host_syncs(run: Run, reference: Run | None, settings: dict[str, Any]) -> tuple[bool, list[Evidence]]:
+    """Host syncs per step and whether they are abnormal: above twice the reference's rate plus
+    one where the reference reports it, else above `max_host_syncs_per_step` (logging a scalar
+    or two each step, `loss.item()`, costs one or two and is normal)."""
+    found = host_sync_rate(run.facts)
+    if found is None:
+        return False, []
+    rate, first = found
+    theirs = host_sync_rate(reference.facts) if reference is not None else None
+    if theirs is not None:
+        limit, against = 2 * theirs[0] + 1, f"twice the reference's {theirs[0]:.1f} per step, plus one"
+    else:
+        limit = float(settings["max_host_syncs_per_step"])
+        against = f"max_host_syncs_per_step {limit:g}"
+    abnormal = rate > limit
+    ev = [Evidence(first.kind, first.ref, f"{first.text}: {'above' if abnormal else 'within'} {limit:g} per step "
+                   f"({against})"[:300])]
+    ev += [_log(h) for h in (run.facts.profiler if run.facts else [])
+           if "TransferFromDeviceTime too frequent" in h.text and str(h.line) != first.ref][:1]
+    if theirs is not None:
+        ev.append(Evidence(theirs[1].kind, "reference " + theirs[1].ref, theirs[1].text))
+    return abnormal, ev
 
 
 def level3(run: Run, intended: Hardware, settings: dict[str, Any]) -> LevelResult:
@@ -447,8 +524,11 @@ def level3(run: Run, intended: Hardware, settings: dict[str, Any]) -> LevelResul
                          evidence[:1]))
     facts = run.facts
     probes = run.probes()
-    if probes:
-        launched = _launcher_processes(run.attempt.command.argv)
+    alone_in_log = processes_alone(run)
+    if alone_in_log is not None:
+        problems.append((FailureCause.WRONG_CONFIGURATION, alone_in_log[0], alone_in_log[1]))
+    elif probes:
+        launched = (launcher(run.attempt.command.argv) or ("", 0))[1]
         alone = [p for p in probes
                  if p.world_size == 1 and ((p.launcher_world_size or 0) > 1 or (launched or 0) > 1)]
         if not alone and len(probes) > 1 and all(p.world_size == 1 for p in probes):
@@ -504,8 +584,45 @@ def cost(run: Run, prices: dict[str, float], kind: str | None, chips: int | None
     return chip_cost(run.attempt.started_at, run.attempt.ended_at, prices, kind, chips)
 
 
+STEP_TIMES: dict[str, float] = {
+    "step_time_ms": 1e-3, "step_ms": 1e-3, "iter_time_ms": 1e-3, "time_ms": 1e-3,
+    "step_time_s": 1.0, "step_time": 1.0, "iter_time": 1.0, "batch_time": 1.0,
+}
+"""Per-step time series a run may log, and their unit in seconds: level 5's preferred figure."""
+
+
+def step_times(run: Run, warm: int) -> tuple[str, float, float, int] | None:
+    """(series, median seconds per step after warm-up, seconds spent in the warm-up steps (the
+    compilation), steps after warm-up) from the first step-time series with 3 steps after it."""
+    for name, unit in STEP_TIMES.items():
+        points = run.series.get(name) or {}
+        after = [v * unit for s, v in points.items() if s > warm]
+        if len(after) >= 3:
+            return name, statistics.median(after), sum(v * unit for s, v in points.items() if s <= warm), len(after)
+    return None
+
+
+def _throughput(run: Run, reference: Run, settings: dict[str, Any], rates: tuple[float | None, float | None]
+                ) -> tuple[float, float | None, str, list[Evidence]] | None:
+    """Level 5 on training throughput when both runs log step times: the time ratio of the median
+    step after warm-up, the cost ratio from it and each run's dollars per second."""
+    warm = int(settings["warmup_steps"])
+    mine, theirs = step_times(run, warm), step_times(reference, warm)
+    if mine is None or theirs is None or theirs[1] <= 0:
+        return None
+    tr = mine[1] / theirs[1]
+    cr = tr * rates[0] / rates[1] if rates[0] is not None and rates[1] else None
+    text = (f"median step time after step {warm}: {mine[1] * 1e3:.4g} ms ({mine[0]}, {mine[3]} steps) vs the "
+            f"reference's {theirs[1] * 1e3:.4g} ms ({theirs[0]}); warm-up and compilation apart: "
+            f"{mine[2]:.3g} s vs {theirs[2]:.3g} s")
+    last = max(s for s in run.series[mine[0]] if s > warm)
+    return tr, cr, text, [run.metric_evidence(mine[0], last)]
+
+
 def level5(run: Run, reference: Run | None, migration: Migration, study: Study, intended: Hardware,
            level1_outcome: Outcome, settings: dict[str, Any]) -> tuple[LevelResult, dict[str, float | None]]:
+    """Time and cost against the reference: the median step time after warm-up when both runs log
+    step times, else process wall time (start-up and compilation included)."""
     _, observed_count, _ = observed_devices(run)
     chips = observed_count or intended.count
     kind = intended.kind
@@ -525,15 +642,23 @@ def level5(run: Run, reference: Run | None, migration: Migration, study: Study, 
         _record("wall", f"{wall:.2f} s on {kind} x {chips}" if wall is not None else "unknown"),
         Evidence("record", "reference wall", f"{ref_wall:.2f} s on {ref_kind} x {ref_count or 1}" if ref_wall else "unknown"),
     ]
+    used = "process wall time"
+    rates = (dollars / wall if dollars is not None and wall else None,
+             ref_dollars / ref_wall if ref_dollars is not None and ref_wall else None)
+    steps = _throughput(run, reference, settings, rates)
+    if steps is not None:
+        figures["time_ratio"], figures["cost_ratio"], used, step_ev = steps
+        ev = step_ev + ev
     if level1_outcome is not PASS:
         return LevelResult(5, UNKNOWN, "the run did not complete (level 1), so its time says nothing", ev), figures
     tr, cr = figures["time_ratio"], figures["cost_ratio"]
     if tr is None:
         return LevelResult(5, UNKNOWN, "no wall time for this run or the reference", ev), figures
     mt, mc = float(settings["max_time_ratio"]), float(settings["max_cost_ratio"])
-    text = f"time x{tr:.2f} of the reference" + (f", cost x{cr:.2f}" if cr is not None else ", cost unknown (no price)")
+    text = (f"time x{tr:.2f} of the reference" + (f", cost x{cr:.2f}" if cr is not None else ", cost unknown (no price)")
+            + f" (from {used})")
     if tr >= mt or (cr is not None and cr >= mc):
-        return LevelResult(5, FAIL, f"{text}: not better on both (limits x{mt:g} time, x{mc:g} cost)", ev,
+        return LevelResult(5, FAIL, f"{text}: slower or costlier (limits x{mt:g} time, x{mc:g} cost)", ev,
                            [(FailureCause.SLOWER_OR_COSTLIER, ev)]), figures
     if cr is None:
         return LevelResult(5, UNKNOWN, f"{text}: faster, cost unknown", ev), figures
@@ -596,7 +721,7 @@ def judge(
     cause = None
     cause_ev: list[Evidence] = []
     note = ""
-    notes = host_syncs(run.facts) if run.facts is not None else []
+    abnormal, notes = host_syncs(run, reference, settings)
     if failed:
         first = failed[0]
         if first.level == 1:
@@ -604,8 +729,8 @@ def judge(
                 cause, cause_ev, note = crash_cause(run)
             else:
                 cause, cause_ev, note = FailureCause.INCOMPLETE, first.evidence, first.reason
-        elif first.level == 5 and notes:
-            cause, cause_ev, note = FailureCause.HOST_SYNC, notes, f"{first.reason}; host syncs every step"
+        elif first.level == 5 and abnormal:
+            cause, cause_ev, note = FailureCause.HOST_SYNC, notes, f"{first.reason}; abnormal host syncs: {notes[0].text}"
         else:
             cause, cause_ev = first.causes[0] if first.causes else (FailureCause.OTHER, first.evidence)
             note = first.reason

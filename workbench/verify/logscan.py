@@ -20,8 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-NUMBER = rb"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
-_KV = re.compile(rb"([A-Za-z_][\w./-]*)['\"]?\s*[=:]?\s*['\"]?(" + NUMBER + rb"|nan|inf)(?![\w.])")
+NUMBER = rb"[-+]?+(?:\d++\.?+\d*+|\.\d++)(?:[eE][-+]?+\d++)?+"
+"""A number taken whole and never given back: a shorter one would be followed by a digit, a dot or
+an exponent, which no pattern here accepts after a value."""
+_KV = re.compile(rb"(?<![\w./-])[\d./-]*+([A-Za-z_][\w./-]*+)['\"]?\s*+(?:[=:]\s*+)?['\"]?(" + NUMBER + rb"|nan|inf)(?![\w.])")
+"""`name value`, `name=value`, `'name': value` pairs. Linear on any line: a name is a whole run of
+name characters (digits, dots, dashes and slashes before its first letter skipped), tried once
+from the run's start, and no part gives back what it took, so nothing is read twice."""
 
 FATAL_MARKERS: tuple[tuple[bytes, str], ...] = (
     (b"Fatal Python error", "fatal"),
@@ -76,14 +81,15 @@ DEFAULT_PATTERNS: tuple[Pattern, ...] = (
     # tqdm postfix and PyTorch Lightning bars: "Epoch 0:  50%|###  | 16/32 [00:01<00:00, 12.3it/s, loss=0.693, v_num=0]"
     Pattern(
         "tqdm",
-        r"(?:Epoch (?P<epoch>\d+)[^\r\n|]*)?\|[^\r\n|]*\| *(?P<step>\d+)/(?P<total>\d+) \[[^\r\n\]]*?"
-        r"(?:it/s|s/it)\]?,? ?(?P<body>[^\r\n\]]*)\]",
+        r"(?:Epoch (?P<epoch>\d++)(?:[^\r\n|E]|E(?!poch \d))*+)?\|[^\r\n|]*+\| *(?P<step>\d+)/(?P<total>\d+) \["
+        r"(?>[^\r\n\]|]*?(?:it/s|s/it))\]?,? ?(?P<body>[^\r\n\]|]*+)\]",
         gate=("it/s", "s/it"),
     ),
     # bare summary lines: "eval_accuracy 0.9014", "test/acc: 0.91"
     Pattern(
         "summary",
-        r"(?m)^(?P<name>(?:eval|val|valid|test|final)[_/][\w/.-]+)[ \t]*[=:]?[ \t]*(?P<value>" + NUMBER.decode() + r")[ \t\r]*$",
+        r"(?m)^(?P<name>(?:eval|val|valid|test|final)[_/][\w/.-]++)[ \t]*+(?:[=:][ \t]*+)?"
+        r"(?P<value>" + NUMBER.decode() + r")[ \t\r]*$",
         gate=("eval", "val_", "val/", "test", "final"),
     ),
 )
@@ -254,6 +260,9 @@ class LogScanner:
             last = self._step_before(piece, len(piece))
             if last is not None:
                 self._recent_step = last
+            planned = self._planned_total(piece)
+            if planned is not None:  # what metric extraction would have set
+                self.facts.total_steps = planned
         self._tracebacks(piece, base)
         self._tail.append((piece, base))
         self._tail_bytes += len(piece)
@@ -275,22 +284,54 @@ class LogScanner:
 
     def _step_before(self, piece: bytes, pos: int) -> int | None:
         """The step of the last step line that starts before pos in this piece, if any."""
+        m = self._step_line(piece, pos)
+        return None if m is None else int(m.group("step"))
+
+    def _step_line(self, piece: bytes, pos: int, *, total: bool = False) -> re.Match[bytes] | None:
+        """The plain pattern's match on the last step line before pos in this piece (with `total`,
+        the last that gives the planned `step N/M` total), looking back over at most 64 lines
+        that mention a step."""
         plain = self._plain
         if plain is None:
             return None
         end = pos
+        gone: set[bytes] = set()  # words not found before `end`: not looked for again
         for _ in range(64):
-            i = piece.rfind(b"step", 0, end)
-            i = max(i, piece.rfind(b"Step", max(i, 0), end))
+            i = -1
+            for word in (b"step", b"Step"):
+                if word not in gone:
+                    at = piece.rfind(word, max(i, 0), end)
+                    if at == -1 and i == -1:
+                        gone.add(word)
+                    i = max(i, at)
             if i == -1:
                 return None
             start = piece.rfind(b"\n", 0, i) + 1
             stop = piece.find(b"\n", i)
             m = plain.search(piece, start, len(piece) if stop == -1 else stop)
-            if m is not None and m.start("step") < pos:
-                return int(m.group("step"))
+            if m is not None and m.start("step") < pos and (not total or m.group("total") is not None):
+                return m
             end = start
         return None
+
+    def _planned_total(self, piece: bytes) -> int | None:
+        """The planned step count of the piece's last `step N/M` line, without metric extraction:
+        looked for among its last 64 step lines; in the log's first HEAD bytes, while none is
+        known, also on every line a literal-led hint points at (a total printed once at start)."""
+        m = self._step_line(piece, len(piece), total=True)
+        if m is None and self.facts.total_steps is None and self._head_bytes < HEAD and self._plain is not None:
+            hints = sorted((h.start() for p in _TOTAL_HINTS for h in p.finditer(piece)), reverse=True)
+            line_start = len(piece) + 1
+            for pos in hints:
+                if pos >= line_start:
+                    continue  # this line was read
+                line_start = piece.rfind(b"\n", 0, pos) + 1
+                stop = piece.find(b"\n", pos)
+                m = self._plain.search(piece, line_start, len(piece) if stop == -1 else stop)
+                if m is not None and m.group("total") is not None:
+                    break
+                m = None
+        return None if m is None else int(m.group("total"))
 
     def _metrics(self, piece: bytes, base: int, marks: list[tuple[int, int]]) -> None:
         for compiled in self.patterns:
@@ -428,17 +469,19 @@ class LogScanner:
             n += 1
 
     def _fatal(self, piece: bytes, base: int, start: int = 0) -> None:
+        """Fatal lines in line order, each once, whatever the chunking: a line that several
+        markers match takes the kind of the first of them in FATAL_MARKERS."""
+        found: dict[int, tuple[int, str]] = {}  # line start -> (position of its marker, kind)
         for marker, kind in FATAL_MARKERS:
             pos = piece.find(marker, start)
-            if pos == -1:
-                continue
-            counter = _LineCounter(piece, base)
             while pos != -1:
-                self.facts.fatal.append((kind, Hit(counter.at(pos), _line_text(piece, pos))))
+                found.setdefault(piece.rfind(b"\n", 0, pos) + 1, (pos, kind))
                 nl = piece.find(b"\n", pos)
-                if nl == -1:
-                    break
-                pos = piece.find(marker, nl)
+                pos = -1 if nl == -1 else piece.find(marker, nl)
+        counter = _LineCounter(piece, base)
+        for line_start in sorted(found):
+            pos, kind = found[line_start]
+            self.facts.fatal.append((kind, Hit(counter.at(pos), _line_text(piece, pos))))
 
     def _xla(self, piece: bytes, base: int, step_at) -> None:
         facts = self.facts
@@ -489,6 +532,8 @@ class LogScanner:
             pos = -1 if nl == -1 else piece.find(b"workbench-probe ", nl)
 
 
+_TOTAL_HINTS = (re.compile(rb"tep[ :=#]*+\d++/\d"), re.compile(rb"TEP[ :=#]*+\d++/\d"))
+"""Where a `step N/M` line may be: patterns that start with a literal, so they scan at C speed."""
 _SKIP_BYTES = frozenset(n.encode() for n in SKIP_NAMES)
 _NAMES: dict[bytes, str] = {}
 """Metric names as read (bytes) and decoded, shared by all scans (at most 4096): a log repeats
@@ -527,9 +572,6 @@ class _LineCounter:
     def __init__(self, data: bytes, base: int) -> None:
         self.data, self.base, self.pos, self.line = data, base, 0, base
 
-    def fresh(self) -> _LineCounter:
-        return _LineCounter(self.data, self.base)
-
     def at(self, pos: int) -> int:
         if pos < self.pos:
             self.line -= self.data.count(b"\n", pos, self.pos)
@@ -544,13 +586,6 @@ def _keep_later(series: dict[int, tuple[float, int]], step: int, value: float, l
     old = series.get(step)
     if old is None or old[1] <= line:
         series[step] = (value, line)
-
-
-def _num(raw: bytes) -> float | None:
-    try:
-        return float(raw)
-    except ValueError:
-        return None
 
 
 def _line_text(piece: bytes, pos: int) -> str:
@@ -588,11 +623,3 @@ def file_chunks(path: Path, size: int = 1 << 20) -> Iterator[bytes | bytearray]:
                     fh.seek(nl + 1 - n, 1)
                     del block[nl + 1 :]
             yield block
-
-
-def stored_chunks(db: Any, log_id: int, batch: int = 1) -> Iterator[bytes]:
-    """A stored log's chunks in order (storage/logs.py's `log_chunk`), `batch` 256 KiB chunks
-    joined at a time; one cursor, so SQLite walks the table once."""
-    cursor = db.execute("SELECT data FROM log_chunk WHERE log_id = ? ORDER BY seq", [log_id])
-    while rows := cursor.fetchmany(batch):
-        yield rows[0][0] if len(rows) == 1 else b"".join(r[0] for r in rows)

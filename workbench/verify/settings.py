@@ -33,6 +33,7 @@ DEFAULTS: dict[str, Any] = {
     # level 5
     "max_time_ratio": 1.0,
     "max_cost_ratio": 1.0,
+    "max_host_syncs_per_step": 4.0,
     # extraction
     "patterns": [],
     "default_patterns": True,

@@ -23,8 +23,9 @@ from textual.widgets import Input, Static
 from textual.worker import get_current_worker
 
 from screens.data import reading
-from screens.lines import VirtualLines
+from screens.messages import CursorMoved
 from screens.text import ansi_text
+from screens.widgets.lines import VirtualLines
 
 BLOCK = 256
 """Lines read and cached together."""
@@ -284,22 +285,22 @@ class LogPane(Vertical):
                 line.append(" · scanning…")
         self.query_one("#log-status", Static).update(line)
 
-    @on(VirtualLines.CursorMoved)
+    @on(CursorMoved)
     def _moved(self) -> None:
         self._status()
 
     # --- error and warning scan -----------------------------------------------------------------
     @work(thread=True, exclusive=True, exit_on_error=False, group="log-scan")
     def scan(self, path: Path, log_id: int) -> None:
+        from storage.logs import log_chunks
         from workbench.logsearch import ERROR, WARNING, lines_per_piece
-        from workbench.verify.logscan import stored_chunks
 
         worker = get_current_worker()
         errors: list[int] = []
         warnings: list[int] = []
         with reading(path) as db:
             def pieces():
-                for chunk in stored_chunks(db, log_id, batch=4):
+                for chunk in log_chunks(db, log_id, batch=4):
                     if worker.is_cancelled:
                         return
                     yield chunk
@@ -387,14 +388,14 @@ class LogPane(Vertical):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="log-search")
     def search(self, path: Path, log_id: int, needle: str) -> None:
+        from storage.logs import log_chunks
         from workbench.logsearch import matching_lines, search_pattern
-        from workbench.verify.logscan import stored_chunks
 
         worker = get_current_worker()
         batch: list[int] = []
         total = 0
         with reading(path) as db:
-            for line in matching_lines(stored_chunks(db, log_id, batch=4), search_pattern(needle)):
+            for line in matching_lines(log_chunks(db, log_id, batch=4), search_pattern(needle)):
                 if worker.is_cancelled:
                     return
                 batch.append(line)

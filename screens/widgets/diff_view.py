@@ -5,7 +5,6 @@ on screen are styled, so a 20,000-line diff paints at once."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from rich.style import Style
@@ -14,14 +13,14 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.message import Message
-from textual.screen import Screen
-from textual.widgets import Footer, OptionList, Static
+from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from domain.text import clean
-from screens.lines import VirtualLines
+from screens.messages import CursorMoved, DiffLoaded, DiffScrolled, FileWanted
+from screens.presenters.palette import tone
 from screens.text import text
+from screens.widgets.lines import VirtualLines
 
 HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
 
@@ -79,21 +78,10 @@ class DiffView(VirtualLines):
         self.diff = None
         self._highlighter: Highlighter | None = None
 
-    class Scrolled(Message):
-        """The view scrolled (by the wheel, a page key or a jump): the file list follows."""
-
-        def __init__(self, view: DiffView) -> None:
-            super().__init__()
-            self.view = view
-
-        @property
-        def control(self) -> DiffView:
-            return self.view
-
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
         if round(old_value) != round(new_value):
-            self.post_message(self.Scrolled(self))
+            self.post_message(DiffScrolled(self))
 
     def show(self, diff) -> None:
         self.diff = diff
@@ -172,13 +160,6 @@ class DiffView(VirtualLines):
         if found.status == "deleted":
             return found.old_path, old_line, False
         return found.path, (new_line if not removed else max(new_line, 1)), True
-
-
-@dataclass
-class DiffLoaded(Message):
-    key: tuple[str, str]
-    diff: object | None
-    problem: str = ""
 
 
 class DiffPane(Vertical):
@@ -279,9 +260,9 @@ class DiffPane(Vertical):
             added = sum(f.added for f in self.diff.files)
             removed = sum(f.removed for f in self.diff.files)
             out.append(f" · {len(self.diff.files)} file{'s' if len(self.diff.files) != 1 else ''} ")
-            out.append(f"+{added}", style="green")
+            out.append(f"+{added}", style=tone("$text-success"))
             out.append(" ")
-            out.append(f"-{removed}", style="red")
+            out.append(f"-{removed}", style=tone("$text-error"))
             if self.diff.cut:
                 out.append(" · cut: too long", style="bold")
         self.query_one("#diff-status", Static).update(out)
@@ -297,8 +278,8 @@ class DiffPane(Vertical):
     def action_focus_files(self) -> None:
         self.query_one("#diff-files").focus()
 
-    @on(VirtualLines.CursorMoved, "#diff-view")
-    @on(DiffView.Scrolled, "#diff-view")
+    @on(CursorMoved, "#diff-view")
+    @on(DiffScrolled, "#diff-view")
     def _follow(self, event) -> None:
         """Highlight, in the file list, the file the cursor is in (else the top line's)."""
         event.stop()
@@ -337,85 +318,13 @@ class DiffPane(Vertical):
             return
         path, line, in_new = view.position(view.cursor)
         commit = self.new if in_new else self.old
-        self.app.push_screen(FileScreen(self.repo, commit, path, line))
+        self.post_message(FileWanted(self.repo, commit, path, line))
 
 
 def _file_label(f) -> Text:
     mark = {"added": "A", "deleted": "D", "renamed": "R", "binary": "B"}.get(f.status, "M")
     out = Text(f"{mark} ", style="bold")
     out.append_text(text(f.path))
-    out.append(f" +{f.added}", style="green")
-    out.append(f" -{f.removed}", style="red")
+    out.append(f" +{f.added}", style=tone("$text-success"))
+    out.append(f" -{f.removed}", style=tone("$text-error"))
     return out
-
-
-class FileView(VirtualLines):
-    """A whole file's lines with syntax colours."""
-
-    def __init__(self, path: str, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.path = path
-        self.lines: list[str] = []
-        self._highlighter: Highlighter | None = None
-
-    @property
-    def line_count(self) -> int:
-        return len(self.lines)
-
-    def line_text(self, index: int) -> Text:
-        if self._highlighter is None:
-            self._highlighter = Highlighter(self.app.current_theme.dark)
-        out = Text()
-        self._highlighter.highlight(self.path, clean(self.lines[index]), out)
-        return out
-
-
-@dataclass
-class FileLoaded(Message):
-    lines: list[str]
-    problem: str = ""
-
-
-class FileScreen(Screen):
-    """A whole file at one commit; `escape` goes back to the diff."""
-
-    BINDINGS = [
-        Binding("escape", "app.pop_screen", "Back", id="file.back", tooltip="Back to the diff"),
-    ]
-    DEFAULT_CSS = """
-    FileScreen #file-title { height: 1; padding: 0 1; background: $panel; }
-    """
-
-    def __init__(self, repo: str, commit: str, path: str, line: int = 1) -> None:
-        super().__init__(classes="file")
-        self.repo, self.commit, self.path, self.line = repo, commit, path, line
-
-    def compose(self) -> ComposeResult:
-        title = text(self.path, "bold")
-        title.append(f" at {self.commit[:7]}", style="dim")
-        yield Static(title, id="file-title")
-        yield FileView(self.path, id="file-view")
-        yield Footer()
-
-    def on_mount(self) -> None:
-        self.query_one(FileView).focus()
-        self._load(self.repo, self.commit, self.path)
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="file")
-    def _load(self, repo: str, commit: str, path: str) -> None:
-        from domain.errors import WorkbenchError
-        from workbench.diffs import show_file
-
-        try:
-            self.post_message(FileLoaded(show_file(repo, commit, path)))
-        except WorkbenchError as exc:
-            self.post_message(FileLoaded([], clean(str(exc))))
-
-    def on_file_loaded(self, message: FileLoaded) -> None:
-        view = self.query_one(FileView)
-        view.lines = message.lines
-        view.reset()
-        view.cursor = self.line - 1
-        self.call_after_refresh(view.go_to, self.line - 1, top=True)
-        if message.problem:
-            self.query_one("#file-title", Static).update(Text(message.problem, style="bold"))

@@ -4,7 +4,6 @@ braille with the verifier's tolerance band, and a table of the largest deviation
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.style import Style
@@ -13,13 +12,14 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
 from domain.text import clean
 from screens.data import read
-from screens.messages import LoadFailed
+from screens.messages import CurvesLoaded, LoadFailed
+from screens.presenters.curves import Curves, Series, deviations, fmt
+from screens.presenters.palette import tone
 from screens.text import text
 
 BITS = ((0x01, 0x08), (0x02, 0x10), (0x04, 0x20), (0x40, 0x80))
@@ -28,36 +28,16 @@ AXIS = 9
 """Columns taken by the y-axis labels."""
 
 
-@dataclass
-class Series:
-    label: str
-    points: dict[int, float]
-    role: str
-    """`attempt`, `other` (a compared attempt) or `reference`."""
-
-
-@dataclass
-class Curves:
-    """The series of one or two attempts and the reference, per metric, and the tolerances."""
-
-    metrics: list[str]
-    series: dict[str, list[Series]] = field(default_factory=dict)
-    tolerance: dict[str, tuple[float, float]] = field(default_factory=dict)
-    """(rtol, atol) per metric: the band is reference ± (atol + rtol·|reference|)."""
-
-
 def load_curves(db, attempts: list[tuple[str, int]], reference_id: int | None,
                 migration_id: int) -> Curves:
     """Runs in a worker: the compared metrics' series for `attempts` ((label, id)) and the
     reference, with the migration's tolerances."""
-    from storage import queries
+    from storage import queries, review
     from workbench.verify.settings import merge, tolerance
 
     settings = merge(queries.verify_settings(db, migration_id))
     names = [str(n) for n in settings.get("compare") or []]
-    present = {r[0] for r in db.execute(
-        "SELECT DISTINCT name FROM metric_point WHERE attempt_id IN (%s)"
-        % ",".join("?" * len(attempts)), [a for _, a in attempts]).fetchall()}
+    present = review.metric_names(db, [a for _, a in attempts])
     names = [n for n in names if n in present]
     names += sorted(present - set(names) - {"step_time"})
     curves = Curves(metrics=names)
@@ -72,32 +52,6 @@ def load_curves(db, attempts: list[tuple[str, int]], reference_id: int | None,
         curves.series[name] = rows
         curves.tolerance[name] = tolerance(settings, name)
     return curves
-
-
-def deviations(curves: Curves, limit: int = 20) -> list[tuple[str, int, float, float, float, float]]:
-    """(metric, step, value, compared-with value, difference, difference / tolerance), worst
-    first: the first series against the last (the reference, or the other attempt)."""
-    out = []
-    for name in curves.metrics:
-        rows = curves.series.get(name) or []
-        if len(rows) < 2:
-            continue
-        mine, base = rows[0].points, rows[-1].points
-        rtol, atol = curves.tolerance.get(name, (0.0, 0.0))
-        for step in sorted(mine.keys() & base.keys()):
-            a, r = mine[step], base[step]
-            if not (math.isfinite(a) and math.isfinite(r)):
-                out.append((name, step, a, r, math.nan, math.inf))
-                continue
-            band = atol + rtol * abs(r)
-            ratio = abs(a - r) / band if band > 0 else (math.inf if a != r else 0.0)
-            out.append((name, step, a, r, a - r, ratio))
-    out.sort(key=lambda d: (-d[5] if not math.isnan(d[5]) else 0.0))
-    return out[:limit]
-
-
-def _fmt(value: float) -> str:
-    return f"{value:.4g}" if math.isfinite(value) else str(value)
 
 
 class CurvePlot(Widget):
@@ -191,8 +145,8 @@ class CurvePlot(Widget):
         axis = self.get_component_rich_style("curve-plot--axis")
         out = Text(no_wrap=True, overflow="crop")
         for row in range(height):
-            label = _fmt(y1) if row == 0 else _fmt(y0) if row == height - 1 else (
-                _fmt((y0 + y1) / 2) if row == height // 2 else "")
+            label = fmt(y1) if row == 0 else fmt(y0) if row == height - 1 else (
+                fmt((y0 + y1) / 2) if row == height // 2 else "")
             out.append(f"{label:>{AXIS - 1}.{AXIS - 1}}┤" if label else " " * (AXIS - 1) + "│", axis)
             for col in range(width):
                 role = owner[row][col]
@@ -202,11 +156,6 @@ class CurvePlot(Widget):
         left, right = f"{x0:g}", f"step {x1:g}"
         out.append(" " * AXIS + left + " " * max(width - len(left) - len(right), 1) + right, axis)
         return out
-
-
-@dataclass
-class CurvesLoaded(Message):
-    curves: Curves
 
 
 class CurvesPane(Vertical):
@@ -260,10 +209,10 @@ class CurvesPane(Vertical):
         table = self.query_one(DataTable)
         table.clear()
         for name, step, a, r, diff, ratio in deviations(self.curves):
-            style = "bold red" if ratio > 1 else ""
+            style = tone("bold $text-error") if ratio > 1 else ""
             table.add_row(text(name), Text(str(step), justify="right"),
-                          Text(_fmt(a), justify="right"), Text(_fmt(r), justify="right"),
-                          Text(_fmt(diff), justify="right"),
+                          Text(fmt(a), justify="right"), Text(fmt(r), justify="right"),
+                          Text(fmt(diff), justify="right"),
                           Text(f"{ratio:.2g}" if math.isfinite(ratio) else "∞", style=style,
                                justify="right"))
         if self._pending is not None and self._pending in self.curves.metrics:

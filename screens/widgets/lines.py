@@ -14,10 +14,11 @@ from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding
 from textual.geometry import Size
-from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+
+from screens.messages import CursorMoved
 
 CACHED_LINES = 2000
 
@@ -57,16 +58,6 @@ class VirtualLines(ScrollView, can_focus=True):
 
     cursor: reactive[int] = reactive(0, always_update=True)
     show_gutter: bool = True
-
-    class CursorMoved(Message):
-        def __init__(self, view: VirtualLines, line: int) -> None:
-            super().__init__()
-            self.view = view
-            self.line = line
-
-        @property
-        def control(self) -> VirtualLines:
-            return self.view
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -147,7 +138,7 @@ class VirtualLines(ScrollView, can_focus=True):
     # --- movement ------------------------------------------------------------------------------
     def watch_cursor(self, old: int, new: int) -> None:
         self.refresh()
-        self.post_message(self.CursorMoved(self, new))
+        self.post_message(CursorMoved(self, new))
 
     def go_to(self, index: int, *, top: bool = False) -> None:
         """Put the cursor on line `index` (0-based) and scroll it into view; `top` puts it a

@@ -22,29 +22,31 @@ from domain.models import (
     Outcome,
 )
 from domain.text import clean
+from screens.presenters.palette import tone
 from screens.text import text
 
 NONE = "–"
 """Shown where there is no value (an en dash, so it is not read as a minus sign)."""
 
 MARKS = {
-    Outcome.PASS: ("✓", "green"),
-    Outcome.FAIL: ("✗", "bold red"),
-    Outcome.UNKNOWN: ("?", "yellow"),
+    Outcome.PASS: ("✓", "$text-success"),
+    Outcome.FAIL: ("✗", "bold $text-error"),
+    Outcome.UNKNOWN: ("?", "$text-warning"),
     None: ("·", "dim"),
 }
-"""One mark per ladder level: pass, fail, unknown, and no verdict yet."""
+"""One mark per ladder level: pass, fail, unknown, and no verdict yet (styles name theme
+variables: `tone` gives the current theme's colours)."""
 
 MIGRATION_STATUS = {
     MigrationStatus.IN_PROGRESS: ("in progress", ""),
-    MigrationStatus.ACCEPTED: ("accepted", "green"),
+    MigrationStatus.ACCEPTED: ("accepted", "$text-success"),
     MigrationStatus.STOPPED: ("stopped", "dim"),
 }
 
 SOURCE = {
-    AttemptSource.REFERENCE: ("ref", "bold cyan"),
+    AttemptSource.REFERENCE: ("ref", "bold $text-primary"),
     AttemptSource.AGENT: ("agent", ""),
-    AttemptSource.RERUN: ("rerun", "magenta"),
+    AttemptSource.RERUN: ("rerun", "$text-secondary"),
 }
 
 
@@ -56,19 +58,19 @@ def number(value: int, *, alarm: str = "") -> Text:
     """A right-aligned count; zero is dimmed, a non-zero count takes `alarm`'s style."""
     if not value:
         return Text("0", style="dim", justify="right")
-    return Text(str(value), style=alarm, justify="right")
+    return Text(str(value), style=tone(alarm), justify="right")
 
 
 def level(value: int | None) -> Text:
     if value is None:
         return Text(NONE, style="dim", justify="center")
-    style = "green" if value >= 4 else "red" if value == 0 else ""
+    style = tone("$text-success") if value >= 4 else tone("$text-error") if value == 0 else ""
     return Text(f"L{value}", style=style, justify="center")
 
 
 def migration_status(status: MigrationStatus) -> Text:
     word, style = MIGRATION_STATUS.get(status, (str(status), ""))
-    return Text(word, style=style)
+    return Text(word, style=tone(style))
 
 
 def migration_row(summary: MigrationSummary) -> tuple[Text, ...]:
@@ -78,9 +80,9 @@ def migration_row(summary: MigrationSummary) -> tuple[Text, ...]:
         migration_status(m.status),
         text(m.target.describe()),
         number(summary.attempts),
-        number(summary.failed, alarm="red"),
-        number(summary.silent_failures, alarm="bold red"),
-        number(summary.interventions, alarm="yellow"),
+        number(summary.failed, alarm="$text-error"),
+        number(summary.silent_failures, alarm="bold $text-error"),
+        number(summary.interventions, alarm="$text-warning"),
         level(summary.highest_level),
         money(summary.cost_dollars),
     )
@@ -101,10 +103,10 @@ def study_totals(totals: dict[str, int]) -> Text:
     out.append("failed ", style="dim")
     out.append(f"{failed}/{attempts}", style="bold")
     out.append(" · silent ", style="dim")
-    out.append(f"{silent}", style="bold red" if silent else "bold")
+    out.append(f"{silent}", style=tone("bold $text-error") if silent else "bold")
     out.append(f" ({silent * 100 // failed if failed else 0}%)")
     out.append(" · over-claims ", style="dim")
-    out.append(f"{totals['over_claims']}", style="bold yellow" if totals["over_claims"] else "bold")
+    out.append(f"{totals['over_claims']}", style=tone("bold $text-warning") if totals["over_claims"] else "bold")
     out.append(" · interventions ", style="dim")
     per = totals["interventions"] / totals["migrations"] if totals["migrations"] else 0
     out.append(f"{per:.1f}", style="bold")
@@ -153,18 +155,18 @@ def ladder(summary: AttemptSummary) -> Text:
     out = Text()
     for outcome in summary.ladder:
         mark, style = MARKS.get(outcome, MARKS[None])
-        out.append(mark, style=style)
+        out.append(mark, style=tone(style))
     return out
 
 
 def attempt_status(summary: AttemptSummary) -> Text:
     a = summary.attempt
     if a.status is AttemptStatus.OK:
-        word, style = "ok", "green"
+        word, style = "ok", tone("$text-success")
     elif a.status is AttemptStatus.NONZERO_EXIT:
-        word, style = "exit", "red"
+        word, style = "exit", tone("$text-error")
     else:
-        word, style = str(a.status).replace("_", " "), "yellow"
+        word, style = str(a.status).replace("_", " "), tone("$text-warning")
     if a.exit_code is not None and not (a.status is AttemptStatus.OK and a.exit_code == 0):
         word = f"{word} {a.exit_code}"
     return Text(word, style=style)
@@ -174,15 +176,15 @@ def failure(summary: AttemptSummary) -> Text:
     f = summary.failure
     if f is None:
         return Text(NONE, style="dim")
-    out = text(str(f.cause), "red")
+    out = text(str(f.cause), tone("$text-error"))
     if f.silent:
-        out.append(" silent", style="bold red reverse")
+        out.append(" silent", style=tone("bold $text-error reverse"))
     return out
 
 
 def source(summary: AttemptSummary) -> Text:
     word, style = SOURCE.get(summary.attempt.source, (str(summary.attempt.source), ""))
-    return Text(word, style=style)
+    return Text(word, style=tone(style))
 
 
 def attempt_row(summary: AttemptSummary, *, command_width: int = 40) -> tuple[Text, ...]:
@@ -194,7 +196,7 @@ def attempt_row(summary: AttemptSummary, *, command_width: int = 40) -> tuple[Te
         ladder(summary),
         failure(summary),
         over_claim(summary),
-        number(summary.interventions, alarm="yellow"),
+        number(summary.interventions, alarm="$text-warning"),
         level(a.expected_level),
         text(a.commit[:7], "dim"),
         text(truncate(a.command.display(), command_width)),
@@ -274,7 +276,7 @@ def attempt_detail(summary: AttemptSummary) -> Text:
 def over_claim(summary: AttemptSummary) -> Text:
     """`over` where the agent expected more than was verified; blank otherwise."""
     if summary.over_claim:
-        return Text("over", style="bold yellow")
+        return Text("over", style=tone("bold $text-warning"))
     return Text("")
 
 
@@ -297,8 +299,95 @@ def attempt_heading(m: Migration, summary: AttemptSummary) -> Text:
         out.append_text(over_claim(summary))
     if summary.interventions:
         out.append(f" · {summary.interventions} intervention{'s' if summary.interventions != 1 else ''}",
-                   style="yellow")
+                   style=tone("$text-warning"))
     return out
+
+
+def _grid():
+    """Two columns: a dim label, and a value that wraps under itself, not under the label."""
+    from rich.table import Table
+
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(style="dim", no_wrap=True, min_width=9)
+    grid.add_column(ratio=1)
+    return grid
+
+
+def _where(a) -> Text:
+    where = Text()
+    where.append_text(text(a.observed_hardware.describe() if a.observed_hardware else "?"))
+    if a.intended_hardware:
+        where.append(" (meant ", style="dim")
+        where.append_text(text(a.intended_hardware.describe()))
+        where.append(")", style="dim")
+    return where
+
+
+def _run_fields(summary: AttemptSummary, subject: str) -> list[tuple[str, Text]]:
+    """Command, directory, commit, when, where, status and the claimed level."""
+    a = summary.attempt
+    rows = [("command", text(a.command.display()))]
+    if a.command.cwd not in ("", "."):
+        rows.append(("in", text(a.command.cwd)))
+    commit = Text()
+    commit.append_text(text(a.commit[:12]))
+    if subject:
+        commit.append("  ")
+        commit.append_text(text(subject, "italic"))
+    rows += [("commit", commit), ("when", text(when(a.started_at, a.ended_at))), ("where", _where(a))]
+    status = Text()
+    status.append_text(attempt_status(summary))
+    if a.exit_code_source:
+        status.append_text(text(f" (exit code from {a.exit_code_source})", "dim"))
+    rows.append(("status", status))
+    if a.expected_level is not None:
+        rows.append(("claim", Text(f"expects L{a.expected_level} {LADDER.get(a.expected_level, '')}",
+                                   style="bold")))
+    else:
+        rows.append(("claim", Text("names no level", style="dim")))
+    return rows
+
+
+def _verified_fields(summary: AttemptSummary, verification) -> list[tuple[str, Text]]:
+    """The verified level beside the ladder, and what verifying cost."""
+    if verification is None and summary.attempt.source is AttemptSource.REFERENCE:
+        return [("verified", Text("the reference: the agent's attempts are judged against it", style="dim"))]
+    if verification is None:
+        return [("verified", Text("not verified yet", style="dim"))]
+    lvl = verification.highest_level
+    verified = Text()
+    verified.append_text(level(lvl))
+    verified.append(f" {LADDER.get(lvl, 'nothing')}  ")
+    verified.append_text(ladder(summary))
+    if verification.over_claim:
+        verified.append("  over-claim", style=tone("bold $text-warning"))
+    extras = []
+    if verification.wall_seconds is not None:
+        extras.append(f"{verification.wall_seconds:.1f} s")
+    if verification.time_ratio is not None:
+        extras.append(f"time x{verification.time_ratio:.2f}")
+    if verification.cost_dollars is not None:
+        extras.append(f"${verification.cost_dollars:.4f}")
+    if verification.cost_ratio is not None:
+        extras.append(f"cost x{verification.cost_ratio:.2f}")
+    return [("verified", verified)] + ([("cost", Text(" · ".join(extras)))] if extras else [])
+
+
+def _failure_value(summary: AttemptSummary) -> Text:
+    """The failure's cause, note and evidence."""
+    f = summary.failure
+    assert f is not None
+    value = Text()
+    value.append_text(failure(summary))
+    if f.note:
+        value.append("\n")
+        value.append_text(text(f.note))
+    for evidence in f.evidence:
+        value.append("\n→ ", style="dim")
+        value.append_text(text(f"{evidence.kind} {evidence.ref}", "bold"))
+        value.append(" ")
+        value.append_text(text(evidence.text))
+    return value
 
 
 def attempt_overview(summary: AttemptSummary, verification, subject: str):
@@ -306,88 +395,19 @@ def attempt_overview(summary: AttemptSummary, verification, subject: str):
     failure cause and the evidence behind it. Labelled fields wrap under their value, not under
     the label."""
     from rich.console import Group
-    from rich.table import Table
 
     a = summary.attempt
-    grid = Table.grid(padding=(0, 1))
-    grid.add_column(style="dim", no_wrap=True, min_width=9)
-    grid.add_column(ratio=1)
-
-    def field(name: str, value: Text) -> None:
+    grid = _grid()
+    for name, value in _run_fields(summary, subject) + _verified_fields(summary, verification):
         grid.add_row(Text(name), value)
-
-    field("command", text(a.command.display()))
-    if a.command.cwd not in ("", "."):
-        field("in", text(a.command.cwd))
-    commit = Text()
-    commit.append_text(text(a.commit[:12]))
-    if subject:
-        commit.append("  ")
-        commit.append_text(text(subject, "italic"))
-    field("commit", commit)
-    field("when", text(when(a.started_at, a.ended_at)))
-    where = Text()
-    where.append_text(text(a.observed_hardware.describe() if a.observed_hardware else "?"))
-    if a.intended_hardware:
-        where.append(" (meant ", style="dim")
-        where.append_text(text(a.intended_hardware.describe()))
-        where.append(")", style="dim")
-    field("where", where)
-    status = Text()
-    status.append_text(attempt_status(summary))
-    if a.exit_code_source:
-        status.append_text(text(f" (exit code from {a.exit_code_source})", "dim"))
-    field("status", status)
-    if a.expected_level is not None:
-        field("claim", Text(f"expects L{a.expected_level} {LADDER.get(a.expected_level, '')}", style="bold"))
-    else:
-        field("claim", Text("names no level", style="dim"))
-    if verification is None and a.source is AttemptSource.REFERENCE:
-        field("verified", Text("the reference: the agent's attempts are judged against it",
-                               style="dim"))
-    elif verification is None:
-        field("verified", Text("not verified yet", style="dim"))
-    else:
-        lvl = verification.highest_level
-        verified = Text()
-        verified.append_text(level(lvl))
-        verified.append(f" {LADDER.get(lvl, 'nothing')}  ")
-        verified.append_text(ladder(summary))
-        if verification.over_claim:
-            verified.append("  over-claim", style="bold yellow")
-        field("verified", verified)
-        extras = []
-        if verification.wall_seconds is not None:
-            extras.append(f"{verification.wall_seconds:.1f} s")
-        if verification.time_ratio is not None:
-            extras.append(f"time x{verification.time_ratio:.2f}")
-        if verification.cost_dollars is not None:
-            extras.append(f"${verification.cost_dollars:.4f}")
-        if verification.cost_ratio is not None:
-            extras.append(f"cost x{verification.cost_ratio:.2f}")
-        if extras:
-            field("cost", Text(" · ".join(extras)))
     parts: list = [grid]
     if a.claim:
         said = Text("\nThe record says:\n" if a.source is AttemptSource.REFERENCE
                     else "\nThe agent said:\n", style="dim")
         said.append_text(text(a.claim, keep_newlines=True))
         parts.append(said)
-    f = summary.failure
-    if f is not None:
-        cause = Table.grid(padding=(0, 1))
-        cause.add_column(style="dim", no_wrap=True, min_width=9)
-        cause.add_column(ratio=1)
-        value = Text()
-        value.append_text(failure(summary))
-        if f.note:
-            value.append("\n")
-            value.append_text(text(f.note))
-        for evidence in f.evidence:
-            value.append("\n→ ", style="dim")
-            value.append_text(text(f"{evidence.kind} {evidence.ref}", "bold"))
-            value.append(" ")
-            value.append_text(text(evidence.text))
-        cause.add_row(Text("failure"), value)
+    if summary.failure is not None:
+        cause = _grid()
+        cause.add_row(Text("failure"), _failure_value(summary))
         parts += [Text(""), cause]
     return Group(*parts)

@@ -1,0 +1,101 @@
+"""The effort panel's text: where a migration stands against its budgets, the suggestion, the
+latest decision, review time and the latest interventions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rich.text import Text
+
+from domain import effort
+from domain.models import DecisionKind, Intervention
+from screens.presenters.palette import tone
+from screens.text import text
+
+
+@dataclass(frozen=True)
+class PanelData:
+    """What the effort panel reads in one go (storage.queries)."""
+
+    standing: effort.Standing
+    interventions: list[Intervention]
+    corrected: dict[int, int]
+    decision: Any
+    review: dict[str, float]
+
+
+def render_panel(data: PanelData, attempt_id: int | None) -> Text:
+    s = data.standing
+    out = Text()
+    out.append("Budget ", style="bold")
+    parts = []
+    for lim in s.limits:
+        style = tone("bold $text-error") if lim.exhausted else (tone("$text-warning") if lim.near else "")
+        parts.append(Text(effort.describe_limit(lim), style=style))
+    out.append_text(Text(" · ").join(parts))
+    out.append(f" · staff cost ${s.staff_dollars:,.2f}")
+    if s.unpriced_runs:
+        out.append(f" · {s.unpriced_runs} run(s) unpriced", style="dim")
+    out.append("\n")
+    best = "none verified" if s.highest_level is None else f"L{s.highest_level}"
+    out.append(f"Level {best}, L{s.acceptance_level} required · status {s.status} · suggests ")
+    out.append(s.suggestion.value.upper(),
+               style={DecisionKind.ACCEPT: tone("bold $text-success"), DecisionKind.STOP: tone("bold $text-error")}.get(s.suggestion, "bold"))
+    out.append(f" ({'; '.join(s.reasons)})\n", style="dim")
+    if data.decision is not None:
+        d = data.decision
+        out.append("Decision ", style="bold")
+        out.append(f"{d.kind.value} by ")
+        out.append_text(text(d.reviewer))
+        out.append(f" {d.at[:16]}")
+        if d.suggested is not None and d.suggested is not d.kind:
+            out.append(f" (against {d.suggested.value})", style=tone("$text-warning"))
+        if d.reason:
+            out.append(": ")
+            out.append_text(text(d.reason))
+        out.append("\n")
+    if data.review:
+        out.append("Review ", style="bold")
+        out.append_text(Text(", ").join(text(f"{name} {sec / 60:.0f} min") for name, sec in data.review.items()))
+        out.append("\n")
+    scope = "this attempt" if attempt_id is not None else "this migration"
+    current = [i for i in data.interventions if i.id not in data.corrected]
+    out.append(f"Interventions on {scope}: {len(current)}", style="bold")
+    if current:
+        out.append(f", {sum(i.minutes for i in current):g} min")
+    for i in reversed(data.interventions[-3:]):
+        out.append("\n")
+        line = f"  #{i.id} {i.kind} {i.minutes:g} min by {i.reviewer} {i.at[:16]}"
+        if i.corrects is not None:
+            line += f" (corrects #{i.corrects})"
+        if i.id in data.corrected:
+            out.append_text(text(line + f" (corrected by #{data.corrected[i.id]})", "dim strike"))
+        else:
+            out.append_text(text(line))
+        if i.note:
+            out.append(": ")
+            out.append_text(text(i.note[:80]))
+    return out
+
+
+def standing_text(standing: effort.Standing) -> Text:
+    """The budget lines and the suggestion, for the decision form and the effort panel."""
+    out = Text()
+    for lim in standing.limits:
+        style = tone("bold $text-error") if lim.exhausted else (tone("$text-warning") if lim.near else "")
+        out.append(effort.describe_limit(lim), style=style)
+        out.append("\n")
+    if standing.unpriced_runs:
+        out.append(f"({standing.unpriced_runs} run(s) without a price or times are not in compute)\n",
+                   style="dim")
+    out.append(f"staff cost ${standing.staff_dollars:,.2f}\n")
+    best = "none verified" if standing.highest_level is None else f"L{standing.highest_level}"
+    out.append(f"best level {best} · L{standing.acceptance_level} required\n")
+    style = {DecisionKind.ACCEPT: tone("bold $text-success"), DecisionKind.STOP: tone("bold $text-error")}.get(standing.suggestion, "bold")
+    out.append("The rules suggest: ")
+    out.append(standing.suggestion.value.upper(), style=style)
+    out.append("\n")
+    for reason in standing.reasons:
+        out.append(f"  · {reason}\n", style="dim")
+    return out

@@ -1,0 +1,57 @@
+"""The standing effort panel of a migration (or of one attempt): read in a worker, drawn by
+`screens.presenters.effort.render_panel`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.text import Text
+from textual import work
+from textual.widgets import Static
+
+from screens.data import read
+from screens.messages import LoadFailed
+from screens.presenters.effort import PanelData, render_panel
+from screens.presenters.palette import tone
+from storage import queries
+
+
+class EffortPanel(Static):
+    """Budgets, the suggestion, the latest decision and the interventions of a migration (or of
+    one attempt); `reload()` reads them again in a worker."""
+
+    DEFAULT_CSS = """
+    EffortPanel { height: auto; max-height: 10; border-top: solid $primary-muted; padding: 0 1; }
+    """
+
+    def __init__(self, migration_id: int, *, attempt_id: int | None = None, id: str | None = "effort-panel") -> None:
+        super().__init__(Text("Reading the budgets…", style="dim"), id=id)
+        self.migration_id = migration_id
+        self.attempt_id = attempt_id
+        self.data: PanelData | None = None
+
+    def on_mount(self) -> None:
+        self.reload()
+
+    def reload(self) -> None:
+        self._load(self.app.db_path, self.migration_id, self.attempt_id)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="effort-panel")
+    def _load(self, path: Path, migration_id: int, attempt_id: int | None) -> None:
+        def gather(db) -> PanelData:
+            found = (queries.attempt_interventions(db, attempt_id) if attempt_id is not None
+                     else queries.interventions(db, migration_id))
+            made = queries.decisions(db, migration_id)
+            return PanelData(queries.migration_standing(db, migration_id), found,
+                             queries.corrected_ids(db, migration_id), made[-1] if made else None,
+                             queries.review_seconds_by_reviewer(db, migration_id))
+
+        result = read(path, gather)
+        if isinstance(result, LoadFailed):
+            self.app.call_from_thread(self.update, Text(result.problem, style=tone("bold $text-error")))
+            return
+        self.app.call_from_thread(self._show, result)
+
+    def _show(self, data: PanelData) -> None:
+        self.data = data
+        self.update(render_panel(data, self.attempt_id))

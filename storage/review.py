@@ -1,0 +1,77 @@
+"""The reads the review screens need beyond `storage.queries`: named, and returning plain values
+or domain objects, so no SQL lives in `screens/`."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlite_utils import Database
+
+from storage.database import BUSY_TIMEOUT_S
+
+ATTEMPT_CHOICES = 2000
+"""At most this many attempts are offered in a form's attempt list."""
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptChoice:
+    """One attempt as a form lists it: enough to label it, nothing to load."""
+
+    id: int
+    seq: int
+    source: str
+    status: str
+
+    @property
+    def label(self) -> str:
+        return f"#{self.seq} {self.source} {self.status}"
+
+
+def attempt_choices(db: Database, migration_id: int, *, limit: int = ATTEMPT_CHOICES) -> list[AttemptChoice]:
+    """The migration's attempts in order, for the intervention form's attempt list."""
+    rows = db.execute(
+        "SELECT id, seq, source, status FROM attempt WHERE migration_id = ? ORDER BY seq LIMIT ?",
+        [migration_id, limit]).fetchall()
+    return [AttemptChoice(int(r[0]), int(r[1]), str(r[2]), str(r[3])) for r in rows]
+
+
+def metric_names(db: Database, attempt_ids: list[int]) -> set[str]:
+    """Every metric recorded for any of `attempt_ids` (the curves pane offers these)."""
+    if not attempt_ids:
+        return set()
+    marks = ",".join("?" * len(attempt_ids))
+    return {str(r[0]) for r in db.execute(
+        f"SELECT DISTINCT name FROM metric_point WHERE attempt_id IN ({marks})", attempt_ids).fetchall()}
+
+
+class ChangeWatcher:
+    """Says when another connection (another reviewer, a script, this app's own workers) has
+    committed to the study since the last poll: SQLite's `data_version` on one connection of
+    its own, kept open between polls (the number is per connection)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._conn: sqlite3.Connection | None = None
+        self._last: int | None = None
+        self._lock = threading.Lock()
+
+    def changed(self) -> bool:
+        with self._lock:
+            if self._conn is None:
+                # mode=rw: never create the file (a missing database is the screens' message)
+                uri = f"file:{urllib.parse.quote(str(self.path.resolve()))}?mode=rw"
+                self._conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
+            version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+            changed = self._last is not None and version != self._last
+            self._last = version
+            return changed
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None

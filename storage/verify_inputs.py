@@ -1,0 +1,65 @@
+"""What the verifier reads from a study: attempts, series, logs and the record it hashes.
+
+The verifier (workbench/verify) asks these named functions and never writes SQL itself; each
+returns domain objects or plain values, so the rules above stay free of the schema.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlite_utils import Database
+
+from domain.models import Attempt, AttemptSource
+from storage.converters import attempt_from_row
+
+
+@dataclass(frozen=True, slots=True)
+class LogInfo:
+    """A stored log's size and SHA-256: what decides extraction and what a verdict hashes."""
+
+    size: int
+    sha256: str
+
+
+def metric_series(db: Database, attempt_id: int) -> dict[str, dict[int, float]]:
+    """Every stored metric series of an attempt: name -> step -> value."""
+    out: dict[str, dict[int, float]] = {}
+    for name, step, value in db.execute(
+        "SELECT name, step, value FROM metric_point WHERE attempt_id = ? ORDER BY name, step", [attempt_id]
+    ).fetchall():
+        out.setdefault(name, {})[step] = value
+    return out
+
+
+def log_info(db: Database, log_id: int) -> LogInfo | None:
+    row = db.execute("SELECT size, sha256 FROM log WHERE id = ?", [log_id]).fetchone()
+    return LogInfo(int(row[0]), str(row[1])) if row else None
+
+
+def attempt_record(db: Database, attempt_id: int) -> dict[str, Any]:
+    """The attempt's row as stored, less its id: every field a verdict depends on."""
+    rows = list(db.query("SELECT * FROM attempt WHERE id = ?", [attempt_id]))
+    if not rows:
+        return {}
+    return {k: v for k, v in rows[0].items() if k != "id"}
+
+
+def reference_attempt(db: Database, migration_id: int) -> Attempt | None:
+    """The migration's reference run: its latest attempt with source `reference`."""
+    rows = list(db.query(
+        "SELECT * FROM attempt WHERE migration_id = ? AND source = ? ORDER BY seq DESC LIMIT 1",
+        [migration_id, AttemptSource.REFERENCE.value],
+    ))
+    return attempt_from_row(rows[0]) if rows else None
+
+
+def agent_attempts(db: Database, migration_id: int, seq: int | None = None) -> list[Attempt]:
+    """The migration's attempts to verify (every source but `reference`), or only `seq`."""
+    sql = "SELECT * FROM attempt WHERE migration_id = ? AND source != ?"
+    params: list[Any] = [migration_id, AttemptSource.REFERENCE.value]
+    if seq is not None:
+        sql += " AND seq = ?"
+        params.append(seq)
+    return [attempt_from_row(row) for row in db.query(sql + " ORDER BY seq", params)]

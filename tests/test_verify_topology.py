@@ -1,0 +1,301 @@
+"""Issue 18 on crafted logs, for fast feedback: topology read from the log and the command,
+error messages that are not sharding specs, host syncs only when abnormal, evals at the same
+step, glued multi-process lines, step-time throughput and re-runs that keep the recorded
+environment. Real bundles, real SQLite, the real verifier; tests/test_verify_variants.py does
+the same on real torch_xla runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import BundleBuilder
+from linearity import grows_linearly
+
+from domain.models import FailureCause, Outcome
+from storage import queries
+from storage.database import open_study
+from workbench.bundle import import_bundle
+from workbench.verify import topology, verify_study
+from workbench.verify.logscan import scan_chunks
+
+P, F, U = Outcome.PASS, Outcome.FAIL, Outcome.UNKNOWN
+STEPS = 30
+
+
+def _steps(prefix: str = "", step_ms: float | None = None, loss=lambda s: 1.0 / s, last: int = STEPS) -> str:
+    timing = f" step_time_ms={step_ms}" if step_ms is not None else ""
+    return "".join(f"{prefix}step={s} loss={loss(s):.6f}{timing}\n" for s in range(1, last + 1))
+
+
+def _report(scalars: int) -> str:
+    return f"Counter: UncachedCompile\n  Value: 2\nCounter: aten::_local_scalar_dense\n  Value: {scalars}\n"
+
+
+REFERENCE = _steps() + "eval_accuracy 0.91\n"
+
+
+def verified(tmp_path: Path, attempts: dict[int, tuple[str, list[str]]], reference: str = REFERENCE,
+             **extra) -> dict[int, tuple]:
+    """Each attempt (seq: (log, argv)) against the reference, intended on 4 CPU devices."""
+    builder = BundleBuilder(tmp_path / "bundle", prices={"cpu": 0.05})
+    builder.write_study()
+    folder, shas = builder.add_migration("m")
+    records = []
+    for seq, (log, argv) in {0: (reference, ["python", "train.py"]), **attempts}.items():
+        (folder / "logs" / f"{seq}.log").write_text(log)
+        records.append(builder.attempt(seq, shas[-1], metrics=None, command={"argv": argv, "env": {}},
+                                       intended_hardware={"kind": "cpu", "count": 4},
+                                       observed_hardware={"kind": "cpu", "count": 1} if seq == 0 else None,
+                                       **extra.get(seq, {})))
+    builder.write_attempts(folder, records)
+    study = open_study(tmp_path / "s.db", create=True)
+    try:
+        assert not import_bundle(study, builder.root, "ana").problems
+        db = study.db
+        verify_study(db, "ana")
+        m = queries.get_migration(db, "m")
+        out = {}
+        for seq in attempts:
+            a = queries.attempt_id_by_seq(db, m.id, seq)
+            verdicts = queries.verdicts(db, a)
+            out[seq] = (tuple(v.outcome for v in verdicts), queries.current_verification(db, a), verdicts,
+                        queries.current_failure(db, a))
+        return out
+    finally:
+        study.close()
+
+
+# --------------------------------------------------------------------------- reading topology
+
+
+def test_key_value_and_key_colon_forms_are_read_with_their_lines():
+    head = (b"starting\nrank=0 world_size=1 device_count=4 local_world_size=1\n"
+            b"World size: 4, Global devices: [0, 1, 2, 3]\nMesh shape: (4, 1)\n")
+    topo = topology.read(head)
+    assert [(s.line, s.values) for s in topo.statements] == [
+        (2, {"rank": 0, "world_size": 1, "device_count": 4, "local_world_size": 1}),
+        (3, {"world_size": 4, "global_devices": 4}),
+        (4, {"mesh_shape": 4}),
+    ]
+    assert topo.device_count()[0] == 4
+
+
+def test_accelerate_state_lines_are_read():
+    topo = topology.read(b"Distributed environment: MULTI_GPU  Backend: nccl\nNum processes: 4\nProcess index: 0\n"
+                         b"Local process index: 0\nDevice: cuda:0\n")
+    assert [s.values for s in topo.statements] == [{"world_size": 4}, {"rank": 0}, {"local_rank": 0}]
+
+
+def test_an_error_message_states_nothing():
+    head = (b"RuntimeError: bad sharding: global_devices=[0,1,2,3] mesh_shape=(2,2)\n"
+            b"2026-12-03 08:20:10.233554: E external/xla/xla/service/rendezvous.cc:100] [id=0] This thread has "
+            b"been waiting for `all reduce RendezvousKey{run_id=RunId: 0, global_devices=[0,1,2,3], "
+            b"num_local_participants=4, collective_op_kind=cross_replica, op_id=0}` for 5 seconds\n")
+    assert topology.read(head).statements == []
+
+
+def test_glued_start_lines_are_both_read():
+    topo = topology.read(b"rank=1 world_size=4 device_count=4rank=2 world_size=4 device_count=4\n")
+    assert [s.values["rank"] for s in topo.statements] == [1, 2] and topo.processes() == 2
+
+
+def test_launchers_in_the_command():
+    assert topology.launcher(["torchrun", "--nproc_per_node=4", "train.py"]) == ("torchrun --nproc_per_node", 4)
+    assert topology.launcher(["python", "-m", "torch.distributed.run", "--nproc-per-node", "2", "t.py"])[1] == 2
+    assert topology.launcher(["accelerate", "launch", "--num_processes", "8", "t.py"])[1] == 8
+    assert topology.launcher(["python", "-c", "xmp.spawn(fn, nprocs=4)"])[1] == 4
+    assert topology.launcher(["python", "train.py", "--nproc_per_node=4"]) is None
+
+
+def test_repeated_step_lines_and_rank_prefixes_count_processes():
+    head = "".join(f"[rank{r}]: step={s} loss=0.5\n" for s in range(1, 6) for r in range(4)).encode()
+    topo = topology.read(head)
+    assert topo.ranks == {0, 1, 2, 3} and topo.repeats == 4 and topo.processes() == 4
+    assert topology.read(_steps().encode()).processes() == 1
+
+
+def test_the_head_is_cut_at_a_line_end_and_the_log_read_once():
+    data = b"".join(b"line %d world_size=1\n" % i for i in range(1000))
+    pieces = [data[i:i + 100] for i in range(0, len(data), 100)]
+    head, chunks = topology.head_of(iter(pieces), limit=1000)
+    assert head.endswith(b"\n") and len(head) <= 1000 and data.startswith(head)
+    assert b"".join(chunks) == data
+
+
+def test_the_topology_patterns_are_linear_on_a_megabyte_line():
+    def run(head: bytes, unit: bytes, n: int) -> None:
+        line = head + unit * (n // len(unit)) + b"\n"
+        topology.read(line)
+        list(topology.Untangler().chunks([line]))
+
+    for head, unit in ((b"", b"world_size"), (b"", b"1step="), (b"[rank1]:", b"step"), (b"rank=[", b"1,")):
+        assert grows_linearly(lambda n, h=head, u=unit: run(h, u, n), 250_000), unit
+
+
+def test_glued_lines_are_split_and_line_numbers_kept():
+    text = (b"step=51 loss=0.40\nstep=52 loss=0.35 step_time_ms=27.8step=60 loss=0.341704 step_time_ms=27.9\n"
+            b"[rank1]: step=53 loss=9.0\n[rank0]: step=53 loss=0.33\nTraceback (most recent call last):\n"
+            b"ValueError: boom\n")
+    untangler = topology.Untangler()
+    facts = untangler.remap(scan_chunks(untangler.chunks([text[i:i + 7] for i in range(0, len(text), 7)])))
+    assert facts.point_series()["loss"] == {51: 0.40, 52: 0.35, 60: 0.341704, 53: 0.33}
+    assert facts.points["loss"][60][1] == 2 and facts.points["loss"][53][1] == 4
+    assert facts.exceptions[0].line == 6 and facts.lines == 6 and facts.size == len(text)
+
+
+# --------------------------------------------------------------------------- level 3
+
+
+def test_one_device_where_four_were_intended_visible_only_in_the_log(tmp_path):
+    log = "device_count=1 world_size=1 rank=0\nmesh_shape=(1,)\n" + _steps() + "eval_accuracy 0.91\n"
+    levels, v, verdicts = verified(tmp_path, {1: (log, ["python", "train.py", "--spmd"])})[1][:3]
+    assert levels[:4] == (P, P, F, P)
+    assert v.cause is FailureCause.WRONG_CONFIGURATION and v.silent
+    assert "1 device(s) where 4" in verdicts[2].reason and verdicts[2].evidence[0].ref == "2"  # the mesh
+
+
+def test_torchrun_processes_each_alone_fail_level_3_citing_both(tmp_path):
+    starts = "".join("rank=0 world_size=1 device_count=1\n" for _ in range(4))
+    log = starts + "".join(f"step={s} loss={1.0 / s:.6f}\n" * 4 for s in range(1, STEPS + 1)) + "eval_accuracy 0.91\n"
+    argv = ["torchrun", "--nproc_per_node=4", "train.py"]
+    levels, v, verdicts = verified(tmp_path, {1: (log, argv), 2: (log, ["python", "train.py"])})[1][:3]
+    assert levels[2] is F and v.cause is FailureCause.WRONG_CONFIGURATION
+    assert "launcher starts 4 processes" in verdicts[2].reason and "world size 1" in verdicts[2].reason
+    kinds = {e.kind for e in verdicts[2].evidence}
+    assert kinds == {"record", "log_line"}
+
+
+def test_processes_alone_without_a_launcher_in_the_command(tmp_path):
+    starts = "".join("rank=0 world_size=1 device_count=4\n" for _ in range(4))
+    log = starts + "".join(f"step={s} loss={1.0 / s:.6f}\n" * 4 for s in range(1, STEPS + 1)) + "eval_accuracy 0.91\n"
+    levels, v, verdicts = verified(tmp_path, {1: (log, ["python", "train.py"])})[1][:3]
+    assert levels[2] is F and "4 processes each report world size 1" in verdicts[2].reason
+    assert any("printed 4 times" in e.text for e in verdicts[2].evidence)
+
+
+def test_a_start_line_printed_twice_is_not_two_processes(tmp_path):
+    start = "device_count=4 world_size=1 rank=0\n"
+    log = start + _steps() + "eval_accuracy 0.91\n" + start
+    levels, _, verdicts = verified(tmp_path, {1: (log, ["python", "train.py"])})[1][:3]
+    assert levels[2] is P, verdicts[2].reason
+
+
+def test_a_mesh_over_fewer_devices_than_the_run_sees(tmp_path):
+    log = "device_count=4 world_size=1\nmesh_shape=(2, 1)\n" + _steps() + "eval_accuracy 0.91\n"
+    levels, v, verdicts = verified(tmp_path, {1: (log, ["python", "train.py"])})[1][:3]
+    assert levels[2] is F and "2 device(s) where 4" in verdicts[2].reason and verdicts[2].evidence[0].ref == "2"
+
+
+@pytest.mark.parametrize("start", [
+    "device_count=4 world_size=1 rank=0\nmesh_shape=(4, 1)\n",  # SPMD: one process drives all four
+    "device_count=4 world_size=1\n",  # replicas: one process, a model copy per device
+])
+def test_correct_spmd_and_replica_runs_pass_level_3(tmp_path, start):
+    levels, v, verdicts = verified(tmp_path, {1: (start + _steps() + "eval_accuracy 0.91\n", ["python", "train.py"])})[1][:3]
+    assert levels[:4] == (P, P, P, P), [d.reason for d in verdicts]
+    assert "x 4 as intended" in verdicts[2].reason
+
+
+def test_torchrun_with_the_right_world_size_passes(tmp_path):
+    starts = "".join(f"rank={r} world_size=4 device_count=4\n" for r in range(4))
+    log = starts + "".join(f"[rank{r}]: step={s} loss={1.0 / s:.6f}\n" for s in range(1, STEPS + 1) for r in range(4))
+    log += "[rank0]: eval_accuracy 0.91\n"
+    levels, _, verdicts = verified(tmp_path, {1: (log, ["torchrun", "--nproc_per_node", "4", "train.py"])})[1][:3]
+    assert levels[2] is P, verdicts[2].reason
+
+
+def test_an_error_holding_global_devices_is_not_a_sharding_spec(tmp_path):
+    log = (_steps(last=5) + "Traceback (most recent call last):\n  File \"train.py\", line 3\n"
+           "RuntimeError: Check failed: mesh global_devices=[0,1,2,3], devices=[2,2]0,1,2,3 expected 4\n")
+    levels, v, verdicts = verified(tmp_path, {1: (log, ["python", "train.py"])},
+                                   extra={1: {"exit_code": 1, "status": "nonzero_exit"}})[1][:3]
+    assert levels[0] is F and v.cause is FailureCause.CRASH
+    assert "0 devices" not in verdicts[2].reason and "sharding over 0" not in json.dumps(
+        [e.text for e in verdicts[2].evidence])
+
+
+# --------------------------------------------------------------------------- level 2
+
+
+def test_a_crash_before_the_last_eval_is_compared_only_at_its_own_eval(tmp_path):
+    ref = "".join(f"step={s} loss={1.0 / s:.6f}\n" + ("eval_accuracy 0.%d\n" % (50 + s) if s % 10 == 0 else "")
+                  for s in range(1, STEPS + 1))
+    log = ref.split("step=21 ")[0] + "step=21 loss=0.047619\nTraceback (most recent call last):\nRuntimeError: x\n"
+    levels, v, verdicts = verified(tmp_path, {1: (log, ["python", "train.py"])}, reference=ref,
+                                   extra={1: {"exit_code": 1, "status": "nonzero_exit"}})[1][:3]
+    assert levels[:2] == (F, U), verdicts[1].reason
+    assert "eval_accuracy agrees at step 20" in verdicts[1].reason
+
+
+def test_an_eval_at_another_step_is_not_compared(tmp_path):
+    log = _steps() + "eval_accuracy 0.10\n"
+    ref = _steps(last=STEPS - 1) + "eval_accuracy 0.91\n" + f"step={STEPS} loss={1.0 / STEPS:.6f}\n"
+    levels, _, verdicts = verified(tmp_path, {1: (log, ["python", "train.py"])}, reference=ref)[1][:3]
+    assert levels[1] is U and "no eval_accuracy at that step" in verdicts[1].reason
+
+
+def test_glued_multi_process_lines_credit_no_step_with_another_steps_value(tmp_path):
+    lines = [f"step={s} loss={1.0 / s:.6f} step_time_ms=27.8" for s in range(1, STEPS + 1)]
+    glued = []
+    for s, line in enumerate(lines, 1):  # two processes; process 2's step 30 glued to process 1's step 22
+        glued.append(line if s != 22 else line + lines[-1])
+        glued.append(line if s != STEPS else "")
+    log = "rank=0 world_size=2 device_count=4\nrank=1 world_size=2 device_count=4\n" + "\n".join(glued) + "\n"
+    log += "eval_accuracy 0.91\n"
+    levels, v, verdicts = verified(tmp_path, {1: (log, ["torchrun", "--nproc_per_node=2", "train.py"])})[1][:3]
+    assert levels[:4] == (P, P, P, P), [d.reason for d in verdicts]
+
+
+# --------------------------------------------------------------------------- level 5 and causes
+
+
+def test_host_syncs_are_a_cause_only_when_abnormal(tmp_path):
+    start = "device_count=4 world_size=1\n"
+    normal = start + _steps() + "eval_accuracy 0.91\n" + _report(2 * STEPS)  # loss.item() and one more
+    forced = start + _steps() + "eval_accuracy 0.91\n" + _report(12 * STEPS)
+    out = verified(tmp_path, {1: (normal, ["python", "train.py"]), 2: (forced, ["python", "train.py"])},
+                   extra={1: {"ended_at": "2026-11-01T10:01:50Z"}, 2: {"ended_at": "2026-11-01T10:02:50Z"}})
+    levels, v, verdicts, failure = out[1]
+    assert levels == (P, P, P, P, F) and v.cause is FailureCause.SLOWER_OR_COSTLIER
+    assert "slower or costlier" in verdicts[4].reason and "process wall time" in verdicts[4].reason
+    levels, v, verdicts, failure = out[2]
+    assert levels == (P, P, P, P, F) and v.cause is FailureCause.HOST_SYNC
+    assert "(12.0 per step): above 4 per step" in failure.evidence[0].text
+
+
+def test_level_5_uses_median_step_time_after_warm_up(tmp_path):
+    ref = _steps(step_ms=10.0) + "eval_accuracy 0.91\n"
+    # compiles for 2 s in the first steps, then steps as fast as the reference's: passes level 5
+    fast = "device_count=1\n" + "".join(
+        f"step={s} loss={1.0 / s:.6f} step_time_ms={2000.0 if s < 3 else 2.0}\n" for s in range(1, STEPS + 1))
+    out = verified(tmp_path, {1: (fast + "eval_accuracy 0.91\n", ["python", "train.py"])}, reference=ref,
+                   extra={1: {"ended_at": "2026-11-01T10:01:59Z", "intended_hardware": {"kind": "cpu", "count": 1}}})
+    levels, v, verdicts, _ = out[1]
+    assert levels[4] is P, verdicts[4].reason
+    assert v.time_ratio == pytest.approx(0.2)
+    assert "median step time after step 10: 2 ms (step_time_ms, 20 steps)" in verdicts[4].reason
+    assert "warm-up and compilation apart: 4.02 s vs 0.1 s" in verdicts[4].reason
+
+
+# --------------------------------------------------------------------------- re-runs
+
+
+def test_a_rerun_keeps_the_recorded_environment(tmp_path):
+    from workbench.rerun.jobs import spec_for
+
+    builder = BundleBuilder(tmp_path / "bundle", prices={"cpu": 0.05})
+    builder.write_study()
+    folder, shas = builder.add_migration("m")
+    env = {"PJRT_DEVICE": "CPU", "CPU_NUM_DEVICES": "1"}
+    builder.write_attempts(folder, [builder.attempt(0, shas[0]),
+                                    builder.attempt(1, shas[-1], command={"argv": ["python", "train.py"], "env": env})])
+    study = open_study(tmp_path / "s.db", create=True)
+    try:
+        import_bundle(study, builder.root, "ana")
+        _, attempt = queries.find_attempt(study.db, "m", 1)
+        spec = spec_for(study.db, attempt, "local", chips=4)
+        assert spec.env["CPU_NUM_DEVICES"] == "1" and spec.env["PJRT_DEVICE"] == "CPU"
+    finally:
+        study.close()
