@@ -134,8 +134,8 @@ def main() -> None:
                   f"peak RSS {median(mode, 'peak_mib'):.0f} MiB, {samples[mode][-1]['detail']}")
         ratio, cpu_ratio = median("import", "seconds") / median("parse", "seconds"), median("import", "cpu") / median("parse", "cpu")
         print(f"ratio import/parse: {ratio:.2f} wall, {cpu_ratio:.2f} CPU")
-        print(f"| {size:.0f} MiB, {runs:,} runs | {median('parse', 'seconds'):.2f} s | {median('import', 'seconds'):.2f} s "
-              f"| {ratio:.1f} | {median('parse', 'cpu'):.2f} s | {median('import', 'cpu'):.2f} s | {cpu_ratio:.1f} "
+        print(f"| {size:.0f} MiB, {runs:,} runs | {median('parse', 'seconds'):.3f} s | {median('import', 'seconds'):.3f} s "
+              f"| {ratio:.1f} | {median('parse', 'cpu'):.3f} s | {median('import', 'cpu'):.3f} s | {cpu_ratio:.1f} "
               f"| {median('parse', 'peak_mib'):.0f} MiB | {median('import', 'peak_mib'):.0f} MiB |")
 
 

@@ -6,7 +6,8 @@ Generates a study with bench/generate.py at --scale (or reuses DIR's), imports i
 CLI start-up, the app's launch and `j` latency (bench/ui.py), opening a log and a diff, bundle
 import, Claude Code import (bench/import_throughput.py), log parsing (bench/log_parse.py),
 verification, the report (bench/report.py's measurement on the imported study) and the probe's
-overhead (bench/probe_overhead.py, when the torch_xla environment exists). Each benchmark runs in
+overhead (bench/probe_overhead.py, when the torch_xla environment exists); the launch's counts
+after verification. Each benchmark runs in
 its own processes; one that fails or times out is reported as such and the rest still run.
 Prints the table; --write also puts it in bench/RESULTS.md between its markers, with the machine
 and date. At --scale 1 the generated study is ~1.5 GB on disk and the run takes a long while.
@@ -35,9 +36,13 @@ PY = sys.executable
 BEGIN, END = "<!-- bench/run.py: begin -->", "<!-- bench/run.py: end -->"
 
 
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+"""A real install has its .pyc files: without them every start-up compiles the project's modules."""
+
+
 def sh(argv: list[str], timeout: float = 600, **kw) -> subprocess.CompletedProcess:
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), "WORKBENCH_REVIEWER": "bench"}, **kw)
+                          env={**ENV, "PYTHONPATH": str(ROOT), "WORKBENCH_REVIEWER": "bench"}, **kw)
 
 
 def timed(argv: list[str], runs: int = 3, **kw) -> float:
@@ -72,8 +77,10 @@ def cells(line: str) -> list[str]:
 
 
 def startup(ctx) -> list[tuple]:
-    cli = timed([PY, "-m", "cli", "migrations", str(ctx.db)])
-    bare = timed([PY, "-c", "pass"])
+    """Medians of 20 fresh processes each, after one run that writes the .pyc files."""
+    sh([PY, "-m", "cli", "migrations", str(ctx.db)])
+    cli = timed([PY, "-m", "cli", "migrations", str(ctx.db)], runs=20)
+    bare = timed([PY, "-c", "pass"], runs=20)
     return [("CLI start-up (`workbench migrations DB`)", ms(cli), f"`python -c pass`: {ms(bare)}",
              f"x{cli / bare:.1f}")]
 
@@ -201,6 +208,41 @@ def verification(ctx) -> list[tuple]:
              f"the log scans alone: {scan:.1f} s", f"x{seconds / scan:.1f}")]
 
 
+LAUNCH = """
+import sys, time
+t0 = time.perf_counter()
+from storage.database import open_study
+from storage import queries
+study = open_study(sys.argv[1])
+study.db.execute("SELECT 1").fetchone()
+t1 = time.perf_counter()
+summaries = list(queries.iter_migration_summaries(study.db))
+t2 = time.perf_counter()
+totals = queries.study_totals(study.db)
+t3 = time.perf_counter()
+print(t1 - t0, t2 - t1, t3 - t2, len(summaries), totals["attempts"])
+"""
+
+
+def launch(ctx) -> list[tuple]:
+    """The study screen's counts (every migration's summary, then the study totals), fresh process,
+    median of 3: on the run's verified study and on bench/report.py's 15,000-attempt study
+    (75,000 verdicts, an override per migration), generated here whatever the scale."""
+    from report import generate as generate_report
+
+    big = ctx.out / "launch-15000.db"
+    if not big.exists():
+        generate_report(big, 15_000, 100)
+    rows = []
+    for db, label in ((ctx.db, f"{ctx.manifest['attempts']:,} attempts (the run's study)"),
+                      (big, "15,000 attempts, 75,000 verdicts, 100 overrides")):
+        runs = sorted((py(LAUNCH, str(db)).split() for _ in range(3)), key=lambda r: float(r[1]) + float(r[2]))
+        opened, summaries, totals = (float(x) for x in runs[1][:3])
+        rows.append((f"launch counts: `migration_summaries` (all {runs[1][3]}) + `study_totals`, {label}",
+                     f"{ms(summaries)} + {ms(totals)}", f"opening the database: {ms(opened)}", ""))
+    return rows
+
+
 def report(ctx) -> list[tuple]:
     from report import measure
 
@@ -228,7 +270,8 @@ def probe(ctx) -> list[tuple]:
 
 
 BENCHMARKS = {"startup": startup, "ui": ui, "open_log": open_log, "open_diff": open_diff, "import": bundle_import,
-              "transcript": transcript_import, "log_parse": log_parse, "verify": verification, "report": report,
+              "transcript": transcript_import, "log_parse": log_parse, "verify": verification, "launch": launch,
+              "report": report,
               "probe": probe}
 
 

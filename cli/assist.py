@@ -10,7 +10,16 @@ from typing import Any
 
 import click
 
-from cli.common import db_argument, echo_json, json_option, jsonable, migration_filter, migration_id_or_all, study_at
+from cli.common import (
+    db_argument,
+    echo_json,
+    json_option,
+    jsonable,
+    migration_filter,
+    migration_id_or_all,
+    study_at,
+    study_read,
+)
 from domain.errors import WorkbenchError
 from domain.text import clean
 from workbench import config
@@ -187,8 +196,8 @@ def assist_cost(db: Path, slug: str | None, as_json: bool) -> None:
     """Tokens and dollars spent on model calls (cached answers cost nothing)."""
     from storage import queries
 
-    with study_at(db) as study:
-        total = queries.llm_cost(study.db, migration_id=migration_id_or_all(study.db, db, slug))
+    with study_read(db) as conn:
+        total = queries.llm_cost(conn, migration_id=migration_id_or_all(conn, db, slug))
     if as_json:
         echo_json(asdict(total))
         return

@@ -67,6 +67,24 @@ def study_at(path: Path, *, create: bool = False) -> Iterator[Any]:
         study.close()
 
 
+@contextmanager
+def study_read(path: Path) -> Iterator[Any]:
+    """A connection for a command that only reads: read-only on the standard sqlite3 module when
+    the study is up to date (no sqlite-utils to import), else the full open, which upgrades an
+    older study and gives the errors."""
+    from storage.fastread import open_readonly
+
+    conn = open_readonly(path)
+    if conn is None:
+        with study_at(path) as study:
+            yield study.db
+        return
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
 def migration_or_exit(sdb: Any, db: Path, slug: str):
     """The migration SLUG, or the one-line error every command gives for a wrong slug."""
     from storage.queries import get_migration

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from cli.common import db_argument, echo_json, json_option, jsonable, migration_or_exit, study_at, table
+from cli.common import db_argument, echo_json, json_option, jsonable, migration_or_exit, study_read, table
 
 
 @click.command()
@@ -17,8 +17,8 @@ def migrations(db: Path, as_json: bool) -> None:
     """List a study's migrations."""
     from storage.queries import iter_migration_summaries
 
-    with study_at(db) as study:
-        summaries = list(iter_migration_summaries(study.db))
+    with study_read(db) as conn:
+        summaries = list(iter_migration_summaries(conn))
     if as_json:
         echo_json([jsonable(asdict(s)) for s in summaries])
         return
@@ -55,10 +55,10 @@ def attempts(db: Path, migration: str, as_json: bool) -> None:
     from workbench.config import reviewer
     from workbench.judging import HIDDEN_FIELDS, hidden_attempts
 
-    with study_at(db) as study:
-        found = migration_or_exit(study.db, db, migration)
-        summaries = list(iter_attempt_summaries(study.db, found.id))
-        hidden = hidden_attempts(study.db, reviewer(), [s.attempt.id for s in summaries])
+    with study_read(db) as conn:
+        found = migration_or_exit(conn, db, migration)
+        summaries = list(iter_attempt_summaries(conn, found.id))
+        hidden = hidden_attempts(conn, reviewer(), [s.attempt.id for s in summaries])
     if as_json:
         echo_json([{k: "hidden" if s.attempt.id in hidden and k in HIDDEN_FIELDS else v for k, v in {
             **jsonable(asdict(s.attempt)), "ladder": s.ladder, "highest_level": s.highest_level,

@@ -6,15 +6,15 @@ import datetime
 import glob
 import os
 import secrets
-import shlex
 import sqlite3
 import threading
 from pathlib import Path
 
 from sqlite_utils import Database
 
-from domain.errors import SchemaTooNew, WorkbenchError
+from domain.errors import WorkbenchError
 from storage import schema
+from storage.fastread import check_study, companions, way_out
 
 BUSY_TIMEOUT_S = 10.0
 """How long a writer waits for another process's lock before giving up."""
@@ -123,23 +123,14 @@ def _create(path: Path, *, replace: bool = False) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def _companions(path: Path) -> tuple[Path, Path]:
-    """SQLite's write-ahead log and shared-memory index beside the database."""
-    return path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")
-
-
-def _way_out(path: Path) -> str:
-    return "rm -f " + " ".join(shlex.quote(str(p)) for p in (path, *_companions(path)))
-
-
 def _refuse_an_orphan_log(path: Path) -> None:
     """A write-ahead log left by a crash whose database was then removed would be replayed into a
     new study of that name and break it: say so instead of creating one."""
-    wal = _companions(path)[0]
+    wal = companions(path)[0]
     if wal.exists() and not path.exists():  # in this order: a live study's log appears after it
         raise WorkbenchError(
             f"{path}: no study file, but the write-ahead log {wal.name} of a removed one remains"
-            f" (it would be replayed into a new study); remove it and import again: {_way_out(path)}"
+            f" (it would be replayed into a new study); remove it and import again: {way_out(path)}"
         )
 
 
@@ -164,20 +155,7 @@ def _alive(pid: int) -> bool:
 def _prepare(study: StudyDatabase) -> None:
     db = study.db
     applied = [m.name for m in schema.migrations.applied(db)]
-    known = schema.known()
-    unknown = [name for name in applied if name not in known]
-    if unknown:
-        raise SchemaTooNew(
-            f"{study.path}: written by a newer workbench (schema {len(applied)}, this one knows"
-            f" {len(known)}: unknown {', '.join(unknown)}); upgrade workbench to open it"
-        )
-    if not applied and db.table_names() == [schema.migrations.migrations_table]:
-        raise WorkbenchError(
-            f"{study.path}: a study file left half-made by an interrupted first import (it holds no data);"
-            f" remove it and import again: {_way_out(study.path)}"
-        )
-    if not applied and db.table_names():
-        raise WorkbenchError(f"{study.path}: an SQLite file, but not a workbench study database")
+    check_study(study.path, applied, db.table_names())
     pending = schema.migrations.pending(db)
     if not pending:
         _enable_wal(db)

@@ -1,15 +1,21 @@
-"""Reads that return domain objects. Lists page by key (`after`), never by OFFSET."""
+"""Reads that return domain objects. Lists page by key (`after`), never by OFFSET.
+
+The reads typed `Reader` take a plain sqlite3 connection too (storage.fastread): the CLI lists
+without importing sqlite-utils.
+"""
 
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, Union
 
-from sqlite_utils import Database
+if TYPE_CHECKING:  # the effort and assist types load with the reads that return them
+    from sqlite_utils import Database
 
-from domain.assist import ClaimExtraction, ClaimReview, CostTotal, ExpectedLevel, LlmCall
-from domain.effort import EffortInputs, RunCost, Standing
+    from domain.assist import ClaimExtraction, ClaimReview, CostTotal, ExpectedLevel, LlmCall
+    from domain.effort import EffortInputs, Standing
 from domain.models import (
     Attempt,
     AttemptSummary,
@@ -33,6 +39,9 @@ from domain.models import (
 )
 from storage.converters import attempt_from_row, migration_from_row, study_from_row
 
+Reader = Union["Database", sqlite3.Connection]
+"""A study connection to read from: sqlite-utils' or the standard module's."""
+
 EFFECTIVE_VERDICTS = """
 effective AS NOT MATERIALIZED (
     SELECT v.attempt_id, v.level,
@@ -55,8 +64,9 @@ current_intervention AS (
 # importer's rule-based level; a model extraction nobody accepted never counts. `expected_level_of`
 # is its only definition: the verifier (through `effective_expected_level`), the screens and the
 # reports read it here. The level and over-claim rules themselves live in domain/ladder.py;
-# `level_of` and `over_claim_of` restate them in SQL for counts over a whole study. All are
-# correlated subqueries over an `attempt` row: a screen reading one attempt reads only its rows.
+# `over_claim_of` restates them in SQL for one attempt row (a correlated subquery: a screen
+# reading one attempt reads only its rows) and `attempt_stats` for many at once (one grouped pass
+# over the effective verdicts: study-wide counts).
 
 
 def expected_level_of(a: str) -> str:
@@ -72,16 +82,6 @@ def expected_source_of(a: str) -> str:
         THEN (SELECT CASE c.action WHEN 'accept' THEN 'model' ELSE 'reviewer' END FROM claim_review c
               WHERE c.attempt_id = {a}.id ORDER BY c.id DESC LIMIT 1)
         WHEN {a}.expected_level IS NOT NULL THEN 'rule' END)"""
-
-
-def level_of(a: str) -> str:
-    """SQL (needs EFFECTIVE_VERDICTS): the highest L whose levels 1 to L all pass, overrides
-    counting; 0 when level 1 does not pass (or the attempt has no verdicts)."""
-    return f"""(SELECT COALESCE(MIN(n.level), 6) - 1
-        FROM (SELECT 1 AS level UNION ALL SELECT 2 UNION ALL SELECT 3
-              UNION ALL SELECT 4 UNION ALL SELECT 5) n
-        WHERE NOT EXISTS (SELECT 1 FROM effective e WHERE e.attempt_id = {a}.id
-                          AND e.level = n.level AND e.outcome = 'pass'))"""
 
 
 def verified_of(a: str) -> str:
@@ -107,17 +107,50 @@ effective_expected AS (
 )"""
 """A CTE with one row per attempt: (attempt_id, expected_level, source)."""
 
-ATTEMPT_LEVEL = f"""
-attempt_level AS (
-    SELECT a.id, a.migration_id, {level_of("a")} AS level, {verified_of("a")} AS verified
-    FROM attempt a WHERE a.source != 'reference'
+
+def attempt_stats(where: str | None = None) -> str:
+    """SQL (needs EFFECTIVE_VERDICTS): CTEs ending in `attempt_stat`, one row per agent attempt
+    `a` matching `where` (SQL over `a`; None: every one) with (id, migration_id, verified, level, over_claim).
+
+    `level` is the highest L whose levels 1 to L all pass (0 when level 1 does not), from a bit
+    mask of the passing levels (one current verdict per level: idx_verdict_current); `over_claim`
+    is `over_claim_of`'s (not every level up to the expected one passes, i.e. level < expected).
+    One grouped pass over the effective verdicts: per-attempt correlated subqueries cost seconds
+    on a study of 15,000 attempts (issue 19)."""
+    return f"""
+attempt_mask AS (
+    SELECT a.id, a.migration_id, a.expected_level, g.attempt_id IS NOT NULL AS verified,
+           COALESCE(g.mask, 0) AS mask
+    FROM attempt a LEFT JOIN (
+        SELECT e.attempt_id, SUM(CASE WHEN e.outcome = 'pass' AND e.level BETWEEN 1 AND 5
+                                 THEN 1 << (e.level - 1) END) AS mask
+        FROM effective e {"" if where is None else f"WHERE e.attempt_id IN (SELECT a.id FROM attempt a WHERE {where})"}
+        GROUP BY e.attempt_id) g ON g.attempt_id = a.id
+    WHERE a.source != 'reference' AND ({where or 1})
+),
+attempt_stat AS (
+    SELECT id, migration_id, verified, level,
+           CASE WHEN x IS NULL OR NOT verified THEN NULL ELSE level < x END AS over_claim
+    FROM (SELECT a.id, a.migration_id, a.verified, {expected_level_of("a")} AS x,
+                 CASE WHEN a.mask & 1 = 0 THEN 0 WHEN a.mask & 3 != 3 THEN 1 WHEN a.mask & 7 != 7 THEN 2
+                      WHEN a.mask & 15 != 15 THEN 3 WHEN a.mask & 31 != 31 THEN 4 ELSE 5 END AS level
+          FROM attempt_mask a)
 )"""
-"""A CTE (after EFFECTIVE_VERDICTS) with each agent attempt's level and whether it is verified."""
 
 
-
-def _rows(db: Database, sql: str, params: list[Any] | dict[str, Any]) -> list[dict[str, Any]]:
-    return list(db.query(sql, params))
+def _rows(db: Reader, sql: str, params: list[Any] | dict[str, Any]) -> list[dict[str, Any]]:
+    """Rows as dicts, a repeated column name suffixed `_2`, `_3` as sqlite-utils' `query` does."""
+    cursor = db.execute(sql, params)
+    names = [column[0] for column in cursor.description]
+    keys: list[str] = []
+    taken = set(names)
+    for name in names:
+        key, n = name, 2
+        while key in keys or (key != name and key in taken):
+            key, n = f"{name}_{n}", n + 1
+        taken.add(key)
+        keys.append(key)
+    return [dict(zip(keys, row)) for row in cursor]
 
 
 def get_study(db: Database) -> Study | None:
@@ -125,7 +158,7 @@ def get_study(db: Database) -> Study | None:
     return study_from_row(rows[0]) if rows else None
 
 
-def get_migration(db: Database, slug: str) -> Migration | None:
+def get_migration(db: Reader, slug: str) -> Migration | None:
     rows = _rows(db, "SELECT * FROM migration WHERE slug = ?", [slug])
     return migration_from_row(rows[0]) if rows else None
 
@@ -135,31 +168,40 @@ def count_migrations(db: Database) -> int:
 
 
 def migration_summaries(
-    db: Database, *, after: str | None = None, limit: int = 200
+    db: Reader, *, after: str | None = None, limit: int = 200
 ) -> list[MigrationSummary]:
     """Migrations ordered by slug, `limit` at a time after the slug `after`."""
+    in_page = "a.migration_id IN (SELECT id FROM page)"
     sql = f"""
-    WITH {EFFECTIVE_VERDICTS}, {ATTEMPT_LEVEL}, {CURRENT_INTERVENTIONS}
-    SELECT m.*,
-        (SELECT count(*) FROM attempt a WHERE a.migration_id = m.id
-            AND a.source != 'reference') AS n_attempts,
-        (SELECT count(*) FROM failure f JOIN attempt a ON a.id = f.attempt_id
-            WHERE a.migration_id = m.id AND a.source != 'reference'
-            AND f.superseded_by IS NULL) AS n_failed,
-        (SELECT count(*) FROM failure f JOIN attempt a ON a.id = f.attempt_id
-            WHERE a.migration_id = m.id AND f.silent AND a.source != 'reference'
-            AND f.superseded_by IS NULL) AS n_silent,
-        (SELECT count(*) FROM current_intervention i WHERE i.migration_id = m.id)
-            AS n_interventions,
-        (SELECT MAX(level) FROM attempt_level l WHERE l.migration_id = m.id AND l.verified)
-            AS highest_level,
-        (SELECT count(*) FROM attempt a WHERE a.migration_id = m.id AND a.source != 'reference'
-            AND {over_claim_of("a")}) AS n_over_claims,
-        (SELECT SUM(v.cost_dollars) FROM verification v JOIN attempt a ON a.id = v.attempt_id
-            WHERE a.migration_id = m.id AND v.superseded_by IS NULL) AS cost_dollars
-    FROM migration m
-    WHERE (:after IS NULL OR m.slug > :after)
-    ORDER BY m.slug LIMIT :limit
+    WITH page AS (SELECT * FROM migration WHERE (:after IS NULL OR slug > :after)
+                  ORDER BY slug LIMIT :limit),
+    {EFFECTIVE_VERDICTS}, {attempt_stats(in_page)}, {CURRENT_INTERVENTIONS},
+    by_attempts AS (
+        SELECT migration_id, count(*) AS n_attempts, MAX(CASE WHEN verified THEN level END) AS highest,
+               SUM(over_claim) AS n_over_claims
+        FROM attempt_stat GROUP BY migration_id),
+    by_failures AS (
+        SELECT a.migration_id, count(*) AS n_failed, SUM(CASE WHEN f.silent THEN 1 ELSE 0 END) AS n_silent
+        FROM failure f JOIN attempt a ON a.id = f.attempt_id
+        WHERE {in_page} AND a.source != 'reference' AND f.superseded_by IS NULL
+        GROUP BY a.migration_id),
+    by_interventions AS (
+        SELECT migration_id, count(*) AS n FROM current_intervention
+        WHERE migration_id IN (SELECT id FROM page) GROUP BY migration_id),
+    by_cost AS (
+        SELECT a.migration_id, SUM(v.cost_dollars) AS dollars
+        FROM verification v JOIN attempt a ON a.id = v.attempt_id
+        WHERE {in_page} AND v.superseded_by IS NULL GROUP BY a.migration_id)
+    SELECT m.*, COALESCE(s.n_attempts, 0) AS n_attempts, COALESCE(f.n_failed, 0) AS n_failed,
+        COALESCE(f.n_silent, 0) AS n_silent, COALESCE(i.n, 0) AS n_interventions,
+        s.highest AS highest_level, COALESCE(s.n_over_claims, 0) AS n_over_claims,
+        c.dollars AS cost_dollars
+    FROM page m
+    LEFT JOIN by_attempts s ON s.migration_id = m.id
+    LEFT JOIN by_failures f ON f.migration_id = m.id
+    LEFT JOIN by_interventions i ON i.migration_id = m.id
+    LEFT JOIN by_cost c ON c.migration_id = m.id
+    ORDER BY m.slug
     """
     return [
         MigrationSummary(
@@ -177,7 +219,7 @@ def migration_summaries(
 
 
 def attempt_summaries(
-    db: Database, migration_id: int, *, after: int | None = None, limit: int = 200
+    db: Reader, migration_id: int, *, after: int | None = None, limit: int = 200
 ) -> list[AttemptSummary]:
     """A migration's attempts by sequence number, the reference runs first."""
     sql = f"""
@@ -251,7 +293,7 @@ def interventions(db: Database, migration_id: int) -> list[Intervention]:
     ]
 
 
-def iter_migration_summaries(db: Database, page: int = 500) -> Iterator[MigrationSummary]:
+def iter_migration_summaries(db: Reader, page: int = 500) -> Iterator[MigrationSummary]:
     """Every migration, a page at a time."""
     after = None
     while batch := migration_summaries(db, after=after, limit=page):
@@ -259,7 +301,7 @@ def iter_migration_summaries(db: Database, page: int = 500) -> Iterator[Migratio
         after = batch[-1].migration.slug
 
 
-def iter_attempt_summaries(db: Database, migration_id: int, page: int = 500) -> Iterator[AttemptSummary]:
+def iter_attempt_summaries(db: Reader, migration_id: int, page: int = 500) -> Iterator[AttemptSummary]:
     """Every attempt of a migration, a page at a time."""
     after = None
     while batch := attempt_summaries(db, migration_id, after=after, limit=page):
@@ -362,17 +404,13 @@ def study_totals(db: Database) -> dict[str, int]:
     """The study's counts as the paper reports them: agent attempts, failed ones, silent
     failures, over-claims and (current) interventions, over every migration."""
     sql = f"""
-    WITH {EFFECTIVE_VERDICTS}, {CURRENT_INTERVENTIONS}
-    SELECT
-        (SELECT count(*) FROM migration) AS migrations,
-        (SELECT count(*) FROM attempt WHERE source != 'reference') AS attempts,
-        (SELECT count(*) FROM failure f JOIN attempt a ON a.id = f.attempt_id
-            WHERE a.source != 'reference' AND f.superseded_by IS NULL) AS failed,
-        (SELECT count(*) FROM failure f JOIN attempt a ON a.id = f.attempt_id
-            WHERE a.source != 'reference' AND f.superseded_by IS NULL AND f.silent) AS silent,
-        (SELECT count(*) FROM attempt a WHERE a.source != 'reference' AND {over_claim_of("a")})
-            AS over_claims,
-        (SELECT count(*) FROM current_intervention) AS interventions
+    WITH {EFFECTIVE_VERDICTS}, {CURRENT_INTERVENTIONS}, {attempt_stats()}
+    SELECT (SELECT count(*) FROM migration) AS migrations, s.attempts, f.failed, f.silent,
+           s.over_claims, (SELECT count(*) FROM current_intervention) AS interventions
+    FROM (SELECT count(*) AS attempts, COALESCE(SUM(over_claim), 0) AS over_claims FROM attempt_stat) s,
+         (SELECT count(*) AS failed, COALESCE(SUM(CASE WHEN f.silent THEN 1 ELSE 0 END), 0) AS silent
+          FROM failure f JOIN attempt a ON a.id = f.attempt_id
+          WHERE a.source != 'reference' AND f.superseded_by IS NULL) f
     """
     return dict(_rows(db, sql, [])[0])
 
@@ -457,7 +495,7 @@ def attempt_id_by_seq(db: Database, migration_id: int, seq: int) -> int | None:
 
 def effort_inputs(db: Database, migration_id: int) -> EffortInputs:
     """Everything the stopping rules read for one migration (see domain.effort.standing)."""
-    from domain.effort import estimate_cost
+    from domain.effort import EffortInputs, RunCost, estimate_cost
 
     migration = migration_by_id(db, migration_id)
     if migration is None:
@@ -480,9 +518,9 @@ def effort_inputs(db: Database, migration_id: int) -> EffortInputs:
             )
         runs.append(RunCost(row["id"], row["source"], dollars, row["started_at"]))
     sql = f"""
-    WITH {EFFECTIVE_VERDICTS}, {CURRENT_INTERVENTIONS}, {ATTEMPT_LEVEL}
+    WITH {EFFECTIVE_VERDICTS}, {CURRENT_INTERVENTIONS}, {attempt_stats("a.migration_id = :m")}
     SELECT
-        (SELECT MAX(level) FROM attempt_level WHERE migration_id = :m AND verified) AS highest,
+        (SELECT MAX(level) FROM attempt_stat WHERE verified) AS highest,
         (SELECT count(*) FROM attempt WHERE migration_id = :m AND source = 'agent') AS agent_attempts,
         (SELECT COALESCE(SUM(minutes), 0) FROM current_intervention WHERE migration_id = :m) AS minutes,
         (SELECT COALESCE(SUM(active_seconds), 0) FROM review_session WHERE migration_id = :m) AS seconds,
@@ -663,6 +701,8 @@ def report_series(db: Database, attempt_ids: list[int], name: str) -> dict[int, 
 
 def effective_expected_level(db: Database, attempt_id: int) -> ExpectedLevel:
     """The expected level reports count for an attempt (`ExpectedLevel`)."""
+    from domain.assist import ExpectedLevel
+
     row = db.execute(
         f"WITH {EFFECTIVE_EXPECTED} SELECT expected_level, source FROM effective_expected"
         " WHERE attempt_id = ?",
@@ -672,6 +712,8 @@ def effective_expected_level(db: Database, attempt_id: int) -> ExpectedLevel:
 
 
 def _llm_call(row: dict[str, Any]) -> LlmCall:
+    from domain.assist import LlmCall
+
     return LlmCall(
         id=row["id"], at=row["at"], purpose=row["purpose"], model=row["model"],
         input_hash=row["input_hash"], input_tokens=row["input_tokens"] or 0,
@@ -708,8 +750,10 @@ def llm_calls(db: Database, *, migration_id: int | None = None, after: int | Non
     )]
 
 
-def llm_cost(db: Database, *, migration_id: int | None = None) -> CostTotal:
+def llm_cost(db: Reader, *, migration_id: int | None = None) -> CostTotal:
     """Tokens and dollars of every recorded call (cache hits record none), for the report."""
+    from domain.assist import CostTotal
+
     where = "WHERE (:m IS NULL OR migration_id = :m)"
     row = db.execute(
         "SELECT count(*), count(error), COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0),"
@@ -730,6 +774,8 @@ def llm_cost(db: Database, *, migration_id: int | None = None) -> CostTotal:
 
 def claim_extractions(db: Database, attempt_id: int) -> list[ClaimExtraction]:
     """Every model extraction of an attempt's claim, oldest first."""
+    from domain.assist import ClaimExtraction
+
     return [
         ClaimExtraction(id=r["id"], attempt_id=r["attempt_id"], llm_call_id=r["llm_call_id"], model=r["model"],
                         expected_level=r["expected_level"], success_claimed=bool(r["success_claimed"]),
@@ -740,6 +786,8 @@ def claim_extractions(db: Database, attempt_id: int) -> list[ClaimExtraction]:
 
 def claim_reviews(db: Database, attempt_id: int) -> list[ClaimReview]:
     """Every reviewer record on an attempt's claim, oldest first; the latest counts."""
+    from domain.assist import ClaimReview
+
     return [
         ClaimReview(id=r["id"], attempt_id=r["attempt_id"], action=r["action"],
                     expected_level=r["expected_level"], reviewer=r["reviewer"], at=r["at"],

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import getpass
 import os
-from importlib.resources import files
 from pathlib import Path
 
-ASSETS = Path(str(files("workbench_assets")))
-"""The installed package data (the workbench_assets package), wherever pip or pipx put it."""
-STYLESHEET = ASSETS / "styles" / "app.tcss"
-DEMO_BUNDLE = ASSETS / "demo" / "bundle"
+_ASSETS = {"ASSETS": (), "STYLESHEET": ("styles", "app.tcss"), "DEMO_BUNDLE": ("demo", "bundle")}
+"""ASSETS: the installed package data (the workbench_assets package), wherever pip or pipx put
+it; STYLESHEET and DEMO_BUNDLE within it."""
+
+
+def __getattr__(name: str) -> Path:
+    """The package data's paths, found on first use: importlib.resources costs ~8 ms of every
+    command's start-up."""
+    if name not in _ASSETS:
+        raise AttributeError(name)
+    from importlib.resources import files
+
+    return Path(str(files("workbench_assets"))).joinpath(*_ASSETS[name])
 
 
 def data_dir() -> Path:

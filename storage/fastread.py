@@ -1,0 +1,78 @@
+"""A study opened read-only on the standard sqlite3 module, for commands that only list.
+
+Importing sqlite-utils costs 60-80 ms, and hundreds more when numpy and pandas are installed
+(issue 19): `workbench migrations DB` reads with a plain connection instead. storage.queries'
+list reads take either connection. The checks that refuse a newer, half-made or foreign file
+live here, and storage.database's full open runs the same ones.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sqlite3
+from pathlib import Path
+
+from domain.errors import SchemaTooNew, WorkbenchError
+from storage import schema
+
+
+def companions(path: Path) -> tuple[Path, Path]:
+    """SQLite's write-ahead log and shared-memory index beside the database."""
+    return path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")
+
+
+def way_out(path: Path) -> str:
+    """The shell line that removes a study file and its companions."""
+    return "rm -f " + " ".join(shlex.quote(str(p)) for p in (path, *companions(path)))
+
+
+def check_study(path: Path, applied: list[str], tables: list[str]) -> None:
+    """Refuse a study written by a newer workbench, one an interrupted creation left half-made,
+    and an SQLite file that is not a study. `applied`: its migrations; `tables`: its tables."""
+    known = schema.known()
+    unknown = [name for name in applied if name not in known]
+    if unknown:
+        raise SchemaTooNew(
+            f"{path}: written by a newer workbench (schema {len(applied)}, this one knows"
+            f" {len(known)}: unknown {', '.join(unknown)}); upgrade workbench to open it"
+        )
+    if not applied and tables == [schema.MIGRATIONS_TABLE]:
+        raise WorkbenchError(
+            f"{path}: a study file left half-made by an interrupted first import (it holds no data);"
+            f" remove it and import again: {way_out(path)}"
+        )
+    if not applied and tables:
+        raise WorkbenchError(f"{path}: an SQLite file, but not a workbench study database")
+
+
+def open_readonly(path: Path | str) -> sqlite3.Connection | None:
+    """A read-only connection to an up-to-date study, after check_study.
+
+    None when the file is missing, empty, unreadable or of an older schema: the full open
+    (storage.database.open_study) then creates, upgrades or gives its error.
+    """
+    path = Path(path)
+    if not path.is_file() or path.stat().st_size == 0:
+        return None
+    try:
+        conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, check_same_thread=False)
+    except sqlite3.Error:
+        return None
+    try:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        applied = []
+        if schema.MIGRATIONS_TABLE in tables:
+            applied = [r[0] for r in conn.execute(
+                f"SELECT name FROM {schema.MIGRATIONS_TABLE} WHERE migration_set = ? ORDER BY rowid",
+                [schema.migrations.name])]
+        check_study(path, applied, tables)
+    except sqlite3.Error:
+        conn.close()
+        return None
+    except BaseException:
+        conn.close()
+        raise
+    if set(schema.known()) - set(applied):
+        conn.close()
+        return None
+    return conn
