@@ -1,11 +1,11 @@
 """Reviewers' judgements of attempts (docs/judgements.md): the record types, the deal of a review
 queue, and the agreement statistics.
 
-The statistics are wrapped, not written here: Cohen's kappa is statsmodels' `cohens_kappa`
-(about 60 microseconds a call, where scikit-learn's `cohen_kappa_score` took 1.2 ms: the
-bootstrap calls it a thousand times per figure), Krippendorff's alpha the `krippendorff`
-package's `alpha`; both load inside the functions that use them, so importing this module
-stays light.
+Krippendorff's alpha is the `krippendorff` package's `alpha`, loaded inside the function that
+uses it. Cohen's kappa is Cohen's (1960) three-line formula on the contingency table: the library
+that has it (statsmodels) brings pandas, which sqlite-utils then imports at every start (300 ms);
+tests/test_judgements.py checks this function against statsmodels' `cohens_kappa` on random
+tables and against a published example.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import random
 import statistics
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -127,20 +128,18 @@ def deal(attempt_ids: Sequence[int], reviewers: Sequence[str], overlap: float, s
 
 
 def cohen_kappa(pairs: Sequence[tuple[str, str]]) -> float | None:
-    """Cohen's kappa of (first rating, second rating) pairs, by statsmodels' `cohens_kappa` on
-    their contingency table; None when it is undefined (no pairs, or one category only: chance
-    agreement is then 1)."""
-    categories = sorted({v for pair in pairs for v in pair})
-    if len(categories) < 2:
+    """Cohen's kappa of (first rating, second rating) pairs: (observed - chance agreement) /
+    (1 - chance agreement); None when it is undefined (no pairs, or chance agreement is 1)."""
+    n = len(pairs)
+    if not n:
         return None
-    from statsmodels.stats.inter_rater import cohens_kappa  # type: ignore[import-untyped]
-
-    index = {v: i for i, v in enumerate(categories)}
-    table = [[0] * len(categories) for _ in categories]
-    for first, second in pairs:
-        table[index[first]][index[second]] += 1
-    value = float(cohens_kappa(table, return_results=False))
-    return None if math.isnan(value) else value
+    firsts = Counter(first for first, _ in pairs)
+    seconds = Counter(second for _, second in pairs)
+    chance = sum(firsts[v] * seconds[v] for v in firsts) / (n * n)
+    if chance >= 1.0:
+        return None
+    observed = sum(first == second for first, second in pairs) / n
+    return (observed - chance) / (1.0 - chance)
 
 
 def krippendorff_alpha(units: Sequence[Mapping[str, str]]) -> float | None:
