@@ -13,7 +13,10 @@ SECRETS = {
     "github": "ghp_" + "0123456789abcdefghijABCDEFGHIJ012345",
     "google": "AIza" + "SyA-1234567890abcdefghijklmnopqrstu",
     "aws-key-id": "AKIA" + "IOSFODNN7EXAMPLE",
+    "slack": "xoxb-" + "1234567890-abcdefghijKLMN",
+    "gitlab": "glpat-" + "AbCdEfGhIjKlMnOpQrSt12",
 }
+PRIVATE_KEY = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA1b2c3d4\nZ9y8x7w6v5u4\n-----END RSA PRIVATE KEY-----"
 
 
 @pytest.mark.parametrize("kind, secret", SECRETS.items())
@@ -48,3 +51,36 @@ def test_bytes_that_are_not_utf8_survive() -> None:
     data = b"\xff\xfe key=" + SECRETS["github"].encode() + b" \x80 end"
     out = redact_bytes(data)
     assert out.startswith(b"\xff\xfe key=[REDACTED:github]") and out.endswith(b" \x80 end")
+
+
+def test_private_key_blocks_are_replaced_whole_even_when_cut_off() -> None:
+    out = redact(f"log before\n{PRIVATE_KEY}\nlog after")
+    assert "MIIEow" not in out and "Z9y8x7" not in out and "[REDACTED:private-key]" in out
+    assert out.startswith("log before\n") and out.endswith("\nlog after")
+    cut = redact("x\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk\n")  # the log ends inside it
+    assert "b3BlbnNz" not in cut and cut.startswith("x\n")
+
+
+def test_every_caller_goes_through_the_one_redact() -> None:
+    """domain/redact.py is the only place that knows a secret's shape: no other module defines a
+    `redact`, writes a `[REDACTED:` marker or imports a redact function from anywhere else."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    offenders = []
+    for package in ("domain", "storage", "workbench", "screens", "cli"):
+        for path in (root / package).rglob("*.py"):
+            if path == root / "domain" / "redact.py":
+                continue
+            source = path.read_text()
+            tree = ast.parse(source)
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("redact"):
+                    offenders.append(f"{path.relative_to(root)}: defines {node.name}")
+                if isinstance(node, ast.ImportFrom) and any("redact" in a.name for a in node.names):
+                    if node.module != "domain.redact":
+                        offenders.append(f"{path.relative_to(root)}: imports redact from {node.module}")
+            if "[REDACTED:" in source:
+                offenders.append(f"{path.relative_to(root)}: writes its own [REDACTED: marker")
+    assert not offenders, "\n".join(offenders)

@@ -31,6 +31,9 @@ SECRETS = {
     "google": "AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q",
     "aws": "AKIAIOSFODNN7EXAMPLE",
     "bearer": "eyJhbGciOiJIUzI1NiJ9.payloadpayload.sig",
+    "slack": "xoxb-1234567890-AbCdEfGhIjKlMnOp",
+    "gitlab": "glpat-AbCdEfGhIjKlMnOpQrSt",
+    "private-key": "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0B\n-----END PRIVATE KEY-----",
 }
 
 P, F, U = "pass", "fail", "unknown"
@@ -103,7 +106,9 @@ def build_study(path: Path):
         ids["a2"] = _attempt(db, a, 2, "11:00", "11:30", expected=4, claim=f"key {SECRETS['anthropic']} works")
         ids["a3"] = _attempt(db, a, 3, "12:00", "12:30", argv=("python", "train.py", SECRETS["google"]))
         ids["a4"] = _attempt(db, a, 4, "13:00", "13:30", expected=5, env={"AWS": SECRETS["aws"]})
-        ids["a5"] = _attempt(db, a, 5, "14:00", "14:10", expected=3)
+        ids["a5"] = _attempt(db, a, 5, "14:00", "14:10", expected=3,
+                             argv=("python", "train.py", f"--slack={SECRETS['slack']}"),
+                             claim=f"pushed with {SECRETS['gitlab']}; key:\n{SECRETS['private-key']}")
         ids["ref_b"] = _attempt(db, b, 0, "09:00", "09:30", source="reference")
         ids["b1"] = _attempt(db, b, 1, "10:00", "10:06", expected=3)
         ids["b2"] = _attempt(db, b, 2, "11:00", "11:30", expected=4)
