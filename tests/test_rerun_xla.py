@@ -116,4 +116,5 @@ def test_torchrun_with_4_processes_each_alone_is_caught_at_level_3(demo):
     assert {r["launcher_world_size"] for r in reports} == {4}
     levels = _levels(study, job.result_attempt_id)
     assert levels[3].outcome.value == "fail" and "world size 1" in levels[3].reason
-    assert queries.current_verification(study.db, job.result_attempt_id).cause.value == "wrong_configuration"
+    cause = queries.current_verification(study.db, job.result_attempt_id).cause.value
+    assert cause == "wrong_configuration", {n: (v.outcome.value, v.reason) for n, v in levels.items()}
