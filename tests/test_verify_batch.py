@@ -4,6 +4,7 @@ that cannot be written leaves the others of its batch written."""
 from __future__ import annotations
 
 import dataclasses
+import threading
 from pathlib import Path
 
 from storage import queries, records
@@ -41,6 +42,7 @@ def test_the_pool_gives_the_serial_verdicts(tmp_path: Path):
     serial = _study(tmp_path / "serial.db")
     pooled = _study(tmp_path / "pool.db")
     seen: list[tuple[int, int]] = []
+    assert threading.active_count() == 1  # else the pool is not used (workers are forked)
     one = verify_study(serial.db, "ana", workers=1)
     two = verify_study(pooled.db, "ana", workers=2, pool_min=0, progress=lambda d, t: seen.append((d, t)))
     assert one.changed == two.changed == len(two.outcomes) > 4

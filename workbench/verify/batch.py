@@ -3,7 +3,9 @@
 The scan of a log is CPU-bound pure Python, so threads would not help: workers are processes
 that open the study file themselves (reads only; WAL lets the parent write meanwhile), load the
 reference run once per migration, and send back judgements; the parent writes each batch in one
-transaction. A handful of attempts is judged in-process: starting workers costs more.
+transaction. A handful of attempts is judged in-process: starting workers costs more. Workers
+are forked, and only from a single-threaded process (the CLI): a caller with threads (the app)
+judges in-process.
 """
 
 from __future__ import annotations
@@ -75,8 +77,12 @@ def _in_worker(path: str, task: Task) -> list[tuple[int, Any]]:
 def judge_all(db: Database, tasks: list[Task], workers: int, path: str | None,
               pool_min: int = POOL_MIN) -> Iterator[tuple[Task, list[tuple[int, Any]]]]:
     """Each task with its judgements, as they finish: in a process pool when it pays, else here."""
+    import threading
+
     count = sum(len(t.attempts) for t in tasks)
-    if workers <= 1 or path is None or count < pool_min or len(tasks) < 2:
+    # fork only a single-threaded process (the CLI): forking one with threads (the app's workers)
+    # can copy a held lock; spawn and forkserver re-run an unguarded __main__ in every worker
+    if workers <= 1 or path is None or count < pool_min or len(tasks) < 2 or threading.active_count() > 1:
         cache: dict[Any, Any] = {}
         for task in tasks:
             yield task, judge_task(db, task, cache)
@@ -84,8 +90,7 @@ def judge_all(db: Database, tasks: list[Task], workers: int, path: str | None,
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    # forkserver, not fork: the caller may hold threads (the app's workers, sqlite connections)
-    context = multiprocessing.get_context("forkserver")
+    context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=context) as pool:
         futures = {pool.submit(_in_worker, path, task): task for task in tasks}
         for future in as_completed(futures):
