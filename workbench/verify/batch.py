@@ -93,8 +93,13 @@ def judge_all(db: Database, tasks: list[Task], workers: int, path: str | None,
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=context) as pool:
         futures = {pool.submit(_in_worker, path, task): task for task in tasks}
-        for future in as_completed(futures):
-            yield futures[future], future.result()
+        try:
+            for future in as_completed(futures):
+                yield futures[future], future.result()
+        except BaseException:  # a failed task or write: the tasks not started yet are dropped
+            for future in futures:
+                future.cancel()
+            raise
 
 
 def tasks_of(migration: Migration, study: Study, settings: dict[str, Any], reference: Attempt | None,
