@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -24,19 +27,35 @@ _MARK = {"pass": "✓", "fail": "✗", "unknown": "?"}
 @click.option("--set", "assignments", multiple=True, metavar="KEY=VALUE",
               help="Override a verify setting for --migration (recorded, then re-verifies); repeatable.")
 @click.option("--force", is_flag=True, help="Verify again even when the evidence is unchanged.")
+@click.option("--changed", is_flag=True,
+              help="List only attempts whose evidence or settings changed (the others are skipped by their inputs hash).")
+@click.option("--workers", type=click.IntRange(min=1), help="Processes judging attempts. Default: the cores.")
+@click.option("--rerun-unknown", is_flag=True,
+              help="Then re-run with the probe every attempt whose level 3 is unknown (needs --backend).")
+@click.option("--backend", type=click.Choice(["local", "ssh", "gcloud", "skypilot"]),
+              help="Backend of the --rerun-unknown jobs.")
+@click.option("--chips", type=click.IntRange(min=1), help="Chips of the --rerun-unknown jobs. Default: the intended count.")
+@click.option("--host", help="ssh host, TPU VM name or cluster of the --rerun-unknown jobs.")
+@click.option("--yes", "-y", is_flag=True, help="Start the --rerun-unknown jobs without asking (commands are printed first).")
 @click.option("--reasons", is_flag=True, help="Print each level's reason and evidence under the table.")
 @json_option()
-def verify(db: Path, slug: str | None, seq: int | None, assignments: tuple[str, ...], force: bool,
-           reasons: bool, as_json: bool) -> None:
+def verify(db: Path, slug: str | None, seq: int | None, assignments: tuple[str, ...], force: bool, changed: bool,
+           workers: int | None, rerun_unknown: bool, backend: str | None, chips: int | None, host: str | None,
+           yes: bool, reasons: bool, as_json: bool) -> None:
     """Verify attempts on the five-level ladder from the evidence in the database.
 
     Unchanged evidence, settings and verifier change nothing; otherwise new verdicts
     supersede the current ones, which stay in history. See docs/verification.md.
     """
+    import time
+
     from workbench.verify import verify_study
+    from workbench.verify.batch import default_workers
 
     if seq is not None and slug is None:
         raise WorkbenchError("--attempt needs --migration")
+    if rerun_unknown and backend is None:
+        raise WorkbenchError("--rerun-unknown needs --backend")
     with study_at(db) as study:
         sdb = study.db
         if seq is not None:
@@ -45,14 +64,66 @@ def verify(db: Path, slug: str | None, seq: int | None, assignments: tuple[str, 
             if slug is None:
                 raise WorkbenchError("--set needs --migration")
             _record_settings(sdb, migration_or_exit(sdb, db, slug), assignments)
-        report = verify_study(sdb, config.reviewer(), slug=slug, seq=seq, force=force)
-        rows = [_row(sdb, outcome) for outcome in report.outcomes]
+        started = time.perf_counter()
+        with _progress() as progress:
+            report = verify_study(sdb, config.reviewer(), slug=slug, seq=seq, force=force,
+                                  workers=workers or default_workers(), progress=progress)
+        _summary(report, time.perf_counter() - started)
+        rows = [_row(sdb, outcome) for outcome in report.outcomes if outcome.changed or not changed]
+        if rerun_unknown:
+            _rerun_unknown(study, [o.attempt for o in report.outcomes], backend or "local", chips, host, yes)
     if as_json:
         echo_json([_json_row(*row) for row in rows])
         return
     click.echo(_table(rows))
     if reasons:
         _print_reasons(rows)
+
+
+@contextmanager
+def _progress() -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar on stderr when it is a terminal (the service only calls back)."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("verifying", total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total)
+
+
+def _summary(report: Any, seconds: float) -> None:
+    judged = report.changed
+    rate = f", {judged / seconds:.0f} attempts/s" if judged and seconds > 0 else ""
+    click.echo(f"verified {judged} of {len(report.outcomes)} attempts ({len(report.outcomes) - judged} unchanged)"
+               f" in {seconds:.1f} s{rate}", err=True)
+
+
+def _rerun_unknown(study: Any, attempts: list[Any], backend: str, chips: int | None, host: str | None,
+                   yes: bool) -> None:
+    """Re-run with the probe each attempt whose level 3 is unknown; says which jobs it started."""
+    import shlex
+
+    from storage import queries
+    from workbench.verify.unknown import launch_all, rerun_specs, unknown_at_level3
+
+    targets = unknown_at_level3(study.db, attempts)
+    if not targets:
+        click.echo("no attempt has an unknown level 3: nothing to re-run", err=True)
+        return
+    specs = rerun_specs(study.db, targets, backend, chips=chips, host=host)
+    names = {}
+    for attempt, spec in zip(targets, specs):
+        migration = queries.migration_by_id(study.db, attempt.migration_id)
+        names[attempt.id] = f"{migration.slug if migration else attempt.migration_id} #{attempt.seq}"
+        click.echo(clean(f"re-run {names[attempt.id]} on {backend}, {spec.chips} chip(s): {shlex.join(spec.argv)}"),
+                   err=True)
+    if not yes and not click.confirm(f"Start {len(specs)} re-run(s)?", default=False, err=True):
+        raise WorkbenchError("not confirmed: nothing ran")
+    for attempt, job in zip(targets, launch_all(study, specs, config.reviewer())):
+        click.echo(clean(f"job {job.id} started for {names[attempt.id]} (log: {job.log_path})"), err=True)
 
 
 def _attempt_or_exit(sdb: Any, migration: Any, seq: int) -> None:

@@ -187,7 +187,36 @@ def _evidence_json(evidence: Any) -> str:
     return json.dumps([{"kind": e.kind, "ref": e.ref, "text": e.text} for e in evidence])
 
 
-def record_verification(
+def record_verification(db: Database, **item: Any) -> int:
+    """Store one verification run: its five verdicts, the failure (if any) and the derived facts.
+
+    The attempt's current verification, verdicts and failure are marked superseded by the new
+    ones, never deleted; verdict overrides keep pointing at the verdict they judged. `item` holds
+    `write_verification`'s keywords.
+    """
+    with immediate(db):
+        return write_verification(db, **item)
+
+
+def record_verifications(db: Database, items: list[dict[str, Any]]) -> list[int | Exception]:
+    """Store a batch of verification runs in one transaction (`record_verification` each).
+
+    Each run is whole on its own, in a savepoint: one that fails is rolled back and its error
+    returned in its place, and the others of the batch stay. One commit per batch instead of
+    one per attempt is what makes verifying a whole study cheap on SQLite.
+    """
+    out: list[int | Exception] = []
+    with immediate(db):
+        for item in items:
+            try:
+                with db.atomic():
+                    out.append(write_verification(db, **item))
+            except Exception as exc:  # noqa: BLE001 - the batch's other attempts stay written
+                out.append(exc)
+    return out
+
+
+def write_verification(
     db: Database,
     *,
     attempt_id: int,
@@ -200,44 +229,38 @@ def record_verification(
     judgement: Any,
     reviewer: str,
 ) -> int:
-    """Store one verification run: its five verdicts, the failure (if any) and the derived facts.
-
-    The attempt's current verification, verdicts and failure are marked superseded by the new
-    ones, never deleted; verdict overrides keep pointing at the verdict they judged.
-    """
-    at = now()
-    with immediate(db):
-        previous = db.execute(
-            "SELECT id FROM verification WHERE attempt_id = ? AND superseded_by IS NULL", [attempt_id]
-        ).fetchone()
-        row = {
-            "attempt_id": attempt_id,
-            "reference_attempt_id": reference_attempt_id,
-            "verifier": verifier,
-            "verifier_version": verifier_version,
-            "inputs_hash": inputs_hash,
-            "inputs": json.dumps(inputs, sort_keys=True, default=str),
-            "settings": json.dumps(settings, sort_keys=True),
-            "at": at,
-            "reviewer": reviewer,
-            "highest_level": judgement.highest_level,
-            "cause": judgement.cause.value if judgement.cause else None,
-            "silent": int(judgement.silent),
-            "over_claim": None if judgement.over_claim is None else int(judgement.over_claim),
-            "wall_seconds": judgement.wall_seconds,
-            "cost_dollars": judgement.cost_dollars,
-            "time_ratio": judgement.time_ratio,
-            "cost_ratio": judgement.cost_ratio,
-        }
-        if previous is not None:
-            # free the "current" slot first (pointing at itself); the new row's id is set below
-            db.execute("UPDATE verification SET superseded_by = id WHERE id = ?", [previous[0]])
-        verification_id = insert_row(db, "verification", row)
-        audit(db, reviewer, "insert", "verification", verification_id,
-              {k: v for k, v in row.items() if k not in ("inputs", "settings")})
-        if previous is not None:
-            _supersede(db, attempt_id, previous[0], verification_id, reviewer)
-        _insert_results(db, attempt_id, verification_id, judgement, verifier, verifier_version, reviewer)
+    """One verification run's rows, inside the caller's transaction."""
+    previous = db.execute(
+        "SELECT id FROM verification WHERE attempt_id = ? AND superseded_by IS NULL", [attempt_id]
+    ).fetchone()
+    row = {
+        "attempt_id": attempt_id,
+        "reference_attempt_id": reference_attempt_id,
+        "verifier": verifier,
+        "verifier_version": verifier_version,
+        "inputs_hash": inputs_hash,
+        "inputs": json.dumps(inputs, sort_keys=True, default=str),
+        "settings": json.dumps(settings, sort_keys=True),
+        "at": now(),
+        "reviewer": reviewer,
+        "highest_level": judgement.highest_level,
+        "cause": judgement.cause.value if judgement.cause else None,
+        "silent": int(judgement.silent),
+        "over_claim": None if judgement.over_claim is None else int(judgement.over_claim),
+        "wall_seconds": judgement.wall_seconds,
+        "cost_dollars": judgement.cost_dollars,
+        "time_ratio": judgement.time_ratio,
+        "cost_ratio": judgement.cost_ratio,
+    }
+    if previous is not None:
+        # free the "current" slot first (pointing at itself); the new row's id is set below
+        db.execute("UPDATE verification SET superseded_by = id WHERE id = ?", [previous[0]])
+    verification_id = insert_row(db, "verification", row)
+    audit(db, reviewer, "insert", "verification", verification_id,
+          {k: v for k, v in row.items() if k not in ("inputs", "settings")})
+    if previous is not None:
+        _supersede(db, attempt_id, previous[0], verification_id, reviewer)
+    _insert_results(db, attempt_id, verification_id, judgement, verifier, verifier_version, reviewer)
     return verification_id
 
 
@@ -259,21 +282,19 @@ def _supersede(db: Database, attempt_id: int, previous_id: int, verification_id:
 
 def _insert_results(db: Database, attempt_id: int, verification_id: int, judgement: Any, verifier: str,
                     verifier_version: str, reviewer: str) -> None:
-    """The run's five verdicts and its failure (if any)."""
-    for result in judgement.levels:
-        verdict = {
-            "attempt_id": attempt_id,
-            "level": result.level,
-            "outcome": result.outcome.value,
-            "reason": result.reason,
-            "evidence": _evidence_json(result.evidence),
-            "verifier": verifier,
-            "verifier_version": verifier_version,
-            "verification_id": verification_id,
-        }
-        verdict_id = insert_row(db, "verdict", verdict)
-        audit(db, reviewer, "insert", "verdict", verdict_id,
-              {"attempt_id": attempt_id, "level": result.level, "outcome": result.outcome.value})
+    """The run's five verdicts (one `executemany`) and its failure (if any)."""
+    db.conn.executemany(
+        "INSERT INTO verdict (attempt_id, level, outcome, reason, evidence, verifier, verifier_version,"
+        " verification_id) VALUES (?,?,?,?,?,?,?,?)",
+        [(attempt_id, r.level, r.outcome.value, r.reason, _evidence_json(r.evidence), verifier, verifier_version,
+          verification_id) for r in judgement.levels],
+    )
+    written = db.execute(
+        "SELECT id, level, outcome FROM verdict WHERE attempt_id = ? AND superseded_by IS NULL ORDER BY id",
+        [attempt_id],
+    ).fetchall()  # the current-verdict index finds them: the previous ones are superseded already
+    for verdict_id, level, outcome in written:  # one by one: audit is the single way rows are audited
+        audit(db, reviewer, "insert", "verdict", verdict_id, {"attempt_id": attempt_id, "level": level, "outcome": outcome})
     if judgement.cause is not None:
         failure = {
             "attempt_id": attempt_id,

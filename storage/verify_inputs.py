@@ -63,3 +63,16 @@ def agent_attempts(db: Database, migration_id: int, seq: int | None = None) -> l
         sql += " AND seq = ?"
         params.append(seq)
     return [attempt_from_row(row) for row in db.query(sql + " ORDER BY seq", params)]
+
+
+def current_hashes(db: Database, migration_id: int) -> dict[int, tuple[int, str]]:
+    """attempt id -> (current verification id, its inputs hash), for a migration, in one read."""
+    return {int(a): (int(v), str(h)) for a, v, h in db.execute(
+        "SELECT v.attempt_id, v.id, v.inputs_hash FROM verification v JOIN attempt a ON a.id = v.attempt_id"
+        " WHERE a.migration_id = ? AND v.superseded_by IS NULL", [migration_id]).fetchall()}
+
+
+def database_file(db: Database) -> str | None:
+    """The file the connection reads (None in memory): what a worker process opens again."""
+    row = db.execute("PRAGMA database_list").fetchone()
+    return str(row[2]) if row and row[2] else None

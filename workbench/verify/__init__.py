@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +47,8 @@ class AttemptResult:
 @dataclass
 class Report:
     outcomes: list[AttemptResult] = field(default_factory=list)
+    errors: list[tuple[Attempt, str]] = field(default_factory=list)
+    """Attempts whose verdicts could not be written (the others of their batch were)."""
 
     @property
     def changed(self) -> int:
@@ -101,13 +104,14 @@ def _input_digest(db: Database, attempt: Attempt) -> dict[str, Any]:
 
 
 def inputs_for(db: Database, migration: Migration, study: Study, attempt: Attempt, reference: Attempt | None,
-               settings: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+               settings: dict[str, Any], reference_digest: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
     """Hashes of every input a verdict depends on, and one hash over them all. `attempt` carries
     its effective expected level (see `with_effective_expected`): a claim review changes it.
     When both runs saved a checkpoint, the torch version (None when absent) is an input too:
-    installing torch redoes a comparison that was skipped for want of it."""
+    installing torch redoes a comparison that was skipped for want of it. `reference_digest` is
+    the reference's `_input_digest` when the caller already has it (once per migration)."""
     mine = _input_digest(db, attempt)
-    theirs = _input_digest(db, reference) if reference else None
+    theirs = reference_digest if reference_digest is not None or reference is None else _input_digest(db, reference)
     tensor_backend = None
     if mine["checkpoint_sha256"] and theirs and theirs["checkpoint_sha256"]:
         from workbench.verify.tensors import backend
@@ -158,46 +162,101 @@ def with_effective_expected(db: Database, attempt: Attempt) -> Attempt:
     return attempt if level == attempt.expected_level else dataclasses.replace(attempt, expected_level=level)
 
 
-def verify_migration(db: Database, migration: Migration, study: Study, reviewer: str, *,
-                     seq: int | None = None, force: bool = False) -> Report:
-    """Verify a migration's agent attempts (or the one with `seq`)."""
-    from storage import queries, records
-    from workbench.verify.ladder import judge
+@dataclass
+class _Plan:
+    """A migration's attempts sorted out: unchanged ones (done) and the ones to judge (with inputs)."""
+
+    outcomes: list[AttemptResult]
+    todo: dict[int, tuple[Attempt, str, dict[str, Any]]]
+    settings: dict[str, Any]
+    reference: Attempt | None
+
+
+def _plan(db: Database, migration: Migration, study: Study, seq: int | None, force: bool) -> _Plan:
+    """One read of the migration's attempts, reference, settings and current hashes; the
+    reference's input digest once for all its attempts."""
+    from storage import queries
     from workbench.verify.settings import merge
 
     settings = merge(queries.verify_settings(db, migration.id))
     reference = verify_inputs.reference_attempt(db, migration.id)
-    ref_run = load_run(db, reference, settings) if reference else None
-    loaded: dict[str, dict[str, Any]] = {}
-    report = Report()
+    theirs = _input_digest(db, reference) if reference else None
+    current = verify_inputs.current_hashes(db, migration.id)
+    plan = _Plan([], {}, settings, reference)
     for row in verify_inputs.agent_attempts(db, migration.id, seq):
         attempt = with_effective_expected(db, row)
-        digest, inputs = inputs_for(db, migration, study, attempt, reference, settings)
-        current = queries.current_verification(db, attempt.id)
-        if current is not None and current.inputs_hash == digest and not force:
-            report.outcomes.append(AttemptResult(attempt, current.id, False))
-            continue
-        run = load_run(db, attempt, settings)
-        judgement = judge(run, ref_run, migration, study, settings,
-                          compare_checkpoints(db, attempt, reference, settings, loaded))
-        verification_id = records.record_verification(
-            db,
-            attempt_id=attempt.id,
-            reference_attempt_id=reference.id if reference else None,
-            verifier=VERIFIER,
-            verifier_version=VERSION,
-            inputs_hash=digest,
-            inputs=inputs,
-            settings=settings,
-            judgement=judgement,
-            reviewer=reviewer,
-        )
-        report.outcomes.append(AttemptResult(attempt, verification_id, True, judgement))
+        digest, inputs = inputs_for(db, migration, study, attempt, reference, settings, theirs)
+        stored = current.get(attempt.id)
+        if stored is not None and stored[1] == digest and not force:
+            plan.outcomes.append(AttemptResult(attempt, stored[0], False))
+        else:
+            plan.outcomes.append(AttemptResult(attempt, 0, True))
+            plan.todo[attempt.id] = (attempt, digest, inputs)
+    return plan
+
+
+def verify_migration(db: Database, migration: Migration, study: Study, reviewer: str, *,
+                     seq: int | None = None, force: bool = False, **options: Any) -> Report:
+    """Verify a migration's agent attempts (or the one with `seq`); `options` as `verify_migrations`."""
+    return verify_migrations(db, [migration], study, reviewer, seq=seq, force=force, **options)
+
+
+def verify_migrations(db: Database, migrations: list[Migration], study: Study, reviewer: str, *,
+                      seq: int | None = None, force: bool = False, workers: int = 1,
+                      progress: Callable[[int, int], None] | None = None, pool_min: int | None = None) -> Report:
+    """Verify the migrations' attempts as one batch job (workbench/verify/batch.py): unchanged
+    evidence is skipped by its hash, the rest judged over `workers` processes and written a batch
+    per transaction. `progress(done, total)` follows the attempts judged."""
+    from workbench.verify import batch
+
+    plans = [(m, _plan(db, m, study, seq, force)) for m in migrations]
+    tasks = [t for m, p in plans for t in batch.tasks_of(m, study, p.settings, p.reference,
+                                                          [a for a, _, _ in p.todo.values()])]
+    total, done = sum(len(p.todo) for _, p in plans), 0
+    todo = {aid: (p, item) for _, p in plans for aid, item in p.todo.items()}
+    written: dict[int, tuple[int | Exception, Any]] = {}
+    if progress:
+        progress(0, total)
+    path = verify_inputs.database_file(db)
+    for task, judged in batch.judge_all(db, tasks, workers, path, batch.POOL_MIN if pool_min is None else pool_min):
+        ids = _write(db, reviewer, [(todo[aid], judgement) for aid, judgement in judged])
+        written.update({aid: (vid, j) for (aid, j), vid in zip(judged, ids)})
+        done += len(judged)
+        if progress:
+            progress(done, total)
+    report = Report()
+    for _, plan in plans:
+        for outcome in plan.outcomes:
+            if outcome.changed:
+                vid, judgement = written[outcome.attempt.id]
+                if isinstance(vid, Exception):
+                    report.errors.append((outcome.attempt, f"{type(vid).__name__}: {vid}"))
+                    continue
+                outcome = AttemptResult(outcome.attempt, vid, True, judgement)
+            report.outcomes.append(outcome)
+    if report.errors:  # the other attempts' verdicts are written; these are named, not lost
+        from domain.errors import WorkbenchError
+
+        raise WorkbenchError("verdicts not written for " + "; ".join(
+            f"{a.migration_id}#{a.seq} ({why})" for a, why in report.errors[:5]))
     return report
 
 
+def _write(db: Database, reviewer: str, judged: list[tuple[tuple[_Plan, Any], Any]]) -> list[int | Exception]:
+    """One transaction for a batch of judgements (storage.records.record_verifications)."""
+    from storage import records
+
+    return records.record_verifications(db, [
+        {"attempt_id": attempt.id, "reference_attempt_id": plan.reference.id if plan.reference else None,
+         "verifier": VERIFIER, "verifier_version": VERSION, "inputs_hash": digest, "inputs": inputs,
+         "settings": plan.settings, "judgement": judgement, "reviewer": reviewer}
+        for (plan, (attempt, digest, inputs)), judgement in judged
+    ])
+
+
 def verify_study(db: Database, reviewer: str, *, slug: str | None = None, seq: int | None = None,
-                 force: bool = False) -> Report:
+                 force: bool = False, **options: Any) -> Report:
+    """Verify the study (or one migration); `options` as `verify_migrations` (workers, progress)."""
     from domain.errors import WorkbenchError
     from storage import queries
 
@@ -211,7 +270,4 @@ def verify_study(db: Database, reviewer: str, *, slug: str | None = None, seq: i
         migrations = [migration]
     else:
         migrations = [s.migration for s in queries.iter_migration_summaries(db)]
-    report = Report()
-    for migration in migrations:
-        report.outcomes += verify_migration(db, migration, study, reviewer, seq=seq, force=force).outcomes
-    return report
+    return verify_migrations(db, migrations, study, reviewer, seq=seq, force=force, **options)

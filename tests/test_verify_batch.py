@@ -1,0 +1,75 @@
+"""Verify as a batch job: the process pool gives the serial path's verdicts, and one attempt
+that cannot be written leaves the others of its batch written."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from pathlib import Path
+
+from storage import queries, records
+from storage.database import open_study
+from workbench.bundle import import_bundle
+from workbench.config import DEMO_BUNDLE
+from workbench.verify import VERIFIER, VERSION, verify_study
+
+
+def _study(path: Path):
+    study = open_study(path, create=True)
+    assert not import_bundle(study, DEMO_BUNDLE, "ana").problems
+    return study
+
+
+def _everything(db) -> dict[tuple[str, int], tuple]:
+    """Every attempt's current verdicts (outcome, reason, evidence), cause, flags and ratios."""
+    out = {}
+    for summary in queries.iter_migration_summaries(db):
+        m = summary.migration
+        for attempt_id, seq in db.execute("SELECT id, seq FROM attempt WHERE migration_id = ?", [m.id]).fetchall():
+            v = queries.current_verification(db, attempt_id)
+            if v is None:
+                continue
+            f = queries.current_failure(db, attempt_id)
+            out[(m.slug, seq)] = (
+                [(d.level, d.outcome, d.reason, d.evidence) for d in queries.verdicts(db, attempt_id)],
+                v.highest_level, v.cause, v.silent, v.over_claim, v.time_ratio, v.cost_ratio, v.inputs_hash,
+                (f.cause, f.silent, f.note, f.evidence) if f else None,
+            )
+    return out
+
+
+def test_the_pool_gives_the_serial_verdicts(tmp_path: Path):
+    serial = _study(tmp_path / "serial.db")
+    pooled = _study(tmp_path / "pool.db")
+    seen: list[tuple[int, int]] = []
+    assert threading.active_count() == 1  # else the pool is not used (workers are forked)
+    one = verify_study(serial.db, "ana", workers=1)
+    two = verify_study(pooled.db, "ana", workers=2, pool_min=0, progress=lambda d, t: seen.append((d, t)))
+    assert one.changed == two.changed == len(two.outcomes) > 4
+    assert [(o.attempt.id, o.changed) for o in one.outcomes] == [(o.attempt.id, o.changed) for o in two.outcomes]
+    a, b = _everything(serial.db), _everything(pooled.db)
+    assert a and a == b
+    assert seen[0] == (0, two.changed) and seen[-1] == (two.changed, two.changed)
+    # unchanged evidence: nothing judged again, in either mode
+    assert verify_study(pooled.db, "ana", workers=2, pool_min=0).changed == 0
+    serial.close()
+    pooled.close()
+
+
+def test_one_attempt_failing_leaves_the_rest_of_its_batch(tmp_path: Path):
+    study = _study(tmp_path / "s.db")
+    db = study.db
+    report = verify_study(db, "ana", force=True)
+    good, bad = report.outcomes[0], report.outcomes[1]
+    broken = dataclasses.replace(bad.judgement, levels=[*bad.judgement.levels[:2], None])  # fails mid-write
+    before = db.execute("SELECT count(*) FROM verification").fetchone()[0]
+    item = {"reference_attempt_id": None, "verifier": VERIFIER, "verifier_version": VERSION,
+            "inputs_hash": "x", "inputs": {}, "settings": {}, "reviewer": "ana"}
+    ids = records.record_verifications(db, [{**item, "attempt_id": good.attempt.id, "judgement": good.judgement},
+                                            {**item, "attempt_id": bad.attempt.id, "judgement": broken}])
+    assert isinstance(ids[0], int) and isinstance(ids[1], Exception)
+    assert db.execute("SELECT count(*) FROM verification").fetchone()[0] == before + 1
+    assert queries.current_verification(db, good.attempt.id).id == ids[0]
+    kept = queries.current_verification(db, bad.attempt.id)  # the failed one rolled back whole
+    assert kept.id == bad.verification_id and len(queries.verdicts(db, bad.attempt.id)) == 5
+    study.close()

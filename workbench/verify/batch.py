@@ -1,0 +1,113 @@
+"""Verify as a batch job: judge planned attempts in a process pool, write verdicts in batches.
+
+The scan of a log is CPU-bound pure Python, so threads would not help: workers are processes
+that open the study file themselves (reads only; WAL lets the parent write meanwhile), load the
+reference run once per migration, and send back judgements; the parent writes each batch in one
+transaction. A handful of attempts is judged in-process: starting workers costs more. Workers
+are forked, and only from a single-threaded process (the CLI): a caller with threads (the app)
+judges in-process.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from sqlite_utils import Database
+
+from domain.models import Attempt, Migration, Study
+
+POOL_MIN = 24
+"""Fewer attempts than this are judged in-process."""
+BATCH = 16
+"""Attempts per task, and so per write transaction."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """Attempts of one migration to judge, with what judging them needs."""
+
+    migration: Migration
+    study: Study
+    settings: dict[str, Any]
+    reference: Attempt | None
+    attempts: tuple[Attempt, ...]
+
+
+def default_workers() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def judge_task(db: Database, task: Task, cache: dict[Any, Any]) -> list[tuple[int, Any]]:
+    """(attempt id, Judgement) for each attempt of the task; the reference run is loaded once per
+    migration and kept in `cache`, with the checkpoints already read."""
+    from workbench.verify import compare_checkpoints, load_run
+    from workbench.verify.ladder import judge
+
+    key = ("reference", task.migration.id, task.reference.id if task.reference else None)
+    if key not in cache:
+        cache[key] = load_run(db, task.reference, task.settings) if task.reference else None
+    loaded = cache.setdefault("checkpoints", {})
+    out = []
+    for attempt in task.attempts:
+        run = load_run(db, attempt, task.settings)
+        out.append((attempt.id, judge(run, cache[key], task.migration, task.study, task.settings,
+                                      compare_checkpoints(db, attempt, task.reference, task.settings, loaded))))
+    return out
+
+
+_WORKER: dict[str, Any] = {}
+
+
+def _in_worker(path: str, task: Task) -> list[tuple[int, Any]]:
+    """A pool worker's entry: its own connection and cache, kept for the pool's life."""
+    if "db" not in _WORKER:
+        from storage.database import open_study
+
+        _WORKER["db"] = open_study(path).db
+        _WORKER["cache"] = {}
+    return judge_task(_WORKER["db"], task, _WORKER["cache"])
+
+
+def judge_all(db: Database, tasks: list[Task], workers: int, path: str | None,
+              pool_min: int = POOL_MIN) -> Iterator[tuple[Task, list[tuple[int, Any]]]]:
+    """Each task with its judgements, as they finish: in a process pool when it pays, else here."""
+    import threading
+
+    count = sum(len(t.attempts) for t in tasks)
+    # fork only a single-threaded process (the CLI): forking one with threads (the app's workers)
+    # can copy a held lock; spawn and forkserver re-run an unguarded __main__ in every worker
+    if workers <= 1 or path is None or count < pool_min or len(tasks) < 2 or threading.active_count() > 1:
+        cache: dict[Any, Any] = {}
+        for task in tasks:
+            yield task, judge_task(db, task, cache)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=context) as pool:
+        futures = {pool.submit(_in_worker, path, task): task for task in tasks}
+        try:
+            for future in as_completed(futures):
+                yield futures[future], future.result()
+        except BaseException:  # a failed task or write: the tasks not started yet are dropped
+            for future in futures:
+                future.cancel()
+            raise
+
+
+def tasks_of(migration: Migration, study: Study, settings: dict[str, Any], reference: Attempt | None,
+             attempts: list[Attempt]) -> list[Task]:
+    """The migration's attempts cut into tasks of `BATCH`."""
+    return [Task(migration, study, settings, reference, tuple(attempts[i:i + BATCH]))
+            for i in range(0, len(attempts), BATCH)]
+
+
+Progress = Callable[[int, int], None]
+"""progress(done, total): called as attempts are verified; the CLI draws it, the service never does."""

@@ -1,0 +1,47 @@
+"""Unknown is actionable: a level 3 left unknown (no evidence of the devices the run used) is
+answered by re-running the attempt with the probe inside, whose reports level 3 then cites."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlite_utils import Database
+
+from domain.models import Attempt, AttemptSource, Outcome
+
+
+def unknown_at_level3(db: Database, attempts: list[Attempt]) -> list[Attempt]:
+    """The attempts whose current level 3 is (effectively) unknown; re-runs are left out: they
+    ran with the probe already, so running them again would tell nothing new."""
+    from storage import queries
+
+    out = []
+    for attempt in attempts:
+        if attempt.source is AttemptSource.RERUN:
+            continue
+        levels = queries.verdicts(db, attempt.id)
+        if len(levels) >= 3 and levels[2].effective is Outcome.UNKNOWN:
+            out.append(attempt)
+    return out
+
+
+def rerun_specs(db: Database, attempts: list[Attempt], backend: str, chips: int | None = None,
+                **options: Any) -> list[Any]:
+    """A re-run `JobSpec` per attempt (the attempt's own command and recorded environment), each
+    through the pre-flight check (a JobEnvironmentError naming the fix when it cannot start)."""
+    from workbench.rerun import jobs, preflight
+
+    specs = []
+    for attempt in attempts:
+        spec = jobs.spec_for(db, attempt, backend, chips=chips, **options)
+        preflight.check(db, spec)
+        specs.append(spec)
+    return specs
+
+
+def launch_all(study: Any, specs: list[Any], reviewer: str) -> list[Any]:
+    """Start a job per spec (already checked); returns the jobs."""
+    from workbench.rerun import jobs
+
+    jobs.recover(study.db, reviewer)
+    return [jobs.launch(study, spec, reviewer, checked=True) for spec in specs]
