@@ -19,7 +19,7 @@ from screens.navigation import AttemptCursor
 from screens.presenters import render
 from screens.widgets.effort_panel import EffortPanel
 from screens.widgets.nav_table import NavTable
-from storage import queries
+from storage import queries, review
 
 COLUMNS = (
     ("#", "seq"),
@@ -82,6 +82,8 @@ class MigrationScreen(EffortActions, WorkbenchScreen):
         """The loaded attempts in table order and the one marked with `c`: handed to the
         attempt screens this screen opens (kept current as pages load)."""
         self.open_attempt = open_attempt
+        self.ladder: review.LadderCounts | None = None
+        """The header's attempts per highest level, once read."""
         """An attempt to open once its page has loaded (a jump from the palette)."""
 
     def compose(self) -> ComposeResult:
@@ -111,6 +113,21 @@ class MigrationScreen(EffortActions, WorkbenchScreen):
         self.query_one("#problem").display = False
         self.pager.loading = True
         self.load_page(self.app.db_path, None)
+        self.load_ladder(self.app.db_path)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="migration-ladder")
+    def load_ladder(self, path: Path) -> None:
+        """The header's attempts per highest level (read again when records change)."""
+        migration_id = self.migration.id
+        counts = read(path, lambda db: review.ladder_counts(db, migration_id))
+        if isinstance(counts, LoadFailed):
+            self.post_message(counts)
+        else:
+            self.app.call_from_thread(self._show_ladder, counts)
+
+    def _show_ladder(self, counts: review.LadderCounts) -> None:
+        self.ladder = counts
+        self.query_one("#migration-header", Static).update(render.migration_header(self.migration, counts))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="attempts")
     def load_page(self, path: Path, after: int | None) -> None:
@@ -162,6 +179,7 @@ class MigrationScreen(EffortActions, WorkbenchScreen):
     def study_changed(self) -> None:
         """Called by the effort poller when the database changed: the loaded attempts are read
         again and their rows updated in place (the cursor stays where it is)."""
+        self.load_ladder(self.app.db_path)
         if self.summaries and not self.pager.loading and self.pager.after is not None:
             self.reload_rows(self.app.db_path, self.pager.after)
 

@@ -17,7 +17,7 @@ from screens.data import read
 from screens.messages import LoadFailed, MigrationsPage, StudyLoaded
 from screens.presenters import render
 from screens.widgets.nav_table import NavTable
-from storage import queries
+from storage import queries, review
 
 COLUMNS = (
     ("Migration", "slug"),
@@ -64,6 +64,8 @@ class StudyScreen(WorkbenchScreen):
         """The loaded migrations by slug, in table order."""
         self.total: int | None = None
         self.totals: dict[str, int] | None = None
+        self.ladder: review.LadderCounts | None = None
+        """Attempts per highest level; set by the worker just before it posts the totals."""
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -97,11 +99,12 @@ class StudyScreen(WorkbenchScreen):
         # The table first; the study's totals (a pass over every attempt) follow.
         self.post_message(StudyLoaded(study, total, None))
         self.post_message(MigrationsPage(None, rows, len(rows) < self.pager.size))
-        totals = read(path, queries.study_totals)
-        if isinstance(totals, LoadFailed):
-            self.post_message(totals)
+        counted = read(path, lambda db: (queries.study_totals(db), review.ladder_counts(db)))
+        if isinstance(counted, LoadFailed):
+            self.post_message(counted)
             return
-        self.post_message(StudyLoaded(study, total, totals))
+        self.ladder = counted[1]
+        self.post_message(StudyLoaded(study, total, counted[0]))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="migrations")
     def load_page(self, path: Path, after: str) -> None:
@@ -156,14 +159,16 @@ class StudyScreen(WorkbenchScreen):
                 rows += [r for r in page if r.migration.slug <= last]
                 if len(page) < 500 or page[-1].migration.slug >= last:
                     return (queries.get_study(db), queries.count_migrations(db), rows,
-                            queries.study_totals(db))
+                            queries.study_totals(db), review.ladder_counts(db))
                 after = page[-1].migration.slug
 
         result = read(path, gather)
         if not isinstance(result, LoadFailed):
             self.app.call_from_thread(self._refreshed, *result)
 
-    def _refreshed(self, study, total: int, rows: list[MigrationSummary], totals) -> None:
+    def _refreshed(self, study, total: int, rows: list[MigrationSummary], totals,
+                   ladder: review.LadderCounts) -> None:
+        self.ladder = ladder
         table = self.query_one(MigrationTable)
         keys = [key for _, key in COLUMNS]
         with self.app.batch_update():
@@ -202,7 +207,7 @@ class StudyScreen(WorkbenchScreen):
                 line.append(f" · {loaded} loaded, more as you scroll", style="dim")
             if self.totals:
                 line.append("\n")
-                line.append_text(render.study_totals(self.totals))
+                line.append_text(render.study_totals(self.totals, self.ladder))
         self.query_one("#study-counts", Static).update(line)
 
     def _show_detail(self, row: int) -> None:

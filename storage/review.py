@@ -75,3 +75,40 @@ class ChangeWatcher:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+
+@dataclass(frozen=True, slots=True)
+class LadderCounts:
+    """Agent attempts by highest level reached (verified ones only), and the rest: so a header
+    never reads "failed 0/5" while nothing has been verified."""
+
+    levels: dict[int, int]
+    """Highest level (0..5) to the number of verified attempts that reached it and no more."""
+    unverified: int
+    failed: int
+    """Attempts with a current failure record."""
+    judged: int
+    """Attempts verified or with a failure record: what `failed` is out of."""
+
+    @property
+    def attempts(self) -> int:
+        return sum(self.levels.values()) + self.unverified
+
+
+def ladder_counts(db: Database, migration_id: int | None = None) -> LadderCounts:
+    """The ladder counts of one migration, or of the whole study when `migration_id` is None
+    (one grouped pass over the agent attempts)."""
+    from storage.queries import ATTEMPT_LEVEL, EFFECTIVE_VERDICTS
+
+    rows = db.execute(f"""
+        WITH {EFFECTIVE_VERDICTS}, {ATTEMPT_LEVEL}
+        SELECT CASE WHEN l.verified THEN l.level END AS level, count(*),
+               SUM(EXISTS (SELECT 1 FROM failure f WHERE f.attempt_id = l.id
+                           AND f.superseded_by IS NULL)) AS failed
+        FROM attempt_level l WHERE (:m IS NULL OR l.migration_id = :m)
+        GROUP BY 1""", {"m": migration_id}).fetchall()
+    levels = {int(r[0]): int(r[1]) for r in rows if r[0] is not None}
+    unverified = sum(int(r[1]) for r in rows if r[0] is None)
+    failed = sum(int(r[2] or 0) for r in rows)
+    failed_unverified = sum(int(r[2] or 0) for r in rows if r[0] is None)
+    return LadderCounts(levels, unverified, failed, sum(levels.values()) + failed_unverified)
