@@ -66,6 +66,9 @@ class MigrationScreen(EffortActions, WorkbenchScreen):
                 tooltip="Move to the previous failed attempt"),
         Binding("s", "silent", "Silent", id="migration.next_silent",
                 tooltip="Move to the next silent failure"),
+        Binding("V", "app.verify", "Verify", id="migration.verify",
+                tooltip="Verify this migration's attempts with the ladder verifier "
+                        "(unchanged attempts are skipped)"),
         Binding("c", "compare", "Compare", id="migration.compare",
                 tooltip="Mark this attempt for comparison; on a second attempt, compare the two"),
     ]

@@ -47,6 +47,9 @@ class StudyScreen(WorkbenchScreen):
 
     BINDINGS = [
         Binding("q", "app.quit", "Quit", id="study.quit", tooltip="Quit workbench"),
+        Binding("V", "app.verify", "Verify", id="study.verify",
+                tooltip="Verify every attempt of the study with the ladder verifier "
+                        "(unchanged attempts are skipped)"),
         Binding("e", "export", "Export", id="study.export",
                 tooltip="Export a counted report (Markdown, HTML, CSV, JSON, LaTeX)"),
     ]

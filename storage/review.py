@@ -112,3 +112,13 @@ def ladder_counts(db: Database, migration_id: int | None = None) -> LadderCounts
     failed = sum(int(r[2] or 0) for r in rows)
     failed_unverified = sum(int(r[2] or 0) for r in rows if r[0] is None)
     return LadderCounts(levels, unverified, failed, sum(levels.values()) + failed_unverified)
+
+
+def verify_targets(db: Database, slug: str | None = None, seq: int | None = None) -> list[tuple[str, int]]:
+    """(migration slug, seq) of the agent attempts a verify run covers: the study's, one
+    migration's, or one attempt's; the app verifies them one by one to show progress."""
+    return [(str(r[0]), int(r[1])) for r in db.execute(
+        "SELECT m.slug, a.seq FROM attempt a JOIN migration m ON m.id = a.migration_id"
+        " WHERE a.source != 'reference' AND (:slug IS NULL OR m.slug = :slug)"
+        " AND (:seq IS NULL OR a.seq = :seq) ORDER BY m.slug, a.seq",
+        {"slug": slug, "seq": seq}).fetchall()]
