@@ -18,6 +18,7 @@ from screens.messages import AttemptsPage, LoadFailed
 from screens.navigation import AttemptCursor
 from screens.presenters import render
 from screens.widgets.effort_panel import EffortPanel
+from screens.widgets.filter_bar import FILTER_HELP, FilterBar
 from screens.widgets.nav_table import NavTable
 from storage import queries, review
 
@@ -69,9 +70,12 @@ class MigrationScreen(EffortActions, WorkbenchScreen):
         Binding("V", "app.verify", "Verify", id="migration.verify",
                 tooltip="Verify this migration's attempts with the ladder verifier "
                         "(unchanged attempts are skipped)"),
+        Binding("slash", "filter", "Filter", key_display="/", id="migration.filter", tooltip=FILTER_HELP),
         Binding("c", "compare", "Compare", id="migration.compare",
                 tooltip="Mark this attempt for comparison; on a second attempt, compare the two"),
     ]
+    AUTO_FOCUS = "#attempts"
+    """The table, not the hidden filter line."""
     help_title = "migration"
 
     def __init__(self, migration: Migration, *, page_size: int = PAGE_SIZE,
@@ -87,11 +91,14 @@ class MigrationScreen(EffortActions, WorkbenchScreen):
         self.open_attempt = open_attempt
         self.ladder: review.LadderCounts | None = None
         """The header's attempts per highest level, once read."""
+        self.filter = review.ListFilter()
+        """The `/` filter the table shows (kept while attempts are opened and closed)."""
         """An attempt to open once its page has loaded (a jump from the palette)."""
 
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static(render.migration_header(self.migration), id="migration-header")
+        yield FilterBar(id="attempt-filter")
         yield Static(id="problem", classes="problem")
         table = AttemptTable(id="attempts")
         for label, key in COLUMNS:
@@ -130,20 +137,53 @@ class MigrationScreen(EffortActions, WorkbenchScreen):
 
     def _show_ladder(self, counts: review.LadderCounts) -> None:
         self.ladder = counts
-        self.query_one("#migration-header", Static).update(render.migration_header(self.migration, counts))
+        self._show_header()
+
+    def _show_header(self) -> None:
+        out = render.migration_header(self.migration, self.ladder)
+        if self.filter:
+            out.append("\n")
+            out.append_text(render.filter_line(self.filter.describe(), len(self.summaries),
+                                               self.pager.complete))
+        self.query_one("#migration-header", Static).update(out)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="attempts")
     def load_page(self, path: Path, after: int | None) -> None:
-        migration_id, size = self.migration.id, self.pager.size
-        rows = read(
-            path, lambda db: queries.attempt_summaries(db, migration_id, after=after, limit=size)
-        )
+        migration_id, size, wanted = self.migration.id, self.pager.size, self.filter
+        rows = read(path, lambda db: self._page(db, migration_id, wanted, after, size))
         if isinstance(rows, LoadFailed):
             self.post_message(rows)
+        elif wanted == self.filter:  # else the filter changed while this page was read
+            self.post_message(AttemptsPage(self.migration.id, after, rows, len(rows) < self.pager.size))
+
+    @staticmethod
+    def _page(db, migration_id: int, wanted: review.ListFilter, after: int | None,
+              size: int) -> list[AttemptSummary]:
+        if wanted:
+            return review.filtered_attempts(db, migration_id, wanted, after=after, limit=size)
+        return queries.attempt_summaries(db, migration_id, after=after, limit=size)
+
+    def action_filter(self) -> None:
+        self.query_one(FilterBar).open()
+
+    @on(FilterBar.Applied, "#attempt-filter")
+    def _filter_applied(self, message: FilterBar.Applied) -> None:
+        try:
+            wanted = review.parse_filter(message.value)
+        except ValueError as exc:
+            self.app.notify(str(exc), severity="error", markup=False)
             return
-        self.post_message(
-            AttemptsPage(self.migration.id, after, rows, len(rows) < self.pager.size)
-        )
+        table = self.query_one(AttemptTable)
+        table.focus()
+        if wanted == self.filter:
+            return
+        self.filter = wanted
+        table.clear()
+        self.summaries.clear()
+        self._sync_cursor()
+        self.pager = Pager(size=self.pager.size, loading=True)
+        self._show_header()
+        self.load_page(self.app.db_path, None)
 
     def on_attempts_page(self, message: AttemptsPage) -> None:
         if message.migration_id != self.migration.id or message.after != self.pager.after:
@@ -167,12 +207,15 @@ class MigrationScreen(EffortActions, WorkbenchScreen):
             self.pager.after = message.rows[-1].attempt.seq
         self.pager.complete = message.complete
         self.pager.loading = False
+        if self.filter:
+            self._show_header()
         if message.after is None:
             if table.row_count:
                 self._show_detail(table.cursor_row)
             else:
                 self.query_one("#attempt-detail", Static).update(
-                    Text("No attempts recorded for this migration.", style="dim")
+                    Text("No attempt meets the filter (/ then escape clears it)." if self.filter
+                         else "No attempts recorded for this migration.", style="dim")
                 )
         self._maybe_load_more(table)
         if self.open_attempt is not None:
@@ -192,13 +235,13 @@ class MigrationScreen(EffortActions, WorkbenchScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="attempts-refresh")
     def reload_rows(self, path: Path, last: int) -> None:
-        migration_id = self.migration.id
+        migration_id, wanted = self.migration.id, self.filter
 
         def gather(db):
             rows = []
             after = None
             while True:
-                page = queries.attempt_summaries(db, migration_id, after=after, limit=500)
+                page = self._page(db, migration_id, wanted, after, 500)
                 rows += page
                 if len(page) < 500 or page[-1].attempt.seq >= last:
                     return rows

@@ -16,6 +16,7 @@ from screens.base import PAGE_SIZE, Pager, WorkbenchScreen
 from screens.data import read
 from screens.messages import LoadFailed, MigrationsPage, StudyLoaded
 from screens.presenters import render
+from screens.widgets.filter_bar import FILTER_HELP, FilterBar
 from screens.widgets.nav_table import NavTable
 from storage import queries, review
 
@@ -50,9 +51,12 @@ class StudyScreen(WorkbenchScreen):
         Binding("V", "app.verify", "Verify", id="study.verify",
                 tooltip="Verify every attempt of the study with the ladder verifier "
                         "(unchanged attempts are skipped)"),
+        Binding("slash", "filter", "Filter", key_display="/", id="study.filter", tooltip=FILTER_HELP),
         Binding("e", "export", "Export", id="study.export",
                 tooltip="Export a counted report (Markdown, HTML, CSV, JSON, LaTeX)"),
     ]
+    AUTO_FOCUS = "#migrations"
+    """The table, not the hidden filter line."""
     help_title = "study"
 
     def action_export(self) -> None:
@@ -67,12 +71,15 @@ class StudyScreen(WorkbenchScreen):
         """The loaded migrations by slug, in table order."""
         self.total: int | None = None
         self.totals: dict[str, int] | None = None
+        self.filter = review.ListFilter()
+        """The `/` filter the table shows (applied in SQL, so paging still works)."""
         self.ladder: review.LadderCounts | None = None
         """Attempts per highest level; set by the worker just before it posts the totals."""
 
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static(Text("Loading the study…", style="dim"), id="study-counts")
+        yield FilterBar(id="study-filter")
         yield Static(id="problem", classes="problem")
         table = MigrationTable(id="migrations")
         for label, key in COLUMNS:
@@ -89,11 +96,11 @@ class StudyScreen(WorkbenchScreen):
     @work(thread=True, exclusive=True, exit_on_error=False, group="study")
     def load_study(self, path: Path) -> None:
         """The study record, its totals and the first page of migrations."""
-        size = self.pager.size
+        size, wanted = self.pager.size, self.filter
         result = read(path, lambda db: (
             queries.get_study(db),
             queries.count_migrations(db),
-            queries.migration_summaries(db, after=None, limit=size),
+            self._page(db, wanted, None, size),
         ))
         if isinstance(result, LoadFailed):
             self.post_message(result)
@@ -110,13 +117,40 @@ class StudyScreen(WorkbenchScreen):
         self.post_message(StudyLoaded(study, total, counted[0]))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="migrations")
-    def load_page(self, path: Path, after: str) -> None:
-        size = self.pager.size
-        rows = read(path, lambda db: queries.migration_summaries(db, after=after, limit=size))
+    def load_page(self, path: Path, after: str | None) -> None:
+        size, wanted = self.pager.size, self.filter
+        rows = read(path, lambda db: self._page(db, wanted, after, size))
         if isinstance(rows, LoadFailed):
             self.post_message(rows)
+        elif wanted == self.filter:  # else the filter changed while this page was read
+            self.post_message(MigrationsPage(after, rows, len(rows) < self.pager.size))
+
+    @staticmethod
+    def _page(db, wanted: review.ListFilter, after: str | None, size: int) -> list[MigrationSummary]:
+        if wanted:
+            return review.filtered_migrations(db, wanted, after=after, limit=size)
+        return queries.migration_summaries(db, after=after, limit=size)
+
+    def action_filter(self) -> None:
+        self.query_one(FilterBar).open()
+
+    @on(FilterBar.Applied, "#study-filter")
+    def _filter_applied(self, message: FilterBar.Applied) -> None:
+        try:
+            wanted = review.parse_filter(message.value)
+        except ValueError as exc:
+            self.app.notify(str(exc), severity="error", markup=False)
             return
-        self.post_message(MigrationsPage(after, rows, len(rows) < self.pager.size))
+        table = self.query_one(MigrationTable)
+        table.focus()
+        if wanted == self.filter:
+            return
+        self.filter = wanted
+        table.clear()
+        self.summaries.clear()
+        self.pager = Pager(size=self.pager.size, loading=True)
+        self._show_counts()
+        self.load_page(self.app.db_path, None)
 
     def on_study_loaded(self, message: StudyLoaded) -> None:
         self.total = message.migrations
@@ -154,11 +188,13 @@ class StudyScreen(WorkbenchScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="study-refresh")
     def reload_rows(self, path: Path, last: str) -> None:
+        wanted = self.filter
+
         def gather(db):
             rows = []
             after = None
             while True:  # keyset pages up to the last loaded slug, never more than is shown
-                page = queries.migration_summaries(db, after=after, limit=500)
+                page = self._page(db, wanted, after, 500)
                 rows += [r for r in page if r.migration.slug <= last]
                 if len(page) < 500 or page[-1].migration.slug >= last:
                     return (queries.get_study(db), queries.count_migrations(db), rows,
@@ -206,7 +242,10 @@ class StudyScreen(WorkbenchScreen):
         else:
             line.append(f"{self.total} migration{'s' if self.total != 1 else ''}", style="bold")
             loaded = len(self.summaries)
-            if loaded < self.total:
+            if self.filter:
+                line.append(" · ", style="dim")
+                line.append_text(render.filter_line(self.filter.describe(), loaded, self.pager.complete))
+            elif loaded < self.total:
                 line.append(f" · {loaded} loaded, more as you scroll", style="dim")
             if self.totals:
                 line.append("\n")

@@ -106,3 +106,79 @@ async def test_verify_on_the_migration_screen_fills_the_ladder(unverified: Path)
         assert "✓✓✓✓✗" in screen_text(app)  # the rows were read again in place
         toasts = [n.message for n in app._notifications]
         assert any("Verified mlp-classifier: 4 attempt(s), 4 with new verdicts" in t for t in toasts)
+
+
+def test_filters_parse_and_narrow_in_sql(demo_db: Path) -> None:
+    from storage.review import filtered_attempts, filtered_migrations, parse_filter
+
+    db = open_study(demo_db).db
+    mlp = db.execute("SELECT id FROM migration WHERE slug = 'mlp-classifier'").fetchone()[0]
+
+    def seqs(raw: str) -> list[int]:
+        return [a.attempt.seq for a in filtered_attempts(db, mlp, parse_filter(raw), after=None, limit=50)]
+
+    assert seqs("") == [0, 1, 2, 3, 4]
+    assert seqs("silent:yes") == [2, 3, 4] and seqs("over-claim:yes") == [1, 3]
+    assert seqs("level:4") == [4] and seqs("level:<=1") == [1, 3] and seqs("cause:num") == [3]
+    assert seqs("source:ref") == [0] and seqs("status:nonzero") == [1] and seqs("level:none") == [0]
+    assert seqs("steps silent:no") == [0, 1]
+    assert seqs("silent:yes") [1:] == [a.attempt.seq for a in filtered_attempts(
+        db, mlp, parse_filter("silent:yes"), after=2, limit=50)]  # keyset paging
+    slugs = [m.migration.slug for m in filtered_migrations(db, parse_filter("MLP"), after=None, limit=9)]
+    assert slugs == ["mlp-classifier"]
+    assert [m.migration.slug for m in filtered_migrations(db, parse_filter("cause:num"), after=None,
+                                                          limit=9)] == ["mlp-classifier"]
+    for bad in ("foo:1", "level:9", "silent:maybe", "cause:"):
+        with pytest.raises(ValueError):
+            parse_filter(bad)
+    # a pattern-like word is taken literally, and in linear time on a 1 MB word
+    assert seqs("%") == [] and seqs("x" * 1_000_000) == []
+
+
+async def type_filter(pilot, value: str) -> None:
+    """`/`, the filter typed, enter."""
+    from screens.widgets.filter_bar import FilterBar
+
+    await pilot.press("slash")
+    bar = pilot.app.screen.query_one(FilterBar)
+    assert bar.display and bar.has_focus
+    bar.value = value
+    await pilot.press("enter")
+    await settle(pilot)
+
+
+async def test_filter_the_lists_and_keep_it_across_an_attempt(demo_db: Path) -> None:
+    from test_app import column
+
+    from screens.attempt import AttemptScreen
+    from screens.study import StudyScreen
+
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await type_filter(pilot, "cause:num")
+        assert column(app, "slug") == ["mlp-classifier"]
+        assert "filter cause:num · 1 shown" in screen_text(app)
+        await type_filter(pilot, "x:1")  # a bad term: said, the filter unchanged
+        assert any("filter terms are key:value" in n.message for n in app._notifications)
+        assert column(app, "slug") == ["mlp-classifier"]
+        app.screen.query_one("#migrations").focus()
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, MigrationScreen)
+        await type_filter(pilot, "silent:yes level:>=3")
+        assert column(app, "seq") == ["4"]
+        assert "filter silent:yes level:>=3" in screen_text(app)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, AttemptScreen)
+        await pilot.press("escape")
+        await settle(pilot)
+        assert column(app, "seq") == ["4"]  # the filter survived the attempt
+        await pilot.press("slash", "escape")  # escape in the input clears it
+        await settle(pilot)
+        assert column(app, "seq") == ["0", "1", "2", "3", "4"]
+        assert "filter" not in str(app.screen.query_one("#migration-header").render())
+        await pilot.press("escape")
+        await settle(pilot)
+        assert isinstance(app.screen, StudyScreen) and column(app, "slug") == ["mlp-classifier"]

@@ -142,6 +142,14 @@ def study_totals(totals: dict[str, int], counts: LadderCounts | None = None) -> 
     return out
 
 
+def filter_line(described: str, shown: int, complete: bool) -> Text:
+    """The header's note of the `/` filter: what it is and how many rows meet it so far."""
+    out = Text("filter ", style="dim")
+    out.append_text(text(described, "bold"))
+    out.append(f" · {shown}{'' if complete else '+'} shown (escape in / clears)", style="dim")
+    return out
+
+
 def goal(m: Migration) -> str:
     sign = "≥" if m.goal.direction is Direction.MAX else "≤"
     slack = f" ± {m.goal.tolerance:g}" if m.goal.tolerance else ""
