@@ -71,6 +71,8 @@ class MigrationScreen(EffortActions, WorkbenchScreen):
                 tooltip="Verify this migration's attempts with the ladder verifier "
                         "(unchanged attempts are skipped)"),
         Binding("slash", "filter", "Filter", key_display="/", id="migration.filter", tooltip=FILTER_HELP),
+        Binding("R", "reference", "Reference", id="migration.reference",
+                tooltip="Record this migration's reference run from its files (as `workbench reference --log`)"),
         Binding("c", "compare", "Compare", id="migration.compare",
                 tooltip="Mark this attempt for comparison; on a second attempt, compare the two"),
     ]
@@ -162,6 +164,22 @@ class MigrationScreen(EffortActions, WorkbenchScreen):
         if wanted:
             return review.filtered_attempts(db, migration_id, wanted, after=after, limit=size)
         return queries.attempt_summaries(db, migration_id, after=after, limit=size)
+
+    def action_reference(self) -> None:
+        from screens.setup import ReferenceForm
+
+        self.app.push_screen(ReferenceForm(self.migration.slug), self._reference_added)
+
+    def _reference_added(self, new_id: int | None) -> None:
+        """The new reference run is pinned first: the attempts are read again from the start."""
+        if new_id is None:
+            return
+        self.query_one(AttemptTable).clear()
+        self.summaries.clear()
+        self._sync_cursor()
+        self.pager = Pager(size=self.pager.size, loading=True)
+        self.load_page(self.app.db_path, None)
+        self.load_ladder(self.app.db_path)
 
     def action_filter(self) -> None:
         self.query_one(FilterBar).open()

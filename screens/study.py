@@ -52,6 +52,10 @@ class StudyScreen(WorkbenchScreen):
                 tooltip="Verify every attempt of the study with the ladder verifier "
                         "(unchanged attempts are skipped)"),
         Binding("slash", "filter", "Filter", key_display="/", id="study.filter", tooltip=FILTER_HELP),
+        Binding("N", "new_migration", "New migration", id="study.new_migration",
+                tooltip="Add a migration (as `workbench migration add`): repository, target, goal"),
+        Binding("plus", "new_migration", "New migration", show=False, key_display="+",
+                id="study.new_migration_plus", tooltip="Add a migration (as `workbench migration add`)"),
         Binding("e", "export", "Export", id="study.export",
                 tooltip="Export a counted report (Markdown, HTML, CSV, JSON, LaTeX)"),
     ]
@@ -130,6 +134,21 @@ class StudyScreen(WorkbenchScreen):
         if wanted:
             return review.filtered_migrations(db, wanted, after=after, limit=size)
         return queries.migration_summaries(db, after=after, limit=size)
+
+    def action_new_migration(self) -> None:
+        from screens.setup import NewMigrationForm
+
+        self.app.push_screen(NewMigrationForm(), self._migration_added)
+
+    def _migration_added(self, new_id: int | None) -> None:
+        """A migration was added: the study is read again from the start (the empty-study
+        panel gives way to the table)."""
+        if new_id is None:
+            return
+        self.query_one(MigrationTable).clear()
+        self.summaries.clear()
+        self.pager = Pager(size=self.pager.size, loading=True)
+        self.load_study(self.app.db_path)
 
     def action_filter(self) -> None:
         self.query_one(FilterBar).open()
@@ -237,8 +256,9 @@ class StudyScreen(WorkbenchScreen):
         if self.total is None:
             line.append("Loading the study…", style="dim")
         elif self.total == 0:
-            line.append("No migrations in this study yet: import a bundle with ", style="dim")
-            line.append("workbench import")
+            from screens.setup import next_steps
+
+            line = next_steps()
         else:
             line.append(f"{self.total} migration{'s' if self.total != 1 else ''}", style="bold")
             loaded = len(self.summaries)
@@ -251,6 +271,9 @@ class StudyScreen(WorkbenchScreen):
                 line.append("\n")
                 line.append_text(render.study_totals(self.totals, self.ladder))
         self.query_one("#study-counts", Static).update(line)
+        empty = self.total == 0
+        self.query_one(MigrationTable).display = not empty
+        self.query_one("#migration-detail").display = not empty
 
     def _show_detail(self, row: int) -> None:
         detail = self.query_one("#migration-detail", Static)

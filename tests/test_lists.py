@@ -182,3 +182,63 @@ async def test_filter_the_lists_and_keep_it_across_an_attempt(demo_db: Path) -> 
         await pilot.press("escape")
         await settle(pilot)
         assert isinstance(app.screen, StudyScreen) and column(app, "slug") == ["mlp-classifier"]
+
+
+async def fill(pilot, values: dict[str, str]) -> None:
+    from textual.widgets import Input
+
+    for selector, value in values.items():
+        pilot.app.screen.query_one(selector, Input).value = value
+    await pilot.press("ctrl+s")
+    await pilot.app.workers.wait_for_complete()
+    await settle(pilot)
+
+
+async def test_an_empty_study_says_what_next_and_the_forms_set_it_up(tmp_path: Path) -> None:
+    import json
+
+    from conftest import make_repo
+    from test_app import column
+
+    from screens.setup import NewMigrationForm, ReferenceForm
+    from workbench.studies import init_study
+
+    db = tmp_path / "s.db"
+    init_study(db, "My study", {"tpu-v5e": 1.2}, slug=None, reviewer="ana")
+    make_repo(tmp_path / "project", [{"train.py": "print('train')\n"}])
+    app = WorkbenchApp(db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        text = screen_text(app)
+        assert "no migrations yet" in text and "workbench migration add" in text and "N or +" in text
+        assert "workbench reference" in text and "claude-code" in text and "workbench watch" in text
+        assert not app.screen.query_one("#migrations").display  # no empty table
+        await pilot.press("N")
+        await settle(pilot)
+        assert isinstance(app.screen, NewMigrationForm)
+        await fill(pilot, {"#new-slug": "mlp", "#new-repo": str(tmp_path / "nope"),
+                           "#new-target": "tpu-v5e:4", "#new-goal": "eval_accuracy",
+                           "#new-reference": "0.9", "#new-command": "python train.py"})
+        assert isinstance(app.screen, NewMigrationForm)  # the service's one line, on the form
+        assert "--repo" in str(app.screen.query_one("#form-error").render())
+        await fill(pilot, {"#new-reference": "lots"})
+        assert "--reference-value: 'lots' is not a number" in str(app.screen.query_one("#form-error").render())
+        await fill(pilot, {"#new-reference": "0.9", "#new-repo": str(tmp_path / "project")})
+        assert not isinstance(app.screen, NewMigrationForm)
+        await settle(pilot)
+        assert column(app, "slug") == ["mlp"] and app.screen.query_one("#migrations").display
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, MigrationScreen)
+        await pilot.press("R")
+        await settle(pilot)
+        assert isinstance(app.screen, ReferenceForm)
+        log, metrics = tmp_path / "ref.log", tmp_path / "ref.jsonl"
+        log.write_text("step 1 loss 0.9\nstep 2 eval_accuracy 0.91\n")
+        metrics.write_text(json.dumps({"name": "eval_accuracy", "step": 2, "value": 0.91}) + "\n")
+        await fill(pilot, {"#ref-log": str(tmp_path / "none.log")})
+        assert "cannot read" in str(app.screen.query_one("#form-error").render())
+        await fill(pilot, {"#ref-log": str(log), "#ref-wall": "60"})
+        assert isinstance(app.screen, MigrationScreen)
+        await settle(pilot)
+        assert column(app, "source") == ["ref"]
