@@ -95,6 +95,8 @@ class MigrationScreen(EffortActions, WorkbenchScreen):
         """The header's attempts per highest level, once read."""
         self.filter = review.ListFilter()
         """The `/` filter the table shows (kept while attempts are opened and closed)."""
+        self.fresh: set[str] = set()
+        """Rows (attempt ids) that became a silent failure or an over-claim while shown."""
         """An attempt to open once its page has loaded (a jump from the palette)."""
 
     def compose(self) -> ComposeResult:
@@ -242,17 +244,18 @@ class MigrationScreen(EffortActions, WorkbenchScreen):
     # --- records changed (another reviewer, a form, a verify run): rows read again ------------
     def study_changed(self) -> None:
         """Called by the effort poller when the database changed: the loaded attempts are read
-        again and their rows updated in place (the cursor stays where it is)."""
+        again and their rows updated in place, new attempts added (the cursor stays where it is)."""
         self.load_ladder(self.app.db_path)
-        if self.summaries and not self.pager.loading and self.pager.after is not None:
-            self.reload_rows(self.app.db_path, self.pager.after)
+        if not self.pager.loading and (self.pager.complete or self.pager.after is not None):
+            self.reload_rows(self.app.db_path, None if self.pager.complete else self.pager.after)
 
     def effort_saved(self, what: str) -> None:
         super().effort_saved(what)
         self.study_changed()
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="attempts-refresh")
-    def reload_rows(self, path: Path, last: int) -> None:
+    def reload_rows(self, path: Path, last: int | None) -> None:
+        """Every attempt up to seq `last` (all of them when the list is complete)."""
         migration_id, wanted = self.migration.id, self.filter
 
         def gather(db):
@@ -261,28 +264,57 @@ class MigrationScreen(EffortActions, WorkbenchScreen):
             while True:
                 page = self._page(db, migration_id, wanted, after, 500)
                 rows += page
-                if len(page) < 500 or page[-1].attempt.seq >= last:
+                if len(page) < 500 or (last is not None and page[-1].attempt.seq >= last):
                     return rows
                 after = page[-1].attempt.seq
 
         rows = read(path, gather)
-        if not isinstance(rows, LoadFailed):
-            self.app.call_from_thread(self._refreshed, rows)
+        if not isinstance(rows, LoadFailed) and wanted == self.filter:
+            self.app.call_from_thread(self._refreshed, rows, last is None)
 
-    def _refreshed(self, rows: list[AttemptSummary]) -> None:
+    def _refreshed(self, rows: list[AttemptSummary], complete: bool) -> None:
         table = self.query_one(AttemptTable)
         width = max(12, self.app.size.width - FIXED_WIDTH)
         keys = [key for _, key in COLUMNS]
+        added = False
         with self.app.batch_update():
             for summary in rows:
                 key = str(summary.attempt.id)
-                if key not in self.summaries or summary == self.summaries[key]:
+                old = self.summaries.get(key)
+                if old is None and not complete or summary == old:
                     continue
                 self.summaries[key] = summary
-                for column, cell in zip(keys, render.attempt_row(summary, command_width=width)):
-                    table.update_cell(key, column, cell)
+                news = render.news_of(old, summary)
+                if news:
+                    self.fresh.add(key)
+                    self.app.notify(f"{self.migration.slug} #{summary.attempt.seq}: {news}",
+                                    severity="warning", markup=False)
+                cells = self._cells(summary, width)
+                if old is None:
+                    table.add_row(*cells, key=key)
+                    added = True
+                else:
+                    for column, cell in zip(keys, cells):
+                        table.update_cell(key, column, cell)
+            if added:
+                self._keep_cursor(table, lambda: table.sort("seq", "source", key=_pin_key))
         self._sync_cursor()
         self._show_detail(table.cursor_row)
+
+    def _cells(self, summary: AttemptSummary, width: int) -> tuple[Text, ...]:
+        """The row's cells; one marked since it newly became a silent failure or an over-claim."""
+        cells = render.attempt_row(summary, command_width=width)
+        if str(summary.attempt.id) in self.fresh:
+            cells[0].stylize(render.FRESH)
+        return cells
+
+    @staticmethod
+    def _keep_cursor(table: DataTable, change) -> None:
+        """`change` the table with the cursor on the same row (by key) after it."""
+        key = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key if table.row_count else None
+        change()
+        if key is not None:
+            table.move_cursor(row=table.get_row_index(key), animate=False)
 
     def _open_pending(self, table: DataTable) -> None:
         key = str(self.open_attempt)

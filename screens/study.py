@@ -77,6 +77,8 @@ class StudyScreen(WorkbenchScreen):
         self.totals: dict[str, int] | None = None
         self.filter = review.ListFilter()
         """The `/` filter the table shows (applied in SQL, so paging still works)."""
+        self.fresh: set[str] = set()
+        """Rows (slugs) whose silent failures or over-claims went up while shown."""
         self.ladder: review.LadderCounts | None = None
         """Attempts per highest level; set by the worker just before it posts the totals."""
 
@@ -201,12 +203,16 @@ class StudyScreen(WorkbenchScreen):
     # --- records changed (another reviewer, a form, a verify run): counts read again ----------
     def study_changed(self) -> None:
         """Called by the effort poller when the database changed: the loaded rows and the totals
-        are read again and updated in place (the cursor stays where it is)."""
-        if self.summaries and not self.pager.loading:
-            self.reload_rows(self.app.db_path, next(reversed(self.summaries)))
+        are read again and updated in place, new migrations added (the cursor stays put)."""
+        if self.pager.loading:
+            return
+        last = None if self.pager.complete else self.pager.after
+        if last is not None or self.pager.complete:
+            self.reload_rows(self.app.db_path, last)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="study-refresh")
-    def reload_rows(self, path: Path, last: str) -> None:
+    def reload_rows(self, path: Path, last: str | None) -> None:
+        """Every migration up to slug `last` (all of them when the list is complete)."""
         wanted = self.filter
 
         def gather(db):
@@ -214,14 +220,14 @@ class StudyScreen(WorkbenchScreen):
             after = None
             while True:  # keyset pages up to the last loaded slug, never more than is shown
                 page = self._page(db, wanted, after, 500)
-                rows += [r for r in page if r.migration.slug <= last]
-                if len(page) < 500 or page[-1].migration.slug >= last:
+                rows += [r for r in page if last is None or r.migration.slug <= last]
+                if len(page) < 500 or (last is not None and page[-1].migration.slug >= last):
                     return (queries.get_study(db), queries.count_migrations(db), rows,
                             queries.study_totals(db), review.ladder_counts(db))
                 after = page[-1].migration.slug
 
         result = read(path, gather)
-        if not isinstance(result, LoadFailed):
+        if not isinstance(result, LoadFailed) and wanted == self.filter:
             self.app.call_from_thread(self._refreshed, *result)
 
     def _refreshed(self, study, total: int, rows: list[MigrationSummary], totals,
@@ -229,18 +235,39 @@ class StudyScreen(WorkbenchScreen):
         self.ladder = ladder
         table = self.query_one(MigrationTable)
         keys = [key for _, key in COLUMNS]
+        added = False
         with self.app.batch_update():
             for summary in rows:
                 slug = summary.migration.slug
-                if slug not in self.summaries:
-                    continue  # added since: it shows when the study is opened again
-                if summary == self.summaries[slug]:
+                old = self.summaries.get(slug)
+                if summary == old:
                     continue
                 self.summaries[slug] = summary
-                for key, cell in zip(keys, render.migration_row(summary)):
-                    table.update_cell(slug, key, cell)
+                news = render.migration_news(old, summary) if old is not None else ""
+                if news:
+                    self.fresh.add(slug)
+                    self.app.notify(f"{slug}: {news}", severity="warning", markup=False)
+                cells = render.migration_row(summary)
+                if slug in self.fresh:
+                    cells[0].stylize(render.FRESH)
+                if old is None:
+                    table.add_row(*cells, key=slug)
+                    added = True
+                else:
+                    for key, cell in zip(keys, cells):
+                        table.update_cell(slug, key, cell)
+            if added:
+                self._sorted(table)
         self.on_study_loaded(StudyLoaded(study, total, totals))
         self._show_detail(table.cursor_row)
+
+    def _sorted(self, table: DataTable) -> None:
+        """Rows back in slug order after new ones were added, the cursor on the same row."""
+        key = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key if table.row_count else None
+        table.sort("slug", key=lambda cell: cell.plain)
+        self.summaries = {k: self.summaries[k] for k in sorted(self.summaries)}
+        if key is not None:
+            table.move_cursor(row=table.get_row_index(key), animate=False)
 
     def on_load_failed(self, message: LoadFailed) -> None:
         super().on_load_failed(message)

@@ -242,3 +242,65 @@ async def test_an_empty_study_says_what_next_and_the_forms_set_it_up(tmp_path: P
         assert isinstance(app.screen, MigrationScreen)
         await settle(pilot)
         assert column(app, "source") == ["ref"]
+
+
+def workbench(*args: str) -> None:
+    """The CLI in another process, as a second reviewer's terminal would run it."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-m", "cli", *args], cwd=root, capture_output=True, text=True,
+                          env={**__import__("os").environ, "PYTHONPATH": str(root)}, timeout=300)
+    assert done.returncode == 0, done.stderr
+
+
+async def until(pilot, condition, timeout: float = 20.0) -> None:
+    import time
+
+    end = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < end, "the screen did not catch up"
+        await pilot.pause(0.1)
+
+
+async def test_lists_follow_another_process_in_place(unverified: Path, tmp_path: Path) -> None:
+    import asyncio
+
+    from test_app import column
+
+    from screens.study import StudyScreen
+
+    app = WorkbenchApp(unverified)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        study = app.screen
+        assert isinstance(study, StudyScreen)
+        await pilot.press("j")  # the cursor on mlp-classifier
+        await asyncio.to_thread(workbench, "verify", str(unverified), "--migration", "bow-classifier")
+        await until(pilot, lambda: column(app, "level")[0] == "L4" and "4 unverified" in screen_text(app))
+        assert study.query_one("#migrations").cursor_row == 1  # the cursor stayed
+        toasts = [n.message for n in app._notifications]
+        assert any(t.startswith("bow-classifier: new silent failure") for t in toasts)
+        assert "bow-classifier" in study.fresh and "4 unverified" in screen_text(app)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, MigrationScreen) and app.screen.migration.slug == "mlp-classifier"
+        await pilot.press("j", "j")  # on #2
+        await asyncio.to_thread(workbench, "verify", str(unverified), "--migration", "mlp-classifier")
+        # the verifier commits attempt by attempt: wait for the last one
+        await until(pilot, lambda: column(app, "ladder") == ["·····", "✗?✗??", "✓✓✗✓✗", "✓✗✓✗✗", "✓✓✓✓✗"])
+        await until(pilot, lambda: "0 unverified" in str(app.screen.query_one("#migration-header").render()))
+        screen = app.screen
+        assert screen.current().attempt.seq == 2  # the cursor stayed on its attempt
+        toasts = [n.message for n in app._notifications]
+        assert any(t.startswith("mlp-classifier #3: new silent failure") for t in toasts)
+        assert any("#1: new over-claim" in t for t in toasts)
+        assert {"#1", "#3"} <= {f"#{screen.summaries[k].attempt.seq}" for k in screen.fresh}
+        assert "0 unverified" in str(screen.query_one("#migration-header").render())
+        log = tmp_path / "ref.log"
+        log.write_text("step 2 eval_accuracy 0.91\n")
+        await asyncio.to_thread(workbench, "reference", str(unverified), "mlp-classifier", "--log", str(log),
+                                "--command", "python train.py")
+        await until(pilot, lambda: len(column(app, "seq")) == 6)  # a new reference run, pinned first
+        assert column(app, "source")[:2] == ["ref", "ref"] and screen.current().attempt.seq == 2

@@ -142,6 +142,32 @@ def study_totals(totals: dict[str, int], counts: LadderCounts | None = None) -> 
     return out
 
 
+FRESH = "reverse bold"
+"""How a list marks a row that newly became a silent failure or an over-claim while shown."""
+
+
+def news_of(old: AttemptSummary | None, new: AttemptSummary) -> str:
+    """What a re-read row newly says that a reviewer must see ("" when nothing): a silent
+    failure or an over-claim that was not there before (or a new attempt that has one)."""
+    said = []
+    was_silent = old is not None and old.failure is not None and old.failure.silent
+    if new.failure is not None and new.failure.silent and not was_silent:
+        said.append(f"new silent failure ({clean(str(new.failure.cause))})")
+    if new.over_claim and not (old is not None and old.over_claim):
+        said.append("new over-claim")
+    return ", ".join(said)
+
+
+def migration_news(old: MigrationSummary | None, new: MigrationSummary) -> str:
+    """As `news_of`, for a study row: its silent failures or over-claims went up."""
+    said = []
+    if new.silent_failures > (old.silent_failures if old else 0):
+        said.append("new silent failure")
+    if new.over_claims > (old.over_claims if old else 0):
+        said.append("new over-claim")
+    return ", ".join(said)
+
+
 def filter_line(described: str, shown: int, complete: bool) -> Text:
     """The header's note of the `/` filter: what it is and how many rows meet it so far."""
     out = Text("filter ", style="dim")
