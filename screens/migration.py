@@ -14,7 +14,7 @@ from domain.models import AttemptSource, AttemptSummary, Migration
 from screens.base import PAGE_SIZE, Pager, WorkbenchScreen
 from screens.data import read
 from screens.effort import EffortActions
-from screens.messages import AttemptsPage, LoadFailed
+from screens.messages import AttemptsPage, FilterApplied, LoadFailed
 from screens.navigation import AttemptCursor
 from screens.presenters import render
 from screens.widgets.effort_panel import EffortPanel
@@ -186,8 +186,8 @@ class MigrationScreen(EffortActions, WorkbenchScreen):
     def action_filter(self) -> None:
         self.query_one(FilterBar).open()
 
-    @on(FilterBar.Applied, "#attempt-filter")
-    def _filter_applied(self, message: FilterBar.Applied) -> None:
+    @on(FilterApplied, "#attempt-filter")
+    def _filter_applied(self, message: FilterApplied) -> None:
         try:
             wanted = review.parse_filter(message.value)
         except ValueError as exc:

@@ -24,7 +24,7 @@ NEXT_STEPS = (
 
 
 def next_steps() -> Text:
-    out = Text("This study has no migrations yet. Next:\n", style="bold")
+    out = Text("No migrations in this study yet. Next:\n", style="bold")
     for key, line in NEXT_STEPS:
         out.append(f"  {key:<10}", style="bold")
         out.append(f" {line}\n")

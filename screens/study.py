@@ -14,7 +14,7 @@ from domain.models import MigrationSummary
 from domain.text import clean
 from screens.base import PAGE_SIZE, Pager, WorkbenchScreen
 from screens.data import read
-from screens.messages import LoadFailed, MigrationsPage, StudyLoaded
+from screens.messages import FilterApplied, LoadFailed, MigrationsPage, StudyLoaded
 from screens.presenters import render
 from screens.widgets.filter_bar import FILTER_HELP, FilterBar
 from screens.widgets.nav_table import NavTable
@@ -155,8 +155,8 @@ class StudyScreen(WorkbenchScreen):
     def action_filter(self) -> None:
         self.query_one(FilterBar).open()
 
-    @on(FilterBar.Applied, "#study-filter")
-    def _filter_applied(self, message: FilterBar.Applied) -> None:
+    @on(FilterApplied, "#study-filter")
+    def _filter_applied(self, message: FilterApplied) -> None:
         try:
             wanted = review.parse_filter(message.value)
         except ValueError as exc:

@@ -210,7 +210,7 @@ async def test_an_empty_study_says_what_next_and_the_forms_set_it_up(tmp_path: P
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         text = screen_text(app)
-        assert "no migrations yet" in text and "workbench migration add" in text and "N or +" in text
+        assert "No migrations in this study yet" in text and "workbench migration add" in text and "N or +" in text
         assert "workbench reference" in text and "claude-code" in text and "workbench watch" in text
         assert not app.screen.query_one("#migrations").display  # no empty table
         await pilot.press("N")

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from textual.binding import Binding
-from textual.message import Message
 from textual.widgets import Input
+
+from screens.messages import FilterApplied
 
 FILTER_HELP = (
     "Filter (/): words match the title, slug or command; key:value terms narrow further: "
@@ -30,17 +29,6 @@ class FilterBar(Input):
                 tooltip="Clear the filter and show every row"),
     ]
 
-    @dataclass
-    class Applied(Message):
-        """The reviewer asked for this filter ("" for none)."""
-
-        bar: FilterBar
-        value: str
-
-        @property
-        def control(self) -> FilterBar:
-            return self.bar
-
     def __init__(self, **kwargs) -> None:
         kwargs.setdefault("placeholder", "filter: words, status: level: cause: silent: overclaim: source: reviewer:")
         super().__init__(**kwargs)
@@ -53,9 +41,9 @@ class FilterBar(Input):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         self.remove_class("-open")  # the header shows the filter; `/` opens it again to edit
-        self.post_message(self.Applied(self, self.value.strip()))
+        self.post_message(FilterApplied(self, self.value.strip()))
 
     def action_clear_filter(self) -> None:
         self.value = ""
         self.remove_class("-open")
-        self.post_message(self.Applied(self, ""))
+        self.post_message(FilterApplied(self, ""))
