@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual import events, on, work
 from textual.app import App
@@ -21,6 +23,9 @@ from screens.review_time import EffortHooks
 from screens.study import StudyScreen
 from storage import queries
 from workbench.config import ASSETS
+
+if TYPE_CHECKING:
+    from screens.verifying import VerifyProgress
 
 
 def default_keymap_path() -> Path:
@@ -65,6 +70,9 @@ class WorkbenchApp(App[None]):
                 tooltip="Show the keys that work on this screen"),
         Binding("f1", "help", "Help", show=False, id="app.help_f1",
                 tooltip="Show the keys that work on this screen"),
+        Binding("V", "verify", "Verify", show=False, id="app.verify",
+                tooltip="Verify what this screen shows (the study, a migration or an attempt) "
+                        "with the ladder verifier; unchanged attempts are skipped"),
     ]
 
     def __init__(self, db_path: Path, *, page_size: int = PAGE_SIZE,
@@ -84,6 +92,8 @@ class WorkbenchApp(App[None]):
         palette.use(self.get_css_variables())
         self.attempt_names: list[tuple[str, int, int, str]] = []
         """(slug, seq, attempt id, source) of every attempt, for the palette; loaded at start."""
+        self.verifying: VerifyProgress | None = None
+        """The progress dialog of the running (or last) verify run."""
 
     @on(events.Mount)
     def _start_effort(self) -> None:
@@ -180,6 +190,54 @@ class WorkbenchApp(App[None]):
     def run_action_on(self, node, action: str) -> None:
         """Run a binding's action on the widget or screen that owns it (from the palette)."""
         self.call_later(self.run_action, action, node)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """`V` only where there is something to verify (the study, migration and attempt screens)."""
+        if action == "verify":
+            from screens.verifying import scope_of
+
+            return scope_of(self.screen) is not None
+        return True
+
+    def action_verify(self) -> None:
+        from screens.verifying import VerifyProgress, scope_of
+
+        scope = scope_of(self.screen)
+        if scope is None:
+            return
+        if any(w.group == "verify" and not w.is_finished for w in self.workers):
+            self.notify("A verify run is going on already", severity="warning", markup=False)
+            return
+        self.verifying = VerifyProgress(scope[2])
+        self.push_screen(self.verifying)
+        self._verify(self.db_path, scope)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="verify")
+    def _verify(self, path: Path, scope) -> None:
+        from domain.errors import WorkbenchError
+        from screens.data import describe_error
+        from screens.verifying import verify_each
+
+        dialog = self.verifying
+
+        def step(done: int, total: int, label: str) -> None:
+            if dialog is not None:
+                self.call_from_thread(dialog.step, done, total, label)
+
+        try:
+            changed, total = verify_each(path, scope, step)
+        except (WorkbenchError, OSError, sqlite3.Error) as exc:
+            self.call_from_thread(self._verified, f"Verify failed: {describe_error(exc)}", "error")
+            return
+        self.call_from_thread(self._verified, f"Verified {scope[2]}: {total} attempt(s), "
+                              f"{changed} with new verdicts", "information")
+
+    def _verified(self, line: str, severity: str) -> None:
+        """The run is over: the dialog goes, the lists read their rows again, a toast says so."""
+        if self.verifying is not None and self.screen is self.verifying:
+            self.verifying.dismiss()
+        self.notify(line, severity=severity, markup=False)  # type: ignore[arg-type]
+        self.effort.study_changed()
 
     def action_back(self) -> None:
         if len(self.screen_stack) > 1:

@@ -192,3 +192,16 @@ class ReportWritten(Message):
 @dataclass
 class ReportFailed(Message):
     problem: str
+
+
+@dataclass
+class FilterApplied(Message):
+    """A list's `/` filter line asks for this filter ("" for none)."""
+
+    bar: Widget
+    value: str
+
+    @property
+    def control(self) -> Widget:
+        """The filter line, so `@on(FilterApplied, "#study-filter")` picks its list's."""
+        return self.bar

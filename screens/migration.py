@@ -14,12 +14,13 @@ from domain.models import AttemptSource, AttemptSummary, Migration
 from screens.base import PAGE_SIZE, Pager, WorkbenchScreen
 from screens.data import read
 from screens.effort import EffortActions
-from screens.messages import AttemptsPage, LoadFailed
+from screens.messages import AttemptsPage, FilterApplied, LoadFailed
 from screens.navigation import AttemptCursor
 from screens.presenters import render
 from screens.widgets.effort_panel import EffortPanel
+from screens.widgets.filter_bar import FILTER_HELP, FilterBar
 from screens.widgets.nav_table import NavTable
-from storage import queries
+from storage import queries, review
 
 COLUMNS = (
     ("#", "seq"),
@@ -66,9 +67,17 @@ class MigrationScreen(EffortActions, WorkbenchScreen):
                 tooltip="Move to the previous failed attempt"),
         Binding("s", "silent", "Silent", id="migration.next_silent",
                 tooltip="Move to the next silent failure"),
+        Binding("V", "app.verify", "Verify", id="migration.verify",
+                tooltip="Verify this migration's attempts with the ladder verifier "
+                        "(unchanged attempts are skipped)"),
+        Binding("slash", "filter", "Filter", key_display="/", id="migration.filter", tooltip=FILTER_HELP),
+        Binding("R", "reference", "Reference", id="migration.reference",
+                tooltip="Record this migration's reference run from its files (as `workbench reference --log`)"),
         Binding("c", "compare", "Compare", id="migration.compare",
                 tooltip="Mark this attempt for comparison; on a second attempt, compare the two"),
     ]
+    AUTO_FOCUS = "#attempts"
+    """The table, not the hidden filter line."""
     help_title = "migration"
 
     def __init__(self, migration: Migration, *, page_size: int = PAGE_SIZE,
@@ -82,11 +91,18 @@ class MigrationScreen(EffortActions, WorkbenchScreen):
         """The loaded attempts in table order and the one marked with `c`: handed to the
         attempt screens this screen opens (kept current as pages load)."""
         self.open_attempt = open_attempt
+        self.ladder: review.LadderCounts | None = None
+        """The header's attempts per highest level, once read."""
+        self.filter = review.ListFilter()
+        """The `/` filter the table shows (kept while attempts are opened and closed)."""
+        self.fresh: set[str] = set()
+        """Rows (attempt ids) that became a silent failure or an over-claim while shown."""
         """An attempt to open once its page has loaded (a jump from the palette)."""
 
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static(render.migration_header(self.migration), id="migration-header")
+        yield FilterBar(id="attempt-filter")
         yield Static(id="problem", classes="problem")
         table = AttemptTable(id="attempts")
         for label, key in COLUMNS:
@@ -111,19 +127,83 @@ class MigrationScreen(EffortActions, WorkbenchScreen):
         self.query_one("#problem").display = False
         self.pager.loading = True
         self.load_page(self.app.db_path, None)
+        self.load_ladder(self.app.db_path)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="migration-ladder")
+    def load_ladder(self, path: Path) -> None:
+        """The header's attempts per highest level (read again when records change)."""
+        migration_id = self.migration.id
+        counts = read(path, lambda db: review.ladder_counts(db, migration_id))
+        if isinstance(counts, LoadFailed):
+            self.post_message(counts)
+        else:
+            self.app.call_from_thread(self._show_ladder, counts)
+
+    def _show_ladder(self, counts: review.LadderCounts) -> None:
+        self.ladder = counts
+        self._show_header()
+
+    def _show_header(self) -> None:
+        out = render.migration_header(self.migration, self.ladder)
+        if self.filter:
+            out.append("\n")
+            out.append_text(render.filter_line(self.filter.describe(), len(self.summaries),
+                                               self.pager.complete))
+        self.query_one("#migration-header", Static).update(out)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="attempts")
     def load_page(self, path: Path, after: int | None) -> None:
-        migration_id, size = self.migration.id, self.pager.size
-        rows = read(
-            path, lambda db: queries.attempt_summaries(db, migration_id, after=after, limit=size)
-        )
+        migration_id, size, wanted = self.migration.id, self.pager.size, self.filter
+        rows = read(path, lambda db: self._page(db, migration_id, wanted, after, size))
         if isinstance(rows, LoadFailed):
             self.post_message(rows)
+        elif wanted == self.filter:  # else the filter changed while this page was read
+            self.post_message(AttemptsPage(self.migration.id, after, rows, len(rows) < self.pager.size))
+
+    @staticmethod
+    def _page(db, migration_id: int, wanted: review.ListFilter, after: int | None,
+              size: int) -> list[AttemptSummary]:
+        if wanted:
+            return review.filtered_attempts(db, migration_id, wanted, after=after, limit=size)
+        return queries.attempt_summaries(db, migration_id, after=after, limit=size)
+
+    def action_reference(self) -> None:
+        from screens.setup import ReferenceForm
+
+        self.app.push_screen(ReferenceForm(self.migration.slug), self._reference_added)
+
+    def _reference_added(self, new_id: int | None) -> None:
+        """The new reference run is pinned first: the attempts are read again from the start."""
+        if new_id is None:
             return
-        self.post_message(
-            AttemptsPage(self.migration.id, after, rows, len(rows) < self.pager.size)
-        )
+        self.query_one(AttemptTable).clear()
+        self.summaries.clear()
+        self._sync_cursor()
+        self.pager = Pager(size=self.pager.size, loading=True)
+        self.load_page(self.app.db_path, None)
+        self.load_ladder(self.app.db_path)
+
+    def action_filter(self) -> None:
+        self.query_one(FilterBar).open()
+
+    @on(FilterApplied, "#attempt-filter")
+    def _filter_applied(self, message: FilterApplied) -> None:
+        try:
+            wanted = review.parse_filter(message.value)
+        except ValueError as exc:
+            self.app.notify(str(exc), severity="error", markup=False)
+            return
+        table = self.query_one(AttemptTable)
+        table.focus()
+        if wanted == self.filter:
+            return
+        self.filter = wanted
+        table.clear()
+        self.summaries.clear()
+        self._sync_cursor()
+        self.pager = Pager(size=self.pager.size, loading=True)
+        self._show_header()
+        self.load_page(self.app.db_path, None)
 
     def on_attempts_page(self, message: AttemptsPage) -> None:
         if message.migration_id != self.migration.id or message.after != self.pager.after:
@@ -147,12 +227,15 @@ class MigrationScreen(EffortActions, WorkbenchScreen):
             self.pager.after = message.rows[-1].attempt.seq
         self.pager.complete = message.complete
         self.pager.loading = False
+        if self.filter:
+            self._show_header()
         if message.after is None:
             if table.row_count:
                 self._show_detail(table.cursor_row)
             else:
                 self.query_one("#attempt-detail", Static).update(
-                    Text("No attempts recorded for this migration.", style="dim")
+                    Text("No attempt meets the filter (/ then escape clears it)." if self.filter
+                         else "No attempts recorded for this migration.", style="dim")
                 )
         self._maybe_load_more(table)
         if self.open_attempt is not None:
@@ -161,46 +244,77 @@ class MigrationScreen(EffortActions, WorkbenchScreen):
     # --- records changed (another reviewer, a form, a verify run): rows read again ------------
     def study_changed(self) -> None:
         """Called by the effort poller when the database changed: the loaded attempts are read
-        again and their rows updated in place (the cursor stays where it is)."""
-        if self.summaries and not self.pager.loading and self.pager.after is not None:
-            self.reload_rows(self.app.db_path, self.pager.after)
+        again and their rows updated in place, new attempts added (the cursor stays where it is)."""
+        self.load_ladder(self.app.db_path)
+        if not self.pager.loading and (self.pager.complete or self.pager.after is not None):
+            self.reload_rows(self.app.db_path, None if self.pager.complete else self.pager.after)
 
     def effort_saved(self, what: str) -> None:
         super().effort_saved(what)
         self.study_changed()
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="attempts-refresh")
-    def reload_rows(self, path: Path, last: int) -> None:
-        migration_id = self.migration.id
+    def reload_rows(self, path: Path, last: int | None) -> None:
+        """Every attempt up to seq `last` (all of them when the list is complete)."""
+        migration_id, wanted = self.migration.id, self.filter
 
         def gather(db):
             rows = []
             after = None
             while True:
-                page = queries.attempt_summaries(db, migration_id, after=after, limit=500)
+                page = self._page(db, migration_id, wanted, after, 500)
                 rows += page
-                if len(page) < 500 or page[-1].attempt.seq >= last:
+                if len(page) < 500 or (last is not None and page[-1].attempt.seq >= last):
                     return rows
                 after = page[-1].attempt.seq
 
         rows = read(path, gather)
-        if not isinstance(rows, LoadFailed):
-            self.app.call_from_thread(self._refreshed, rows)
+        if not isinstance(rows, LoadFailed) and wanted == self.filter:
+            self.app.call_from_thread(self._refreshed, rows, last is None)
 
-    def _refreshed(self, rows: list[AttemptSummary]) -> None:
+    def _refreshed(self, rows: list[AttemptSummary], complete: bool) -> None:
         table = self.query_one(AttemptTable)
         width = max(12, self.app.size.width - FIXED_WIDTH)
         keys = [key for _, key in COLUMNS]
+        added = False
         with self.app.batch_update():
             for summary in rows:
                 key = str(summary.attempt.id)
-                if key not in self.summaries or summary == self.summaries[key]:
+                old = self.summaries.get(key)
+                if old is None and not complete or summary == old:
                     continue
                 self.summaries[key] = summary
-                for column, cell in zip(keys, render.attempt_row(summary, command_width=width)):
-                    table.update_cell(key, column, cell)
+                news = render.news_of(old, summary)
+                if news:
+                    self.fresh.add(key)
+                    self.app.notify(f"{self.migration.slug} #{summary.attempt.seq}: {news}",
+                                    severity="warning", markup=False)
+                cells = self._cells(summary, width)
+                if old is None:
+                    table.add_row(*cells, key=key)
+                    added = True
+                else:
+                    for column, cell in zip(keys, cells):
+                        table.update_cell(key, column, cell)
+            if added:
+                self._keep_cursor(table, lambda: table.sort("seq", "source", key=_pin_key))
         self._sync_cursor()
         self._show_detail(table.cursor_row)
+
+    def _cells(self, summary: AttemptSummary, width: int) -> tuple[Text, ...]:
+        """The row's cells; one marked since it newly became a silent failure or an over-claim."""
+        cells = render.attempt_row(summary, command_width=width)
+        if str(summary.attempt.id) in self.fresh:
+            cells[0].stylize(render.FRESH)
+        return cells
+
+    @staticmethod
+    def _keep_cursor(table: DataTable, change) -> None:
+        """`change` the table with the cursor on the same row (by key) after it."""
+        key = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key if table.row_count else None
+        change()
+        if key is not None:
+            table.move_cursor(row=table.get_row_index(key), animate=False)
 
     def _open_pending(self, table: DataTable) -> None:
         key = str(self.open_attempt)

@@ -14,10 +14,11 @@ from domain.models import MigrationSummary
 from domain.text import clean
 from screens.base import PAGE_SIZE, Pager, WorkbenchScreen
 from screens.data import read
-from screens.messages import LoadFailed, MigrationsPage, StudyLoaded
+from screens.messages import FilterApplied, LoadFailed, MigrationsPage, StudyLoaded
 from screens.presenters import render
+from screens.widgets.filter_bar import FILTER_HELP, FilterBar
 from screens.widgets.nav_table import NavTable
-from storage import queries
+from storage import queries, review
 
 COLUMNS = (
     ("Migration", "slug"),
@@ -47,9 +48,19 @@ class StudyScreen(WorkbenchScreen):
 
     BINDINGS = [
         Binding("q", "app.quit", "Quit", id="study.quit", tooltip="Quit workbench"),
+        Binding("V", "app.verify", "Verify", id="study.verify",
+                tooltip="Verify every attempt of the study with the ladder verifier "
+                        "(unchanged attempts are skipped)"),
+        Binding("slash", "filter", "Filter", key_display="/", id="study.filter", tooltip=FILTER_HELP),
+        Binding("N", "new_migration", "New migration", id="study.new_migration",
+                tooltip="Add a migration (as `workbench migration add`): repository, target, goal"),
+        Binding("plus", "new_migration", "New migration", show=False, key_display="+",
+                id="study.new_migration_plus", tooltip="Add a migration (as `workbench migration add`)"),
         Binding("e", "export", "Export", id="study.export",
                 tooltip="Export a counted report (Markdown, HTML, CSV, JSON, LaTeX)"),
     ]
+    AUTO_FOCUS = "#migrations"
+    """The table, not the hidden filter line."""
     help_title = "study"
 
     def action_export(self) -> None:
@@ -64,10 +75,17 @@ class StudyScreen(WorkbenchScreen):
         """The loaded migrations by slug, in table order."""
         self.total: int | None = None
         self.totals: dict[str, int] | None = None
+        self.filter = review.ListFilter()
+        """The `/` filter the table shows (applied in SQL, so paging still works)."""
+        self.fresh: set[str] = set()
+        """Rows (slugs) whose silent failures or over-claims went up while shown."""
+        self.ladder: review.LadderCounts | None = None
+        """Attempts per highest level; set by the worker just before it posts the totals."""
 
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static(Text("Loading the study…", style="dim"), id="study-counts")
+        yield FilterBar(id="study-filter")
         yield Static(id="problem", classes="problem")
         table = MigrationTable(id="migrations")
         for label, key in COLUMNS:
@@ -84,11 +102,11 @@ class StudyScreen(WorkbenchScreen):
     @work(thread=True, exclusive=True, exit_on_error=False, group="study")
     def load_study(self, path: Path) -> None:
         """The study record, its totals and the first page of migrations."""
-        size = self.pager.size
+        size, wanted = self.pager.size, self.filter
         result = read(path, lambda db: (
             queries.get_study(db),
             queries.count_migrations(db),
-            queries.migration_summaries(db, after=None, limit=size),
+            self._page(db, wanted, None, size),
         ))
         if isinstance(result, LoadFailed):
             self.post_message(result)
@@ -97,20 +115,63 @@ class StudyScreen(WorkbenchScreen):
         # The table first; the study's totals (a pass over every attempt) follow.
         self.post_message(StudyLoaded(study, total, None))
         self.post_message(MigrationsPage(None, rows, len(rows) < self.pager.size))
-        totals = read(path, queries.study_totals)
-        if isinstance(totals, LoadFailed):
-            self.post_message(totals)
+        counted = read(path, lambda db: (queries.study_totals(db), review.ladder_counts(db)))
+        if isinstance(counted, LoadFailed):
+            self.post_message(counted)
             return
-        self.post_message(StudyLoaded(study, total, totals))
+        self.ladder = counted[1]
+        self.post_message(StudyLoaded(study, total, counted[0]))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="migrations")
-    def load_page(self, path: Path, after: str) -> None:
-        size = self.pager.size
-        rows = read(path, lambda db: queries.migration_summaries(db, after=after, limit=size))
+    def load_page(self, path: Path, after: str | None) -> None:
+        size, wanted = self.pager.size, self.filter
+        rows = read(path, lambda db: self._page(db, wanted, after, size))
         if isinstance(rows, LoadFailed):
             self.post_message(rows)
+        elif wanted == self.filter:  # else the filter changed while this page was read
+            self.post_message(MigrationsPage(after, rows, len(rows) < self.pager.size))
+
+    @staticmethod
+    def _page(db, wanted: review.ListFilter, after: str | None, size: int) -> list[MigrationSummary]:
+        if wanted:
+            return review.filtered_migrations(db, wanted, after=after, limit=size)
+        return queries.migration_summaries(db, after=after, limit=size)
+
+    def action_new_migration(self) -> None:
+        from screens.setup import NewMigrationForm
+
+        self.app.push_screen(NewMigrationForm(), self._migration_added)
+
+    def _migration_added(self, new_id: int | None) -> None:
+        """A migration was added: the study is read again from the start (the empty-study
+        panel gives way to the table)."""
+        if new_id is None:
             return
-        self.post_message(MigrationsPage(after, rows, len(rows) < self.pager.size))
+        self.query_one(MigrationTable).clear()
+        self.summaries.clear()
+        self.pager = Pager(size=self.pager.size, loading=True)
+        self.load_study(self.app.db_path)
+
+    def action_filter(self) -> None:
+        self.query_one(FilterBar).open()
+
+    @on(FilterApplied, "#study-filter")
+    def _filter_applied(self, message: FilterApplied) -> None:
+        try:
+            wanted = review.parse_filter(message.value)
+        except ValueError as exc:
+            self.app.notify(str(exc), severity="error", markup=False)
+            return
+        table = self.query_one(MigrationTable)
+        table.focus()
+        if wanted == self.filter:
+            return
+        self.filter = wanted
+        table.clear()
+        self.summaries.clear()
+        self.pager = Pager(size=self.pager.size, loading=True)
+        self._show_counts()
+        self.load_page(self.app.db_path, None)
 
     def on_study_loaded(self, message: StudyLoaded) -> None:
         self.total = message.migrations
@@ -142,42 +203,71 @@ class StudyScreen(WorkbenchScreen):
     # --- records changed (another reviewer, a form, a verify run): counts read again ----------
     def study_changed(self) -> None:
         """Called by the effort poller when the database changed: the loaded rows and the totals
-        are read again and updated in place (the cursor stays where it is)."""
-        if self.summaries and not self.pager.loading:
-            self.reload_rows(self.app.db_path, next(reversed(self.summaries)))
+        are read again and updated in place, new migrations added (the cursor stays put)."""
+        if self.pager.loading:
+            return
+        last = None if self.pager.complete else self.pager.after
+        if last is not None or self.pager.complete:
+            self.reload_rows(self.app.db_path, last)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="study-refresh")
-    def reload_rows(self, path: Path, last: str) -> None:
+    def reload_rows(self, path: Path, last: str | None) -> None:
+        """Every migration up to slug `last` (all of them when the list is complete)."""
+        wanted = self.filter
+
         def gather(db):
             rows = []
             after = None
             while True:  # keyset pages up to the last loaded slug, never more than is shown
-                page = queries.migration_summaries(db, after=after, limit=500)
-                rows += [r for r in page if r.migration.slug <= last]
-                if len(page) < 500 or page[-1].migration.slug >= last:
+                page = self._page(db, wanted, after, 500)
+                rows += [r for r in page if last is None or r.migration.slug <= last]
+                if len(page) < 500 or (last is not None and page[-1].migration.slug >= last):
                     return (queries.get_study(db), queries.count_migrations(db), rows,
-                            queries.study_totals(db))
+                            queries.study_totals(db), review.ladder_counts(db))
                 after = page[-1].migration.slug
 
         result = read(path, gather)
-        if not isinstance(result, LoadFailed):
+        if not isinstance(result, LoadFailed) and wanted == self.filter:
             self.app.call_from_thread(self._refreshed, *result)
 
-    def _refreshed(self, study, total: int, rows: list[MigrationSummary], totals) -> None:
+    def _refreshed(self, study, total: int, rows: list[MigrationSummary], totals,
+                   ladder: review.LadderCounts) -> None:
+        self.ladder = ladder
         table = self.query_one(MigrationTable)
         keys = [key for _, key in COLUMNS]
+        added = False
         with self.app.batch_update():
             for summary in rows:
                 slug = summary.migration.slug
-                if slug not in self.summaries:
-                    continue  # added since: it shows when the study is opened again
-                if summary == self.summaries[slug]:
+                old = self.summaries.get(slug)
+                if summary == old:
                     continue
                 self.summaries[slug] = summary
-                for key, cell in zip(keys, render.migration_row(summary)):
-                    table.update_cell(slug, key, cell)
+                news = render.migration_news(old, summary) if old is not None else ""
+                if news:
+                    self.fresh.add(slug)
+                    self.app.notify(f"{slug}: {news}", severity="warning", markup=False)
+                cells = render.migration_row(summary)
+                if slug in self.fresh:
+                    cells[0].stylize(render.FRESH)
+                if old is None:
+                    table.add_row(*cells, key=slug)
+                    added = True
+                else:
+                    for key, cell in zip(keys, cells):
+                        table.update_cell(slug, key, cell)
+            if added:
+                self._sorted(table)
         self.on_study_loaded(StudyLoaded(study, total, totals))
         self._show_detail(table.cursor_row)
+
+    def _sorted(self, table: DataTable) -> None:
+        """Rows back in slug order after new ones were added, the cursor on the same row."""
+        key = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key if table.row_count else None
+        table.sort("slug", key=lambda cell: cell.plain)
+        self.summaries = {k: self.summaries[k] for k in sorted(self.summaries)}
+        if key is not None:
+            table.move_cursor(row=table.get_row_index(key), animate=False)
 
     def on_load_failed(self, message: LoadFailed) -> None:
         super().on_load_failed(message)
@@ -193,17 +283,24 @@ class StudyScreen(WorkbenchScreen):
         if self.total is None:
             line.append("Loading the study…", style="dim")
         elif self.total == 0:
-            line.append("No migrations in this study yet: import a bundle with ", style="dim")
-            line.append("workbench import")
+            from screens.setup import next_steps
+
+            line = next_steps()
         else:
             line.append(f"{self.total} migration{'s' if self.total != 1 else ''}", style="bold")
             loaded = len(self.summaries)
-            if loaded < self.total:
+            if self.filter:
+                line.append(" · ", style="dim")
+                line.append_text(render.filter_line(self.filter.describe(), loaded, self.pager.complete))
+            elif loaded < self.total:
                 line.append(f" · {loaded} loaded, more as you scroll", style="dim")
             if self.totals:
                 line.append("\n")
-                line.append_text(render.study_totals(self.totals))
+                line.append_text(render.study_totals(self.totals, self.ladder))
         self.query_one("#study-counts", Static).update(line)
+        empty = self.total == 0
+        self.query_one(MigrationTable).display = not empty
+        self.query_one("#migration-detail").display = not empty
 
     def _show_detail(self, row: int) -> None:
         detail = self.query_one("#migration-detail", Static)

@@ -8,9 +8,11 @@ import threading
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlite_utils import Database
 
+from domain.models import AttemptSummary, MigrationSummary
 from storage.database import BUSY_TIMEOUT_S
 
 ATTEMPT_CHOICES = 2000
@@ -75,3 +77,203 @@ class ChangeWatcher:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+
+@dataclass(frozen=True, slots=True)
+class LadderCounts:
+    """Agent attempts by highest level reached (verified ones only), and the rest: so a header
+    never reads "failed 0/5" while nothing has been verified."""
+
+    levels: dict[int, int]
+    """Highest level (0..5) to the number of verified attempts that reached it and no more."""
+    unverified: int
+    failed: int
+    """Attempts with a current failure record."""
+    judged: int
+    """Attempts verified or with a failure record: what `failed` is out of."""
+
+    @property
+    def attempts(self) -> int:
+        return sum(self.levels.values()) + self.unverified
+
+
+def ladder_counts(db: Database, migration_id: int | None = None) -> LadderCounts:
+    """The ladder counts of one migration, or of the whole study when `migration_id` is None
+    (one grouped pass over the agent attempts)."""
+    from storage.queries import ATTEMPT_LEVEL, EFFECTIVE_VERDICTS
+
+    rows = db.execute(f"""
+        WITH {EFFECTIVE_VERDICTS}, {ATTEMPT_LEVEL}
+        SELECT CASE WHEN l.verified THEN l.level END AS level, count(*),
+               SUM(EXISTS (SELECT 1 FROM failure f WHERE f.attempt_id = l.id
+                           AND f.superseded_by IS NULL)) AS failed
+        FROM attempt_level l WHERE (:m IS NULL OR l.migration_id = :m)
+        GROUP BY 1""", {"m": migration_id}).fetchall()
+    levels = {int(r[0]): int(r[1]) for r in rows if r[0] is not None}
+    unverified = sum(int(r[1]) for r in rows if r[0] is None)
+    failed = sum(int(r[2] or 0) for r in rows)
+    failed_unverified = sum(int(r[2] or 0) for r in rows if r[0] is None)
+    return LadderCounts(levels, unverified, failed, sum(levels.values()) + failed_unverified)
+
+
+def verify_targets(db: Database, slug: str | None = None, seq: int | None = None) -> list[tuple[str, int]]:
+    """(migration slug, seq) of the agent attempts a verify run covers: the study's, one
+    migration's, or one attempt's; the app verifies them one by one to show progress."""
+    return [(str(r[0]), int(r[1])) for r in db.execute(
+        "SELECT m.slug, a.seq FROM attempt a JOIN migration m ON m.id = a.migration_id"
+        " WHERE a.source != 'reference' AND (:slug IS NULL OR m.slug = :slug)"
+        " AND (:seq IS NULL OR a.seq = :seq) ORDER BY m.slug, a.seq",
+        {"slug": slug, "seq": seq}).fetchall()]
+
+
+# --------------------------------------------------------------------------- list filters
+FILTER_KEYS = ("status", "level", "cause", "silent", "overclaim", "source", "reviewer")
+"""The `key:value` terms a list filter takes (docs in the help screen); other words are free text."""
+_KEY_ALIASES = {"over-claim": "overclaim", "over": "overclaim", "lvl": "level"}
+_YES, _NO = {"yes", "y", "true", "1"}, {"no", "n", "false", "0"}
+
+
+@dataclass(frozen=True, slots=True)
+class ListFilter:
+    """What `/` typed on a list: free words (all must appear) and `key:value` terms (all hold)."""
+
+    words: tuple[str, ...] = ()
+    terms: tuple[tuple[str, str], ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.words or self.terms)
+
+    def describe(self) -> str:
+        return " ".join([*self.words, *(f"{k}:{v}" for k, v in self.terms)])
+
+
+def parse_filter(raw: str) -> ListFilter:
+    """`raw` as a filter; a bad term raises ValueError with one line to show."""
+    words: list[str] = []
+    terms: list[tuple[str, str]] = []
+    for token in raw.split():
+        key, sep, value = token.partition(":")
+        if not sep:
+            words.append(token.lower())
+            continue
+        key = _KEY_ALIASES.get(key.lower(), key.lower())
+        if key not in FILTER_KEYS or not value:
+            raise ValueError(f"{token!r}: filter terms are key:value with key one of {', '.join(FILTER_KEYS)}")
+        value = value.lower()
+        if key in ("silent", "overclaim") and value not in _YES | _NO:
+            raise ValueError(f"{token!r}: {key} takes yes or no")
+        if key == "level" and _level_bounds(value) is None:
+            raise ValueError(f"{token!r}: level takes 0 to 5, >=N, <=N or none")
+        terms.append((key, value))
+    return ListFilter(tuple(words), tuple(terms))
+
+
+def _level_bounds(value: str) -> tuple[int, int] | None:
+    """`N`, `>=N`, `<=N`, `>N`, `<N` as an inclusive range; (-1, -1) for `none` (unverified)."""
+    if value in ("none", "unverified"):
+        return (-1, -1)
+    for op, lo, hi in ((">=", 0, 0), ("<=", 0, 0), (">", 1, 0), ("<", 0, -1), ("", 0, 0)):
+        if value.startswith(op) and value[len(op):].isdigit() and 0 <= int(value[len(op):]) <= 5:
+            n = int(value[len(op):])
+            return {">=": (n, 5), "<=": (0, n), ">": (n + lo, 5), "<": (0, n + hi), "": (n, n)}[op]
+    return None
+
+
+def _attempt_term(key: str, value: str, a: str) -> tuple[str, list[Any]]:
+    """SQL (needs EFFECTIVE_VERDICTS) true when the attempt row `a` meets `key:value`."""
+    from storage.queries import level_of, over_claim_of, verified_of
+
+    current = f"FROM failure f WHERE f.attempt_id = {a}.id AND f.superseded_by IS NULL"
+    if key == "status":
+        return f"{a}.status LIKE ? || '%'", [value]
+    if key == "source":
+        return f"{a}.source LIKE ? || '%'", [value]
+    if key == "cause":
+        return f"EXISTS (SELECT 1 {current} AND f.cause LIKE ? || '%')", [value]
+    if key == "silent":
+        return f"{'' if value in _YES else 'NOT '}EXISTS (SELECT 1 {current} AND f.silent)", []
+    if key == "overclaim":
+        return f"COALESCE({over_claim_of(a)}, 0) = ?", [1 if value in _YES else 0]
+    if key == "reviewer":
+        return (f"(EXISTS (SELECT 1 FROM verification v WHERE v.attempt_id = {a}.id AND v.reviewer = ?"
+                f" AND v.superseded_by IS NULL) OR EXISTS (SELECT 1 FROM intervention i"
+                f" WHERE i.attempt_id = {a}.id AND i.reviewer = ?))", [value, value])
+    lo, hi = _level_bounds(value) or (-1, -1)
+    if lo < 0:
+        return f"NOT {verified_of(a)}", []
+    return f"({verified_of(a)} AND {level_of(a)} BETWEEN ? AND ?)", [lo, hi]
+
+
+def _text_term(word: str, columns: list[str]) -> tuple[str, list[Any]]:
+    """Any of `columns` holds `word` (instr: linear, no pattern syntax in the word)."""
+    return "(" + " OR ".join(f"instr(lower(COALESCE({c}, '')), ?) > 0" for c in columns) + ")", [word] * len(columns)
+
+
+def _where(parts: list[tuple[str, list[Any]]]) -> tuple[str, list[Any]]:
+    sql = " AND ".join(p for p, _ in parts) or "1"
+    return sql, [v for _, values in parts for v in values]
+
+
+def filtered_attempt_seqs(db: Database, migration_id: int, f: ListFilter, *, after: int | None,
+                          limit: int) -> list[int]:
+    """The seqs of the migration's attempts that meet `f`, a keyset page at a time."""
+    from storage.queries import EFFECTIVE_VERDICTS
+
+    parts = [_text_term(w, ["a.argv", "a.claim", "a.commit_sha"]) for w in f.words]
+    parts += [_attempt_term(k, v, "a") for k, v in f.terms]
+    where, params = _where(parts)
+    sql = (f"WITH {EFFECTIVE_VERDICTS} SELECT a.seq FROM attempt a WHERE a.migration_id = ?"
+           f" AND (? IS NULL OR a.seq > ?) AND {where} ORDER BY a.seq LIMIT ?")
+    return [int(r[0]) for r in db.execute(sql, [migration_id, after, after, *params, limit]).fetchall()]
+
+
+def _migration_term(key: str, value: str) -> tuple[str, list[Any]]:
+    """SQL true when the migration row `m` meets `key:value` (through any of its agent attempts
+    for cause, silent, over-claim, source; its highest verified level for level)."""
+    from storage.queries import level_of, verified_of
+
+    if key == "status":
+        return "m.status LIKE ? || '%'", [value]
+    agent = "FROM attempt a WHERE a.migration_id = m.id AND a.source != 'reference'"
+    if key == "level":
+        lo, hi = _level_bounds(value) or (-1, -1)
+        if lo < 0:
+            return f"EXISTS (SELECT 1 {agent} AND NOT {verified_of('a')})", []
+        return (f"(SELECT MAX({level_of('a')}) {agent} AND {verified_of('a')}) BETWEEN ? AND ?", [lo, hi])
+    if key in ("silent", "overclaim") and value in _NO:
+        sql, params = _attempt_term(key, "yes", "a")
+        return f"NOT EXISTS (SELECT 1 {agent} AND {sql})", params
+    sql, params = _attempt_term(key, value, "a")
+    if key == "reviewer":
+        sql = f"({sql} OR EXISTS (SELECT 1 FROM decision d WHERE d.migration_id = m.id AND d.reviewer = ?))"
+        params = [*params, value]
+    return f"EXISTS (SELECT 1 {agent} AND {sql})", params
+
+
+def filtered_migrations(db: Database, f: ListFilter, *, after: str | None, limit: int) -> list[MigrationSummary]:
+    """The migrations that meet `f`, by slug, a keyset page at a time, summed up as the
+    unfiltered list shows them."""
+    from storage.queries import EFFECTIVE_VERDICTS, migration_summaries
+
+    parts = [_text_term(w, ["m.slug", "m.title"]) for w in f.words]
+    parts += [_migration_term(k, v) for k, v in f.terms]
+    where, params = _where(parts)
+    slugs = [str(r[0]) for r in db.execute(
+        f"WITH {EFFECTIVE_VERDICTS} SELECT m.slug FROM migration m WHERE (? IS NULL OR m.slug > ?)"
+        f" AND {where} ORDER BY m.slug LIMIT ?", [after, after, *params, limit]).fetchall()]
+    out = []
+    for slug in slugs:
+        before = db.execute("SELECT max(slug) FROM migration WHERE slug < ?", [slug]).fetchone()[0]
+        out += migration_summaries(db, after=before, limit=1)
+    return out
+
+
+def filtered_attempts(db: Database, migration_id: int, f: ListFilter, *, after: int | None,
+                      limit: int) -> list[AttemptSummary]:
+    """The migration's attempts that meet `f`, as `queries.attempt_summaries` gives them."""
+    from storage.queries import attempt_summaries
+
+    out = []
+    for seq in filtered_attempt_seqs(db, migration_id, f, after=after, limit=limit):
+        out += attempt_summaries(db, migration_id, after=seq - 1, limit=1)
+    return out

@@ -7,6 +7,8 @@ reach the terminal as a control sequence.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 
 from domain.costs import parse_time
@@ -24,6 +26,9 @@ from domain.models import (
 from domain.text import clean
 from screens.presenters.palette import tone
 from screens.text import text
+
+if TYPE_CHECKING:
+    from storage.review import LadderCounts
 
 NONE = "–"
 """Shown where there is no value (an en dash, so it is not read as a minus sign)."""
@@ -96,12 +101,35 @@ def money(value: float | None) -> Text:
     return Text(f"${value:.2f}" if value >= 0.01 else f"${value:.4f}", justify="right")
 
 
-def study_totals(totals: dict[str, int]) -> Text:
-    """The study's counts as the paper reports them."""
-    attempts, failed, silent = totals["attempts"], totals["failed"], totals["silent"]
+def ladder_counts(counts: LadderCounts) -> Text:
+    """Agent attempts per highest level verified, and how many are not verified yet."""
     out = Text()
+    for value in range(6):
+        n = counts.levels.get(value, 0)
+        out.append(f"L{value} ", style="dim")
+        out.append(str(n), style=f"bold {level(value).style}".strip() if n else "dim")
+        out.append(" ")
+    out.append("· ", style="dim")
+    out.append(f"{counts.unverified} unverified",
+               style=tone("bold $text-warning") if counts.unverified else "dim")
+    return out
+
+
+def study_totals(totals: dict[str, int], counts: LadderCounts | None = None) -> Text:
+    """The study's counts as the paper reports them; with the ladder counts, failures are out of
+    the attempts judged (verified or with a failure), never "failed 0/n" before verification."""
+    failed, silent = totals["failed"], totals["silent"]
+    out = Text()
+    if counts is not None:
+        out.append_text(ladder_counts(counts))
+        out.append("\n")
     out.append("failed ", style="dim")
-    out.append(f"{failed}/{attempts}", style="bold")
+    if counts is None:
+        out.append(f"{failed}/{totals['attempts']}", style="bold")
+    elif counts.judged:
+        out.append(f"{failed}/{counts.judged}", style="bold")
+    else:
+        out.append("– (nothing verified)", style="dim")
     out.append(" · silent ", style="dim")
     out.append(f"{silent}", style=tone("bold $text-error") if silent else "bold")
     out.append(f" ({silent * 100 // failed if failed else 0}%)")
@@ -111,6 +139,40 @@ def study_totals(totals: dict[str, int]) -> Text:
     per = totals["interventions"] / totals["migrations"] if totals["migrations"] else 0
     out.append(f"{per:.1f}", style="bold")
     out.append("/migration", style="dim")
+    return out
+
+
+FRESH = "reverse bold"
+"""How a list marks a row that newly became a silent failure or an over-claim while shown."""
+
+
+def news_of(old: AttemptSummary | None, new: AttemptSummary) -> str:
+    """What a re-read row newly says that a reviewer must see ("" when nothing): a silent
+    failure or an over-claim that was not there before (or a new attempt that has one)."""
+    said = []
+    was_silent = old is not None and old.failure is not None and old.failure.silent
+    if new.failure is not None and new.failure.silent and not was_silent:
+        said.append(f"new silent failure ({clean(str(new.failure.cause))})")
+    if new.over_claim and not (old is not None and old.over_claim):
+        said.append("new over-claim")
+    return ", ".join(said)
+
+
+def migration_news(old: MigrationSummary | None, new: MigrationSummary) -> str:
+    """As `news_of`, for a study row: its silent failures or over-claims went up."""
+    said = []
+    if new.silent_failures > (old.silent_failures if old else 0):
+        said.append("new silent failure")
+    if new.over_claims > (old.over_claims if old else 0):
+        said.append("new over-claim")
+    return ", ".join(said)
+
+
+def filter_line(described: str, shown: int, complete: bool) -> Text:
+    """The header's note of the `/` filter: what it is and how many rows meet it so far."""
+    out = Text("filter ", style="dim")
+    out.append_text(text(described, "bold"))
+    out.append(f" · {shown}{'' if complete else '+'} shown (escape in / clears)", style="dim")
     return out
 
 
@@ -134,8 +196,9 @@ def migration_detail(summary: MigrationSummary) -> Text:
     return out
 
 
-def migration_header(m: Migration) -> Text:
-    """The migration screen's heading: title, then status, target, goal and acceptance."""
+def migration_header(m: Migration, counts: LadderCounts | None = None) -> Text:
+    """The migration screen's heading: title, then status, target, goal and acceptance, then
+    (once read) the attempts per highest level."""
     out = Text()
     out.append_text(text(m.slug, "bold"))
     out.append("  ")
@@ -148,6 +211,11 @@ def migration_header(m: Migration) -> Text:
     out.append_text(text(goal(m)))
     out.append(" · accept ", style="dim")
     out.append(f"L{m.acceptance_level}")
+    if counts is not None:
+        out.append("\n")
+        out.append_text(ladder_counts(counts))
+        out.append(" · failed ", style="dim")
+        out.append(f"{counts.failed}/{counts.judged}" if counts.judged else "–", style="bold")
     return out
 
 

@@ -1,0 +1,139 @@
+"""Issue 14 in the app: the forms that set a study up, calling the same services (and so giving
+the same one-line errors) as `workbench migration add` and `workbench reference --log`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.widgets import Input, Label, Select, Static
+
+from domain.errors import WorkbenchError
+from domain.text import clean
+from screens.forms import RecordForm, Save
+from workbench import config
+
+NEXT_STEPS = (
+    ("N or +", "add a migration here (the form of `workbench migration add`)"),
+    ("reference", "workbench reference STUDY SLUG --log FILE (R on a migration)"),
+    ("import", "workbench import claude-code STUDY --project DIR"),
+    ("watch", "workbench watch STUDY (imports sessions as the agent works)"),
+)
+"""What an empty study's screen says to do next, in order."""
+
+
+def next_steps() -> Text:
+    out = Text("No migrations in this study yet. Next:\n", style="bold")
+    for key, line in NEXT_STEPS:
+        out.append(f"  {key:<10}", style="bold")
+        out.append(f" {line}\n")
+    return out
+
+
+def _number(value: str, what: str) -> float | None:
+    from workbench.studies import finite
+
+    return finite(value, what) if value.strip() else None
+
+
+class NewMigrationForm(RecordForm):
+    """`workbench migration add` as a form; dismisses with the new migration's id."""
+
+    form_title = "New migration"
+    record_name = "migration"
+    FIELDS = (
+        ("slug", "Slug (SLUG)", ""), ("repo", "Repository (--repo, a git working tree)", ""),
+        ("base", "Base revision (--base)", "HEAD"), ("target", "Target (--target ACCEL[:CHIPS])", ""),
+        ("runtime", "Runtime (--runtime)", "torch_xla"), ("goal", "Goal metric (--goal)", ""),
+        ("reference", "Reference value (--reference-value)", ""),
+        ("tolerance", "Tolerance (--tolerance)", "0"), ("command", "Command (--command)", ""),
+        ("title", "Title (--title)", ""), ("acceptance", "Acceptance level (--acceptance-level)", "4"),
+    )
+
+    def compose_fields(self) -> ComposeResult:
+        for key, label, value in self.FIELDS:
+            yield Label(label)
+            yield Input(value, id=f"new-{key}")
+            if key == "goal":
+                yield Label("Direction (--direction)")
+                yield Select([("max: higher is better", "max"), ("min: lower is better", "min")],
+                             value="max", allow_blank=False, id="new-direction")
+
+    def build(self) -> Save:
+        try:
+            return self._build()
+        except WorkbenchError as exc:  # the service's one-line checks, said on the form
+            raise ValueError(str(exc)) from None
+
+    def _build(self) -> Save:
+        from workbench.studies import MigrationSpec, add_migration, finite, open_existing
+
+        got = {key: self.query_one(f"#new-{key}", Input).value for key, _, _ in self.FIELDS}
+        level = got["acceptance"].strip()
+        spec = MigrationSpec(
+            slug=got["slug"].strip(), repo=Path(got["repo"].strip()).expanduser(),
+            base=got["base"].strip() or "HEAD", target=got["target"].strip(),
+            runtime=got["runtime"].strip() or "torch_xla", goal=got["goal"].strip(),
+            direction=str(self.query_one("#new-direction", Select).value),
+            reference_value=finite(got["reference"], "--reference-value"),
+            tolerance=finite(got["tolerance"] or "0", "--tolerance", minimum=0.0),
+            command=got["command"].strip() or None, title=got["title"].strip() or None,
+            acceptance_level=int(level) if level.isdigit() else 0,
+        )
+        path = self.app.db_path
+
+        def save(_db) -> int:
+            sdb = open_existing(path)
+            try:
+                return add_migration(sdb, spec, config.reviewer()).id
+            finally:
+                sdb.close()
+
+        return save
+
+
+class ReferenceForm(RecordForm):
+    """`workbench reference --log` as a form; dismisses with the reference attempt's id."""
+
+    form_title = "Record a reference run"
+    record_name = "reference run"
+
+    def __init__(self, slug: str) -> None:
+        super().__init__()
+        self.slug = slug
+
+    def compose_fields(self) -> ComposeResult:
+        yield Static(Text(f"The original code's run of {clean(self.slug)}, from its files."),
+                     classes="form-info")
+        for key, label in (("log", "Log file (--log)"), ("metrics", "Metrics, JSON Lines (--metrics)"),
+                           ("wall", "Wall-clock seconds (--wall)"), ("hardware", "Hardware (--hardware ACCEL:N)"),
+                           ("command", "Command (--command; default the migration's)")):
+            yield Label(label)
+            yield Input(id=f"ref-{key}")
+
+    def build(self) -> Save:
+        from workbench.studies import open_existing, record_reference
+
+        got = {key: self.query_one(f"#ref-{key}", Input).value.strip()
+               for key in ("log", "metrics", "wall", "hardware", "command")}
+        if not got["log"]:
+            raise ValueError("--log: give the reference run's log file")
+        try:
+            wall = _number(got["wall"], "--wall")
+        except WorkbenchError as exc:
+            raise ValueError(str(exc)) from None
+        path, slug = self.app.db_path, self.slug
+
+        def save(_db) -> int:
+            sdb = open_existing(path)
+            try:
+                return record_reference(
+                    sdb, slug, log=Path(got["log"]).expanduser(),
+                    metrics=Path(got["metrics"]).expanduser() if got["metrics"] else None, wall=wall,
+                    hardware=got["hardware"] or None, command=got["command"] or None,
+                    reviewer=config.reviewer()).id
+            finally:
+                sdb.close()
+
+        return save

@@ -1,0 +1,103 @@
+"""Verify from the app (issue 20): `V` on the study, migration and attempt screens runs the
+verifier over what that screen shows, one attempt at a time in a thread worker, with progress in
+a dialog that `escape` hides (the run goes on; a toast says when it is done)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import ProgressBar, Static
+
+from domain.text import clean
+from screens.data import read
+from screens.messages import LoadFailed
+from storage import review
+
+Scope = tuple[str | None, int | None, str]
+"""(migration slug or None for the study, attempt seq or None, what the dialog calls it)."""
+
+
+def scope_of(screen) -> Scope | None:
+    """What `V` verifies on this screen; None where it does not apply."""
+    from screens.attempt import AttemptScreen
+    from screens.migration import MigrationScreen
+    from screens.study import StudyScreen
+
+    if isinstance(screen, AttemptScreen):
+        slug, seq = screen.migration.slug, screen.summary.attempt.seq
+        return slug, seq, f"{clean(slug)} #{seq}"
+    if isinstance(screen, MigrationScreen):
+        return screen.migration.slug, None, clean(screen.migration.slug)
+    if isinstance(screen, StudyScreen):
+        return None, None, "the whole study"
+    return None
+
+
+def verify_each(path: Path, scope: Scope, step: Callable[[int, int, str], None]) -> tuple[int, int]:
+    """Verify every attempt in `scope` (unchanged inputs are skipped by the verifier), calling
+    `step(done, total, label)` before each; returns (attempts verified again, attempts)."""
+    from domain.errors import WorkbenchError
+    from storage.database import open_study
+    from workbench import config
+    from workbench.verify import verify_study
+
+    slug, seq, _ = scope
+    targets = read(path, lambda db: review.verify_targets(db, slug, seq))
+    if isinstance(targets, LoadFailed):
+        raise WorkbenchError(targets.problem)
+    reviewer, changed = config.reviewer(), 0
+    study = open_study(path)
+    try:
+        for done, (m, s) in enumerate(targets):
+            step(done, len(targets), f"{clean(m)} #{s}")
+            changed += verify_study(study.db, reviewer, slug=m, seq=s).changed
+    finally:
+        study.close()
+    step(len(targets), len(targets), "done")
+    return changed, len(targets)
+
+
+class VerifyProgress(ModalScreen[None]):
+    """Progress of a verify run; `escape` hides it while the run goes on."""
+
+    BINDINGS = [
+        Binding("escape", "dismiss", "Hide", id="verify.hide",
+                tooltip="Hide this dialog; verification goes on and a toast says when it is done"),
+    ]
+
+    def __init__(self, label: str) -> None:
+        super().__init__(classes="verify-progress")
+        self.label = label
+        self.progress: tuple[int, int, str] | None = None
+        """(attempts done, attempts, the one being verified), as the worker last said."""
+
+    def compose(self) -> ComposeResult:
+        with Vertical() as box:
+            box.border_title = "Verify"
+            box.border_subtitle = "escape hides · the run goes on"
+            yield Static(Text(f"Verifying {self.label}…"), id="verify-what")
+            yield ProgressBar(total=None, show_eta=False, id="verify-bar")
+            yield Static(Text("Listing the attempts…", style="dim"), id="verify-step")
+
+    def step(self, done: int, total: int, label: str) -> None:
+        """Record and show how far the run is (the dialog may be hidden or not mounted yet)."""
+        self.progress = (done, total, label)
+        if self.is_mounted and self.is_attached:
+            self._show()
+
+    def on_mount(self) -> None:
+        if self.progress is not None:
+            self._show()
+
+    def _show(self) -> None:
+        assert self.progress is not None
+        done, total, label = self.progress
+        self.query_one(ProgressBar).update(total=total, progress=done)
+        shown = "done" if done >= total else f"{done + 1} of {total}: {label}"
+        self.query_one("#verify-step", Static).update(Text(shown))

@@ -1,0 +1,306 @@
+"""The study and migration lists at 80x24: ladder headers, verify from the app, filters, the
+empty study and its forms, live refresh."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_app import screen_text, settle
+
+from screens.app import WorkbenchApp
+from screens.migration import MigrationScreen
+from screens.presenters import render
+from storage.database import open_study
+from storage.review import LadderCounts, ladder_counts
+from workbench.bundle import import_bundle
+from workbench.config import DEMO_BUNDLE
+
+
+@pytest.fixture
+def unverified(tmp_path: Path) -> Path:
+    """The demo bundle imported, nothing verified yet."""
+    study = open_study(tmp_path / "fresh.db", create=True)
+    assert not import_bundle(study, DEMO_BUNDLE, "ana").problems
+    study.close()
+    return tmp_path / "fresh.db"
+
+
+def test_ladder_counts_group_verified_attempts_by_highest_level(demo_db: Path) -> None:
+    db = open_study(demo_db).db
+    counts = ladder_counts(db)
+    assert counts.levels == {0: 1, 1: 1, 2: 2, 4: 2} and counts.unverified == 0
+    assert counts.failed == 6 and counts.judged == 6
+    one = ladder_counts(db, 1)
+    assert one.attempts == sum(one.levels.values()) < counts.attempts
+
+
+async def test_headers_show_the_ladder(demo_db: Path) -> None:
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        text = screen_text(app)
+        assert "L0 " in text and "L5 " in text and "0 unverified" in text
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, MigrationScreen)
+        header = str(app.screen.query_one("#migration-header").render())
+        assert "unverified" in header and "failed " in header
+
+
+def test_unverified_attempts_never_read_as_failed_none() -> None:
+    totals = {"migrations": 1, "attempts": 5, "failed": 0, "silent": 0, "over_claims": 0,
+              "interventions": 0}
+    shown = render.study_totals(totals, LadderCounts({}, 5, 0, 0)).plain
+    assert "failed 0/5" not in shown and "5 unverified" in shown and "nothing verified" in shown
+
+
+async def test_verify_from_the_study_migration_and_attempt_screens(demo_db: Path) -> None:
+    from screens.attempt import AttemptScreen
+    from screens.verifying import VerifyProgress
+
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert "V Verify" in screen_text(app)
+        await pilot.press("V")
+        assert isinstance(app.verifying, VerifyProgress)  # the progress dialog was shown
+        await app.workers.wait_for_complete()
+        await settle(pilot)
+        assert not isinstance(app.screen, VerifyProgress)  # done: the dialog went
+        assert app.verifying is not None and app.verifying.progress == (6, 6, "done")
+        toasts = [n.message for n in app._notifications]
+        assert any("Verified the whole study: 6 attempt(s)" in t for t in toasts)
+        await pilot.press("enter")
+        await settle(pilot)
+        await pilot.press("j", "enter")
+        await settle(pilot)
+        assert isinstance(app.screen, AttemptScreen)
+        await pilot.press("V")
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await settle(pilot)
+        assert isinstance(app.screen, AttemptScreen)
+        toasts = [n.message for n in app._notifications]
+        assert any("Verified bow-classifier #1: 1 attempt(s)" in t for t in toasts)
+
+
+async def test_verify_on_the_migration_screen_fills_the_ladder(unverified: Path) -> None:
+    app = WorkbenchApp(unverified)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        text = screen_text(app)
+        assert "6 unverified" in text and "failed 0/" not in text
+        await pilot.press("j", "enter")
+        await settle(pilot)
+        assert isinstance(app.screen, MigrationScreen)
+        header = app.screen.query_one("#migration-header")
+        assert "4 unverified" in str(header.render())
+        await pilot.press("V")
+        await app.workers.wait_for_complete()
+        await settle(pilot)
+        await app.workers.wait_for_complete()
+        await settle(pilot)
+        assert isinstance(app.screen, MigrationScreen)
+        assert "0 unverified" in str(header.render()) and "failed 4/4" in str(header.render())
+        assert "✓✓✓✓✗" in screen_text(app)  # the rows were read again in place
+        toasts = [n.message for n in app._notifications]
+        assert any("Verified mlp-classifier: 4 attempt(s), 4 with new verdicts" in t for t in toasts)
+
+
+def test_filters_parse_and_narrow_in_sql(demo_db: Path) -> None:
+    from storage.review import filtered_attempts, filtered_migrations, parse_filter
+
+    db = open_study(demo_db).db
+    mlp = db.execute("SELECT id FROM migration WHERE slug = 'mlp-classifier'").fetchone()[0]
+
+    def seqs(raw: str) -> list[int]:
+        return [a.attempt.seq for a in filtered_attempts(db, mlp, parse_filter(raw), after=None, limit=50)]
+
+    assert seqs("") == [0, 1, 2, 3, 4]
+    assert seqs("silent:yes") == [2, 3, 4] and seqs("over-claim:yes") == [1, 3]
+    assert seqs("level:4") == [4] and seqs("level:<=1") == [1, 3] and seqs("cause:num") == [3]
+    assert seqs("source:ref") == [0] and seqs("status:nonzero") == [1] and seqs("level:none") == [0]
+    assert seqs("steps silent:no") == [0, 1]
+    assert seqs("silent:yes") [1:] == [a.attempt.seq for a in filtered_attempts(
+        db, mlp, parse_filter("silent:yes"), after=2, limit=50)]  # keyset paging
+    slugs = [m.migration.slug for m in filtered_migrations(db, parse_filter("MLP"), after=None, limit=9)]
+    assert slugs == ["mlp-classifier"]
+    assert [m.migration.slug for m in filtered_migrations(db, parse_filter("cause:num"), after=None,
+                                                          limit=9)] == ["mlp-classifier"]
+    for bad in ("foo:1", "level:9", "silent:maybe", "cause:"):
+        with pytest.raises(ValueError):
+            parse_filter(bad)
+    # a pattern-like word is taken literally, and in linear time on a 1 MB word
+    assert seqs("%") == [] and seqs("x" * 1_000_000) == []
+
+
+async def type_filter(pilot, value: str) -> None:
+    """`/`, the filter typed, enter."""
+    from screens.widgets.filter_bar import FilterBar
+
+    await pilot.press("slash")
+    bar = pilot.app.screen.query_one(FilterBar)
+    assert bar.display and bar.has_focus
+    bar.value = value
+    await pilot.press("enter")
+    await settle(pilot)
+
+
+async def test_filter_the_lists_and_keep_it_across_an_attempt(demo_db: Path) -> None:
+    from test_app import column
+
+    from screens.attempt import AttemptScreen
+    from screens.study import StudyScreen
+
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await type_filter(pilot, "cause:num")
+        assert column(app, "slug") == ["mlp-classifier"]
+        assert "filter cause:num · 1 shown" in screen_text(app)
+        await type_filter(pilot, "x:1")  # a bad term: said, the filter unchanged
+        assert any("filter terms are key:value" in n.message for n in app._notifications)
+        assert column(app, "slug") == ["mlp-classifier"]
+        app.screen.query_one("#migrations").focus()
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, MigrationScreen)
+        await type_filter(pilot, "silent:yes level:>=3")
+        assert column(app, "seq") == ["4"]
+        assert "filter silent:yes level:>=3" in screen_text(app)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, AttemptScreen)
+        await pilot.press("escape")
+        await settle(pilot)
+        assert column(app, "seq") == ["4"]  # the filter survived the attempt
+        await pilot.press("slash", "escape")  # escape in the input clears it
+        await settle(pilot)
+        assert column(app, "seq") == ["0", "1", "2", "3", "4"]
+        assert "filter" not in str(app.screen.query_one("#migration-header").render())
+        await pilot.press("escape")
+        await settle(pilot)
+        assert isinstance(app.screen, StudyScreen) and column(app, "slug") == ["mlp-classifier"]
+
+
+async def fill(pilot, values: dict[str, str]) -> None:
+    from textual.widgets import Input
+
+    for selector, value in values.items():
+        pilot.app.screen.query_one(selector, Input).value = value
+    await pilot.press("ctrl+s")
+    await pilot.app.workers.wait_for_complete()
+    await settle(pilot)
+
+
+async def test_an_empty_study_says_what_next_and_the_forms_set_it_up(tmp_path: Path) -> None:
+    import json
+
+    from conftest import make_repo
+    from test_app import column
+
+    from screens.setup import NewMigrationForm, ReferenceForm
+    from workbench.studies import init_study
+
+    db = tmp_path / "s.db"
+    init_study(db, "My study", {"tpu-v5e": 1.2}, slug=None, reviewer="ana")
+    make_repo(tmp_path / "project", [{"train.py": "print('train')\n"}])
+    app = WorkbenchApp(db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        text = screen_text(app)
+        assert "No migrations in this study yet" in text and "workbench migration add" in text and "N or +" in text
+        assert "workbench reference" in text and "claude-code" in text and "workbench watch" in text
+        assert not app.screen.query_one("#migrations").display  # no empty table
+        await pilot.press("N")
+        await settle(pilot)
+        assert isinstance(app.screen, NewMigrationForm)
+        await fill(pilot, {"#new-slug": "mlp", "#new-repo": str(tmp_path / "nope"),
+                           "#new-target": "tpu-v5e:4", "#new-goal": "eval_accuracy",
+                           "#new-reference": "0.9", "#new-command": "python train.py"})
+        assert isinstance(app.screen, NewMigrationForm)  # the service's one line, on the form
+        assert "--repo" in str(app.screen.query_one("#form-error").render())
+        await fill(pilot, {"#new-reference": "lots"})
+        assert "--reference-value: 'lots' is not a number" in str(app.screen.query_one("#form-error").render())
+        await fill(pilot, {"#new-reference": "0.9", "#new-repo": str(tmp_path / "project")})
+        assert not isinstance(app.screen, NewMigrationForm)
+        await settle(pilot)
+        assert column(app, "slug") == ["mlp"] and app.screen.query_one("#migrations").display
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, MigrationScreen)
+        await pilot.press("R")
+        await settle(pilot)
+        assert isinstance(app.screen, ReferenceForm)
+        log, metrics = tmp_path / "ref.log", tmp_path / "ref.jsonl"
+        log.write_text("step 1 loss 0.9\nstep 2 eval_accuracy 0.91\n")
+        metrics.write_text(json.dumps({"name": "eval_accuracy", "step": 2, "value": 0.91}) + "\n")
+        await fill(pilot, {"#ref-log": str(tmp_path / "none.log")})
+        assert "cannot read" in str(app.screen.query_one("#form-error").render())
+        await fill(pilot, {"#ref-log": str(log), "#ref-wall": "60"})
+        assert isinstance(app.screen, MigrationScreen)
+        await settle(pilot)
+        assert column(app, "source") == ["ref"]
+
+
+def workbench(*args: str) -> None:
+    """The CLI in another process, as a second reviewer's terminal would run it."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-m", "cli", *args], cwd=root, capture_output=True, text=True,
+                          env={**__import__("os").environ, "PYTHONPATH": str(root)}, timeout=300)
+    assert done.returncode == 0, done.stderr
+
+
+async def until(pilot, condition, timeout: float = 20.0) -> None:
+    import time
+
+    end = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < end, "the screen did not catch up"
+        await pilot.pause(0.1)
+
+
+async def test_lists_follow_another_process_in_place(unverified: Path, tmp_path: Path) -> None:
+    import asyncio
+
+    from test_app import column
+
+    from screens.study import StudyScreen
+
+    app = WorkbenchApp(unverified)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        study = app.screen
+        assert isinstance(study, StudyScreen)
+        await pilot.press("j")  # the cursor on mlp-classifier
+        await asyncio.to_thread(workbench, "verify", str(unverified), "--migration", "bow-classifier")
+        await until(pilot, lambda: column(app, "level")[0] == "L4" and "4 unverified" in screen_text(app))
+        assert study.query_one("#migrations").cursor_row == 1  # the cursor stayed
+        toasts = [n.message for n in app._notifications]
+        assert any(t.startswith("bow-classifier: new silent failure") for t in toasts)
+        assert "bow-classifier" in study.fresh and "4 unverified" in screen_text(app)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, MigrationScreen) and app.screen.migration.slug == "mlp-classifier"
+        await pilot.press("j", "j")  # on #2
+        await asyncio.to_thread(workbench, "verify", str(unverified), "--migration", "mlp-classifier")
+        # the verifier commits attempt by attempt: wait for the last one
+        await until(pilot, lambda: column(app, "ladder") == ["·····", "✗?✗??", "✓✓✗✓✗", "✓✗✓✗✗", "✓✓✓✓✗"])
+        await until(pilot, lambda: "0 unverified" in str(app.screen.query_one("#migration-header").render()))
+        screen = app.screen
+        assert screen.current().attempt.seq == 2  # the cursor stayed on its attempt
+        toasts = [n.message for n in app._notifications]
+        assert any(t.startswith("mlp-classifier #3: new silent failure") for t in toasts)
+        assert any("#1: new over-claim" in t for t in toasts)
+        assert {"#1", "#3"} <= {f"#{screen.summaries[k].attempt.seq}" for k in screen.fresh}
+        assert "0 unverified" in str(screen.query_one("#migration-header").render())
+        log = tmp_path / "ref.log"
+        log.write_text("step 2 eval_accuracy 0.91\n")
+        await asyncio.to_thread(workbench, "reference", str(unverified), "mlp-classifier", "--log", str(log),
+                                "--command", "python train.py")
+        await until(pilot, lambda: len(column(app, "seq")) == 6)  # a new reference run, pinned first
+        assert column(app, "source")[:2] == ["ref", "ref"] and screen.current().attempt.seq == 2
