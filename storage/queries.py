@@ -89,6 +89,23 @@ def verified_of(a: str) -> str:
     return f"EXISTS (SELECT 1 FROM verdict v WHERE v.attempt_id = {a}.id AND v.superseded_by IS NULL)"
 
 
+PASS_MASK = "SUM(CASE WHEN e.outcome = 'pass' AND e.level BETWEEN 1 AND 5 THEN 1 << (e.level - 1) END)"
+"""SQL aggregate over `effective e` rows: bit L-1 set when level L passes."""
+
+
+def level_from_mask(mask: str) -> str:
+    """SQL: the highest L whose levels 1 to L all pass, from a PASS_MASK value (0 when level 1 fails)."""
+    return (f"CASE WHEN {mask} & 1 = 0 THEN 0 WHEN {mask} & 3 != 3 THEN 1 WHEN {mask} & 7 != 7 THEN 2"
+            f" WHEN {mask} & 15 != 15 THEN 3 WHEN {mask} & 31 != 31 THEN 4 ELSE 5 END")
+
+
+def level_of(a: str) -> str:
+    """SQL (needs EFFECTIVE_VERDICTS): the level of the attempt row `a`, one correlated pass over its
+    effective verdicts (for filters on a page of rows; `attempt_stats` counts a whole study)."""
+    return (f"(SELECT {level_from_mask('m.mask')} FROM (SELECT COALESCE({PASS_MASK}, 0) AS mask"
+            f" FROM effective e WHERE e.attempt_id = {a}.id) m)")
+
+
 def over_claim_of(a: str) -> str:
     """SQL (needs EFFECTIVE_VERDICTS): 1 when the attempt's effective expected level is above its
     level, 0 when not, NULL when it is not verified or has no expected level."""
@@ -122,8 +139,7 @@ attempt_mask AS (
     SELECT a.id, a.migration_id, a.expected_level, g.attempt_id IS NOT NULL AS verified,
            COALESCE(g.mask, 0) AS mask
     FROM attempt a LEFT JOIN (
-        SELECT e.attempt_id, SUM(CASE WHEN e.outcome = 'pass' AND e.level BETWEEN 1 AND 5
-                                 THEN 1 << (e.level - 1) END) AS mask
+        SELECT e.attempt_id, {PASS_MASK} AS mask
         FROM effective e {"" if where is None else f"WHERE e.attempt_id IN (SELECT a.id FROM attempt a WHERE {where})"}
         GROUP BY e.attempt_id) g ON g.attempt_id = a.id
     WHERE a.source != 'reference' AND ({where or 1})
@@ -132,8 +148,7 @@ attempt_stat AS (
     SELECT id, migration_id, verified, level,
            CASE WHEN x IS NULL OR NOT verified THEN NULL ELSE level < x END AS over_claim
     FROM (SELECT a.id, a.migration_id, a.verified, {expected_level_of("a")} AS x,
-                 CASE WHEN a.mask & 1 = 0 THEN 0 WHEN a.mask & 3 != 3 THEN 1 WHEN a.mask & 7 != 7 THEN 2
-                      WHEN a.mask & 15 != 15 THEN 3 WHEN a.mask & 31 != 31 THEN 4 ELSE 5 END AS level
+                 {level_from_mask("a.mask")} AS level
           FROM attempt_mask a)
 )"""
 

@@ -100,14 +100,15 @@ class LadderCounts:
 def ladder_counts(db: Database, migration_id: int | None = None) -> LadderCounts:
     """The ladder counts of one migration, or of the whole study when `migration_id` is None
     (one grouped pass over the agent attempts)."""
-    from storage.queries import ATTEMPT_LEVEL, EFFECTIVE_VERDICTS
+    from storage.queries import EFFECTIVE_VERDICTS, attempt_stats
 
+    where = None if migration_id is None else "a.migration_id = :m"
     rows = db.execute(f"""
-        WITH {EFFECTIVE_VERDICTS}, {ATTEMPT_LEVEL}
+        WITH {EFFECTIVE_VERDICTS}, {attempt_stats(where)}
         SELECT CASE WHEN l.verified THEN l.level END AS level, count(*),
                SUM(EXISTS (SELECT 1 FROM failure f WHERE f.attempt_id = l.id
                            AND f.superseded_by IS NULL)) AS failed
-        FROM attempt_level l WHERE (:m IS NULL OR l.migration_id = :m)
+        FROM attempt_stat l
         GROUP BY 1""", {"m": migration_id}).fetchall()
     levels = {int(r[0]): int(r[1]) for r in rows if r[0] is not None}
     unverified = sum(int(r[1]) for r in rows if r[0] is None)
