@@ -235,8 +235,11 @@ class Verdict:
 
     @property
     def effective(self) -> Outcome:
-        """The latest human override wins; the automated outcome stays visible beside it."""
-        return self.overrides[-1].outcome if self.overrides else self.outcome
+        """The latest human override wins (domain.ladder.effective_outcome); the automated outcome
+        stays visible beside it."""
+        from domain.ladder import effective_outcome
+
+        return Outcome(effective_outcome(self.outcome, [o.outcome for o in self.overrides]))
 
 
 @dataclass(frozen=True, slots=True)
