@@ -93,7 +93,7 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
                 yield DiffPane(self.app.db_path, self.migration.repo, new=a.commit,
                                previous=previous[1] if previous else None,
                                previous_label=f"attempt #{previous[0]}" if previous else "",
-                               base=self.migration.base_commit)
+                               base=self.migration.base_commit, attempt_id=a.id)
             with TabPane("Log", id="log"):
                 yield LogPane(self.app.db_path, a.log_id)
             with TabPane("Verdicts", id="verdicts"):

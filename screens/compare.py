@@ -72,7 +72,8 @@ class CompareScreen(WorkbenchScreen):
                                  ref_id if ref_id not in (a.id, b.id) else None, self.migration.id)
             with TabPane("Diff", id="diff"):
                 yield DiffPane(self.app.db_path, self.migration.repo, new=b.commit, previous=a.commit,
-                               previous_label=f"attempt #{a.seq}", base=self.migration.base_commit)
+                               previous_label=f"attempt #{a.seq}", base=self.migration.base_commit,
+                               attempt_id=b.id)
         yield Footer()
 
     def on_mount(self) -> None:

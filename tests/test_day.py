@@ -354,3 +354,39 @@ def test_bad_input_to_rerun_jobs_import_and_serve_is_one_line_and_exit_2(xla_stu
             assert len(result.stderr.strip().splitlines()) == 1, (args, result.stderr)
     finally:
         taken.close()
+
+
+def test_the_diff_pane_shows_the_edits_of_an_attempt_without_a_commit(cc_study, tmp_path):
+    """Issue 20 item 2 in the app: no `bad revision ''`, the transcript's edits file by file."""
+    import asyncio
+
+    from test_app import screen_text, settle
+    from tests.import_helpers import Transcript
+
+    from screens.app import WorkbenchApp
+    from screens.widgets.diff_view import DiffPane
+    from workbench.importers.claude_code import ClaudeCodeImporter
+
+    t = Transcript()
+    t.edit("train.py", "device = 'cuda'", "device = xm.xla_device()")
+    t.bash("python train.py", "step 1 loss 0.5")
+    ClaudeCodeImporter(cc_study, "mlp-xla", "ana").run([t.dump(tmp_path / "s.jsonl")])
+    path = cc_study.path
+
+    async def run() -> None:
+        app = WorkbenchApp(path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            await pilot.press("enter")  # the migration
+            await settle(pilot)
+            await pilot.press("j", "enter")  # attempt #1, below the reference
+            await settle(pilot)
+            await pilot.press("2")
+            await settle(pilot)
+            pane = app.screen.query_one(DiffPane)
+            assert pane.problem == "" and pane.diff is not None
+            assert [f.path for f in pane.diff.files] == ["train.py"]
+            shown = screen_text(app)
+            assert "bad revision" not in shown and "+device = xm.xla_device()" in shown
+
+    asyncio.run(run())

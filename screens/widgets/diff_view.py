@@ -182,9 +182,12 @@ class DiffPane(Vertical):
     ]
 
     def __init__(self, db_path: Path, repo: str, *, new: str, previous: str | None, base: str,
-                 previous_label: str = "the previous attempt", **kwargs) -> None:
+                 previous_label: str = "the previous attempt", attempt_id: int | None = None,
+                 **kwargs) -> None:
         super().__init__(**kwargs)
         self.db_path = db_path
+        self.attempt_id = attempt_id
+        """The attempt shown: without a commit (`new` empty) its recorded edits are the diff."""
         self.repo = repo
         self.new = new
         self.previous = previous
@@ -216,10 +219,15 @@ class DiffPane(Vertical):
     @work(thread=True, exclusive=True, exit_on_error=False, group="diff")
     def _load(self, repo: str, old: str, new: str) -> None:
         from domain.errors import WorkbenchError
-        from workbench.diffs import git_diff
+        from screens.data import reading
+        from workbench.diffs import attempt_diff, git_diff
 
         try:
-            diff = git_diff(repo, old, new)
+            if new or self.attempt_id is None:
+                diff = git_diff(repo, old, new)
+            else:
+                with reading(self.db_path) as db:
+                    diff = attempt_diff(db, repo, old, new, self.attempt_id)
             self.post_message(DiffLoaded((old, new), diff))
         except WorkbenchError as exc:
             self.post_message(DiffLoaded((old, new), None, clean(str(exc))))
