@@ -361,10 +361,10 @@ def test_the_diff_pane_shows_the_edits_of_an_attempt_without_a_commit(cc_study, 
     import asyncio
 
     from test_app import screen_text, settle
-    from tests.import_helpers import Transcript
 
     from screens.app import WorkbenchApp
     from screens.widgets.diff_view import DiffPane
+    from tests.import_helpers import Transcript
     from workbench.importers.claude_code import ClaudeCodeImporter
 
     t = Transcript()
