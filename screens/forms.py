@@ -393,6 +393,8 @@ class BudgetForm(RecordForm):
             for name, label, integer in self.FIELDS
         }
         level = effort.check_acceptance_level(self.query_one("#budget-level", Select).value)
+        if Budgets(**values) == self.budgets and level == self.acceptance_level:
+            raise ValueError("nothing changed: edit a budget or the acceptance level, or press escape")
         reason = self.query_one("#budget-reason", Input).value
         reviewer, migration_id = config.reviewer(), self.migration_id
         return lambda db: records.add_budget_change(

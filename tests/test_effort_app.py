@@ -192,6 +192,12 @@ async def test_budgets_edited_in_the_app(db_path: Path) -> None:
         screen = await open_migration(pilot)
         form = await open_form(pilot, "B", BudgetForm)
         assert form.query_one("#budget-compute-dollars", Input).value == "50"
+        await save(pilot, form)  # nothing edited: no record of a change that is not one
+        assert "nothing changed" in error_text(form) and app.screen is form
+        form.query_one("#budget-staff-hours", Input).value = "-5"
+        await save(pilot, form)
+        assert "must be 0 or more" in error_text(form)
+        form.query_one("#budget-staff-hours", Input).value = "6"
         form.query_one("#budget-attempts", Input).value = "2.5"
         await save(pilot, form)
         assert "attempts: '2.5' is not a whole number" in error_text(form)
