@@ -212,6 +212,13 @@ class JobScreen(Screen[None]):
         self.query_one("#job-status", Static).update(text(line + result))
         if not job.active:
             self.done = True
+            bar = self.query_one(ProgressBar)
+            bar.update(total=bar.total or 1, progress=bar.total or 1)  # a finished job stops animating
+            self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """A finished job has nothing left to cancel: the key leaves the footer."""
+        return not (action == "cancel_job" and self.done)
 
     def action_cancel_job(self) -> None:
         now = time.monotonic()

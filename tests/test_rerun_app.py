@@ -19,7 +19,11 @@ async def _until(pilot, predicate, timeout=30.0):
 
 
 async def test_r_shows_the_command_in_full_and_runs_only_on_run(tmp_path):
-    from textual.widgets import Log, Static, TextArea
+    from textual.widgets import Footer, Log, ProgressBar, Static, TextArea
+
+    def footer_text(screen) -> str:
+        footer = screen.query_one(Footer)
+        return " ".join(str(key.render()) for key in footer.query("FooterKey"))
 
     from screens.app import WorkbenchApp
     from screens.rerun import JobScreen, RerunLauncher, open_launcher
@@ -59,6 +63,10 @@ async def test_r_shows_the_command_in_full_and_runs_only_on_run(tmp_path):
         assert "step 7/7" in log
         status = str(screen.query_one("#job-status", Static).content)
         assert "finished" in status and "new attempt #2" in status
+        await pilot.pause(0.3)
+        bar = screen.query_one(ProgressBar)
+        assert bar.total is not None and bar.progress == bar.total  # stopped, not animating
+        assert "Back" in footer_text(screen) and "Cancel job" not in footer_text(screen)  # nothing to cancel
     s = open_study(tmp_path / "study.db")
     job = jobs.list_jobs(s.db)[0]
     assert job.state is JobState.FINISHED and job.spec.argv == ("python3", "train.py", "7")
