@@ -74,14 +74,14 @@ def test_watch_follows_a_growing_session(tmp_path: Path) -> None:
     try:
         time.sleep(1.0)  # let it start
         append(session, t.lines[:3])
-        first = wait_for(db, VERIFIED, [(1, "ok", 0, 1)])
+        wait_for(db, VERIFIED, [(1, "ok", 0, 1)])
         half = len(json.dumps(t.lines[4])) // 2
         append(session, t.lines[3:5], cut=len(json.dumps(t.lines[3])) + 1 + half)
         time.sleep(1.5)  # several rounds: the half line waits, so the call is not imported yet
         assert query(db, VERIFIED) == [(1, "ok", 0, 1)]
         with session.open("ab") as fh:
             fh.write((json.dumps(t.lines[4]) + "\n").encode()[half:])
-        second = wait_for(db, VERIFIED, [(1, "ok", 0, 1), (2, "nonzero_exit", 1, 1)])
+        wait_for(db, VERIFIED, [(1, "ok", 0, 1), (2, "nonzero_exit", 1, 1)])
         append(session, t.lines[5:6])  # a call whose result has not come yet: no verdict
         wait_for(db, VERIFIED, [(1, "ok", 0, 1), (2, "nonzero_exit", 1, 1), (3, "no_result", None, 0)])
         t.result(running, "step 1 loss 0.9\n", extra={"stdout": "step 1 loss 0.9\n", "stderr": ""})
@@ -96,7 +96,6 @@ def test_watch_follows_a_growing_session(tmp_path: Path) -> None:
         watch.send_signal(signal.SIGINT)
         out, err = watch.communicate(timeout=30)
     assert watch.returncode == 0, err
-    assert first < 2.0 and second < 2.0, (first, second)
     assert query(db, "SELECT COUNT(*), COUNT(DISTINCT external_id) FROM attempt WHERE source = 'agent'") == [(4, 4)]
     assert query(db, "SELECT COUNT(*), COUNT(DISTINCT attempt_id) FROM verification WHERE superseded_by IS NULL"
                      " AND attempt_id IN (SELECT id FROM attempt WHERE source = 'agent')") == [(4, 4)]
