@@ -7,11 +7,12 @@ from typing import Generic, TypeVar
 
 from rich.text import Text
 from textual.screen import Screen
-from textual.widgets import Static
+from textual.widgets import DataTable, Static
 from textual.worker import Worker, WorkerState
 
 from screens.data import describe_error
 from screens.messages import LoadFailed
+from storage import review
 
 K = TypeVar("K")
 
@@ -46,3 +47,28 @@ class WorkbenchScreen(Screen):
         problem = self.query_one("#problem", Static)
         problem.update(Text(message.problem))
         problem.display = True
+
+
+class FilteredList(WorkbenchScreen):
+    """A keyset-paged list screen with a `/` filter (`filter`, `summaries`, `pager` by key)."""
+
+    filter: review.ListFilter
+    summaries: dict
+    pager: Pager
+
+    def restart_filtered(self, value: str, table: DataTable) -> bool:
+        """Take the filter a FilterBar applied: a bad one is a one-line toast; a changed one empties
+        the list to be read again from its first page (True)."""
+        try:
+            wanted = review.parse_filter(value)
+        except ValueError as exc:
+            self.app.notify(str(exc), severity="error", markup=False)
+            return False
+        table.focus()
+        if wanted == self.filter:
+            return False
+        self.filter = wanted
+        table.clear()
+        self.summaries.clear()
+        self.pager = Pager(size=self.pager.size, loading=True)
+        return True

@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Footer, Header, Static
 
 from domain.models import AttemptSource, AttemptSummary, Migration
-from screens.base import PAGE_SIZE, Pager, WorkbenchScreen
+from screens.base import PAGE_SIZE, FilteredList, Pager
 from screens.data import read
 from screens.effort import EffortActions
 from screens.messages import AttemptsPage, FilterApplied, LoadFailed
@@ -55,7 +55,7 @@ def _pin_key(values: tuple[Text, Text]) -> tuple[bool, int]:
     return (source.plain != render.SOURCE[AttemptSource.REFERENCE][0], int(seq.plain))
 
 
-class MigrationScreen(EffortActions, WorkbenchScreen):
+class MigrationScreen(EffortActions, FilteredList):
     """Pushed from the study screen; `escape` goes back."""
 
     BINDINGS = [
@@ -188,22 +188,10 @@ class MigrationScreen(EffortActions, WorkbenchScreen):
 
     @on(FilterApplied, "#attempt-filter")
     def _filter_applied(self, message: FilterApplied) -> None:
-        try:
-            wanted = review.parse_filter(message.value)
-        except ValueError as exc:
-            self.app.notify(str(exc), severity="error", markup=False)
-            return
-        table = self.query_one(AttemptTable)
-        table.focus()
-        if wanted == self.filter:
-            return
-        self.filter = wanted
-        table.clear()
-        self.summaries.clear()
-        self._sync_cursor()
-        self.pager = Pager(size=self.pager.size, loading=True)
-        self._show_header()
-        self.load_page(self.app.db_path, None)
+        if self.restart_filtered(message.value, self.query_one(AttemptTable)):
+            self._sync_cursor()
+            self._show_header()
+            self.load_page(self.app.db_path, None)
 
     def on_attempts_page(self, message: AttemptsPage) -> None:
         if message.migration_id != self.migration.id or message.after != self.pager.after:

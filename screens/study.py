@@ -12,7 +12,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from domain.models import MigrationSummary
 from domain.text import clean
-from screens.base import PAGE_SIZE, Pager, WorkbenchScreen
+from screens.base import PAGE_SIZE, FilteredList, Pager
 from screens.data import read
 from screens.messages import FilterApplied, LoadFailed, MigrationsPage, StudyLoaded
 from screens.presenters import render
@@ -43,7 +43,7 @@ class MigrationTable(NavTable):
     ]
 
 
-class StudyScreen(WorkbenchScreen):
+class StudyScreen(FilteredList):
     """Lists the migrations; the app's base screen, so `q` quits here and only here."""
 
     BINDINGS = [
@@ -157,21 +157,9 @@ class StudyScreen(WorkbenchScreen):
 
     @on(FilterApplied, "#study-filter")
     def _filter_applied(self, message: FilterApplied) -> None:
-        try:
-            wanted = review.parse_filter(message.value)
-        except ValueError as exc:
-            self.app.notify(str(exc), severity="error", markup=False)
-            return
-        table = self.query_one(MigrationTable)
-        table.focus()
-        if wanted == self.filter:
-            return
-        self.filter = wanted
-        table.clear()
-        self.summaries.clear()
-        self.pager = Pager(size=self.pager.size, loading=True)
-        self._show_counts()
-        self.load_page(self.app.db_path, None)
+        if self.restart_filtered(message.value, self.query_one(MigrationTable)):
+            self._show_counts()
+            self.load_page(self.app.db_path, None)
 
     def on_study_loaded(self, message: StudyLoaded) -> None:
         self.total = message.migrations
