@@ -697,6 +697,12 @@ def crash_cause(run: Run) -> tuple[FailureCause, list[Evidence], str]:
     return FailureCause.CRASH, [_record("exit_code", a.exit_code)], "exited with an error status"
 
 
+def _wrong_configuration(failed: list[LevelResult]) -> LevelResult | None:
+    """Level 3's failure when its cause is a wrong configuration, else None."""
+    return next((r for r in failed if r.level == 3 and r.causes
+                 and r.causes[0][0] is FailureCause.WRONG_CONFIGURATION), None)
+
+
 def judge(
     run: Run,
     reference: Run | None,
@@ -729,6 +735,10 @@ def judge(
                 cause, cause_ev, note = crash_cause(run)
             else:
                 cause, cause_ev, note = FailureCause.INCOMPLETE, first.evidence, first.reason
+        elif first.level == 2 and (setup := _wrong_configuration(failed)) is not None:
+            # a run on the wrong configuration (processes each alone, fewer devices) cannot match
+            # the reference's numbers: the configuration is the cause, the mismatch its effect
+            (cause, cause_ev), note = setup.causes[0], f"{setup.reason}; so {first.reason}"
         elif first.level == 5 and abnormal:
             cause, cause_ev, note = FailureCause.HOST_SYNC, notes, f"{first.reason}; abnormal host syncs: {notes[0].text}"
         else:
