@@ -16,12 +16,6 @@ ATTEMPT_CHILDREN = ("attempt_edit", "attempt_tool_call")
 """Tables of an attempt's ordered child rows (column `ord`) that an import replaces whole."""
 
 
-def next_seq(db: Database, migration_id: int) -> int:
-    """The sequence number an imported attempt gets when the migration has none for it yet."""
-    return db.execute("SELECT COALESCE(MAX(seq), 0) FROM attempt WHERE migration_id = ?",
-                      [migration_id]).fetchone()[0] + 1
-
-
 def seq_of(db: Database, migration_id: int, external_id: str) -> int | None:
     """The sequence number of the attempt imported earlier under `external_id`, if any."""
     row = db.execute("SELECT seq FROM attempt WHERE migration_id = ? AND external_id = ?",

@@ -143,8 +143,7 @@ def store_rerun_attempt(db: Database, job: Job, row: dict[str, Any], series: dic
     spec = job.spec
     with records.immediate(db):
         log_id = store_log(db, job.log_path) if job.log_path.is_file() else None
-        seq = db.execute("SELECT COALESCE(MAX(seq), -1) + 1 FROM attempt WHERE migration_id = ?",
-                         [spec.migration_id]).fetchone()[0]
+        seq = queries.next_seq(db, spec.migration_id)
         commit = db.execute("SELECT commit_sha FROM attempt WHERE id = ?", [spec.attempt_id]).fetchone()[0]
         row = {**row, "migration_id": spec.migration_id, "seq": seq, "commit_sha": commit, "log_id": log_id,
                "rerun_of": spec.attempt_id, "external_id": _external_id(job.id)}

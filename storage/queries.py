@@ -278,6 +278,13 @@ def attempt_summaries(
     return out
 
 
+def next_seq(db: Reader, migration_id: int) -> int:
+    """The sequence number of the migration's next attempt (imported, re-run or reference): one past
+    its last, 1 for its first."""
+    return db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM attempt WHERE migration_id = ?",
+                      [migration_id]).fetchone()[0]
+
+
 def metric_series(db: Database, attempt_id: int, name: str) -> list[MetricPoint]:
     return [
         MetricPoint(name, step, value)

@@ -12,7 +12,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from domain.models import Attempt, Migration, Study
-from storage import records
+from storage import queries, records
 from storage.converters import attempt_to_row, migration_to_row, study_to_row
 from storage.imports import replace_metric_points
 from storage.logs import store_log
@@ -59,10 +59,8 @@ def update_migration(db: Database, migration_id: int, changes: dict[str, Any], r
 
 def next_reference_seq(db: Database, migration_id: int) -> int:
     """0 as in a bundle when it is free, else after the migration's last attempt."""
-    taken, top = db.execute(
-        "SELECT SUM(seq = 0), MAX(seq) FROM attempt WHERE migration_id = ?", [migration_id]
-    ).fetchone()
-    return 0 if not taken else top + 1
+    taken = db.execute("SELECT 1 FROM attempt WHERE migration_id = ? AND seq = 0", [migration_id]).fetchone()
+    return queries.next_seq(db, migration_id) if taken else 0
 
 
 def add_reference(db: Database, attempt: Attempt, log: Path, points: list[tuple[str, int, float]],

@@ -36,7 +36,7 @@ from domain.models import (
     ToolCall,
 )
 from domain.redact import redact
-from storage import imports, records
+from storage import imports, queries, records
 from storage.converters import attempt_to_row
 from storage.database import StudyDatabase
 from storage.logs import store_log_bytes
@@ -749,7 +749,7 @@ class ClaudeCodeImporter:
         if found is None:
             raise WorkbenchError(f"{study_db.path}: no migration {migration!r}; import its bundle first")
         self.migration = found
-        self.next_seq = imports.next_seq(self.db, found.id)
+        self.next_seq = queries.next_seq(self.db, found.id)
         self._batch: list[tuple[FileReport, str, str]] = []
         self._batch_open = False
         self._batch_bytes = 0

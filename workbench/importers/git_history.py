@@ -19,7 +19,7 @@ from domain.errors import WorkbenchError
 from domain.imports import ImportReport
 from domain.models import Attempt, AttemptSource, AttemptStatus, Command
 from domain.redact import redact
-from storage import imports, records
+from storage import imports, queries, records
 from storage.converters import attempt_to_row
 from storage.database import StudyDatabase
 from storage.logs import store_log_bytes
@@ -126,7 +126,7 @@ class GitHistoryImporter:
         report = ImportReport()
         out = _git(self.repo, "rev-list", "--first-parent", "--reverse", f"{self.range[0]}..{self.range[1]}")
         shas = out.decode().split()
-        next_seq = imports.next_seq(self.db, self.migration.id)
+        next_seq = queries.next_seq(self.db, self.migration.id)
         plain = []
         for sha in shas:
             try:
