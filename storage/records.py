@@ -106,30 +106,6 @@ def add_intervention(
     )
 
 
-def add_decision(
-    db: Database,
-    *,
-    migration_id: int,
-    kind: DecisionKind,
-    reason: str,
-    figures: dict[str, Any],
-    reviewer: str,
-) -> int:
-    return _insert(
-        db,
-        "decision",
-        {
-            "migration_id": migration_id,
-            "kind": kind.value,
-            "reason": reason,
-            "figures": json.dumps(figures, sort_keys=True),
-            "reviewer": reviewer,
-            "at": now(),
-        },
-        reviewer,
-    )
-
-
 def add_verdict_override(
     db: Database, *, verdict_id: int, outcome: Outcome, justification: str, reviewer: str
 ) -> int:

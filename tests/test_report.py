@@ -154,10 +154,9 @@ def build_study(path: Path):
     ids["d1"] = db["decision"].insert({"migration_id": a, "kind": "accept", "reason": "level 5 reached",
                                        "figures": "{}", "reviewer": "ana", "at": "2026-11-02T10:00:00Z",
                                        "attempt_id": ids["a4"]}).last_pk
-    ids["d2"] = records.add_decision(db, migration_id=b, kind=DecisionKind.CONTINUE, reason="one more try",
-                                     figures={}, reviewer="bob")
-    ids["d3"] = records.add_decision(db, migration_id=b, kind=DecisionKind.STOP,
-                                     reason=f"budget spent; key {SECRETS['huggingface']}", figures={},
+    ids["d2"] = records.record_decision(db, migration_id=b, kind=DecisionKind.CONTINUE, reason="one more try", reviewer="bob")
+    ids["d3"] = records.record_decision(db, migration_id=b, kind=DecisionKind.STOP,
+                                     reason=f"budget spent; key {SECRETS['huggingface']}",
                                      reviewer="bob")
     for mid, reviewer, seconds in ((a, "ana", 1800.0), (a, "ana", 1800.0), (b, "bob", 3600.0)):
         db["review_session"].insert({"reviewer": reviewer, "migration_id": mid, "started_at": "2026-11-02T09:00:00Z",

@@ -62,8 +62,7 @@ def test_the_latex_export_compiles_without_errors_or_overfull_boxes(tmp_path):
                                  note=AWKWARD, reviewer="Zo\u00eb")
         from domain.models import DecisionKind
 
-        records.add_decision(db, migration_id=ids["beta"], kind=DecisionKind.CONTINUE, reason=AWKWARD + LONG,
-                             figures={}, reviewer="Bj\u00f6rn \u00c5str\u00f6m <bjorn.astrom@uni.example>")
+        records.record_decision(db, migration_id=ids["beta"], kind=DecisionKind.CONTINUE, reason=AWKWARD + LONG, reviewer="Bj\u00f6rn \u00c5str\u00f6m <bjorn.astrom@uni.example>")
         records.add_budget_change(db, migration_id=ids["beta"], compute_dollars=1234.5, staff_hours=12.0,
                                   attempts=40, calendar_days=14.0, acceptance_level=4, reason=LONG + AWKWARD,
                                   reviewer="ana")

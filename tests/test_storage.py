@@ -123,9 +123,8 @@ def test_human_records_are_append_only_and_corrections_are_new_records(
         db, migration_id=migration.id, kind="fix_environment", minutes=10, note="pinned jax",
         reviewer="ana",
     )
-    decision = records.add_decision(
-        db, migration_id=migration.id, kind=DecisionKind.CONTINUE, reason="one more try",
-        figures={"attempts": 3}, reviewer="ana",
+    decision = records.record_decision(
+        db, migration_id=migration.id, kind=DecisionKind.CONTINUE, reason="one more try", reviewer="ana",
     )
     for sql in (
         "UPDATE intervention SET minutes = 1 WHERE id = ?",
