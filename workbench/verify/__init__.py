@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from workbench.verify.ladder import Judgement
 
 VERIFIER = "workbench.ladder"
-VERSION = "1.3.1"
+VERSION = "1.3.2"
 """Bump on any change to what a level checks: stored verdicts of an older version are redone."""
 
 EXTRACT_LIMIT = 64 << 20
