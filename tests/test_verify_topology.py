@@ -310,6 +310,24 @@ def test_glued_multi_process_lines_credit_no_step_with_another_steps_value(tmp_p
     assert levels[:4] == (P, P, P, P), [d.reason for d in verdicts]
 
 
+def test_a_mismatch_in_bfloat16_says_so(tmp_path):
+    """Losses that are all bfloat16 numbers (bf16 weights drift) against a float32 reference: level
+    2 fails as a numerical mismatch and says the attempt's values are bfloat16 numbers; a float32
+    mismatch (a wrong learning rate) does not."""
+    import struct
+
+    def bf16(s: int) -> float:  # rounded to the nearest bfloat16, as a cast would
+        bits = struct.unpack("<I", struct.pack("<f", 1.03 / s))[0]
+        return struct.unpack("<f", struct.pack("<I", (bits + 0x8000) & 0xFFFF0000))[0]
+
+    out = verified(tmp_path, {1: (_steps(loss=bf16) + "eval_accuracy 0.91\n", ["python", "train.py"]),
+                              2: (_steps(loss=lambda s: 1.05 / s) + "eval_accuracy 0.91\n", ["python", "train.py"])})
+    (levels, v, verdicts, _), (levels2, _, verdicts2, _) = out[1], out[2]
+    assert levels[1] is F and v.cause is FailureCause.NUMERICAL_MISMATCH and v.silent
+    assert "every loss value the attempt logged is a bfloat16 number" in verdicts[1].reason
+    assert levels2[1] is F and "bfloat16" not in verdicts2[1].reason
+
+
 # --------------------------------------------------------------------------- level 5 and causes
 
 

@@ -330,6 +330,11 @@ def test_mesh_evidence_cites_the_log_and_the_command(mesh_verified):
     assert "loss over 30 steps" in glued[1].reason
     failure = queries.current_failure(db, _attempt_id(db, m.id, 5))
     assert "per step): above 4 per step" in failure.evidence[0].text
+    _, _, skipped = result(db, m, 9)
+    assert "loss disagrees with the reference over steps 1-5" in skipped[1].reason
+    assert "bfloat16" not in skipped[1].reason
+    _, _, bf16 = result(db, m, 10)
+    assert "every loss value the attempt logged is a bfloat16 number (30 telling)" in bf16[1].reason
 
 
 def test_a_rerun_reproduces_a_recorded_single_device(mesh_verified, tmp_path):
