@@ -379,3 +379,13 @@ def test_a_rerun_keeps_the_recorded_environment(tmp_path):
         assert spec.env["CPU_NUM_DEVICES"] == "1" and spec.env["PJRT_DEVICE"] == "CPU"
     finally:
         study.close()
+    from click.testing import CliRunner
+
+    from cli.main import main
+
+    shown = CliRunner().invoke(main, ["rerun", str(tmp_path / "s.db"), "m", "1", "--chips", "4"], input="n\n")
+    assert shown.exit_code == 2  # not confirmed (or no `python` here): nothing ran either way
+    assert "kept      CPU_NUM_DEVICES=1 (recorded; the local backend would set 4: XLA:CPU devices" in shown.output
+    edited = CliRunner().invoke(main, ["rerun", str(tmp_path / "s.db"), "m", "1", "--chips", "4",
+                                       "--env", "CPU_NUM_DEVICES=4"], input="n\n")
+    assert "changed   CPU_NUM_DEVICES: recorded 1, used 4 (backend default chosen by the reviewer" in edited.output
