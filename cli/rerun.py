@@ -62,6 +62,17 @@ def rerun(db: Path, migration: str, attempt: int, backend: str, host: str | None
         if command:
             spec = jobs.with_changes(spec, argv=tuple(shlex.split(command)))
         spec = jobs.with_changes(spec, env={**spec.env, **_env_pairs(env_pairs)})
+        _, differ = jobs.environment(target.command.env, backend, spec.chips, spec.options)
+        changes = jobs.env_changes(target.command.env, spec.env, differ)
+        if changes:  # the reviewer's choice, recorded on the job
+            spec = jobs.with_changes(spec, options={**spec.options, "env_changes": changes})
+        changed = {c["name"] for c in changes}
+        for d in differ:
+            if d.name not in changed:
+                click.echo(clean(f"kept      {d.name}={d.recorded} (recorded; the {backend} backend would set "
+                                 f"{d.default}: {d.why})"))
+        for c in changes:
+            click.echo(clean(f"changed   {c['name']}: recorded {c['recorded']}, used {c['used']} ({c['why']})"))
         where = backend + (f" {host}" if host else "") + (f" ({zone})" if zone else "")
         click.echo(clean(f"backend   {where}, {spec.chips} chip(s) of {spec.accelerator}"))
         click.echo(clean(f"directory {spec.cwd}"))

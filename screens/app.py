@@ -212,6 +212,15 @@ class WorkbenchApp(App[None]):
         self.push_screen(self.verifying)
         self._verify(self.db_path, scope)
 
+    def action_rerun_unknown(self) -> None:
+        """`U`: re-run with the probe every attempt of this screen's scope whose level 3 is unknown."""
+        from screens.rerun_unknown import open_rerun_unknown
+        from screens.verifying import scope_of
+
+        scope = scope_of(self.screen)
+        if scope is not None and scope[1] is None:
+            open_rerun_unknown(self.screen, scope[0], scope[2])
+
     @work(thread=True, exclusive=True, exit_on_error=False, group="verify")
     def _verify(self, path: Path, scope) -> None:
         from domain.errors import WorkbenchError

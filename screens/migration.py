@@ -70,6 +70,8 @@ class MigrationScreen(EffortActions, FilteredList):
         Binding("V", "app.verify", "Verify", id="migration.verify",
                 tooltip="Verify this migration's attempts with the ladder verifier "
                         "(unchanged attempts are skipped)"),
+        Binding("U", "app.rerun_unknown", "Re-run unknown L3", show=False, id="migration.rerun_unknown",
+                tooltip="Re-run with the probe every attempt of this migration whose level 3 is unknown"),
         Binding("slash", "filter", "Filter", key_display="/", id="migration.filter", tooltip=FILTER_HELP),
         Binding("R", "reference", "Reference", id="migration.reference",
                 tooltip="Record this migration's reference run from its files (as `workbench reference --log`)"),

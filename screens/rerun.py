@@ -45,13 +45,15 @@ class RerunLauncher(ModalScreen[int | None]):
         self.db_path = db_path
         self.migration = migration
         self.attempt = attempt
+        self.differ: list = []
+        """The recorded variables the chosen backend would set otherwise (jobs.EnvDifference)."""
 
     def compose(self) -> ComposeResult:
-        from workbench.rerun.backends import default_env
+        from workbench.rerun.jobs import environment
 
         a = self.attempt
         chips = a.intended_hardware.count if a.intended_hardware else self.migration.target.chips
-        env = {**a.command.env, **default_env("local", chips, {})}
+        env, self.differ = environment(a.command.env, "local", chips)
         with Vertical():
             yield Static(text(f"Re-run attempt #{a.seq} of {self.migration.slug} at {a.commit[:12]}",
                               "bold"))
@@ -70,6 +72,8 @@ class RerunLauncher(ModalScreen[int | None]):
                 yield TextArea("\n".join(a.command.argv), id="rerun-argv", soft_wrap=True)
                 yield Label("Environment, KEY=VALUE per line")
                 yield TextArea("\n".join(f"{k}={v}" for k, v in sorted(env.items())), id="rerun-env")
+                yield Static(id="rerun-env-differs")
+                yield Checkbox("", id="rerun-env-defaults")
                 yield Label("Timeout in seconds (empty: none)")
                 yield Input(id="rerun-timeout", type="number")
                 yield Label("Target environment (venv folder; its bin/ goes first on PATH)")
@@ -80,8 +84,49 @@ class RerunLauncher(ModalScreen[int | None]):
                 yield Button("Run", variant="warning", id="rerun-go")
                 yield Button("Cancel", id="rerun-close")
 
+    def on_mount(self) -> None:
+        self._show_differences()
+
+    def _show_differences(self) -> None:
+        """Each recorded variable the backend would set otherwise, and why; the checkbox is the
+        reviewer's choice to use the backend's values instead (recorded on the job)."""
+        differs = self.query_one("#rerun-env-differs", Static)
+        box = self.query_one("#rerun-env-defaults", Checkbox)
+        differs.display = box.display = bool(self.differ)
+        backend = self.query_one("#rerun-backend", Select).value
+        differs.update(text("\n".join(
+            f"{d.name}: recorded {d.recorded} (kept); the {backend} backend would set {d.default}: {d.why}"
+            for d in self.differ)))
+        box.label = text("Use the backend's values instead for: " + ", ".join(d.name for d in self.differ)
+                         + " (recorded on the job)")
+
+    @on(Select.Changed, "#rerun-backend")
+    @on(Input.Changed, "#rerun-chips")
+    def _target_changed(self) -> None:
+        from workbench.rerun.jobs import environment
+
+        try:
+            chips = int(self.query_one("#rerun-chips", Input).value.strip() or "1")
+        except ValueError:
+            return
+        backend = str(self.query_one("#rerun-backend", Select).value)
+        _, self.differ = environment(self.attempt.command.env, backend, chips)
+        self._show_differences()
+        self._use_defaults(self.query_one("#rerun-env-defaults", Checkbox).value)
+
+    @on(Checkbox.Changed, "#rerun-env-defaults")
+    def _defaults_toggled(self, event: Checkbox.Changed) -> None:
+        self._use_defaults(event.value)
+
+    def _use_defaults(self, chosen: bool) -> None:
+        """Set the differing variables to the backend's values, or back to the recorded ones."""
+        area = self.query_one("#rerun-env", TextArea)
+        values = {d.name: d.default if chosen else d.recorded for d in self.differ}
+        lines = [line for line in area.text.splitlines() if line.split("=", 1)[0].strip() not in values]
+        area.text = "\n".join(sorted(lines + [f"{k}={v}" for k, v in values.items()]))
+
     def _spec(self):
-        from workbench.rerun.jobs import JobSpec
+        from workbench.rerun.jobs import JobSpec, env_changes
 
         argv = tuple(line for line in self.query_one("#rerun-argv", TextArea).text.splitlines() if line)
         env = {}
@@ -99,6 +144,9 @@ class RerunLauncher(ModalScreen[int | None]):
         if venv:
             options["venv"] = venv
         a = self.attempt
+        changes = env_changes(a.command.env, env, self.differ)
+        if changes:
+            options["env_changes"] = changes
         return JobSpec(
             migration_id=self.migration.id, attempt_id=a.id,
             backend=str(self.query_one("#rerun-backend", Select).value), argv=argv, cwd=a.command.cwd,
@@ -205,6 +253,9 @@ class JobScreen(Screen[None]):
             elapsed = f"{(datetime.datetime.now(datetime.UTC) - start).total_seconds():.0f} s"
         where = job.spec.backend + (f" {job.spec.host}" if job.spec.host else "")
         line = f"job {job.id} · {job.state.value} · {where} · {job.spec.chips} chip(s) · {elapsed}"
+        changed = job.spec.options.get("env_changes") or []
+        if changed:
+            line += " · environment changed: " + ", ".join(f"{c['name']} {c['recorded']}→{c['used']}" for c in changed)
         if job.exit_code is not None:
             line += f" · exit {job.exit_code}"
         if job.error:

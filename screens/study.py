@@ -51,6 +51,8 @@ class StudyScreen(FilteredList):
         Binding("V", "app.verify", "Verify", id="study.verify",
                 tooltip="Verify every attempt of the study with the ladder verifier "
                         "(unchanged attempts are skipped)"),
+        Binding("U", "app.rerun_unknown", "Re-run unknown L3", show=False, id="study.rerun_unknown",
+                tooltip="Re-run with the probe every attempt of the study whose level 3 is unknown"),
         Binding("slash", "filter", "Filter", key_display="/", id="study.filter", tooltip=FILTER_HELP),
         Binding("N", "new_migration", "New migration", id="study.new_migration",
                 tooltip="Add a migration (as `workbench migration add`): repository, target, goal"),

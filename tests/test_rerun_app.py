@@ -71,3 +71,66 @@ async def test_r_shows_the_command_in_full_and_runs_only_on_run(tmp_path):
     job = jobs.list_jobs(s.db)[0]
     assert job.state is JobState.FINISHED and job.spec.argv == ("python3", "train.py", "7")
     s.close()
+
+
+async def test_the_form_shows_each_variable_that_differs_and_records_the_choice(tmp_path):
+    """A recorded CPU_NUM_DEVICES=1 is kept over the local backend's 2 and shown with why; using
+    the backend's value is a checkbox, and the job records the change."""
+    from dataclasses import replace
+
+    from textual.widgets import Checkbox, Static, TextArea
+
+    from screens.app import WorkbenchApp
+    from screens.rerun import JobScreen, RerunLauncher, open_launcher
+    from storage import queries
+    from storage.database import open_study
+
+    study = study_with_script(tmp_path)
+    a = attempt(study, "toy", 1)
+    migration = queries.get_migration(study.db, "toy")
+    study.close()
+    recorded = replace(a, command=replace(a.command, env={"CPU_NUM_DEVICES": "1", "SEED": "3"}))
+    app = WorkbenchApp(tmp_path / "study.db")
+    async with app.run_test(size=(120, 50)) as pilot:
+        await pilot.pause(0.3)
+        open_launcher(app.screen, migration, a)  # nothing recorded: nothing differs
+        await pilot.pause(0.3)
+        assert not app.screen.query_one("#rerun-env-defaults", Checkbox).display
+        await pilot.press("escape")
+        await pilot.pause(0.2)
+        open_launcher(app.screen, migration, recorded)
+        await pilot.pause(0.3)
+        form = app.screen
+        assert isinstance(form, RerunLauncher)
+        env = form.query_one("#rerun-env", TextArea)
+        assert "CPU_NUM_DEVICES=1" in env.text.splitlines() and "PJRT_DEVICE=CPU" in env.text.splitlines()
+        shown = str(form.query_one("#rerun-env-differs", Static).render())
+        assert "CPU_NUM_DEVICES: recorded 1 (kept); the local backend would set 2" in shown
+        assert "stand in for the 2 chip(s)" in shown and "SEED" not in shown
+        box = form.query_one("#rerun-env-defaults", Checkbox)
+        assert box.display and "CPU_NUM_DEVICES" in str(box.label)
+        box.value = True
+        await pilot.pause(0.2)
+        assert "CPU_NUM_DEVICES=2" in env.text.splitlines() and "SEED=3" in env.text.splitlines()
+        await pilot.press("ctrl+r")
+        await _until(pilot, lambda: isinstance(app.screen, JobScreen))
+        screen = app.screen
+        await _until(pilot, lambda: screen.done)
+        assert "environment changed: CPU_NUM_DEVICES 1→2" in str(screen.query_one("#job-status", Static).content)
+    s = open_study(tmp_path / "study.db")
+    job = jobs.list_jobs(s.db)[0]
+    assert job.spec.env["CPU_NUM_DEVICES"] == "2" and job.spec.env["SEED"] == "3"
+    [change] = job.spec.options["env_changes"]
+    assert change["name"] == "CPU_NUM_DEVICES" and (change["recorded"], change["used"]) == ("1", "2")
+    assert change["why"].startswith("backend default chosen by the reviewer: XLA:CPU devices stand in")
+    s.close()
+
+
+def test_the_recorded_environment_wins_and_edits_are_named():
+    recorded = {"CPU_NUM_DEVICES": "1", "PJRT_DEVICE": "CPU"}
+    env, differ = jobs.environment(recorded, "local", 4)
+    assert env["CPU_NUM_DEVICES"] == "1" and [d.name for d in differ] == ["CPU_NUM_DEVICES"]
+    assert jobs.env_changes(recorded, env, differ) == []
+    edited = {**env, "PJRT_DEVICE": "TPU"}
+    assert jobs.env_changes(recorded, edited, differ) == [
+        {"name": "PJRT_DEVICE", "recorded": "CPU", "used": "TPU", "why": "edited by the reviewer"}]

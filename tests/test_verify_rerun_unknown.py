@@ -63,3 +63,70 @@ def test_changed_lists_only_attempts_verified_again(tmp_path: Path):
     assert "verified 0 of 1 attempts (1 unchanged)" in again.stderr
     assert [r["changed"] for r in json.loads(_cli("verify", path, "--json").stdout)] == [False]
     study.close()
+
+
+async def test_u_in_the_app_reruns_every_unknown_level3_and_follows_the_jobs(tmp_path: Path):
+    """`U` on the study lists each attempt whose level 3 is unknown with its command, runs nothing
+    until Run, then follows the jobs (queued to done) on one screen; it is in the palette too."""
+    from textual.widgets import Button, DataTable, Input, Static
+
+    from screens.app import WorkbenchApp
+    from screens.rerun import JobScreen
+    from screens.rerun_unknown import JobsScreen, RerunUnknownDialog
+    from tests.test_app import screen_text, settle
+    from workbench.verify import verify_study
+
+    study = study_with_script(tmp_path)
+    verify_study(study.db, "ana")
+    toy = queries.get_migration(study.db, "toy")
+    attempt_id = queries.attempt_id_by_seq(study.db, toy.id, 1)
+    assert queries.verdicts(study.db, attempt_id)[2].effective is Outcome.UNKNOWN
+    study.close()
+    app = WorkbenchApp(tmp_path / "study.db")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("ctrl+p", *"unknown")
+        await settle(pilot)
+        assert "Re-run unknown L3 (U)" in screen_text(app)
+        await pilot.press("escape")
+        await settle(pilot)
+        await pilot.press("U")
+        await settle(pilot)
+        dialog = app.screen
+        assert isinstance(dialog, RerunUnknownDialog)
+        await _until(pilot, lambda: not dialog.query_one("#unknown-go", Button).disabled)
+        listing = str(dialog.query_one("#unknown-list", Static).render())
+        assert "1 attempt(s):" in listing and "toy #1: python3 train.py 5" in listing
+        from storage.database import open_study
+
+        s = open_study(tmp_path / "study.db")
+        assert s.db.execute("SELECT COUNT(*) FROM job").fetchone()[0] == 0  # nothing runs before Run
+        s.close()
+        dialog.query_one("#unknown-chips", Input).value = "1"
+        await pilot.press("ctrl+r")
+        await _until(pilot, lambda: isinstance(app.screen, JobsScreen))
+        screen = app.screen
+        table = screen.query_one(DataTable)
+        await _until(pilot, lambda: table.row_count == 1 and "finished" in str(table.get_row_at(0)[2]))
+        row = [str(cell) for cell in table.get_row_at(0)]
+        assert row[1] == "toy #1" and row[4].startswith("new attempt #2")
+        assert "1 done, 0 running, 0 queued" in str(screen.query_one("#jobs-status", Static).render())
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, JobScreen)
+    s = open_study(tmp_path / "study.db")
+    [job] = jobs.list_jobs(s.db)
+    assert job.spec.attempt_id == attempt_id and job.spec.chips == 1 and job.state is JobState.FINISHED
+    assert queries.attempt_summary(s.db, job.result_attempt_id).attempt.source.value == "rerun"
+    s.close()
+
+
+async def _until(pilot, predicate, timeout: float = 60.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        await pilot.pause(0.1)
+        if predicate():
+            return
+    raise AssertionError("timed out")

@@ -206,6 +206,8 @@ MESH_VARIANTS = [
     (5, ["train_mesh.py", "--mode", "spmd", "--variant", "host_sync"], 4, 4, 5),  # a dozen .item() per step
     (6, ["train_mesh.py", "--mode", "spmd", "--variant", "crash"], 4, 4, 2),  # crash after the eval at 20
     (7, ["train_mesh.py", "--mode", "spawn"], 4, 4, 2),  # all-reduce aborts quoting global_devices=[0,1,2,3]
+    (9, ["train_mesh.py", "--mode", "spmd", "--variant", "skip_steps"], 4, 4, 4),  # optimizer steps every other step
+    (10, ["train_mesh.py", "--mode", "spmd", "--variant", "bf16"], 4, 4, 4),  # bfloat16 weights: the loss drifts
 ]
 
 
@@ -290,6 +292,8 @@ MESH_EXPECTED = {
     6: ((F, U, P, U), U, (C.CRASH,), False),
     7: ((F, U, P, U), U, (C.CRASH,), False),
     8: ((P, P, F, P), None, (C.WRONG_CONFIGURATION,), True),
+    9: ((P, F, P, F), None, (C.NUMERICAL_MISMATCH,), True),  # half the updates lost: the goal is missed too
+    10: ((P, F, P, P), None, (C.NUMERICAL_MISMATCH,), True),  # drift beyond 1% while the accuracy holds
 }
 
 
@@ -326,6 +330,11 @@ def test_mesh_evidence_cites_the_log_and_the_command(mesh_verified):
     assert "loss over 30 steps" in glued[1].reason
     failure = queries.current_failure(db, _attempt_id(db, m.id, 5))
     assert "per step): above 4 per step" in failure.evidence[0].text
+    _, _, skipped = result(db, m, 9)
+    assert "loss disagrees with the reference over steps 1-5" in skipped[1].reason
+    assert "bfloat16" not in skipped[1].reason
+    _, _, bf16 = result(db, m, 10)
+    assert "every loss value the attempt logged is a bfloat16 number (30 telling)" in bf16[1].reason
 
 
 def test_a_rerun_reproduces_a_recorded_single_device(mesh_verified, tmp_path):

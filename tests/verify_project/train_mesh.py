@@ -7,7 +7,9 @@ way real training scripts log, with nothing else for the verifier to read.
     python train_mesh.py --mode spawn            # xmp.spawn with an all-reduce: aborts on XLA:CPU
 
 Variants: identical, host_sync (a dozen `.item()` calls in every step), crash (at step 25, after
-the eval at step 20). Each run prints `rank=R world_size=W device_count=N` at start (SPMD adds
+the eval at step 20), skip_steps (the optimizer steps every other step only, a gradient
+accumulation leftover whose gradients are zeroed each step anyway), bf16 (the model and its inputs
+cast to bfloat16: weights without float32 masters, so updates round away and the loss drifts). Each run prints `rank=R world_size=W device_count=N` at start (SPMD adds
 `mesh_shape=(N, 1)`), `step=S loss=L step_time_ms=T` each step, `eval_accuracy A` every 10 steps,
 and torch_xla's metrics report at exit.
 """
@@ -38,6 +40,9 @@ def train(args, device, shard=lambda t: t, sync=lambda: None):
     x, y = make_data(2048, seed=1)
     xe, ye = make_data(1024, seed=2)
     model = build_model().to(device)
+    if args.variant == "bf16":
+        model = model.to(torch.bfloat16)
+        x, xe = x.to(torch.bfloat16), xe.to(torch.bfloat16)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr)
     for step in range(1, args.steps + 1):
         start = time.perf_counter()
@@ -49,7 +54,8 @@ def train(args, device, shard=lambda t: t, sync=lambda: None):
         torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
         if args.variant == "host_sync":  # a debugging leftover: every gradient read on the host
             [p.grad.abs().max().item() for p in model.parameters() for _ in range(3)]
-        opt.step()
+        if args.variant != "skip_steps" or step % 2 == 0:
+            opt.step()
         sync()
         if args.variant == "crash" and step == 25:
             raise RuntimeError("shape mismatch in the input pipeline at step 25")

@@ -64,11 +64,13 @@ def has_tpu() -> bool:
     return any(dev.glob("accel*")) or (dev / "vfio").is_dir() and any((dev / "vfio").glob("[0-9]*"))
 
 
-def default_env(backend: str, chips: int, options: dict[str, Any]) -> dict[str, str]:
-    """Environment the launcher proposes for a backend (editable before confirming)."""
+def default_env(backend: str, chips: int, options: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """Environment a backend proposes for variables an attempt did not record: name -> (value,
+    why), the why shown in the launcher next to a recorded value that differs."""
     if backend == "local" and not has_tpu():
-        return {"PJRT_DEVICE": "CPU", "CPU_NUM_DEVICES": str(chips)}
-    return {"PJRT_DEVICE": "TPU"}
+        return {"PJRT_DEVICE": ("CPU", "this machine has no TPU: torch_xla runs on XLA:CPU"),
+                "CPU_NUM_DEVICES": (str(chips), f"XLA:CPU devices stand in for the {chips} chip(s) asked for")}
+    return {"PJRT_DEVICE": ("TPU", f"the {backend} backend runs on TPU")}
 
 
 class Backend:

@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,16 +35,53 @@ def jobs_root(db_path: Path) -> Path:
 # --------------------------------------------------------------------------- making jobs
 
 
+@dataclass(frozen=True, slots=True)
+class EnvDifference:
+    """A variable whose backend default differs from the attempt's recorded value."""
+
+    name: str
+    recorded: str
+    default: str
+    why: str
+    """Why the backend proposes its value (`backends.default_env`)."""
+
+
+def environment(recorded: dict[str, str], backend: str, chips: int,
+                options: dict[str, Any] | None = None) -> tuple[dict[str, str], list[EnvDifference]]:
+    """A re-run's environment: the recorded one wins over every backend default (a re-run
+    reproduces the attempt); the backend fills in only what was not recorded. Also each recorded
+    variable the backend would set otherwise, with why, for the reviewer to see and choose."""
+    from workbench.rerun.backends import default_env
+
+    defaults = default_env(backend, chips, options or {})
+    env = {**{k: v for k, (v, _) in defaults.items()}, **recorded}
+    differ = [EnvDifference(k, recorded[k], v, why) for k, (v, why) in sorted(defaults.items())
+              if k in recorded and recorded[k] != v]
+    return env, differ
+
+
+def env_changes(recorded: dict[str, str], env: dict[str, str], differ: list[EnvDifference]) -> list[dict[str, str]]:
+    """What a reviewer changed from the recorded environment, with why, to record on the job
+    (`options["env_changes"]`): a backend default chosen over the recorded value, or an edit."""
+    whys = {d.name: d for d in differ}
+    out = []
+    for name in sorted(set(recorded) | set(env)):
+        old, new = recorded.get(name), env.get(name)
+        if old is None or old == new:
+            continue  # recorded and kept; unrecorded variables are the backend's to fill in
+        d = whys.get(name)
+        why = f"backend default chosen by the reviewer: {d.why}" if d and d.default == new else "edited by the reviewer"
+        out.append({"name": name, "recorded": old, "used": "" if new is None else new, "why": why})
+    return out
+
+
 def spec_for(db: Database, attempt: Attempt, backend: str, *, chips: int | None = None, **kwargs: Any) -> JobSpec:
     """The launcher's starting point: the attempt's command and environment, the migration's target,
     and the backend's defaults for variables the attempt did not record."""
-    from workbench.rerun.backends import default_env
-
     target_chips, target_kind = migration_target(db, attempt.migration_id)
     hw = attempt.intended_hardware
     chips = chips or (hw.count if hw else target_chips) or 1
-    # the recorded environment wins: a re-run reproduces the attempt, not the backend's defaults
-    env = {**default_env(backend, chips, kwargs.get("options") or {}), **attempt.command.env}
+    env, _ = environment(attempt.command.env, backend, chips, kwargs.get("options"))
     return JobSpec(
         migration_id=attempt.migration_id, attempt_id=attempt.id, backend=backend,
         argv=attempt.command.argv, cwd=attempt.command.cwd, env=env, chips=chips,

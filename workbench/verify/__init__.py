@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from workbench.verify.ladder import Judgement
 
 VERIFIER = "workbench.ladder"
-VERSION = "1.3.1"
+VERSION = "1.3.2"
 """Bump on any change to what a level checks: stored verdicts of an older version are redone."""
 
 EXTRACT_LIMIT = 64 << 20
@@ -73,7 +73,8 @@ def load_run(db: Database, attempt: Attempt, settings: dict[str, Any]):
         patterns = compile_patterns(settings.get("patterns") or (), defaults=settings.get("default_patterns", True))
         untangler = topology.Untangler() if topo.multi_process else None
         facts = scan_chunks(untangler.chunks(chunks) if untangler else chunks, patterns=patterns,
-                            extract_metrics=not stored or log.size <= EXTRACT_LIMIT)
+                            extract_metrics=not stored or log.size <= EXTRACT_LIMIT,
+                            standing=untangler.standing if untangler else None)
         if untangler is not None:
             facts = untangler.remap(facts)
     reports = probe_reports(db, attempt.id)

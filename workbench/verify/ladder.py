@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
+import struct
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -239,6 +240,30 @@ def level2(run: Run, reference: Run | None, goal_metric: str, settings: dict[str
     return LevelResult(2, UNKNOWN, f"{series.reason}; {tensors.reason}", series.evidence + tensors.evidence)
 
 
+def _bfloat16_grid(value: float) -> bool | None:
+    """Whether a logged value is a bfloat16 number as far as its printed digits tell (None when
+    they cannot: too few digits for the spacing of bfloat16 numbers near it)."""
+    text = repr(value)
+    if not math.isfinite(value) or value == 0 or "e" in text or "." not in text:
+        return None
+    slack = 0.5 * 10.0 ** -len(text.split(".")[1])  # the printing's rounding
+    bits = struct.unpack("<I", struct.pack("<f", value))[0] & 0xFFFF0000
+    low, high = (struct.unpack("<f", struct.pack("<I", b))[0] for b in (bits, bits + 0x10000))
+    if slack * 4 > abs(high - low):
+        return None
+    return min(abs(value - low), abs(value - high)) <= slack * 1.001
+
+
+def _bfloat16_note(name: str, mine: dict[int, float], ref: dict[int, float]) -> str:
+    """A hint for a mismatch: every telling value of the attempt's series is a bfloat16 number
+    and the reference's are not (weights or activations kept in bfloat16: drift)."""
+    told = [g for g in map(_bfloat16_grid, mine.values()) if g is not None]
+    ref_told = [g for g in map(_bfloat16_grid, ref.values()) if g is not None]
+    if len(told) < 8 or not all(told) or not ref_told or all(ref_told):
+        return ""
+    return f"; every {name} value the attempt logged is a bfloat16 number ({len(told)} telling), the reference's are not"
+
+
 def _level2_series(run: Run, reference: Run | None, goal_metric: str,
                    settings: dict[str, Any]) -> tuple[LevelResult, bool]:
     """Level 2 on the metric series alone, and whether anything was compared."""
@@ -270,7 +295,7 @@ def _level2_series(run: Run, reference: Run | None, goal_metric: str,
                 rel = abs(mine[worst] - ref[worst]) / (abs(ref[worst]) or 1.0)
                 reason = (f"{name} disagrees with the reference over steps {block[0]}-{block[-1]}: mean "
                           f"{a:.6g} vs {r:.6g} (rtol {rtol:g}, atol {atol:g}); worst at step {worst}, "
-                          f"{mine[worst]:.6g} vs {ref[worst]:.6g} ({rel:.1%})")
+                          f"{mine[worst]:.6g} vs {ref[worst]:.6g} ({rel:.1%})") + _bfloat16_note(name, mine, ref)
                 ev = [run.metric_evidence(name, worst, f"reference {ref[worst]:.6g}")]
                 ev += [run.metric_evidence(name, s, f"reference {ref[s]:.6g}") for s in block if s != worst][:2]
                 return LevelResult(2, FAIL, reason, ev,

@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 NUMBER = rb"[-+]?+(?:\d++\.?+\d*+|\.\d++)(?:[eE][-+]?+\d++)?+"
 """A number taken whole and never given back: a shorter one would be followed by a digit, a dot or
@@ -49,6 +49,13 @@ FATAL_TAIL = 4 << 20
 HEAD = 4 << 20
 """Probe lines and sharding specs are read from the first HEAD and last FATAL_TAIL bytes: the
 probe writes at start and exit, and a run prints its mesh when it sets it up."""
+
+
+class Standing(Protocol):
+    """Where several processes stand in their steps (topology.Standing)."""
+
+    def advance(self, step: int) -> None: ...
+    def only(self) -> int | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,8 +177,12 @@ def compile_patterns(extra: Iterable[dict[str, Any] | Pattern] = (), *, defaults
 class LogScanner:
     """Feed byte chunks in order with `feed`, then `finish` for the facts."""
 
-    def __init__(self, patterns: list[_Compiled] | None = None, *, extract_metrics: bool = True) -> None:
+    def __init__(self, patterns: list[_Compiled] | None = None, *, extract_metrics: bool = True,
+                 standing: Standing | None = None) -> None:
         self.facts = LogFacts()
+        self._standing = standing
+        """Several processes' copies of each step line (topology.Standing): a step-less metric
+        line is credited only where every process stands at one step, else dropped."""
         self.patterns = patterns if patterns is not None else compile_patterns()
         self.extract = extract_metrics
         self._carry = b""
@@ -244,6 +255,8 @@ class LogScanner:
                 i = bisect.bisect_left(positions, pos)
                 return marks[i - 1][1] if i else recent
 
+            if self._standing is not None:
+                self._credit_standing(marks)
             for name, value, line, pos in self._pending:
                 step = step_at(pos)
                 _keep_later(self.facts.points.setdefault(name, {}), 0 if step is None else step, value, line)
@@ -277,6 +290,29 @@ class LogScanner:
         if last is not None:
             self.facts.last_step = last if before is None else max(before, last)
         self._line = base + self._lines.resolve(piece, base)
+
+    def _credit_standing(self, marks: list[tuple[int, int]]) -> None:
+        """Step-less metric lines of several processes' interleaved output, credited in line
+        order to the one step every process stands at (`Standing.only`); with processes at
+        different steps the line is dropped: the last step line before it may be another
+        process's, and crediting it there would depend on how the writes interleaved."""
+        standing = self._standing
+        assert standing is not None
+        i, previous = 0, -1
+        for name, value, line, pos in sorted(self._pending, key=lambda p: p[3]):
+            while i < len(marks) and marks[i][0] < pos:
+                if marks[i][0] != previous:  # one line matched by two patterns is one copy
+                    standing.advance(marks[i][1])
+                previous = marks[i][0]
+                i += 1
+            step = standing.only()
+            if step is not None:
+                _keep_later(self.facts.points.setdefault(name, {}), step, value, line)
+        for pos, step in marks[i:]:
+            if pos != previous:
+                standing.advance(step)
+            previous = pos
+        self._pending.clear()
 
     def _hit(self, pos: int, text: str, step: int | None = None) -> Hit:
         """A hit at a byte position of the current piece; its line is set when the piece is done."""

@@ -61,7 +61,8 @@ CARRY_MAX = 64 << 20
 """The longest line the untangler holds whole, as the log scanner does."""
 MAX_LINES = 1000
 """Lines read per cue: programs state their topology once per process, at start."""
-_GLUE = re.compile(rb"[0-9](?=(?:\[(?:rank|default) ?[0-9]{1,5}\]: ?)?step[ =:])")
+_GLUE = re.compile(rb"[0-9](?=(?:\[(?:rank|default) ?[0-9]{1,5}\]: ?)?(?:step[ =:]|(?:eval|val|valid|test|final)[_/]))")
+"""A number running into another process's step line or evaluation line (`...=27.8eval_accuracy 0.66`)."""
 _OTHER_RANK_STEP = re.compile(rb"(?m)^\[(?:rank|default) ?(?:[1-9][0-9]{0,4}|0[0-9]{1,4})\]:[^\n]*?(?i:step)[ :=#][^\n]*")
 """A step line written by a rank other than 0: blanked (its line kept) so rank 0's series counts."""
 
@@ -222,6 +223,38 @@ def head_of(chunks: Iterable[bytes], limit: int = HEAD) -> tuple[bytes, Iterator
     return data, itertools.chain(parts, it)
 
 
+class Standing:
+    """Where the processes of an interleaved log stand, from the copies of each step line: a
+    process stands at step S when S was printed more often than the next step printed after it
+    (N copies of step 10 and fewer of step 11: some stand at 10). Identical processes print the
+    same evaluation after the same step, so an evaluation line is theirs at a step only when
+    every process that printed a step stands at that one (`only`)."""
+
+    def __init__(self) -> None:
+        self._steps: list[int] = []
+        self._copies: dict[int, int] = {}
+        self._at: set[int] = set()
+
+    def advance(self, step: int) -> None:
+        copies = self._copies.get(step, 0)
+        self._copies[step] = copies + 1
+        i = bisect.bisect_left(self._steps, step)
+        if not copies:
+            self._steps.insert(i, step)
+        for j in (i - 1, i):  # only this step's and the previous step's standing change
+            if j >= 0:
+                here = self._steps[j]
+                nxt = self._copies[self._steps[j + 1]] if j + 1 < len(self._steps) else 0
+                if self._copies[here] > nxt:
+                    self._at.add(here)
+                else:
+                    self._at.discard(here)
+
+    def only(self) -> int | None:
+        """The step every process stands at, or None while they stand at different steps."""
+        return next(iter(self._at)) if len(self._at) == 1 else None
+
+
 class Untangler:
     """Several processes' output made readable as one: glued lines (`...=27.8step=60 loss=...`)
     are split, and step lines of ranks other than 0 (`[rank 2]: step ...`) are blanked so rank
@@ -229,6 +262,8 @@ class Untangler:
     created, so line numbers can be mapped back to the stored log's with `original_line`."""
 
     def __init__(self) -> None:
+        self.standing = Standing()
+        """Passed to the log scanner: step-less lines credited only where no process lags."""
         self.inserted: list[int] = []
         self._line = 1
         self._grown = 0

@@ -45,3 +45,13 @@ def launch_all(study: Any, specs: list[Any], reviewer: str) -> list[Any]:
 
     jobs.recover(study.db, reviewer)
     return [jobs.launch(study, spec, reviewer, checked=True) for spec in specs]
+
+
+def unknown_in(db: Database, slug: str | None = None) -> list[tuple[str, Attempt]]:
+    """(migration slug, attempt) of each agent attempt of the study, or of one migration, whose
+    level 3 is unknown: what the app's `U` offers to re-run."""
+    from storage import queries, review
+
+    found = [(s, queries.find_attempt(db, s, seq)[1]) for s, seq in review.verify_targets(db, slug)]
+    keep = {a.id for a in unknown_at_level3(db, [a for _, a in found])}
+    return [(s, a) for s, a in found if a.id in keep]
