@@ -257,7 +257,7 @@ def test_a_mesh_over_fewer_devices_than_the_run_sees(tmp_path):
 def test_correct_spmd_and_replica_runs_pass_level_3(tmp_path, start):
     levels, v, verdicts = verified(tmp_path, {1: (start + _steps() + "eval_accuracy 0.91\n", ["python", "train.py"])})[1][:3]
     assert levels[:4] == (P, P, P, P), [d.reason for d in verdicts]
-    assert "x 4 as intended" in verdicts[2].reason
+    assert "ran on 4 device(s), kind not stated in the evidence, as intended" in verdicts[2].reason
 
 
 def test_torchrun_with_the_right_world_size_passes(tmp_path):

@@ -315,7 +315,7 @@ def test_mesh_evidence_cites_the_log_and_the_command(mesh_verified):
     study, m = mesh_verified
     db = study.db
     _, _, spmd = result(db, m, 1)
-    assert "x 4 as intended" in spmd[2].reason and "the run states 4 device(s)" in spmd[2].evidence[0].text
+    assert "ran on 4 device(s), kind not stated in the evidence, as intended" in spmd[2].reason and "the run states 4 device(s)" in spmd[2].evidence[0].text
     assert "median step time after step 10" in spmd[4].reason
     _, _, one = result(db, m, 3)
     assert "1 device(s) where 4" in one[2].reason and one[2].evidence[0].kind == "log_line"

@@ -581,8 +581,8 @@ def level3(run: Run, intended: Hardware, settings: dict[str, Any]) -> LevelResul
         if recompiled is False:
             notes = f"; no repeated compilation ({why})"
             evidence += rev
-    return LevelResult(3, PASS, f"ran on {kind or '?'} x {count} as intended ({intended.describe()}), no CPU fallback{notes}",
-                       evidence)
+    ran = f"{kind} x {count}" if kind else f"{count} device(s), kind not stated in the evidence,"
+    return LevelResult(3, PASS, f"ran on {ran} as intended ({intended.describe()}), no CPU fallback{notes}", evidence)
 
 
 # --------------------------------------------------------------------------- level 4
