@@ -79,7 +79,7 @@ class EffortActions(Screen):
         from screens.ledger import LedgerScreen
 
         migration, _, _ = self.effort_target()
-        self.app.push_screen(LedgerScreen(migration))
+        self.app.push_screen(LedgerScreen(migration, page_size=self.app.page_size))
 
     def action_intervene(self) -> None:
         migration, attempt_id, _ = self.effort_target()

@@ -69,7 +69,7 @@ class StudyScreen(FilteredList):
     def action_ledger(self) -> None:
         from screens.ledger import LedgerScreen
 
-        self.app.push_screen(LedgerScreen(None))
+        self.app.push_screen(LedgerScreen(None, page_size=self.app.page_size))
 
     def action_export(self) -> None:
         from screens.export import ExportScreen
