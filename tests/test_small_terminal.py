@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import BundleBuilder
-from test_app import build, screen_text, settle
+from test_app import EVIL, EVIL_SHOWN, build, screen_text, settle
 from test_cli import workbench
 from test_effort import _verdicts
 from test_effort_app import open_form, open_migration, until
@@ -27,7 +27,7 @@ from screens.ledger import LedgerList, LedgerScreen
 from screens.migration import MigrationScreen
 from screens.rerun import RerunLauncher
 from screens.widgets.effort_panel import EffortBox, EffortPanel
-from storage import queries, records
+from storage import ledger, queries, records
 from storage.database import open_study
 
 SIZE = (80, 24)
@@ -269,3 +269,58 @@ async def test_a_long_title_takes_one_line_and_t_shows_it_whole(study_path: Path
         await settle(pilot)
         assert title.region.height == 1
         assert isinstance(app.screen, MigrationScreen)
+
+
+async def test_the_palette_opens_the_ledger_and_a_hostile_note_stays_text(study_path: Path) -> None:
+    study = open_study(study_path)
+    try:
+        m = queries.get_migration(study.db, "moe-xla")
+        records.record_intervention(study.db, migration_id=m.id, kind="other", minutes=1,
+                                    note=f"pasted {EVIL} from the log", reviewer=EVIL)
+    finally:
+        study.close()
+    app = WorkbenchApp(study_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_migration(pilot, "moe-xla")
+        await pilot.press("ctrl+p", *"Ledger")
+        await settle(pilot)
+        assert "Ledger (L)" in screen_text(app)
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, LedgerScreen))
+        await settle(pilot)
+        text = screen_text(app)
+        assert all(shown in text for shown in EVIL_SHOWN) and "\x1b" not in text
+        await pilot.press("slash", *"[/]", "enter")  # the filter's words are text too
+        await settle(pilot)
+        assert [e.note for e in app.screen.summaries.values()] == [f"pasted {EVIL} from the log"]
+        assert app.is_running
+
+
+def test_ledger_pages_meet_without_gaps_or_repeats(study_path: Path) -> None:
+    """Keyset pages of any size, with or without a filter, add up to the whole list in order."""
+    study = open_study(study_path)
+    try:
+        db = study.db
+        m = queries.get_migration(db, "moe-xla")
+        whole = ledger.ledger_page(db, m.id, limit=None)
+        assert len(whole) == INTERVENTIONS + 4 and whole == ledger.ledger_page(db, None, limit=None)
+        for size in (1, 7, 100):
+            pages, before = [], None
+            while True:
+                page = ledger.ledger_page(db, m.id, before=before, limit=size)
+                pages += page
+                if len(page) < size:
+                    break
+                before = page[-1].key
+            assert pages == whole
+        hints = ledger.parse_ledger_filter("kind:hint")
+        assert ledger.ledger_page(db, m.id, hints, limit=None) == [e for e in whole if e.label == "hint"]
+        newest = ledger.ledger_page(db, m.id, down_to=whole[9].key, limit=None)
+        assert newest == whole[:10]
+        assert ledger.ledger_counts(db, m.id) == {"intervention": INTERVENTIONS, "decision": 2,
+                                                  "override": 1, "budget": 1}
+        for bad in ("kind:", "level:3", "attempt:x"):
+            with pytest.raises(ValueError):
+                ledger.parse_ledger_filter(bad)
+    finally:
+        study.close()
