@@ -63,6 +63,8 @@ class LedgerScreen(FilteredList):
         """The loaded entries by option id, newest first."""
         self.filter = ListFilter()
         self.counts: dict[str, int] | None = None
+        self.stale = False
+        """Records changed while a page was being read: the list is read again after it."""
 
     @property
     def migration_id(self) -> int | None:
@@ -142,7 +144,10 @@ class LedgerScreen(FilteredList):
         elif entries.highlighted is None:
             entries.highlighted = 0
         self._show_header()
-        self._maybe_load_more(entries)
+        if self.stale:
+            self.study_changed()
+        else:
+            self._maybe_load_more(entries)
 
     def _option(self, entry: ledger.LedgerEntry) -> Option:
         return Option(ledger_entry(entry, with_slug=self.migration is None), id=option_id(entry))
@@ -171,7 +176,10 @@ class LedgerScreen(FilteredList):
         """Called by the app's ChangeWatcher: the loaded entries are read again (down to the oldest
         shown), so new records appear at the top and corrections strike their originals."""
         self.load_counts(self.app.db_path)
-        if not self.pager.loading:
+        if self.pager.loading:
+            self.stale = True  # read again once the page being read is shown
+        else:
+            self.stale = False
             self.reload_entries(self.app.db_path, None if self.pager.complete else self.pager.after)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="ledger-refresh")
@@ -182,7 +190,12 @@ class LedgerScreen(FilteredList):
             self.app.call_from_thread(self._refreshed, wanted, rows)
 
     def _refreshed(self, wanted: ListFilter, rows: list[ledger.LedgerEntry]) -> None:
-        if wanted != self.filter or self.pager.loading or rows == list(self.summaries.values()):
+        if wanted != self.filter:
+            return  # a new filter's first page is on its way
+        if self.pager.loading:
+            self.stale = True  # a page started after this read: read again once it is shown
+            return
+        if rows == list(self.summaries.values()):
             return
         entries = self.query_one(LedgerList)
         at = entries.highlighted
