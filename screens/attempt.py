@@ -31,6 +31,8 @@ from screens.widgets.diff_view import DiffPane
 from screens.widgets.log_view import LogPane
 from screens.widgets.verdict_list import VerdictList
 
+STEP = Binding.Group("Prev/next", compact=True)
+"""`[` and `]` share one footer entry."""
 PANES = ("overview", "diff", "log", "verdicts", "curves")
 LOG_LINE = re.compile(r"\blog line (\d+)")
 
@@ -46,9 +48,9 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
         Binding("shift+tab", "previous_pane", "Pane", show=False, id="attempt.previous_pane",
                 tooltip="Previous pane"),
         Binding("left_square_bracket", "step(-1)", "Prev", key_display="[", id="attempt.previous",
-                tooltip="The previous attempt"),
+                tooltip="The previous attempt", group=STEP),
         Binding("right_square_bracket", "step(1)", "Next", key_display="]", id="attempt.next",
-                tooltip="The next attempt"),
+                tooltip="The next attempt", group=STEP),
         Binding("n", "failure(1)", "Next failure", id="attempt.next_failure",
                 tooltip="The next failed attempt"),
         Binding("p", "failure(-1)", "Prev failure", show=False, id="attempt.previous_failure",
@@ -65,6 +67,9 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
                   id=f"attempt.pane_{name}", tooltip=f"Show the {name} pane")
           for n, name in enumerate(PANES)),
     ]
+    FOOTER_FIRST = ("attempt.back", "attempt.previous", "attempt.next", "attempt.compare", "attempt.rerun",
+                    "attempt.brief", "app.help", "attempt.next_pane")
+    """What fits 80 columns: this screen's own keys before the effort keys."""
     help_title = "attempt"
 
     def __init__(self, migration: Migration, summary: AttemptSummary, cursor: AttemptCursor,

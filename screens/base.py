@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from rich.text import Text
+from textual.binding import ActiveBinding
 from textual.screen import Screen
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable, OptionList, Static
 from textual.worker import Worker, WorkerState
 
 from screens.data import describe_error
@@ -37,7 +39,21 @@ class Pager(Generic[K]):
 
 
 class WorkbenchScreen(Screen):
-    """A screen whose database workers report failures in its `#problem` line."""
+    """A screen whose database workers report failures in its `#problem` line, and whose own
+    keys come first in the footer."""
+
+    FOOTER_FIRST: tuple[str, ...] = ()
+    """Binding ids shown first in the footer (and the help and palette), in this order; the rest
+    follow as Textual orders them (focused widget, screen, app). At 80 columns the footer holds
+    about eight keys: these are the ones this screen is for."""
+
+    @property
+    def active_bindings(self) -> dict[str, ActiveBinding]:
+        found = super().active_bindings
+        if not self.FOOTER_FIRST:
+            return found
+        rank = {binding_id: n for n, binding_id in enumerate(self.FOOTER_FIRST)}
+        return dict(sorted(found.items(), key=lambda item: rank.get(item[1].binding.id or "", len(rank))))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state is WorkerState.ERROR and event.worker.error is not None:
@@ -56,11 +72,13 @@ class FilteredList(WorkbenchScreen):
     summaries: dict
     pager: Pager
 
-    def restart_filtered(self, value: str, table: DataTable) -> bool:
-        """Take the filter a FilterBar applied: a bad one is a one-line toast; a changed one empties
-        the list to be read again from its first page (True)."""
+    def restart_filtered(self, value: str, table: DataTable | OptionList,
+                         parse: Callable[[str], review.ListFilter] = review.parse_filter) -> bool:
+        """Take the filter a FilterBar applied (`parse` reads it): a bad one is a one-line toast; a
+        changed one empties the list (a table or an option list) to be read again from its first
+        page (True)."""
         try:
-            wanted = review.parse_filter(value)
+            wanted = parse(value)
         except ValueError as exc:
             self.app.notify(str(exc), severity="error", markup=False)
             return False
@@ -68,7 +86,10 @@ class FilteredList(WorkbenchScreen):
         if wanted == self.filter:
             return False
         self.filter = wanted
-        table.clear()
+        if isinstance(table, OptionList):
+            table.clear_options()
+        else:
+            table.clear()
         self.summaries.clear()
         self.pager = Pager(size=self.pager.size, loading=True)
         return True

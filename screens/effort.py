@@ -1,6 +1,7 @@
 """The keys that record human effort, as a screen mixin: `i` intervention, `a` accept, `x` stop,
-`C` continue, `B` budgets, `o` override a verdict. A screen that shows a migration subclasses
-`EffortActions` and says which migration and attempt are in view (`effort_target`).
+`C` continue, `B` budgets, `o` override a verdict, `L` the ledger of them all. A screen that
+shows a migration subclasses `EffortActions` and says which migration and attempt are in view
+(`effort_target`).
 
 The panel is screens/widgets/effort_panel.py, its text screens/presenters/effort.py; review time
 and the poll for other reviewers' writes are screens/review_time.py.
@@ -50,6 +51,9 @@ class EffortActions(Screen):
                 tooltip="Edit the migration's budgets and acceptance level"),
         Binding("o", "override", "Override", show=False, id="effort.override",
                 tooltip="Override a verdict of this attempt with a justification"),
+        Binding("L", "ledger", "Ledger", id="effort.ledger",
+                tooltip="The ledger: every intervention, decision, override and budget change of "
+                        "this migration, newest first, each note whole (/ filters)"),
     ]
 
     def effort_target(self) -> tuple[Migration, int | None, str]:
@@ -70,6 +74,12 @@ class EffortActions(Screen):
             if new_id is not None:
                 self.effort_saved(what)
         return done
+
+    def action_ledger(self) -> None:
+        from screens.ledger import LedgerScreen
+
+        migration, _, _ = self.effort_target()
+        self.app.push_screen(LedgerScreen(migration, page_size=self.app.page_size))
 
     def action_intervene(self) -> None:
         migration, attempt_id, _ = self.effort_target()

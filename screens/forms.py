@@ -76,9 +76,11 @@ class RecordForm(ModalScreen[int | None]):
         raise NotImplementedError
 
     def show_error(self, problem: str) -> None:
+        """Say what is wrong under the fields, scrolled into view (at 80x24 the fields fill the box)."""
         error = self.query_one("#form-error", Static)
         error.update(Text(clean(problem)))
         error.display = True
+        self.call_after_refresh(error.scroll_visible, animate=False)
 
     def action_save(self) -> None:
         if self.saving:

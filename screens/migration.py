@@ -17,7 +17,7 @@ from screens.effort import EffortActions
 from screens.messages import AttemptsPage, FilterApplied, LoadFailed
 from screens.navigation import AttemptCursor
 from screens.presenters import render
-from screens.widgets.effort_panel import EffortPanel
+from screens.widgets.effort_panel import EffortBox, EffortPanel
 from screens.widgets.filter_bar import FILTER_HELP, FilterBar
 from screens.widgets.nav_table import NavTable
 from storage import queries, review
@@ -77,7 +77,12 @@ class MigrationScreen(EffortActions, FilteredList):
                 tooltip="Record this migration's reference run from its files (as `workbench reference --log`)"),
         Binding("c", "compare", "Compare", id="migration.compare",
                 tooltip="Mark this attempt for comparison; on a second attempt, compare the two"),
+        Binding("t", "whole_title", "Title", show=False, id="migration.title",
+                tooltip="Show the migration's whole title (one line, cut, by default); again to cut it"),
     ]
+    FOOTER_FIRST = ("effort.panel_ledger", "migration.open", "migration.back", "migration.compare", "app.help", "effort.ledger",
+                    "migration.filter", "migration.next_failure")
+    """What fits 80 columns: this screen's own keys before the effort keys."""
     AUTO_FOCUS = "#attempts"
     """The table, not the hidden filter line."""
     help_title = "migration"
@@ -103,6 +108,7 @@ class MigrationScreen(EffortActions, FilteredList):
 
     def compose(self) -> ComposeResult:
         yield Header()
+        yield Static(render.migration_title(self.migration), id="migration-title")
         yield Static(render.migration_header(self.migration), id="migration-header")
         yield FilterBar(id="attempt-filter")
         yield Static(id="problem", classes="problem")
@@ -112,7 +118,8 @@ class MigrationScreen(EffortActions, FilteredList):
         yield table
         yield Static(Text("Loading the attempts…", style="dim"), id="attempt-detail",
                      classes="detail")
-        yield EffortPanel(self.migration.id)
+        with EffortBox():
+            yield EffortPanel(self.migration.id)
         yield Footer()
 
     def effort_target(self) -> tuple[Migration, int | None, str]:
@@ -125,7 +132,11 @@ class MigrationScreen(EffortActions, FilteredList):
             return self.migration, None, ""
         return self.migration, summary.attempt.id, f"{self.migration.slug} #{summary.attempt.seq}"
 
+    def action_whole_title(self) -> None:
+        self.query_one("#migration-title").toggle_class("-whole").refresh(layout=True)
+
     def on_mount(self) -> None:
+        self.query_one("#migration-title").tooltip = render.migration_title(self.migration)
         self.query_one("#problem").display = False
         self.pager.loading = True
         self.load_page(self.app.db_path, None)

@@ -59,7 +59,14 @@ class RerunLauncher(ModalScreen[int | None]):
                               "bold"))
             yield Static(text("The command comes from the agent's record: read it. Nothing runs until you"
                               " press Run.", "italic"))
-            with VerticalScroll():
+            with VerticalScroll(id="rerun-fields"):
+                # The command first: it is what the reviewer must read, and 80x24 shows little more.
+                yield Label(f"Command, one argument per line (runs in {a.command.cwd} of the checkout)")
+                yield TextArea("\n".join(a.command.argv), id="rerun-argv", soft_wrap=True)
+                yield Label("Environment, KEY=VALUE per line")
+                yield TextArea("\n".join(f"{k}={v}" for k, v in sorted(env.items())), id="rerun-env")
+                yield Static(id="rerun-env-differs")
+                yield Checkbox("", id="rerun-env-defaults")
                 yield Label("Backend")
                 yield Select(BACKENDS, value="local", allow_blank=False, id="rerun-backend")
                 yield Label("Host, TPU VM or cluster name (not for local)")
@@ -68,12 +75,6 @@ class RerunLauncher(ModalScreen[int | None]):
                 yield Input(id="rerun-zone")
                 yield Label("Chips")
                 yield Input(str(chips), id="rerun-chips", type="integer")
-                yield Label(f"Command, one argument per line (runs in {a.command.cwd} of the checkout)")
-                yield TextArea("\n".join(a.command.argv), id="rerun-argv", soft_wrap=True)
-                yield Label("Environment, KEY=VALUE per line")
-                yield TextArea("\n".join(f"{k}={v}" for k, v in sorted(env.items())), id="rerun-env")
-                yield Static(id="rerun-env-differs")
-                yield Checkbox("", id="rerun-env-defaults")
                 yield Label("Timeout in seconds (empty: none)")
                 yield Input(id="rerun-timeout", type="number")
                 yield Label("Target environment (venv folder; its bin/ goes first on PATH)")

@@ -60,10 +60,18 @@ class StudyScreen(FilteredList):
                 id="study.new_migration_plus", tooltip="Add a migration (as `workbench migration add`)"),
         Binding("e", "export", "Export", id="study.export",
                 tooltip="Export a counted report (Markdown, HTML, CSV, JSON, LaTeX)"),
+        Binding("L", "ledger", "Ledger", id="study.ledger",
+                tooltip="The ledger: every intervention, decision, override and budget change of "
+                        "the study, newest first, each note whole (/ filters)"),
     ]
     AUTO_FOCUS = "#migrations"
     """The table, not the hidden filter line."""
     help_title = "study"
+
+    def action_ledger(self) -> None:
+        from screens.ledger import LedgerScreen
+
+        self.app.push_screen(LedgerScreen(None, page_size=self.app.page_size))
 
     def action_export(self) -> None:
         from screens.export import ExportScreen

@@ -148,8 +148,9 @@ class ListFilter:
         return " ".join([*self.words, *(f"{k}:{v}" for k, v in self.terms)])
 
 
-def parse_filter(raw: str) -> ListFilter:
-    """`raw` as a filter; a bad term raises ValueError with one line to show."""
+def parse_filter(raw: str, keys: tuple[str, ...] = FILTER_KEYS) -> ListFilter:
+    """`raw` as a filter taking the `key:value` terms `keys` (the attempt and migration lists'
+    by default); a bad term raises ValueError with one line to show."""
     words: list[str] = []
     terms: list[tuple[str, str]] = []
     for token in raw.split():
@@ -158,13 +159,15 @@ def parse_filter(raw: str) -> ListFilter:
             words.append(token.lower())
             continue
         key = _KEY_ALIASES.get(key.lower(), key.lower())
-        if key not in FILTER_KEYS or not value:
-            raise ValueError(f"{token!r}: filter terms are key:value with key one of {', '.join(FILTER_KEYS)}")
+        if key not in keys or not value:
+            raise ValueError(f"{token!r}: filter terms are key:value with key one of {', '.join(keys)}")
         value = value.lower()
         if key in ("silent", "overclaim") and value not in _YES | _NO:
             raise ValueError(f"{token!r}: {key} takes yes or no")
         if key == "level" and _level_bounds(value) is None:
             raise ValueError(f"{token!r}: level takes 0 to 5, >=N, <=N or none")
+        if key == "attempt" and not value.lstrip("#").isdigit():
+            raise ValueError(f"{token!r}: attempt takes an attempt's number (attempt:3)")
         terms.append((key, value))
     return ListFilter(tuple(words), tuple(terms))
 

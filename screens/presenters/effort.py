@@ -1,5 +1,5 @@
 """The effort panel's text: where a migration stands against its budgets, the suggestion, the
-latest decision, review time and the latest interventions."""
+latest decision, review time and the latest interventions; and the ledger's entries."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from domain import effort
 from domain.models import DecisionKind, Intervention
 from screens.presenters.palette import tone
 from screens.text import text
+from storage.ledger import LedgerEntry
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,10 @@ class PanelData:
     corrected: dict[int, int]
     decision: Any
     review: dict[str, float]
+
+
+PANEL_INTERVENTIONS = 10
+"""The latest interventions the panel lists (it scrolls); the ledger screen lists them all."""
 
 
 def render_panel(data: PanelData, attempt_id: int | None) -> Text:
@@ -64,7 +69,7 @@ def render_panel(data: PanelData, attempt_id: int | None) -> Text:
     out.append(f"Interventions on {scope}: {len(current)}", style="bold")
     if current:
         out.append(f", {sum(i.minutes for i in current):g} min")
-    for i in reversed(data.interventions[-3:]):
+    for i in reversed(data.interventions[-PANEL_INTERVENTIONS:]):
         out.append("\n")
         line = f"  #{i.id} {i.kind} {i.minutes:g} min by {i.reviewer} {i.at[:16]}"
         if i.corrects is not None:
@@ -76,6 +81,8 @@ def render_panel(data: PanelData, attempt_id: int | None) -> Text:
         if i.note:
             out.append(": ")
             out.append_text(text(i.note[:80]))
+    out.append("\nL opens the ledger: every intervention, decision, override and budget change, "
+               "each note whole", style="dim")
     return out
 
 
@@ -99,3 +106,61 @@ def standing_text(standing: effort.Standing) -> Text:
     for reason in standing.reasons:
         out.append(f"  · {reason}\n", style="dim")
     return out
+
+
+KIND_STYLE = {"intervention": "bold", "decision": "bold $text-primary", "override": "bold $text-warning",
+              "budget": "bold $text-secondary"}
+"""How each kind of ledger entry is marked."""
+
+
+def _budget_figures(detail: dict) -> str:
+    parts = []
+    for name, label, unit in (("compute_dollars", "compute", "$"), ("staff_hours", "staff", "h"),
+                              ("attempts", "attempts", ""), ("calendar_days", "days", "d")):
+        value = detail.get(name)
+        shown = "no limit" if value is None else (f"${value:g}" if unit == "$" else f"{value:g}{unit}")
+        parts.append(f"{label} {shown}")
+    parts.append(f"accept L{detail.get('acceptance_level')}")
+    return " · ".join(parts)
+
+
+def ledger_entry(entry: LedgerEntry, *, with_slug: bool = False) -> Text:
+    """One ledger entry: a line saying what, who, when and on which attempt, then its note whole
+    (the list wraps it); a corrected intervention is struck through and names its correction."""
+    out = Text()
+    out.append(entry.at[:16].replace("T", " "), style="dim")
+    out.append("  ")
+    out.append(f"{entry.kind} #{entry.id}", style=tone(KIND_STYLE.get(entry.kind, "bold")))
+    out.append("  ")
+    if entry.kind == "override":
+        out.append(f"L{entry.detail.get('level')} {entry.detail.get('automated')} → ")
+        out.append_text(text(entry.label, "bold"))
+    elif entry.kind == "budget":
+        out.append(_budget_figures(entry.detail))
+    else:
+        out.append_text(text(entry.label, "bold"))
+    if entry.minutes is not None:
+        out.append(f" {entry.minutes:g} min")
+    suggested = entry.detail.get("suggested")
+    if entry.kind == "decision" and suggested and suggested != entry.label:
+        out.append_text(text(f" (against {suggested})", tone("$text-warning")))
+    if with_slug:
+        out.append_text(text(f" on {entry.slug}"))
+    if entry.seq is not None:
+        out.append(f" {'' if with_slug else 'on '}#{entry.seq}")
+    out.append(" by ")
+    out.append_text(text(entry.reviewer))
+    if entry.corrects is not None:
+        out.append(f" (corrects #{entry.corrects})", style="dim")
+    if entry.corrected_by is not None:
+        out.stylize("strike dim")
+        out.append(f" (corrected by #{entry.corrected_by})", style="dim")
+    if entry.note:
+        out.append("\n")
+        out.append_text(text(entry.note, keep_newlines=True))
+    return out
+
+
+def ledger_counts_line(counts: dict[str, int]) -> Text:
+    """How many of each kind the ledger holds (unfiltered)."""
+    return Text(" · ".join(f"{n} {kind}{'' if n == 1 else 's'}" for kind, n in counts.items()), style="dim")

@@ -196,14 +196,19 @@ def migration_detail(summary: MigrationSummary) -> Text:
     return out
 
 
-def migration_header(m: Migration, counts: LadderCounts | None = None) -> Text:
-    """The migration screen's heading: title, then status, target, goal and acceptance, then
-    (once read) the attempts per highest level."""
-    out = Text()
-    out.append_text(text(m.slug, "bold"))
+def migration_title(m: Migration) -> Text:
+    """The slug and the title: one line on the migration screen (cut with an ellipsis; `t`
+    shows it whole), whole on the ledger screen."""
+    out = text(m.slug, "bold")
     out.append("  ")
     out.append_text(text(m.title))
-    out.append("\n")
+    return out
+
+
+def migration_header(m: Migration, counts: LadderCounts | None = None) -> Text:
+    """The migration screen's heading under the title: status, target, goal and acceptance,
+    then (once read) the attempts per highest level."""
+    out = Text()
     out.append_text(migration_status(m.status))
     out.append(" · ", style="dim")
     out.append_text(text(f"{m.target.describe()} {m.target.runtime}"))

@@ -1,5 +1,6 @@
 """The standing effort panel of a migration (or of one attempt): read in a worker, drawn by
-`screens.presenters.effort.render_panel`."""
+`screens.presenters.effort.render_panel`, in a box that scrolls (`EffortBox`) and opens the
+ledger screen (screens/ledger.py) with `enter` or a click."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from pathlib import Path
 
 from rich.text import Text
 from textual import work
+from textual.binding import Binding
+from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from screens.data import read
@@ -21,7 +24,7 @@ class EffortPanel(Static):
     one attempt); `reload()` reads them again in a worker."""
 
     DEFAULT_CSS = """
-    EffortPanel { height: auto; max-height: 10; border-top: solid $primary-muted; padding: 0 1; }
+    EffortPanel { height: auto; padding: 0 1; }
     """
 
     def __init__(self, migration_id: int, *, attempt_id: int | None = None, id: str | None = "effort-panel") -> None:
@@ -55,3 +58,21 @@ class EffortPanel(Static):
     def _show(self, data: PanelData) -> None:
         self.data = data
         self.update(render_panel(data, self.attempt_id))
+
+
+class EffortBox(VerticalScroll):
+    """The effort panel at most 10 lines high (4 on a short screen, app.tcss), scrolling the rest;
+    `enter` or a click opens the ledger."""
+
+    DEFAULT_CSS = """
+    EffortBox { height: auto; max-height: 10; border-top: solid $primary-muted; }
+    EffortBox:focus { border-top: solid $primary; }
+    """
+
+    BINDINGS = [
+        Binding("enter", "screen.ledger", "Ledger", id="effort.panel_ledger",
+                tooltip="Open the ledger: every intervention, decision, override and budget change"),
+    ]
+
+    def on_click(self) -> None:
+        self.run_action("screen.ledger")

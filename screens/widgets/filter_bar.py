@@ -1,4 +1,4 @@
-"""The `/` filter line of the study and attempt lists (as in lazygit and k9s)."""
+"""The `/` filter line of the study, attempt and ledger lists (as in lazygit and k9s)."""
 
 from __future__ import annotations
 
@@ -29,10 +29,10 @@ class FilterBar(Input):
                 tooltip="Clear the filter and show every row"),
     ]
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, *, help: str = FILTER_HELP, **kwargs) -> None:
         kwargs.setdefault("placeholder", "filter: words, status: level: cause: silent: overclaim: source: reviewer:")
         super().__init__(**kwargs)
-        self.tooltip = FILTER_HELP
+        self.tooltip = help
 
     def open(self) -> None:
         self.add_class("-open")
