@@ -10,7 +10,6 @@ import click
 
 from cli.common import db_argument, echo_json, json_option, migration_filter, migration_id_or_all, study_at, table
 from domain.errors import WorkbenchError
-from domain.judgements import SEED
 from workbench import config
 
 
@@ -115,16 +114,17 @@ def _rate(k: int, n: int) -> str:
 @click.command()
 @db_argument
 @migration_filter
-@click.option("--seed", type=int, default=SEED, show_default=True, help="Bootstrap seed.")
+@click.option("--seed", type=int, default=None,
+              help="Bootstrap seed [default: the fixed one, so figures repeat].")
 @json_option("One JSON object instead of tables.")
-def agreement(db: Path, slug: str | None, seed: int, as_json: bool) -> None:
+def agreement(db: Path, slug: str | None, seed: int | None, as_json: bool) -> None:
     """Agreement per level: reviewer with reviewer, reviewer with verifier; the disagreements."""
+    from workbench.judging import SEED, agreement_dict
     from workbench.judging import agreement as measure
-    from workbench.judging import agreement_dict
 
     with study_at(db) as study:
         mid = migration_id_or_all(study.db, db, slug)
-        report = measure(study.db, None if mid is None else [mid], seed=seed)
+        report = measure(study.db, None if mid is None else [mid], seed=SEED if seed is None else seed)
     if as_json:
         echo_json(agreement_dict(report))
         return

@@ -16,7 +16,7 @@ from sqlite_utils import Database
 
 from domain.judgements import HumanJudgement, QueueItem
 from domain.models import FailureCause, Outcome
-from storage.queries import expected_level_of
+from storage.queries import expected_level_of, hidden_attempts
 from storage.records import add_verdict_override, audit, immediate, insert_row, now
 
 CURRENT = "NOT EXISTS (SELECT 1 FROM judgement later WHERE later.supersedes = j.id)"
@@ -133,15 +133,8 @@ def study_blind(db: Database) -> bool:
 
 
 def hidden_for(db: Database, reviewer: str, attempt_id: int) -> bool:
-    """True while `reviewer` must not see this attempt's claim, expected level, verdicts, causes
-    and others' judgements: blind (the study's mode, or a blind assignment of it to them) and not
-    yet judged by them."""
-    row = db.execute(
-        "SELECT (COALESCE((SELECT blind FROM blind_mode ORDER BY id DESC LIMIT 1), 0)"
-        "  OR EXISTS (SELECT 1 FROM assignment s WHERE s.attempt_id = :a AND s.reviewer = :r AND s.blind))"
-        " AND NOT EXISTS (SELECT 1 FROM judgement j WHERE j.attempt_id = :a AND j.reviewer = :r)",
-        {"a": attempt_id, "r": reviewer}).fetchone()
-    return bool(row[0])
+    """True while `reviewer` is blind to this attempt (storage.queries.hidden_attempts)."""
+    return attempt_id in hidden_attempts(db, reviewer, [attempt_id])
 
 
 # --------------------------------------------------------------------------- agreement inputs

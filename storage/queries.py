@@ -153,6 +153,19 @@ attempt_stat AS (
 )"""
 
 
+def hidden_attempts(db: Reader, reviewer: str, attempt_ids: list[int]) -> set[int]:
+    """The attempts among these that `reviewer` must not see the claim, expected level, verdicts,
+    causes and others' judgements of (docs/judgements.md): blind (the study's mode, or a blind
+    assignment of it to them) and not yet judged by them. The one rule; a plain read."""
+    rows = db.execute(
+        "SELECT a.value FROM json_each(:ids) a"
+        " WHERE (COALESCE((SELECT blind FROM blind_mode ORDER BY id DESC LIMIT 1), 0)"
+        "   OR EXISTS (SELECT 1 FROM assignment s WHERE s.attempt_id = a.value AND s.reviewer = :r AND s.blind))"
+        " AND NOT EXISTS (SELECT 1 FROM judgement j WHERE j.attempt_id = a.value AND j.reviewer = :r)",
+        {"ids": json.dumps(list(attempt_ids)), "r": reviewer})
+    return {row[0] for row in rows}
+
+
 def _rows(db: Reader, sql: str, params: list[Any] | dict[str, Any]) -> list[dict[str, Any]]:
     """Rows as dicts, a repeated column name suffixed `_2`, `_3` as sqlite-utils' `query` does."""
     cursor = db.execute(sql, params)

@@ -5,9 +5,7 @@ agreement, adjudicate. The CLI and the app call these; the SQL is in storage/jud
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
-
-from sqlite_utils import Database
+from typing import TYPE_CHECKING, Any
 
 from domain.errors import WorkbenchError
 from domain.judgements import (
@@ -24,6 +22,11 @@ from domain.judgements import (
     parse_levels,
 )
 from domain.models import AttemptSource, Outcome
+
+if TYPE_CHECKING:  # `workbench attempts` reads through the standard sqlite3 module, without sqlite-utils
+    from sqlite_utils import Database
+
+    from storage.queries import Reader
 
 HIDDEN_FIELDS = ("claim", "expected_level", "ladder", "highest_level", "failure")
 """What `workbench attempts --json` blanks for a reviewer who is blind to an attempt."""
@@ -72,11 +75,11 @@ def assign(db: Database, reviewers: list[str], *, overlap: float, migration_id: 
     return batch, pairs
 
 
-def hidden_attempts(db: Database, reviewer: str, attempt_ids: list[int]) -> set[int]:
-    """The attempts among these that `reviewer` is blind to (storage.judgements.hidden_for)."""
-    from storage.judgements import hidden_for
+def hidden_attempts(db: Reader, reviewer: str, attempt_ids: list[int]) -> set[int]:
+    """The attempts among these that `reviewer` is blind to (storage.queries.hidden_attempts)."""
+    from storage.queries import hidden_attempts as hidden
 
-    return {a for a in attempt_ids if hidden_for(db, reviewer, a)}
+    return hidden(db, reviewer, attempt_ids)
 
 
 def agreement(db: Database, migration_ids: list[int] | None = None, *, seed: int = SEED,
