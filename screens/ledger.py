@@ -40,6 +40,8 @@ class LedgerList(OptionList):
         Binding("g", "first", "Top", show=False, id="ledger.top", tooltip="The newest record"),
         Binding("G", "last", "Bottom", show=False, id="ledger.bottom",
                 tooltip="The oldest record loaded (loads the next page when there is one)"),
+        Binding("enter", "select", "Open attempt", id="ledger.open",
+                tooltip="Open the attempt the highlighted record concerns"),
     ]
 
 
@@ -50,7 +52,7 @@ class LedgerScreen(FilteredList):
         Binding("escape", "app.pop_screen", "Back", id="ledger.back", tooltip="Back to the previous screen"),
         Binding("slash", "filter", "Filter", key_display="/", id="ledger.filter", tooltip=ledger.LEDGER_HELP),
     ]
-    FOOTER_FIRST = ("ledger.back", "ledger.filter", "app.help")
+    FOOTER_FIRST = ("ledger.back", "ledger.open", "ledger.filter", "app.help")
     AUTO_FOCUS = "#ledger"
     help_title = "ledger"
 
@@ -160,6 +162,14 @@ class LedgerScreen(FilteredList):
     @on(OptionList.OptionHighlighted, "#ledger")
     def _highlighted(self) -> None:
         self._maybe_load_more(self.query_one(LedgerList))
+
+    @on(OptionList.OptionSelected, "#ledger")
+    def _open_attempt(self, message: OptionList.OptionSelected) -> None:
+        entry = self.summaries.get(message.option.id or "")
+        if entry is None or entry.attempt_id is None:
+            self.notify("This record concerns the whole migration, not one attempt.", severity="warning")
+            return
+        self.app.open_attempt(entry.slug, entry.attempt_id)  # type: ignore[attr-defined]
 
     # --- the filter ---------------------------------------------------------------------------------
     def action_filter(self) -> None:

@@ -46,6 +46,8 @@ class LedgerEntry:
     slug: str
     seq: int | None
     """The attempt it concerns, if any."""
+    attempt_id: int | None
+    """That attempt's id (`enter` in the ledger opens it)."""
     minutes: float | None
     corrects: int | None
     corrected_by: int | None
@@ -119,7 +121,7 @@ def ledger_page(db: Database, migration_id: int | None, f: ListFilter = NO_FILTE
     sql = f"""
     WITH {_ENTRIES}
     SELECT e.kind, e.id, e.at, e.reviewer, e.label, e.note, m.slug, a.seq, e.minutes, e.corrects,
-           e.corrected_by, e.detail
+           e.corrected_by, e.detail, e.attempt_id
     FROM entry e JOIN migration m ON m.id = e.migration_id LEFT JOIN attempt a ON a.id = e.attempt_id
     WHERE (:b_at IS NULL OR (e.at, e.kind, e.id) < (:b_at, :b_kind, :b_id))
       AND (:d_at IS NULL OR (e.at, e.kind, e.id) >= (:d_at, :d_kind, :d_id))
@@ -133,7 +135,7 @@ def ledger_page(db: Database, migration_id: int | None, f: ListFilter = NO_FILTE
                             **params}).fetchall()
     return [LedgerEntry(kind=r[0], id=int(r[1]), at=str(r[2]), reviewer=str(r[3]), label=str(r[4]),
                         note=str(r[5]), slug=str(r[6]), seq=r[7], minutes=r[8], corrects=r[9],
-                        corrected_by=r[10], detail=json.loads(r[11] or "{}"))
+                        corrected_by=r[10], detail=json.loads(r[11] or "{}"), attempt_id=r[12])
             for r in rows]
 
 

@@ -177,6 +177,24 @@ async def test_the_ledger_filters_by_kind_text_reviewer_and_attempt(study_path: 
         assert len(ledger.summaries) == 100 and not ledger.filter
 
 
+async def test_enter_on_a_ledger_record_opens_its_attempt(study_path: Path) -> None:
+    app = WorkbenchApp(study_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_migration(pilot, "moe-xla")
+        ledger = await open_ledger(pilot)
+        entries = ledger.query_one(LedgerList)
+        ids = list(ledger.summaries)
+        whole = ids.index(next(k for k, e in ledger.summaries.items() if e.kind == "budget"))
+        entries.highlighted = whole  # a budget change concerns the migration, not one attempt
+        await pilot.press("enter")
+        await settle(pilot)
+        assert app.screen is ledger and "not one attempt" in " ".join(str(n.message) for n in app._notifications)
+        entries.highlighted = ids.index(next(k for k, e in ledger.summaries.items() if e.kind == "override"))
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, AttemptScreen))
+        assert app.screen.summary.attempt.seq == 3
+
+
 async def test_the_ledger_follows_another_processs_records(study_path: Path) -> None:
     app = WorkbenchApp(study_path)
     async with app.run_test(size=SIZE) as pilot:
