@@ -45,13 +45,13 @@ def figure(s: Statistic) -> str:
 
 
 def confusion_rows(la: LevelAgreement) -> Text:
-    """The level's confusion matrix: verifier outcome by row, reviewers' outcome by column."""
+    """The level's confusion matrix: the verifier's outcome by row, the reviewers' by column."""
     outcomes = [o.value for o in Outcome]
-    out = Text("  confusion, verifier ↓ reviewers →  ", style="dim")
-    out.append("".join(f"{o:>9}" for o in outcomes) + "\n", style="dim")
+    out = Text(f"  {'confusion':<19}{'reviewers:':>11}", style="dim")
+    out.append("".join(f"{'?' if o == Outcome.UNKNOWN.value else o:>7}" for o in outcomes) + "\n", style="dim")
     for machine in outcomes:
-        out.append(f"  {'':34}{machine:>9}", style="dim")
-        out.append("".join(f"{la.confusion[machine][human]:>9}" for human in outcomes) + "\n")
+        out.append(f"    {'verifier ' + machine:<28}", style="dim")
+        out.append("".join(f"{la.confusion[machine][human]:>7}" for human in outcomes) + "\n")
     return out
 
 

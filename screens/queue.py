@@ -221,8 +221,7 @@ class QueueScreen(WorkbenchScreen):
             loaded = len(self.items)
             if loaded < self.counts[1]:
                 out.append(f" · {loaded} loaded, more as you scroll", style="dim")
-            out.append("\nenter opens an attempt; there [ and ] step through this queue, u to the next left",
-                       style="dim")
+            out.append("\nenter opens one; there [ ] step through the queue, u opens the next left", style="dim")
         self.query_one("#queue-header", Static).update(out)
         self.query_one(QueueTable).display = bool(self.counts and self.counts[1])
 
