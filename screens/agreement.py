@@ -18,7 +18,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Input, Label, Select, Static, TabbedContent, TabPane
-from textual.worker import get_current_worker
+from textual.worker import Worker, WorkerState, get_current_worker
 
 from domain.judgements import AgreementReport, BlindFigure, Disagreement, LevelAgreement, Statistic
 from domain.models import LADDER, Outcome
@@ -236,6 +236,11 @@ class AgreementScreen(WorkbenchScreen):
             self.app.call_from_thread(self._done_computing)
         else:
             self.app.call_from_thread(self._computed, *result)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        super().on_worker_state_changed(event)
+        if event.worker.group == "agreement" and event.state in (WorkerState.ERROR, WorkerState.CANCELLED):
+            self.computing = False
 
     def _done_computing(self) -> None:
         self.computing = False

@@ -148,6 +148,18 @@ class WorkbenchApp(App[None]):
             elif isinstance(screen, QueueScreen):
                 screen.follow(message.attempt_id)
 
+    def open_queue(self) -> None:
+        """My queue (screens/queue.py), on top of the screen shown now."""
+        from screens.queue import QueueScreen
+
+        self.push_screen(QueueScreen(page_size=self.page_size))
+
+    def open_agreement(self) -> None:
+        """The agreement screen (screens/agreement.py), on top of the screen shown now."""
+        from screens.agreement import AgreementScreen
+
+        self.push_screen(AgreementScreen())
+
     def _queue_cursor(self):
         """The queue an attempt screen opened from my queue steps through (else None)."""
         from screens.navigation import QueueCursor

@@ -251,6 +251,7 @@ class QueueScreen(WorkbenchScreen):
         if self.pager.loading:
             self.stale = True  # a page started after this read: read again once it is shown
             return
+        blind_changed = result.study_blind != self.study_blind
         self._take(result)
         table = self.query_one(QueueTable)
         added = False
@@ -258,7 +259,7 @@ class QueueScreen(WorkbenchScreen):
             for item in result.items:
                 key = str(item.attempt_id)
                 old = self.items.get(key)
-                if item == old and not result.study_blind:
+                if item == old and not blind_changed:
                     continue
                 if item.attempt_id not in result.summaries:
                     continue

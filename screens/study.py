@@ -80,14 +80,10 @@ class StudyScreen(FilteredList):
         self.app.push_screen(LedgerScreen(None, page_size=self.app.page_size))
 
     def action_queue(self) -> None:
-        from screens.queue import QueueScreen
-
-        self.app.push_screen(QueueScreen(page_size=self.app.page_size))
+        self.app.open_queue()
 
     def action_agreement(self) -> None:
-        from screens.agreement import AgreementScreen
-
-        self.app.push_screen(AgreementScreen())
+        self.app.open_agreement()
 
     def action_export(self) -> None:
         from screens.export import ExportScreen

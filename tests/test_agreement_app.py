@@ -205,3 +205,17 @@ async def test_the_figures_scroll_at_80x24(study_path: Path) -> None:
         await pilot.press("end")
         await settle(pilot)
         assert "not blind" in screen_text(app)
+
+
+async def test_the_palette_opens_the_agreement_from_a_migration(study_path: Path) -> None:
+    from test_effort_app import open_migration
+
+    app = WorkbenchApp(study_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_migration(pilot, "mlp-xla")
+        await pilot.press("ctrl+p", *"Agreement")
+        await settle(pilot)
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, AgreementScreen))
+        await until(pilot, lambda: app.screen.report is not None, timeout=20.0)
+        assert len(app.screen.report.disagreements) == 3

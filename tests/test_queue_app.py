@@ -189,3 +189,22 @@ async def test_a_hostile_reviewer_name_shows_as_text(dealt: Path, monkeypatch) -
         text = screen_text(app)
         assert "[red]x[/red]␛[2J" in text and "\x1b" not in text
         assert shown_rows(screen)[0][4] == "blind"
+
+
+async def test_the_palette_opens_the_queue_from_the_study_and_from_a_migration(dealt: Path) -> None:
+    from test_effort_app import open_migration
+
+    app = WorkbenchApp(dealt)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("ctrl+p", *"My queue")
+        await settle(pilot)
+        assert "My queue (Q)" in screen_text(app)  # the study screen's binding
+        await pilot.press("escape")
+        await open_migration(pilot, "mlp-classifier")
+        await pilot.press("ctrl+p", *"My queue")
+        await settle(pilot)
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, QueueScreen))
+        await until(pilot, lambda: app.screen.counts is not None)
+        assert app.screen.counts[1] == len(items(dealt))
