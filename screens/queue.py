@@ -207,6 +207,8 @@ class QueueScreen(WorkbenchScreen):
         order = [int(row.key.value) for row in table.ordered_rows if row.key.value in self.items]
         self.cursor.rows = [self.summaries[a] for a in order if a in self.summaries]
         self.cursor.done = {item.attempt_id for item in self.items.values() if item.done}
+        self.cursor.hidden = {item.attempt_id for item in self.items.values()
+                              if (item.blind or self.study_blind) and not item.done}
 
     def _show_header(self) -> None:
         out = Text("My queue: ", style="bold")

@@ -208,3 +208,37 @@ async def test_the_palette_opens_the_queue_from_the_study_and_from_a_migration(d
         await until(pilot, lambda: isinstance(app.screen, QueueScreen))
         await until(pilot, lambda: app.screen.counts is not None)
         assert app.screen.counts[1] == len(items(dealt))
+
+
+async def test_brackets_read_the_queues_next_page_as_they_step(dealt: Path) -> None:
+    expected = items(dealt)
+    app = WorkbenchApp(dealt, page_size=2)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await open_queue(pilot)
+        assert len(screen.items) < len(expected)
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, AttemptScreen))
+        attempt = app.screen
+        for item in expected[1:]:
+            await pilot.press("right_square_bracket")
+            await settle(pilot)
+            assert attempt.summary.attempt.id == item.attempt_id
+
+
+def test_failure_jumps_in_the_queue_skip_attempts_still_judged_blind() -> None:
+    from dataclasses import replace
+
+    from domain.models import Attempt, AttemptSource, AttemptStatus, AttemptSummary, Command, Failure, FailureCause
+    from screens.navigation import QueueCursor
+
+    def summary(attempt_id: int, failed: bool) -> AttemptSummary:
+        attempt = Attempt(id=attempt_id, migration_id=1, seq=attempt_id, source=AttemptSource.AGENT, commit="c",
+                          command=Command(argv=("python",)), status=AttemptStatus.OK)
+        failure = Failure(id=attempt_id, attempt_id=attempt_id, cause=FailureCause.CRASH, silent=False,
+                          note="", evidence=()) if failed else None
+        return AttemptSummary(attempt=attempt, ladder=(None,) * 5, failure=failure, interventions=0)
+
+    cursor = QueueCursor(rows=[summary(1, False), summary(2, True), summary(3, True)], hidden={2})
+    found = cursor.failure(1, 1)
+    assert found is not None and found.attempt.id == 3 and cursor.current == 3
+    assert replace(cursor, hidden=set()).failure(1, 1).attempt.id == 2
