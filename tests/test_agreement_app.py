@@ -149,6 +149,9 @@ async def test_adjudicating_in_the_dialog_records_an_override_and_clears_the_ite
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, AdjudicationForm))
         form = app.screen
+        await settle(pilot)
+        text = screen_text(app)
+        assert "[red]x[/red]␛[2J" in text and "\x1b" not in text  # the dialog names the reviewers as text
         form.query_one("#adjudication-outcome", Select).value = "fail"
         await pilot.press("ctrl+s")  # no reason: one line, nothing written
         await settle(pilot)
