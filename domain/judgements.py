@@ -61,6 +61,13 @@ class QueueItem:
     seq: int
     blind: bool
     done: bool
+    source: str = "agent"
+    """The attempt's source (agent or rerun; reference runs are never dealt)."""
+
+    @property
+    def key(self) -> tuple[str, int]:
+        """Where it stands in the queue's order (migration slug, seq): the keyset of its pages."""
+        return self.migration, self.seq
 
 
 def parse_levels(text: str) -> tuple[Outcome, ...]:

@@ -73,6 +73,8 @@ class WorkbenchApp(App[None]):
         Binding("V", "verify", "Verify", show=False, id="app.verify",
                 tooltip="Verify what this screen shows (the study, a migration or an attempt) "
                         "with the ladder verifier; unchanged attempts are skipped"),
+        Binding("u", "next_left", "Next left", id="app.next_left",
+                tooltip="Opened from my queue: the next attempt of the queue you have not judged yet"),
     ]
 
     def __init__(self, db_path: Path, *, page_size: int = PAGE_SIZE,
@@ -137,10 +139,44 @@ class WorkbenchApp(App[None]):
         self.open_migration(slug)
 
     def on_attempt_shown(self, message: AttemptShown) -> None:
-        """An attempt screen moved: the migration screen's cursor follows it."""
+        """An attempt screen moved: the migration screen's (or the queue's) cursor follows it."""
+        from screens.queue import QueueScreen
+
         for screen in self.screen_stack:
             if isinstance(screen, MigrationScreen) and screen.migration.id == message.migration_id:
                 screen.follow(message.attempt_id)
+            elif isinstance(screen, QueueScreen):
+                screen.follow(message.attempt_id)
+
+    def open_queue(self) -> None:
+        """My queue (screens/queue.py), on top of the screen shown now."""
+        from screens.queue import QueueScreen
+
+        self.push_screen(QueueScreen(page_size=self.page_size))
+
+    def open_agreement(self) -> None:
+        """The agreement screen (screens/agreement.py), on top of the screen shown now."""
+        from screens.agreement import AgreementScreen
+
+        self.push_screen(AgreementScreen())
+
+    def _queue_cursor(self):
+        """The queue an attempt screen opened from my queue steps through (else None)."""
+        from screens.navigation import QueueCursor
+
+        cursor = getattr(self.screen, "cursor", None)
+        return cursor if isinstance(cursor, QueueCursor) and hasattr(self.screen, "show") else None
+
+    async def action_next_left(self) -> None:
+        """`u` on an attempt screen opened from my queue: the queue's next attempt not judged yet."""
+        cursor = self._queue_cursor()
+        if cursor is None:
+            return
+        found = cursor.next_left(self.screen.summary.attempt.id)
+        if found is None:
+            self.notify("Nothing left in your queue (among the loaded rows)", markup=False)
+            return
+        await self.screen.show(found)
 
     def on_file_wanted(self, message: FileWanted) -> None:
         from screens.file import FileScreen
@@ -193,6 +229,8 @@ class WorkbenchApp(App[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """`V` only where there is something to verify (the study, migration and attempt screens)."""
+        if action == "next_left":
+            return self._queue_cursor() is not None
         if action == "verify":
             from screens.verifying import scope_of
 

@@ -207,6 +207,7 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
         if summary is None or summary.attempt.id == self.summary.attempt.id:
             return
         self.summary = summary
+        self.migration = self.cursor.migration_of(summary) or self.migration  # a queue spans migrations
         self.facts = None
         self.app.post_message(AttemptShown(self.migration.id, summary.attempt.id))
         await self.recompose()

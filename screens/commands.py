@@ -34,6 +34,15 @@ class WorkbenchCommands(Provider):
             label = f"{binding.description} ({app.get_key_display(binding)})"
             commands.append((label, partial(app.run_action_on, active.node, binding.action),
                              binding.tooltip or ""))
+        if len(app.screen_stack) > 1:  # on the study screen its Q and A bindings are listed above
+            from screens.agreement import AgreementScreen
+            from screens.queue import QueueScreen
+
+            if not isinstance(self.screen, QueueScreen):
+                commands.append(("My queue", app.open_queue, "The attempts dealt to you, with counts of done and left"))
+            if not isinstance(self.screen, AgreementScreen):
+                commands.append(("Agreement", app.open_agreement,
+                                 "Reviewer agreement per level and the disagreements to adjudicate"))
         for summary in app.loaded_migrations():
             m = summary.migration
             commands.append(

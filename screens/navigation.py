@@ -1,12 +1,16 @@
 """Where the reviewer stands among a migration's attempts, as data: the migration screen keeps an
 `AttemptCursor` up to date and hands it to the screens it opens, which step through it without
-holding the migration screen; they say where they moved with `AttemptShown` (screens/messages.py)."""
+holding the migration screen; they say where they moved with `AttemptShown` (screens/messages.py).
+
+The queue screen hands out a `QueueCursor` instead: `[`/`]` then step through the reviewer's
+queue, across migrations, and the diff's default and the reference are the stepped-to
+attempt's own migration's."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from domain.models import AttemptSource, AttemptSummary
+from domain.models import AttemptSource, AttemptSummary, Migration
 
 
 @dataclass
@@ -57,3 +61,71 @@ class AttemptCursor:
             return self.get(self.marked)
         index = self.index(attempt_id)
         return self.rows[index - 1] if index > 0 else None
+
+    def migration_of(self, summary: AttemptSummary) -> Migration | None:
+        """The migration of an attempt stepped to, when it may differ from the screen's (None:
+        every row is the screen's migration's)."""
+        return None
+
+
+@dataclass
+class QueueCursor(AttemptCursor):
+    """A reviewer's queue (screens/queue.py) in its order, across migrations: each row comes with
+    its migration, its migration's reference run and the commit before it, read with the page."""
+
+    migrations: dict[int, Migration] = field(default_factory=dict)
+    references: dict[int, AttemptSummary | None] = field(default_factory=dict)
+    """Migration id -> its reference run's summary."""
+    previous: dict[int, tuple[int, str] | None] = field(default_factory=dict)
+    """Attempt id -> (seq, commit) of the agent attempt before it in its migration."""
+    done: set[int] = field(default_factory=set)
+    """Attempt ids the reviewer has judged."""
+    current: int | None = None
+    """The attempt shown last (set by the queue screen and by each step)."""
+    hidden: set[int] = field(default_factory=set)
+    """Attempt ids judged blind and not judged yet: `n`/`p`/`s` never stop on them (that would
+    tell the reviewer the verifier failed them)."""
+
+    def _at(self, summary: AttemptSummary | None) -> AttemptSummary | None:
+        if summary is not None:
+            self.current = summary.attempt.id
+        return summary
+
+    def step(self, attempt_id: int, step: int) -> AttemptSummary | None:
+        return self._at(AttemptCursor.step(self, attempt_id, step))
+
+    def failure(self, attempt_id: int, step: int, *, silent: bool = False) -> AttemptSummary | None:
+        index = self.index(attempt_id) + step
+        while 0 <= index < len(self.rows):
+            found = self.rows[index]
+            if found.failure is not None and (found.failure.silent or not silent) and \
+                    found.attempt.id not in self.hidden:
+                return self._at(found)
+            index += step
+        return None
+
+    def next_left(self, attempt_id: int | None, *, here_too: bool = False) -> AttemptSummary | None:
+        """The next attempt not judged yet after this one (or from it on, `here_too`), wrapping
+        round to the first."""
+        start = max(self.index(attempt_id) + (0 if here_too else 1), 0) if attempt_id is not None else 0
+        order = self.rows[start:] + self.rows[:start]
+        return self._at(next((s for s in order if s.attempt.id not in self.done
+                              and (here_too or s.attempt.id != attempt_id)), None))
+
+    def previous_commit(self, attempt_id: int) -> tuple[int, str] | None:
+        return self.previous.get(attempt_id)
+
+    def reference(self) -> AttemptSummary | None:
+        here = self.get(self.current)
+        return None if here is None else self.references.get(here.attempt.migration_id)
+
+    def compare_partner(self, attempt_id: int) -> AttemptSummary | None:
+        """The marked attempt, else the queue's previous one when it is of the same migration."""
+        here = self.get(attempt_id)
+        partner = AttemptCursor.compare_partner(self, attempt_id)
+        if here is None or partner is None or partner.attempt.migration_id != here.attempt.migration_id:
+            return None
+        return partner
+
+    def migration_of(self, summary: AttemptSummary) -> Migration | None:
+        return self.migrations.get(summary.attempt.migration_id)

@@ -63,6 +63,12 @@ class StudyScreen(FilteredList):
         Binding("L", "ledger", "Ledger", id="study.ledger",
                 tooltip="The ledger: every intervention, decision, override and budget change of "
                         "the study, newest first, each note whole (/ filters)"),
+        Binding("Q", "queue", "My queue", id="study.queue",
+                tooltip="The attempts dealt to you (workbench assign), with counts of done and left; "
+                        "enter opens one, [ and ] step through the queue"),
+        Binding("A", "agreement", "Agreement", id="study.agreement",
+                tooltip="Reviewer agreement per level (kappa, alpha, with the verifier) and the "
+                        "disagreements to adjudicate"),
     ]
     AUTO_FOCUS = "#migrations"
     """The table, not the hidden filter line."""
@@ -72,6 +78,12 @@ class StudyScreen(FilteredList):
         from screens.ledger import LedgerScreen
 
         self.app.push_screen(LedgerScreen(None, page_size=self.app.page_size))
+
+    def action_queue(self) -> None:
+        self.app.open_queue()
+
+    def action_agreement(self) -> None:
+        self.app.open_agreement()
 
     def action_export(self) -> None:
         from screens.export import ExportScreen

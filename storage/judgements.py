@@ -118,6 +118,49 @@ def queue(db: Database, reviewer: str) -> list[QueueItem]:
     return [QueueItem(r[0], r[1], r[2], r[3], bool(r[4]), bool(r[5])) for r in rows]
 
 
+_QUEUE = ("SELECT MIN(s.id), a.id, m.slug, a.seq, MAX(s.blind),"
+          " EXISTS (SELECT 1 FROM judgement j WHERE j.attempt_id = a.id AND j.reviewer = s.reviewer), a.source"
+          " FROM assignment s JOIN attempt a ON a.id = s.attempt_id JOIN migration m ON m.id = a.migration_id"
+          " WHERE s.reviewer = :reviewer")
+
+
+def queue_page(db: Database, reviewer: str, *, after: tuple[str, int] | None = None,
+               until: tuple[str, int] | None = None, limit: int | None = 100) -> list[QueueItem]:
+    """A keyset page of `queue`: the items after (slug, seq) `after`, up to `until` (inclusive),
+    at most `limit` of them (None: no limit)."""
+    params: dict[str, Any] = {"reviewer": reviewer, "limit": -1 if limit is None else limit}
+    where = ""
+    if after is not None:
+        where += " AND (m.slug > :after_slug OR (m.slug = :after_slug AND a.seq > :after_seq))"
+        params.update(after_slug=after[0], after_seq=after[1])
+    if until is not None:
+        where += " AND (m.slug < :until_slug OR (m.slug = :until_slug AND a.seq <= :until_seq))"
+        params.update(until_slug=until[0], until_seq=until[1])
+    rows = db.execute(f"{_QUEUE}{where} GROUP BY a.id ORDER BY m.slug, a.seq LIMIT :limit", params).fetchall()
+    return [QueueItem(r[0], r[1], r[2], r[3], bool(r[4]), bool(r[5]), r[6]) for r in rows]
+
+
+def queue_counts(db: Database, reviewer: str) -> tuple[int, int]:
+    """(done, assigned) of a reviewer's queue: attempts they have judged, attempts dealt to them."""
+    row = db.execute(
+        "SELECT count(*), COALESCE(SUM(EXISTS (SELECT 1 FROM judgement j WHERE j.attempt_id = d.attempt_id"
+        " AND j.reviewer = :reviewer)), 0) FROM (SELECT DISTINCT attempt_id FROM assignment"
+        " WHERE reviewer = :reviewer) d", {"reviewer": reviewer}).fetchone()
+    return int(row[1]), int(row[0])
+
+
+def hidden_count(db: Database, reviewer: str) -> int:
+    """How many attempts `reviewer` is blind to (`hidden_for`, over every agent attempt and re-run
+    in one pass): while any is, study-wide lists that name attempts' verdicts stay closed to them."""
+    row = db.execute(
+        "SELECT count(*) FROM attempt a WHERE a.source != 'reference'"
+        " AND (COALESCE((SELECT blind FROM blind_mode ORDER BY id DESC LIMIT 1), 0)"
+        "  OR EXISTS (SELECT 1 FROM assignment s WHERE s.attempt_id = a.id AND s.reviewer = :r AND s.blind))"
+        " AND NOT EXISTS (SELECT 1 FROM judgement j WHERE j.attempt_id = a.id AND j.reviewer = :r)",
+        {"r": reviewer}).fetchone()
+    return int(row[0])
+
+
 def set_study_blind(db: Database, blind: bool, reviewer: str) -> int:
     with immediate(db):
         row = {"blind": int(blind), "reviewer": reviewer, "at": now()}
