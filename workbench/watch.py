@@ -1,11 +1,12 @@
 """Follow a project's Claude Code sessions while the agent writes them (`workbench watch`).
 
-Each round stats the project's transcripts (sessions and sub-agents); a session whose files grew
-is imported again with the transcript importer, whose external ids make that idempotent: new
-Bash calls become attempts, the previous last one is updated. A file whose last line is not
-finished yet is left for a later round, so a half-written line is never read as a bad one.
-Attempts whose result arrived (or changed) are verified at once; a call still running stays
-`no_result` and unverified until its result comes.
+Each round stats the project's transcripts (sessions and sub-agents); a session whose files
+changed is read on from where the last round stopped (workbench/importers/follow.py): only the
+bytes added since are parsed, the calls still waiting for their results are kept between rounds,
+and a half-written last line waits for its end. A file that shrank or was replaced is read again
+from the start; the external ids make that idempotent. New Bash calls become attempts, the ones
+whose result arrived are updated. Attempts whose result arrived (or changed) are verified at
+once; a call still running stays `no_result` and unverified until its result comes.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from storage import queries
 from storage import setup as store
 from storage.database import StudyDatabase
 from workbench.importers.claude_code import FileReport, read_records
+from workbench.importers.follow import Follower
 from workbench.importers.rules import WorkloadRule
 from workbench.importers.sessions import project_folders
 
@@ -44,16 +46,12 @@ class Seen:
         return f"attempt {self.seq}: {self.status}{code}: level {self.level}" + (f", {extra}" if extra else "")
 
 
-def _ends_whole(path: Path) -> bool:
-    """True when the file is empty or its last line is finished (ends with a newline)."""
+def _stat(path: Path) -> tuple[int, int, int]:
     try:
-        with path.open("rb") as fh:
-            if fh.seek(0, 2) == 0:
-                return True
-            fh.seek(-1, 2)
-            return fh.read(1) == b"\n"
+        stat = path.stat()
     except OSError:
-        return False
+        return (-1, -1, -1)
+    return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
 
 
 def _first_cwd(path: Path) -> str | None:
@@ -76,6 +74,7 @@ class Watcher:
     _stamps: dict[Path, tuple[Any, ...]] = field(default_factory=dict)
     _ours: dict[Path, bool] = field(default_factory=dict)
     _states: dict[int, tuple[Any, ...]] = field(default_factory=dict)
+    _follower: Follower | None = None
 
     def __post_init__(self) -> None:
         self.project = self.project.expanduser().resolve()
@@ -91,7 +90,7 @@ class Watcher:
         return self._ours[session]
 
     def changed_sessions(self) -> dict[Path, tuple[Any, ...]]:
-        """Sessions whose files changed since their last import and whose lines are all whole,
+        """Sessions whose files (their own or their sub-agents') changed since the last round,
         with their files' new sizes and times."""
         out = {}
         for folder in project_folders(self.project):
@@ -101,21 +100,28 @@ class Watcher:
                     continue
                 nested = session.with_suffix("") / "subagents"
                 files = [session, *flat, *(sorted(nested.glob("agent-*.jsonl")) if nested.is_dir() else [])]
-                stamp = tuple((f, f.stat().st_size, f.stat().st_mtime_ns) for f in files if f.exists())
-                if stamp != self._stamps.get(session) and all(_ends_whole(f) for f in files):
+                stamp = tuple((f, *_stat(f)) for f in files)
+                if stamp != self._stamps.get(session):
                     out[session] = stamp
         return out
 
     def poll(self) -> list[Seen]:
-        """Import what changed, verify the attempts whose result arrived or changed."""
+        """Read what was added, verify the attempts whose result arrived or changed."""
         from workbench.importers.claude_code import ClaudeCodeImporter
 
         sessions = self.changed_sessions()
         if sessions:
-            importer = ClaudeCodeImporter(self.study_db, self.slug, self.reviewer, rule=self.rule, repo=self.repo)
-            importer.run(list(sessions))
+            if self._follower is None:
+                self._follower = Follower(ClaudeCodeImporter(self.study_db, self.slug, self.reviewer,
+                                                             rule=self.rule, repo=self.repo))
+            self._follower.read(list(sessions))
             self._stamps.update(sessions)
         return self._verify_changed()
+
+    @property
+    def sessions(self) -> int:
+        """Sessions followed so far."""
+        return len(self._stamps)
 
     def _verify_changed(self) -> list[Seen]:
         from workbench.verify import verify_migration
