@@ -11,13 +11,17 @@ once; a call still running stays `no_result` and unverified until its result com
 
 from __future__ import annotations
 
+import os
+import socket
+import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from storage import queries
+from storage import queries, watches
 from storage import setup as store
 from storage.database import StudyDatabase
 from workbench.importers.claude_code import FileReport, read_records
@@ -145,17 +149,55 @@ class Watcher:
         return seen
 
     def run(self, *, interval: float = 0.5, stop_after: float | None = None,
-            echo: Callable[[str], None] = print) -> int:
-        """Poll until `stop_after` seconds have passed (or forever); returns attempts reported."""
+            echo: Callable[[str], None] = print, stop: threading.Event | None = None) -> int:
+        """Poll until `stop_after` seconds have passed, `stop` is set, or forever; returns the
+        attempts reported. While it runs the study records a live watch of the migration
+        (storage.watches), with a heartbeat every HEARTBEAT_S seconds."""
         migration = queries.get_migration(self.study_db.db, self.slug)
         if migration is not None:  # attempts already there when the watch starts are not reported
             self._states = store.attempt_states(self.study_db.db, migration.id)
+        stop = stop or threading.Event()
         deadline = None if stop_after is None else time.monotonic() + stop_after
         reported = 0
-        while deadline is None or time.monotonic() < deadline:
-            started = time.monotonic()
-            for item in self.poll():
-                echo(item.line())
-                reported += 1
-            time.sleep(max(0.0, interval - (time.monotonic() - started)))
+        heartbeat = _Heartbeat(self.study_db, migration.id) if migration is not None else None
+        try:
+            while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
+                started = time.monotonic()
+                for item in self.poll():
+                    echo(item.line())
+                    reported += 1
+                if heartbeat is not None:
+                    heartbeat.tick()
+                stop.wait(max(0.0, interval - (time.monotonic() - started)))
+        finally:
+            if heartbeat is not None:
+                heartbeat.close()
         return reported
+
+
+class _Heartbeat:
+    """The watch's row in the study: added at start, renewed every HEARTBEAT_S, removed at stop."""
+
+    def __init__(self, study_db: StudyDatabase, migration_id: int) -> None:
+        self.db = study_db.db
+        self.migration_id = migration_id
+        self.id: int | None = None
+        self.last = 0.0
+        self.tick()
+
+    def tick(self) -> None:
+        if self.id is not None and time.monotonic() - self.last < watches.HEARTBEAT_S:
+            return
+        try:
+            if self.id is None or not watches.beat(self.db, self.id):
+                self.id = watches.start_watch(self.db, self.migration_id, os.getpid(), socket.gethostname())
+            self.last = time.monotonic()
+        except sqlite3.OperationalError:
+            pass  # the study is busy: the next round tries again, well within STALE_S
+
+    def close(self) -> None:
+        if self.id is not None:
+            try:
+                watches.stop_watch(self.db, self.id)
+            except sqlite3.Error:
+                pass  # the row goes stale by itself
