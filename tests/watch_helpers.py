@@ -3,6 +3,7 @@ and `workbench watch` as a real subprocess: what the live-watch tests share."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import signal
@@ -62,13 +63,32 @@ def stop(process: subprocess.Popen[str]) -> tuple[str, str]:
     return out, err
 
 
-def sample_lines(repo: Path) -> list[bytes]:
-    """The real sample session's own lines (not its sub-agent's), moved to the project's folder:
-    `cwd` and paths under it name the repo, so the session belongs to it."""
-    lines = (SAMPLES / "session-main.jsonl").read_bytes().splitlines(keepends=True)
-    old = b"/home/USER/projects/spotter-worktrees/spotter-dov"
-    return [line.replace(old, str(repo.resolve()).encode()) for line in lines if b'"isSidechain":true' not in line]
+def _sample_records() -> list[dict]:
+    return [json.loads(raw) for raw in (SAMPLES / "session-main.jsonl").read_bytes().splitlines()]
 
 
-def line(record: dict) -> bytes:
-    return (json.dumps(record) + "\n").encode()
+def sample_session(repo: Path, runs: list[tuple[str, str, int]], *, claim: str | None = None) -> list[bytes]:
+    """A session made of the real sample's lines (Claude Code 2.1.39: a prompt, then a Bash call and
+    its result per run, as the sample's succeeding and failing calls are written), moved to `repo`:
+    runs are (command, output, exit code); `claim` is an assistant text after the last run."""
+    records = _sample_records()
+    prompt, call, ok, fail = records[0], records[1], records[2], records[4]
+    old = "/home/USER/projects/spotter-worktrees/spotter-dov"
+    out = [prompt]
+    for n, (command, output, code) in enumerate(runs):
+        call_id = f"toolu_live{n:04d}{'x' * 16}"
+        c = copy.deepcopy(call)
+        c["uuid"], c["message"]["id"] = f"call-{n}", f"msg_live{n}"
+        c["message"]["content"][0].update(id=call_id, input={"command": command, "description": "run"})
+        r = copy.deepcopy(fail if code else ok)
+        r["uuid"] = f"result-{n}"
+        r["message"]["content"][0].update(tool_use_id=call_id,
+                                          content=f"Exit code {code}\n{output}" if code else output)
+        r["toolUseResult"] = f"Error: Exit code {code}\n{output}" if code else {**ok["toolUseResult"], "stdout": output}
+        out += [c, r]
+    if claim is not None:
+        text = copy.deepcopy(call)
+        text["uuid"], text["message"]["id"] = "claim", "msg_claim"
+        text["message"]["content"] = [{"type": "text", "text": claim}]
+        out.append(text)
+    return [json.dumps(r).replace(old, str(repo.resolve())).encode() + b"\n" for r in out]

@@ -149,9 +149,10 @@ class Watcher:
         return seen
 
     def run(self, *, interval: float = 0.5, stop_after: float | None = None,
-            echo: Callable[[str], None] = print, stop: threading.Event | None = None) -> int:
+            echo: Callable[[str], None] = print, stop: threading.Event | None = None,
+            after_round: Callable[[], None] | None = None) -> int:
         """Poll until `stop_after` seconds have passed, `stop` is set, or forever; returns the
-        attempts reported. While it runs the study records a live watch of the migration
+        attempts reported; `after_round` is called after each round. While it runs the study records a live watch of the migration
         (storage.watches), with a heartbeat every HEARTBEAT_S seconds."""
         migration = queries.get_migration(self.study_db.db, self.slug)
         if migration is not None:  # attempts already there when the watch starts are not reported
@@ -168,6 +169,8 @@ class Watcher:
                     reported += 1
                 if heartbeat is not None:
                     heartbeat.tick()
+                if after_round is not None:
+                    after_round()
                 stop.wait(max(0.0, interval - (time.monotonic() - started)))
         finally:
             if heartbeat is not None:
