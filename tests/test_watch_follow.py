@@ -176,3 +176,23 @@ def test_a_file_cut_shorter_or_replaced_is_read_from_the_start(bundle, tmp_path:
     assert db.db.execute(count).fetchone() == (4,)
     assert db.db.execute("SELECT COUNT(DISTINCT external_id) FROM attempt WHERE external_id IS NOT NULL").fetchone() == (4,)
     db.close()
+
+
+def test_a_subagent_file_that_changes_after_it_was_read_means_a_fresh_read(bundle, tmp_path: Path) -> None:
+    db = make_study(bundle, tmp_path / "s.db")
+    files = sample_project(tmp_path)
+    main, data = files[0]
+    main.write_bytes(data)
+    follower = Follower(importer(db))
+    follower.read([main])
+    tail = follower.tails[main]
+    before = contents(db)
+    assert tail.restarts == 0 and len(tail.reports) == 2  # the session and its sub-agent
+    agent = next(iter(tail.agents))
+    with agent.open("ab") as fh:  # a line the sub-agent wrote late
+        fh.write(b'{"type": "system", "isSidechain": true, "agentId": "a2898e3"}\n')
+    follower.read([main])
+    assert tail.restarts == 1 and contents(db) == before
+    follower.read([main])
+    assert tail.restarts == 1  # read once more, then settled
+    db.close()

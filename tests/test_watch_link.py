@@ -79,3 +79,36 @@ def test_a_stale_heartbeat_does_not_count(tmp_path: Path) -> None:
     # a correction keeps what the reviewer chose, watch or not
     assert intervene(live.db, "--corrects", "1") == "intervention 3 recorded"
     assert query(live.db, LINKED) == [(1, None), (2, 1), (3, None)]
+
+
+async def test_the_apps_intervention_while_a_watch_runs_concerns_the_latest_attempt(tmp_path: Path,
+                                                                                     monkeypatch) -> None:
+    from textual.widgets import Select
+
+    from screens.app import WorkbenchApp
+    from screens.forms import InterventionForm
+    from tests.test_effort_app import open_form, open_migration, save, type_into, until
+
+    live = live_study(tmp_path)
+    monkeypatch.setenv("WORKBENCH_REVIEWER", "ana")
+    t = Transcript(cwd=str(live.repo.resolve()))
+    t.bash("python train.py", "step 2 eval_accuracy 0.91\n")
+    t.bash("python train.py --fast", "Traceback\nRuntimeError: boom", exit_code=1)
+    t.dump(live.folder / f"{t.session}.jsonl")
+    watch = live.watch()  # `workbench watch` in another process
+    try:
+        wait_for(live.db, "SELECT COUNT(*), MAX(seq) FROM attempt WHERE source = 'agent'", [(2, 2)], 30)
+        wait_for(live.db, "SELECT COUNT(*) FROM watch", [(1,)], 30)
+        app = WorkbenchApp(live.db)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await open_migration(pilot, "mlp", row=1)  # the cursor on an older row, not the latest
+            form = await open_form(pilot, "i", InterventionForm)
+            assert form.query_one("#intervention-attempt", Select).value == Select.NULL
+            assert any("A watch is live" in n.message for n in app._notifications)
+            form.query_one("#intervention-kind", Select).value = "fix_environment"
+            await type_into(pilot, form, "#intervention-minutes", "5")
+            await save(pilot, form)
+            await until(pilot, lambda: not isinstance(app.screen, InterventionForm))
+    finally:
+        stop(watch)
+    assert query(live.db, LINKED) == [(1, 2)]
