@@ -196,3 +196,22 @@ def test_a_subagent_file_that_changes_after_it_was_read_means_a_fresh_read(bundl
     follower.read([main])
     assert tail.restarts == 1  # read once more, then settled
     db.close()
+
+
+def test_an_attempt_not_written_is_written_by_the_next_look(bundle, tmp_path: Path) -> None:
+    db = make_study(bundle, tmp_path / "s.db")
+    t = Transcript()
+    t.bash("python train.py", "ok\n")
+    second = t.bash("python train.py --b", "ok b\n")
+    path = t.dump(tmp_path / "s.jsonl")
+    db.db.execute(f"CREATE TRIGGER refuse BEFORE INSERT ON attempt WHEN NEW.external_id = '{second}'"
+                  " BEGIN SELECT RAISE(ABORT, 'refused'); END")
+    follower = Follower(importer(db))
+    assert follower.read([path]) == [path]  # to be looked at again, though the file will not change
+    ids = "SELECT external_id FROM attempt WHERE external_id IS NOT NULL ORDER BY seq"
+    assert [r[0] for r in db.db.execute(ids)] == ["toolu_main_0001"]
+    db.db.execute("DROP TRIGGER refuse")
+    assert follower.read([path]) == []
+    assert [r[0] for r in db.db.execute(ids)] == ["toolu_main_0001", second]
+    assert follower.tails[path].restarts == 1
+    db.close()

@@ -118,8 +118,8 @@ class Watcher:
             if self._follower is None:
                 self._follower = Follower(ClaudeCodeImporter(self.study_db, self.slug, self.reviewer,
                                                              rule=self.rule, repo=self.repo))
-            self._follower.read(list(sessions))
-            self._stamps.update(sessions)
+            again = set(self._follower.read(list(sessions)))
+            self._stamps.update({k: v for k, v in sessions.items() if k not in again})
         return self._verify_changed()
 
     @property

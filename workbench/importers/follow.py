@@ -12,6 +12,7 @@ What a look leaves in the database is what an import of the whole file so far wo
 from __future__ import annotations
 
 import os
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -31,6 +32,9 @@ class SessionTail:
         self.importer = importer
         self.path = path
         self.restarts = 0
+        self.dirty = False
+        """A write of this session failed (its group rolled back, the study was busy): the next
+        look reads the file again from the start, so nothing read is lost."""
         self._reset()
 
     def _reset(self) -> None:
@@ -50,7 +54,9 @@ class SessionTail:
 
     def _stale(self, stat: os.stat_result, fh: BinaryIO) -> bool:
         """The file is not the one read so far: replaced, cut shorter, rewritten, or a sub-agent
-        file read earlier changed since."""
+        file read earlier changed since; or a write failed."""
+        if self.dirty:
+            return True
         if self.offset == 0:
             return False
         if (stat.st_dev, stat.st_ino) != self.inode or stat.st_size < self.offset:
@@ -58,6 +64,10 @@ class SessionTail:
         if fh.read(len(self.head)) != self.head:
             return True
         return any(_size(path) != size for path, size in self.agents.items())
+
+    def failed(self) -> int:
+        """Attempts of this session not written so far."""
+        return sum(r.attempts_failed for r in self.reports)
 
     def read(self) -> int:
         """Read the whole lines added since the last call and write what they change; returns
@@ -72,6 +82,7 @@ class SessionTail:
             if self._stale(stat, fh):
                 self._reset()
                 self.restarts += 1
+                self.dirty = False
             self.inode = (stat.st_dev, stat.st_ino)
             fh.seek(self.offset)
             before = self.report.lines
@@ -118,13 +129,23 @@ class Follower:
         self.importer = importer
         self.tails: dict[Path, SessionTail] = {}
 
-    def read(self, sessions: list[Path]) -> int:
-        """Read what was added to these sessions; returns the lines read."""
-        read = 0
+    def read(self, sessions: list[Path]) -> list[Path]:
+        """Read what was added to these sessions; returns those to look at again even if their
+        files do not change (a write failed: they are read from the start next time)."""
+        tails = []
+        for path in sessions:
+            if path not in self.tails:
+                self.tails[path] = SessionTail(self.importer, path)
+            tails.append(self.tails[path])
+        failed = [tail.failed() for tail in tails]
         with self.importer.group():
-            for path in sessions:
-                tail = self.tails.get(path)
-                if tail is None:
-                    tail = self.tails[path] = SessionTail(self.importer, path)
-                read += tail.read()
-        return read
+            for tail in tails:
+                try:
+                    tail.read()
+                except sqlite3.Error as exc:  # a busy or failing study: this session is read again
+                    tail.dirty = True
+                    tail.report.problems.append(f"{tail.path}: not read ({type(exc).__name__}: {exc})")
+        for tail, before in zip(tails, failed, strict=True):
+            if tail.failed() > before:
+                tail.dirty = True
+        return [tail.path for tail in tails if tail.dirty]
