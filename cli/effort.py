@@ -23,10 +23,12 @@ def intervene(db: Path, migration: str, kind: str, minutes: str, note: str | Non
               corrects: int | None) -> None:
     """Record a human intervention in a migration (the reviewer from WORKBENCH_REVIEWER).
 
+    Without --attempt, while the migration's sessions are being watched (`workbench watch` or the
+    app's W), the intervention concerns the attempt that is the latest at this moment.
     Prints the new record's id. Bad input (an unknown kind, negative or absurd minutes, an
     attempt that does not exist) prints one line and exits with status 2.
     """
-    from storage import queries, records
+    from storage import queries, records, watches
 
     if note is not None and not note.strip():
         raise WorkbenchError("--note is empty: say what was done, or leave --note out")
@@ -45,7 +47,11 @@ def intervene(db: Path, migration: str, kind: str, minutes: str, note: str | Non
             )
         except ValueError as exc:
             raise WorkbenchError(f"--{exc}") from None
-    click.echo(f"intervention {new_id} recorded")
+        linked = watches.intervention_seq(sdb, new_id) if attempt_id is None and corrects is None else None
+    if linked is not None:
+        click.echo(f"intervention {new_id} recorded, on attempt {linked} (the latest: a watch is live)")
+    else:
+        click.echo(f"intervention {new_id} recorded")
 
 
 @click.command()

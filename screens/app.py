@@ -16,6 +16,7 @@ from screens.base import PAGE_SIZE
 from screens.commands import WorkbenchCommands
 from screens.data import read
 from screens.help import HelpScreen
+from screens.live import LiveWatches
 from screens.messages import AttemptShown, FileWanted, LoadFailed
 from screens.migration import MigrationScreen
 from screens.presenters import palette
@@ -85,6 +86,8 @@ class WorkbenchApp(App[None]):
         self.sub_title = clean(self.db_path.name)
         self.effort = EffortHooks(self)
         """Review time from input, and other reviewers' records within seconds (docs/effort.md)."""
+        self.live = LiveWatches(self)
+        """The migrations whose Claude Code sessions are followed live (`W`, screens/live.py)."""
         self.keymap_problem = ""
         keymap = load_keymap(keymap_path or default_keymap_path())
         if isinstance(keymap, str):
@@ -103,6 +106,7 @@ class WorkbenchApp(App[None]):
 
     @on(events.Unmount)
     def _stop_effort(self) -> None:
+        self.live.stop_all()
         self.effort.stop()
 
     async def on_event(self, event: events.Event) -> None:

@@ -22,7 +22,7 @@ from screens.data import read
 from screens.forms import BudgetForm, DecisionForm, InterventionForm, OverrideForm
 from screens.messages import LoadFailed
 from screens.widgets.effort_panel import EffortPanel
-from storage import queries, review
+from storage import queries, review, watches
 
 
 def _form_data(db, migration_id: int) -> dict[str, Any]:
@@ -56,6 +56,10 @@ class EffortActions(Screen):
                         "this migration, newest first, each note whole (/ filters)"),
     ]
 
+    EFFORT_CURSOR_ONLY = False
+    """True where `effort_target`'s attempt is only the highlighted row of a list: while a watch of
+    the migration is live, `i` then starts on no attempt, so the record concerns the latest one."""
+
     def effort_target(self) -> tuple[Migration, int | None, str]:
         """The migration in view, the attempt in view (None: none) and a label for it."""
         return self.migration, None, ""  # type: ignore[attr-defined]
@@ -87,11 +91,18 @@ class EffortActions(Screen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="effort-form")
     def _open_intervention(self, path: Path, migration: Migration, attempt_id: int | None) -> None:
-        data = read(path, lambda db: _form_data(db, migration.id))
+        data = read(path, lambda db: (_form_data(db, migration.id), bool(watches.live_watches(db, migration.id))))
         if isinstance(data, LoadFailed):
             self.app.call_from_thread(self.app.notify, data.problem, severity="error", markup=False)
             return
-        form = InterventionForm(migration.id, attempt_id=attempt_id, migration_title=migration.title, **data)
+        fields, watched = data
+        if watched and self.EFFORT_CURSOR_ONLY:
+            # the highlighted row is where the cursor was left, not a choice: the latest attempt when saved
+            attempt_id = None
+            self.app.call_from_thread(
+                self.app.notify, "A watch is live: left on 'the migration as a whole', the intervention concerns"
+                " the latest attempt when it is saved", markup=False)
+        form = InterventionForm(migration.id, attempt_id=attempt_id, migration_title=migration.title, **fields)
         self.app.call_from_thread(self.app.push_screen, form, self._after("intervention"))
 
     def action_decide(self, kind: str) -> None:

@@ -79,6 +79,10 @@ class MigrationScreen(EffortActions, FilteredList):
                 tooltip="Mark this attempt for comparison; on a second attempt, compare the two"),
         Binding("t", "whole_title", "Title", show=False, id="migration.title",
                 tooltip="Show the migration's whole title (one line, cut, by default); again to cut it"),
+        Binding("W", "watch", "Watch", show=False, id="migration.watch",
+                tooltip="Follow this migration's Claude Code sessions live (its repository's sessions, as "
+                        "`workbench watch`): new Bash calls become attempts, verified as results arrive; "
+                        "again to stop"),
     ]
     FOOTER_FIRST = ("effort.panel_ledger", "migration.open", "migration.back", "migration.compare", "app.help", "effort.ledger",
                     "migration.filter", "migration.next_failure")
@@ -86,6 +90,7 @@ class MigrationScreen(EffortActions, FilteredList):
     AUTO_FOCUS = "#attempts"
     """The table, not the hidden filter line."""
     help_title = "migration"
+    EFFORT_CURSOR_ONLY = True
 
     def __init__(self, migration: Migration, *, page_size: int = PAGE_SIZE,
                  open_attempt: int | None = None) -> None:
@@ -132,10 +137,20 @@ class MigrationScreen(EffortActions, FilteredList):
             return self.migration, None, ""
         return self.migration, summary.attempt.id, f"{self.migration.slug} #{summary.attempt.seq}"
 
+    def action_watch(self) -> None:
+        self.app.live.toggle(self.migration)
+
+    def show_watch(self) -> None:
+        """The subtitle says whether this migration's sessions are being watched (screens/live.py)."""
+        from screens.live import watch_line
+
+        self.sub_title = watch_line(self.app.live.get(self.migration.id))
+
     def action_whole_title(self) -> None:
         self.query_one("#migration-title").toggle_class("-whole").refresh(layout=True)
 
     def on_mount(self) -> None:
+        self.show_watch()
         self.query_one("#migration-title").tooltip = render.migration_title(self.migration)
         self.query_one("#problem").display = False
         self.pager.loading = True

@@ -439,15 +439,20 @@ def record_intervention(
     reviewer: str,
     attempt_id: int | None = None,
     corrects: int | None = None,
+    link_watched: bool = True,
 ) -> int:
     """An intervention, checked: a known kind, sensible minutes, an attempt of this migration,
-    and a correction only of a record of this migration that nothing corrects yet."""
+    and a correction only of a record of this migration that nothing corrects yet. A new record
+    without an attempt, made while a watch of the migration is live (storage.watches), concerns
+    the migration's latest agent attempt at this moment (`link_watched=False`: never)."""
     from domain.effort import check_kind, intervention_kinds, parse_minutes
-    from storage import queries
+    from storage import queries, watches
 
     value = parse_minutes(minutes)
     with immediate(db):
         kind = check_kind(kind, intervention_kinds(queries.study_intervention_kinds(db)))
+        if attempt_id is None and corrects is None and link_watched:
+            attempt_id = watches.watched_attempt(db, migration_id)
         if attempt_id is not None:
             row = db.execute("SELECT migration_id FROM attempt WHERE id = ?", [attempt_id]).fetchone()
             if row is None or row[0] != migration_id:

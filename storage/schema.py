@@ -634,6 +634,21 @@ def m012_judgements(db: Database) -> None:
             )
 
 
+@migrations()
+def m013_watches(db: Database) -> None:
+    """Live watches of a migration's agent sessions (`workbench watch`, the app's `W`): one row per
+    running watcher, its heartbeat renewed every few seconds, removed when it stops. Machine
+    state, not a human record: not audited. A heartbeat older than WATCH_STALE seconds does not
+    count (a watcher killed without stopping)."""
+    db.table("watch").create(
+        {"id": int, "migration_id": int, "pid": int, "host": str, "started_at": str, "heartbeat_at": str},
+        pk="id",
+        not_null={"migration_id", "pid", "host", "started_at", "heartbeat_at"},
+        foreign_keys=[("migration_id", "migration", "id")],
+    )
+    db.table("watch").create_index(["migration_id"])
+
+
 def known() -> list[str]:
     """Every migration this workbench knows, oldest first."""
     return [func.__name__ for func in migrations.functions]

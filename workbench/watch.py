@@ -1,25 +1,31 @@
 """Follow a project's Claude Code sessions while the agent writes them (`workbench watch`).
 
-Each round stats the project's transcripts (sessions and sub-agents); a session whose files grew
-is imported again with the transcript importer, whose external ids make that idempotent: new
-Bash calls become attempts, the previous last one is updated. A file whose last line is not
-finished yet is left for a later round, so a half-written line is never read as a bad one.
-Attempts whose result arrived (or changed) are verified at once; a call still running stays
-`no_result` and unverified until its result comes.
+Each round stats the project's transcripts (sessions and sub-agents); a session whose files
+changed is read on from where the last round stopped (workbench/importers/follow.py): only the
+bytes added since are parsed, the calls still waiting for their results are kept between rounds,
+and a half-written last line waits for its end. A file that shrank or was replaced is read again
+from the start; the external ids make that idempotent. New Bash calls become attempts, the ones
+whose result arrived are updated. Attempts whose result arrived (or changed) are verified at
+once; a call still running stays `no_result` and unverified until its result comes.
 """
 
 from __future__ import annotations
 
+import os
+import socket
+import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from storage import queries
+from storage import queries, watches
 from storage import setup as store
 from storage.database import StudyDatabase
 from workbench.importers.claude_code import FileReport, read_records
+from workbench.importers.follow import Follower
 from workbench.importers.rules import WorkloadRule
 from workbench.importers.sessions import project_folders
 
@@ -44,16 +50,12 @@ class Seen:
         return f"attempt {self.seq}: {self.status}{code}: level {self.level}" + (f", {extra}" if extra else "")
 
 
-def _ends_whole(path: Path) -> bool:
-    """True when the file is empty or its last line is finished (ends with a newline)."""
+def _stat(path: Path) -> tuple[int, int, int]:
     try:
-        with path.open("rb") as fh:
-            if fh.seek(0, 2) == 0:
-                return True
-            fh.seek(-1, 2)
-            return fh.read(1) == b"\n"
+        stat = path.stat()
     except OSError:
-        return False
+        return (-1, -1, -1)
+    return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
 
 
 def _first_cwd(path: Path) -> str | None:
@@ -76,6 +78,7 @@ class Watcher:
     _stamps: dict[Path, tuple[Any, ...]] = field(default_factory=dict)
     _ours: dict[Path, bool] = field(default_factory=dict)
     _states: dict[int, tuple[Any, ...]] = field(default_factory=dict)
+    _follower: Follower | None = None
 
     def __post_init__(self) -> None:
         self.project = self.project.expanduser().resolve()
@@ -91,7 +94,7 @@ class Watcher:
         return self._ours[session]
 
     def changed_sessions(self) -> dict[Path, tuple[Any, ...]]:
-        """Sessions whose files changed since their last import and whose lines are all whole,
+        """Sessions whose files (their own or their sub-agents') changed since the last round,
         with their files' new sizes and times."""
         out = {}
         for folder in project_folders(self.project):
@@ -101,21 +104,28 @@ class Watcher:
                     continue
                 nested = session.with_suffix("") / "subagents"
                 files = [session, *flat, *(sorted(nested.glob("agent-*.jsonl")) if nested.is_dir() else [])]
-                stamp = tuple((f, f.stat().st_size, f.stat().st_mtime_ns) for f in files if f.exists())
-                if stamp != self._stamps.get(session) and all(_ends_whole(f) for f in files):
+                stamp = tuple((f, *_stat(f)) for f in files)
+                if stamp != self._stamps.get(session):
                     out[session] = stamp
         return out
 
     def poll(self) -> list[Seen]:
-        """Import what changed, verify the attempts whose result arrived or changed."""
+        """Read what was added, verify the attempts whose result arrived or changed."""
         from workbench.importers.claude_code import ClaudeCodeImporter
 
         sessions = self.changed_sessions()
         if sessions:
-            importer = ClaudeCodeImporter(self.study_db, self.slug, self.reviewer, rule=self.rule, repo=self.repo)
-            importer.run(list(sessions))
-            self._stamps.update(sessions)
+            if self._follower is None:
+                self._follower = Follower(ClaudeCodeImporter(self.study_db, self.slug, self.reviewer,
+                                                             rule=self.rule, repo=self.repo))
+            again = set(self._follower.read(list(sessions)))
+            self._stamps.update({k: v for k, v in sessions.items() if k not in again})
         return self._verify_changed()
+
+    @property
+    def sessions(self) -> int:
+        """Sessions followed so far."""
+        return len(self._stamps)
 
     def _verify_changed(self) -> list[Seen]:
         from workbench.verify import verify_migration
@@ -139,17 +149,58 @@ class Watcher:
         return seen
 
     def run(self, *, interval: float = 0.5, stop_after: float | None = None,
-            echo: Callable[[str], None] = print) -> int:
-        """Poll until `stop_after` seconds have passed (or forever); returns attempts reported."""
+            echo: Callable[[str], None] = print, stop: threading.Event | None = None,
+            after_round: Callable[[], None] | None = None) -> int:
+        """Poll until `stop_after` seconds have passed, `stop` is set, or forever; returns the
+        attempts reported; `after_round` is called after each round. While it runs the study records a live watch of the migration
+        (storage.watches), with a heartbeat every HEARTBEAT_S seconds."""
         migration = queries.get_migration(self.study_db.db, self.slug)
         if migration is not None:  # attempts already there when the watch starts are not reported
             self._states = store.attempt_states(self.study_db.db, migration.id)
+        stop = stop or threading.Event()
         deadline = None if stop_after is None else time.monotonic() + stop_after
         reported = 0
-        while deadline is None or time.monotonic() < deadline:
-            started = time.monotonic()
-            for item in self.poll():
-                echo(item.line())
-                reported += 1
-            time.sleep(max(0.0, interval - (time.monotonic() - started)))
+        heartbeat = _Heartbeat(self.study_db, migration.id) if migration is not None else None
+        try:
+            while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
+                started = time.monotonic()
+                for item in self.poll():
+                    echo(item.line())
+                    reported += 1
+                if heartbeat is not None:
+                    heartbeat.tick()
+                if after_round is not None:
+                    after_round()
+                stop.wait(max(0.0, interval - (time.monotonic() - started)))
+        finally:
+            if heartbeat is not None:
+                heartbeat.close()
         return reported
+
+
+class _Heartbeat:
+    """The watch's row in the study: added at start, renewed every HEARTBEAT_S, removed at stop."""
+
+    def __init__(self, study_db: StudyDatabase, migration_id: int) -> None:
+        self.db = study_db.db
+        self.migration_id = migration_id
+        self.id: int | None = None
+        self.last = 0.0
+        self.tick()
+
+    def tick(self) -> None:
+        if self.id is not None and time.monotonic() - self.last < watches.HEARTBEAT_S:
+            return
+        try:
+            if self.id is None or not watches.beat(self.db, self.id):
+                self.id = watches.start_watch(self.db, self.migration_id, os.getpid(), socket.gethostname())
+            self.last = time.monotonic()
+        except sqlite3.OperationalError:
+            pass  # the study is busy: the next round tries again, well within STALE_S
+
+    def close(self) -> None:
+        if self.id is not None:
+            try:
+                watches.stop_watch(self.db, self.id)
+            except sqlite3.Error:
+                pass  # the row goes stale by itself

@@ -19,6 +19,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -222,6 +223,37 @@ def _parse(raw: bytes) -> tuple[Any, bool]:
     return value, False
 
 
+def parse_line(raw: bytes, number: int, report: FileReport) -> dict[str, Any] | None:
+    """One line's JSON object, or None for a blank line and a bad one (counted in the report)."""
+    if raw.isspace():  # bytes.strip's whitespace, without copying the line
+        return None
+    try:
+        record, unchecked = _parse(raw)
+    except UnicodeDecodeError:
+        report.bad(number, "not valid UTF-8")
+        return None
+    except ValueError as exc:
+        msg = getattr(exc, "msg", str(exc)).removesuffix(" at")
+        col = getattr(exc, "colno", None)
+        truncated = not raw.endswith(b"\n")
+        report.bad(number, f"{'truncated, ' if truncated else ''}not valid JSON ({msg}{f', column {col}' if col else ''})")
+        return None
+    except RecursionError:
+        report.bad(number, "JSON nested too deeply")
+        return None
+    if not isinstance(record, dict):
+        report.bad(number, f"JSON {type(record).__name__}, not an object")
+        return None
+    if unchecked and _SURROGATE_ESCAPE.search(raw):
+        try:
+            json.dumps(record, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            report.bad(number, "lone surrogate in a string")
+            return None
+    report.records += 1
+    return record
+
+
 def read_records(path: Path, report: FileReport, progress: Callable[[int], None] | None = None) -> Iterator[dict[str, Any]]:
     """The file's JSON objects, one per line; every other line is counted as bad, never raised."""
     pending_progress = 0
@@ -233,33 +265,9 @@ def read_records(path: Path, report: FileReport, progress: Callable[[int], None]
                 if pending_progress >= 1 << 20:
                     progress(pending_progress)
                     pending_progress = 0
-            if raw.isspace():  # bytes.strip's whitespace, without copying the line
-                continue
-            try:
-                record, unchecked = _parse(raw)
-            except UnicodeDecodeError:
-                report.bad(number, "not valid UTF-8")
-                continue
-            except ValueError as exc:
-                msg = getattr(exc, "msg", str(exc)).removesuffix(" at")
-                col = getattr(exc, "colno", None)
-                truncated = not raw.endswith(b"\n")
-                report.bad(number, f"{'truncated, ' if truncated else ''}not valid JSON ({msg}{f', column {col}' if col else ''})")
-                continue
-            except RecursionError:
-                report.bad(number, "JSON nested too deeply")
-                continue
-            if not isinstance(record, dict):
-                report.bad(number, f"JSON {type(record).__name__}, not an object")
-                continue
-            if unchecked and _SURROGATE_ESCAPE.search(raw):
-                try:
-                    json.dumps(record, ensure_ascii=False).encode("utf-8")
-                except UnicodeEncodeError:
-                    report.bad(number, "lone surrogate in a string")
-                    continue
-            report.records += 1
-            yield record
+            record = parse_line(raw, number, report)
+            if record is not None:
+                yield record
     if progress is not None and pending_progress:
         progress(pending_progress)
 
@@ -405,6 +413,21 @@ class SessionImporter:
         self._read(self.path, main, reports)
         self._finish(reports)
         return reports
+
+    def feed(self, records: Iterator[dict[str, Any]], report: FileReport, reports: list[FileReport]) -> None:
+        """More of the session's records, read on from where the last call stopped (`workbench watch`):
+        calls keep waiting for their results across calls."""
+        for record in records:
+            self._record(record, report, reports)
+        if report.session_id is None:
+            report.session_id = self.session_id
+
+    def snapshot(self) -> None:
+        """Write the attempts still waiting (for a result, the end of a claim or a background exit) as
+        they stand, and keep them waiting: the rows are those an import of the file so far gives,
+        since `_finish` changes nothing that is written."""
+        for attempt in self.waiting:
+            self.owner.write(attempt)
 
     def _read(self, path: Path, report: FileReport, reports: list[FileReport], agent_hint: str | None = None) -> None:
         try:
@@ -773,6 +796,17 @@ class ClaudeCodeImporter:
                 self._commit()
         report.tally()
         return report
+
+    @contextmanager
+    def group(self) -> Iterator[None]:
+        """One round of a long-lived importer (`workbench watch`): written in groups, committed at
+        the end; sequence numbers another writer took meanwhile are not given again."""
+        self.next_seq = max(self.next_seq, queries.next_seq(self.db, self.migration.id))
+        with imports.relaxed_sync(self.db):
+            try:
+                yield
+            finally:
+                self._commit()
 
     # -- groups of attempts in one transaction
 
