@@ -15,7 +15,7 @@ import bisect
 import json
 import re
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -178,8 +178,14 @@ class LogScanner:
     """Feed byte chunks in order with `feed`, then `finish` for the facts."""
 
     def __init__(self, patterns: list[_Compiled] | None = None, *, extract_metrics: bool = True,
-                 standing: Standing | None = None) -> None:
+                 standing: Standing | None = None, steps_only: bool = False) -> None:
         self.facts = LogFacts()
+        self.steps_only = steps_only and extract_metrics
+        """Extraction of the step lines alone (the plain pattern's step and total, no metric values):
+        the facts of a full extraction but `points`, for a log that `steps_only_suits`."""
+        self.step_marks: list[tuple[int, int]] = []
+        """With `steps_only`: (byte offset in the log, step) of each step line, in log order."""
+        self._offset = 0  # byte offset in the log of the next piece
         self._standing = standing
         """Several processes' copies of each step line (topology.Standing): a step-less metric
         line is credited only where every process stands at one step, else dropped."""
@@ -245,7 +251,10 @@ class LogScanner:
         before = self.facts.last_step
         if self.extract:
             marks: list[tuple[int, int]] = []  # (position, step) of step-bearing lines in this piece
-            self._metrics(piece, base, marks)
+            if self.steps_only:
+                self._step_marks(piece, marks)
+            else:
+                self._metrics(piece, base, marks)
             marks.sort()
             positions = [p for p, _ in marks]
 
@@ -290,6 +299,19 @@ class LogScanner:
         if last is not None:
             self.facts.last_step = last if before is None else max(before, last)
         self._line = base + self._lines.resolve(piece, base)
+        self._offset += len(piece)
+
+    def _step_marks(self, piece: bytes, marks: list[tuple[int, int]]) -> None:
+        """The plain pattern's step lines, as `_fields` reads them, without their metrics."""
+        if self._plain is None:
+            return
+        facts, offset, out = self.facts, self._offset, self.step_marks
+        for m in self._plain.finditer(piece):
+            start, step = m.start(), int(m.group("step"))
+            marks.append((start, step))
+            out.append((offset + start, step))
+            if m.group("total") is not None:
+                facts.total_steps = int(m.group("total"))
 
     def _credit_standing(self, marks: list[tuple[int, int]]) -> None:
         """Step-less metric lines of several processes' interleaved output, credited in line
@@ -633,6 +655,105 @@ def _line_text(piece: bytes, pos: int) -> str:
 def _clip(raw: bytes, limit: int = 300) -> str:
     text = raw.rstrip(b"\r").decode("utf-8", "replace")
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+_STEP_ONLY_PATTERNS = ("plain", "summary")
+"""Default patterns whose points `PointLines` finds without extraction: the others (sequential
+Trainer dicts, JSON lines, progress bars) number or place their points in ways only a full pass
+knows, so a log where their gates appear is extracted."""
+
+
+def steps_only_suits(patterns: list[_Compiled], data: bytes) -> bool:
+    """Whether a scan with `steps_only` plus `PointLines` gives what full extraction would: the
+    default patterns alone, and none but `plain` and `summary` can match in `data`."""
+    if [c.pattern for c in patterns] != list(DEFAULT_PATTERNS):
+        return False
+    return not any(g in data for c in patterns if c.pattern.name not in _STEP_ONLY_PATTERNS for g in c.gate)
+
+
+class PointLines:
+    """The log line a full extraction would cite for a metric point, found without extracting
+    (issue 19): the last line that gives `name` at `step`, which is a step line of that step
+    (`marks`, from a `steps_only` scan) whose pairs name it, or a summary line of that name whose
+    last step line before it has that step. `line_of(offset)` numbers the line at a byte offset
+    (from the stored sparse line index); `extract` is the full extraction's facts, for a name
+    whose summary lines only a piece-by-piece pass places (a `valid...` name: see `_gated`)."""
+
+    def __init__(self, data: bytes, marks: list[tuple[int, int]], patterns: list[_Compiled],
+                 line_of: Callable[[int], int], extract: Callable[[], LogFacts]) -> None:
+        self.data, self.marks, self.line_of, self._extract = data, marks, line_of, extract
+        self._offsets = [pos for pos, _ in marks]
+        self._by_step: dict[int, list[int]] | None = None
+        self._plain = [c for c in patterns if c.pattern.name == "plain"]
+        self._summary = next(c for c in patterns if c.pattern.name == "summary").regex
+        self._extracted: LogFacts | None = None
+
+    def line(self, name: str, step: int) -> int | None:
+        if name in SKIP_NAMES or not name.isascii():
+            return None  # never a pair's name: pairs and summary names are ASCII words
+        if self._gated(name):
+            if self._extracted is None:
+                self._extracted = self._extract()
+            found = self._extracted.points.get(name, {}).get(step)
+            return None if found is None else found[1]
+        best = max(self._step_line(name, step), self._summary_line(name, step))
+        return None if best < 0 else self.line_of(best)
+
+    @staticmethod
+    def _gated(name: str) -> bool:
+        """A `valid_`/`valid/` summary line holds none of the summary pattern's gates, so whether
+        it is read depends on the other lines of its piece."""
+        return name.startswith("valid")
+
+    def _bounds(self, pos: int) -> tuple[int, int]:
+        start = self.data.rfind(b"\n", 0, pos) + 1
+        end = self.data.find(b"\n", pos)
+        return start, len(self.data) if end == -1 else end + 1
+
+    def _step_line(self, name: str, step: int) -> int:
+        """Start of the last step line of `step` whose pairs give `name`, else -1."""
+        if self._by_step is None:
+            self._by_step = {}
+            for pos, s in self.marks:
+                self._by_step.setdefault(s, []).append(pos)
+        raw = name.encode()
+        for pos in reversed(self._by_step.get(step, ())):
+            start, end = self._bounds(pos)
+            if raw in self.data[start:end]:
+                facts = scan_chunks([self.data[start:end]], patterns=self._plain)
+                if step in facts.points.get(name, {}):
+                    return start
+        return -1
+
+    def _summary_line(self, name: str, step: int) -> int:
+        """Start of the last summary line of `name` whose last step line before it has `step`
+        (no step line before it: step 0), else -1."""
+        if not re.match(r"(?:eval|val|valid|test|final)[_/]", name):
+            return -1
+        data, lead = self.data, b"\n" + name.encode()
+        end = len(data)
+        while True:
+            at = data.rfind(lead, 0, end)
+            start = at + 1 if at != -1 else (0 if data.startswith(lead[1:]) else -1)
+            if start == -1:
+                return -1
+            _, stop = self._bounds(start)
+            m = self._summary.match(data, start, stop - 1 if data[stop - 1 : stop] == b"\n" else stop)
+            if m is not None and m.group("name") == lead[1:] and _number(m.group("value")):
+                i = bisect.bisect_left(self._offsets, start)
+                if (self.marks[i - 1][1] if i else 0) == step:
+                    return start
+            if start == 0:
+                return -1
+            end = at
+
+
+def _number(raw: bytes) -> bool:
+    try:
+        float(raw)
+    except ValueError:
+        return False
+    return True
 
 
 def scan_chunks(chunks: Iterable[bytes], **kwargs: Any) -> LogFacts:
