@@ -3,8 +3,9 @@
 The log arrives as byte chunks (storage/logs.py's stored chunks, or a file read in blocks) and
 is never held whole. Each chunk is cut at its last newline and the rest carried into the next
 one, so every search sees whole lines. Rare markers (tracebacks, fatal errors, torch_xla's
-metrics report and debug output, probe lines) are found with `bytes.find` and compiled
-patterns that start with a literal, which scan at C speed; Python only runs per hit.
+metrics report and debug output, probe lines, sharding specs) are found in one pass over each
+piece by a multi-pattern engine (workbench/verify/markers.py: Hyperscan, else google-re2);
+Python only runs per hit, and only hits get line numbers.
 
 Line numbers in the evidence are 1-based, as `grep -n` prints them.
 """
@@ -19,6 +20,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
+
+from workbench.verify.markers import Markers
 
 NUMBER = rb"[-+]?+(?:\d++\.?+\d*+|\.\d++)(?:[eE][-+]?+\d++)?+"
 """A number taken whole and never given back: a shorter one would be followed by a digit, a dot or
@@ -44,6 +47,13 @@ FATAL_MARKERS: tuple[tuple[bytes, str], ...] = (
 
 They are looked for in the log's last FATAL_TAIL bytes only: an error that kills a run is among
 its last words, and the same words earlier in a log that went on are not fatal."""
+
+TRACEBACK = b"Traceback (most recent call last)"
+_TRACEBACK, _COUNTER_AT, _COMPILE, _PROFILER, _PROBE, _DEVICES = range(6)
+MARKERS: tuple[bytes, ...] = (TRACEBACK, b"Counter: ", b"Compilation Cause", b"pt-xla-profiler:",
+                              b"workbench-probe ", b"devices=[", *(m for m, _ in FATAL_MARKERS))
+"""Every literal the scan looks for, found in one pass (`markers.Markers`); the fatal ones last."""
+_FATAL_AT = 6
 
 FATAL_TAIL = 4 << 20
 HEAD = 4 << 20
@@ -178,8 +188,10 @@ class LogScanner:
     """Feed byte chunks in order with `feed`, then `finish` for the facts."""
 
     def __init__(self, patterns: list[_Compiled] | None = None, *, extract_metrics: bool = True,
-                 standing: Standing | None = None, steps_only: bool = False) -> None:
+                 standing: Standing | None = None, steps_only: bool = False,
+                 markers: Markers | None = None) -> None:
         self.facts = LogFacts()
+        self._markers = markers or _markers()
         self.steps_only = steps_only and extract_metrics
         """Extraction of the step lines alone (the plain pattern's step and total, no metric values):
         the facts of a full extraction but `points`, for a log that `steps_only_suits`."""
@@ -199,7 +211,7 @@ class LogScanner:
         self._recent_step: int | None = None
         """Step of the last step-bearing line read so far: where a step-less metric line belongs."""
         self._lines = _Deferred()
-        self._tail: deque[tuple[bytes, int]] = deque()
+        self._tail: deque[tuple[bytes, int, list[list[int]]]] = deque()
         self._tail_bytes = 0
         self._head_bytes = 0
         self._head_end_line = 0
@@ -233,15 +245,15 @@ class LogScanner:
             self._carry = b""
         self.facts.lines = self._line - 1
         skip = max(0, self._tail_bytes - FATAL_TAIL)
-        for piece, base in self._tail:
+        for piece, base, hits in self._tail:
             start = min(skip, len(piece))
             skip -= start
             if start:  # begin at a line start
                 start = piece.find(b"\n", start - 1) + 1 or len(piece)
-            self._fatal(piece, base, start)
+            self._fatal(piece, base, hits, start)
             if base > self._head_end_line:  # not already read as part of the head
-                self._probes(piece, base, start)
-                self._sharding(piece, base, start)
+                self._probes(piece, base, hits[_PROBE], start)
+                self._sharding(piece, base, hits[_DEVICES], start)
         self._tail.clear()
         return self.facts
 
@@ -285,17 +297,18 @@ class LogScanner:
             planned = self._planned_total(piece)
             if planned is not None:  # what metric extraction would have set
                 self.facts.total_steps = planned
-        self._tracebacks(piece, base)
-        self._tail.append((piece, base))
+        hits = self._markers.scan(piece)
+        self._tracebacks(piece, hits[_TRACEBACK])
+        self._tail.append((piece, base, hits))
         self._tail_bytes += len(piece)
         while self._tail_bytes - len(self._tail[0][0]) >= FATAL_TAIL:
             self._tail_bytes -= len(self._tail.popleft()[0])
-        self._xla(piece, base, step_at)
+        self._xla(piece, hits, step_at)
         if self._head_bytes < HEAD:
             self._head_bytes += len(piece)
             self._head_end_line = base
-            self._probes(piece, base)
-            self._sharding(piece, base)
+            self._probes(piece, base, hits[_PROBE])
+            self._sharding(piece, base, hits[_DEVICES])
         if last is not None:
             self.facts.last_step = last if before is None else max(before, last)
         self._line = base + self._lines.resolve(piece, base)
@@ -491,17 +504,14 @@ class LogScanner:
                 else:
                     self._point(name, value, step, line, start, sequential)
 
-    def _tracebacks(self, piece: bytes, base: int) -> None:
+    def _tracebacks(self, piece: bytes, positions: list[int]) -> None:
         facts = self.facts
         if self._in_traceback is not None:
             self._end_traceback(piece, 0)
-        pos = piece.find(b"Traceback (most recent call last)")
-        while pos != -1:
+        for pos in _first_on_lines(piece, positions):
             facts.tracebacks.append(self._hit(pos, _line_text(piece, pos)))
             self._in_traceback = facts.tracebacks[-1]
-            nl = piece.find(b"\n", pos)
-            self._end_traceback(piece, nl + 1)
-            pos = piece.find(b"Traceback (most recent call last)", nl + 1 if nl != -1 else len(piece))
+            self._end_traceback(piece, piece.find(b"\n", pos) + 1)
 
     def _end_traceback(self, piece: bytes, pos: int) -> None:
         """Find the exception line closing the open traceback: its first unindented line."""
@@ -526,24 +536,23 @@ class LogScanner:
             pos = end + 1
             n += 1
 
-    def _fatal(self, piece: bytes, base: int, start: int = 0) -> None:
+    def _fatal(self, piece: bytes, base: int, hits: list[list[int]], start: int = 0) -> None:
         """Fatal lines in line order, each once, whatever the chunking: a line that several
         markers match takes the kind of the first of them in FATAL_MARKERS."""
         found: dict[int, tuple[int, str]] = {}  # line start -> (position of its marker, kind)
-        for marker, kind in FATAL_MARKERS:
-            pos = piece.find(marker, start)
-            while pos != -1:
+        for i, (_, kind) in enumerate(FATAL_MARKERS):
+            for pos in _first_on_lines(piece, hits[_FATAL_AT + i], start):
                 found.setdefault(piece.rfind(b"\n", 0, pos) + 1, (pos, kind))
-                nl = piece.find(b"\n", pos)
-                pos = -1 if nl == -1 else piece.find(marker, nl)
+        if not found:
+            return
         counter = _LineCounter(piece, base)
         for line_start in sorted(found):
             pos, kind = found[line_start]
             self.facts.fatal.append((kind, Hit(counter.at(pos), _line_text(piece, pos))))
 
-    def _xla(self, piece: bytes, base: int, step_at) -> None:
+    def _xla(self, piece: bytes, hits: list[list[int]], step_at) -> None:
         facts = self.facts
-        if b"Counter: " in piece:
+        if hits[_COUNTER_AT]:
             for m in _COUNTER.finditer(piece):
                 name = m.group(1).decode("utf-8", "replace")
                 hit = self._hit(m.start(), m.group(2).decode(), step_at(m.start()))
@@ -556,29 +565,21 @@ class LogScanner:
                     hit = self._hit(m.start(), m.group(2).decode(), step_at(m.start()))
                     facts.counter_series.setdefault(name, []).append(hit)
             facts.reports = max(len(facts.counter_series.get("UncachedCompile", [])), facts.reports)
-        for marker, target in ((b"Compilation Cause", facts.compile_causes), (b"pt-xla-profiler:", facts.profiler)):
-            pos = piece.find(marker)
-            if pos == -1:
-                continue
-            while pos != -1:
+        for marker, target in ((_COMPILE, facts.compile_causes), (_PROFILER, facts.profiler)):
+            for pos in _first_on_lines(piece, hits[marker]):
                 target.append(self._hit(pos, _line_text(piece, pos), step_at(pos)))
-                nl = piece.find(b"\n", pos)
-                pos = -1 if nl == -1 else piece.find(marker, nl)
 
-    def _sharding(self, piece: bytes, base: int, start: int = 0) -> None:
-        if piece.find(b"devices=[", start) == -1:
+    def _sharding(self, piece: bytes, base: int, positions: list[int], start: int = 0) -> None:
+        if not positions or positions[-1] < start:
             return
         counter = _LineCounter(piece, base)
         for m in _SHARDING.finditer(piece, start):
             ids = [x for x in m.group(2).split(b",") if x]
             self.facts.sharding.append(Hit(counter.at(m.start()), str(len(ids))))
 
-    def _probes(self, piece: bytes, base: int, start: int = 0) -> None:
-        pos = piece.find(b"workbench-probe ", start)
-        if pos == -1:
-            return
+    def _probes(self, piece: bytes, base: int, positions: list[int], start: int = 0) -> None:
         counter = _LineCounter(piece, base)
-        while pos != -1:
+        for pos in _first_on_lines(piece, positions, start):
             text = _line_text(piece, pos)
             try:
                 record = json.loads(text.split("workbench-probe ", 1)[1])
@@ -586,8 +587,28 @@ class LogScanner:
                 record = None
             if isinstance(record, dict):
                 self.facts.probes.append((Hit(counter.at(pos), _clip(text.encode())), record))
-            nl = piece.find(b"\n", pos)
-            pos = -1 if nl == -1 else piece.find(b"workbench-probe ", nl)
+
+
+def _first_on_lines(piece: bytes, positions: list[int], start: int = 0) -> Iterator[int]:
+    """Of a marker's positions (ascending), the first on each line, from `start` on."""
+    allowed = start
+    for pos in positions:
+        if pos < allowed:
+            continue
+        yield pos
+        allowed = piece.find(b"\n", pos)
+        if allowed == -1:
+            return
+
+
+_MARKERS: list[Markers] = []
+
+
+def _markers() -> Markers:
+    """The scan's engine, compiled once per process (and thread: `Markers`)."""
+    if not _MARKERS:
+        _MARKERS.append(Markers(MARKERS))
+    return _MARKERS[0]
 
 
 _TOTAL_HINTS = (re.compile(rb"tep[ :=#]*+\d++/\d"), re.compile(rb"TEP[ :=#]*+\d++/\d"))
