@@ -8,6 +8,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from test_fuzz import FAST
 
 import workbench.verify
 from storage import queries
@@ -67,29 +70,49 @@ def _without_points(facts) -> str:
     return repr({k: v for k, v in vars(facts).items() if k != "points"})
 
 
+def _same_as_extraction(log: bytes, chunks: list[bytes]) -> bool:
+    """Whether the log suits a steps-only scan; if so, asserts it gives extraction's facts and
+    lines."""
+    patterns = compile_patterns()
+    full = scan_chunks(chunks, patterns=patterns)
+    if not steps_only_suits(patterns, log):
+        return False
+    scanner = LogScanner(patterns, steps_only=True)
+    for chunk in chunks:
+        scanner.feed(chunk)
+    facts = scanner.finish()
+    assert _without_points(facts) == _without_points(full), log[:80]
+    assert not facts.points
+    lines = PointLines(log, scanner.step_lines, patterns, lambda offset: log.count(b"\n", 0, offset) + 1,
+                       lambda: full)
+    for name, steps in full.points.items():
+        for step, (_, line) in steps.items():
+            assert lines.line(name, step) == line, (name, step, log[:80])
+        assert lines.line(name, 10**9) is None
+    assert lines.line("no_such_metric", 1) is None and lines.line("step", 1) is None
+    return True
+
+
 @pytest.mark.parametrize("size", [CHUNK, 64])
 def test_point_lines_are_the_lines_extraction_cites_on_every_log(size, tmp_path) -> None:
-    patterns = compile_patterns()
-    suited = 0
-    for log in every_log(tmp_path):
-        full = scan_chunks(_chunks(log, size), patterns=patterns)
-        if not steps_only_suits(patterns, log):
-            continue
-        suited += 1
-        scanner = LogScanner(patterns, steps_only=True)
-        for chunk in _chunks(log, size):
-            scanner.feed(chunk)
-        facts = scanner.finish()
-        assert _without_points(facts) == _without_points(full), log[:80]
-        assert not facts.points
-        lines = PointLines(log, scanner.step_marks, patterns, lambda offset: log.count(b"\n", 0, offset) + 1,
-                           lambda: full)
-        for name, steps in full.points.items():
-            for step, (_, line) in steps.items():
-                assert lines.line(name, step) == line, (name, step, log[:80])
-            assert lines.line(name, 10**9) is None
-        assert lines.line("no_such_metric", 1) is None and lines.line("step", 1) is None
+    suited = sum(_same_as_extraction(log, _chunks(log, size)) for log in every_log(tmp_path))
     assert suited >= len(TRICKY) - 3
+
+
+STEP_PIECES = st.sampled_from([
+    b"step 3/40 loss 0.41 grad_norm 1.2\n", b"Step: 7, loss=nan\n", b"STEP 2 loss 1e-3 eval_acc 0.5\n",
+    b"step 1 loss 0.9\n", b"step 3 loss 0.40 step 9 loss 0.1\n", b"eval_accuracy 0.93\n", b"test/acc: 0.91\n",
+    b"valid_acc 0.7\n", b"val_loss 0.2\n", b"final_acc x\n", b"eval_loss 1\r\n", b"Training for step 0/100\n",
+    b"Counter: UncachedCompile\n", b"  Value: 7\n", b"Compilation Analysis: Compilation Cause\n", b"\n", b"x" * 300,
+])
+
+
+@FAST
+@given(log=st.lists(STEP_PIECES | st.binary(max_size=20), max_size=60).map(b"".join),
+       cuts=st.lists(st.integers(0, 3000), max_size=6))
+def test_point_lines_are_the_lines_extraction_cites_on_any_log(log, cuts) -> None:
+    bounds = sorted({min(c, len(log)) for c in cuts} | {0, len(log)})
+    _same_as_extraction(log, [log[a:b] for a, b in zip(bounds, bounds[1:])])
 
 
 def _verdicts(db) -> dict:

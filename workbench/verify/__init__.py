@@ -116,7 +116,7 @@ def _without_extraction(db: Database, log_id: int, chunks: list[bytes], patterns
     def extract():
         return scan_chunks(chunks, patterns=patterns)
 
-    return facts, PointLines(data, scanner.step_marks, patterns, line_of, extract).line
+    return facts, PointLines(data, scanner.step_lines, patterns, line_of, extract).line
 
 
 def _input_digest(db: Database, attempt: Attempt) -> dict[str, Any]:

@@ -111,6 +111,10 @@ DEFAULT_PATTERNS: tuple[Pattern, ...] = (
     ),
 )
 
+_STEP_LINES = re.compile(DEFAULT_PATTERNS[0].regex.replace("(?P<body>[^\\n]*)", "[^\\n]*").encode())
+"""The plain pattern without its body: the same matches, read for their step and total alone."""
+assert _STEP_LINES.pattern != DEFAULT_PATTERNS[0].regex.encode() and _STEP_LINES.groups == 2
+
 SKIP_NAMES = frozenset({"step", "epoch", "total", "it", "v_num", "global_step", "learning_rate", "lr"})
 """Numbers on a metric line that are not metrics of the run (kept out of comparisons)."""
 
@@ -192,16 +196,19 @@ class LogScanner:
                  markers: Markers | None = None) -> None:
         self.facts = LogFacts()
         self._markers = markers or _markers()
+        self.patterns = patterns if patterns is not None else compile_patterns()
         self.steps_only = steps_only and extract_metrics
         """Extraction of the step lines alone (the plain pattern's step and total, no metric values):
         the facts of a full extraction but `points`, for a log that `steps_only_suits`."""
-        self.step_marks: list[tuple[int, int]] = []
-        """With `steps_only`: (byte offset in the log, step) of each step line, in log order."""
+        if self.steps_only and [c.pattern for c in self.patterns] != list(DEFAULT_PATTERNS):
+            raise ValueError("steps_only reads the default patterns' step lines only")
+        self.step_lines: list[tuple[int, list[int], list[int]]] = []
+        """With `steps_only`: for each piece with step lines, in log order, its byte offset in the
+        log, and its step lines' positions in it and steps."""
         self._offset = 0  # byte offset in the log of the next piece
         self._standing = standing
         """Several processes' copies of each step line (topology.Standing): a step-less metric
         line is credited only where every process stands at one step, else dropped."""
-        self.patterns = patterns if patterns is not None else compile_patterns()
         self.extract = extract_metrics
         self._carry = b""
         self._line = 1  # line number of the first line of the next piece
@@ -261,12 +268,11 @@ class LogScanner:
     def _piece(self, piece: bytes) -> None:
         base = self._line
         before = self.facts.last_step
-        if self.extract:
+        if self.steps_only:
+            step_at, last = self._steps_only(piece)
+        elif self.extract:
             marks: list[tuple[int, int]] = []  # (position, step) of step-bearing lines in this piece
-            if self.steps_only:
-                self._step_marks(piece, marks)
-            else:
-                self._metrics(piece, base, marks)
+            self._metrics(piece, base, marks)
             marks.sort()
             positions = [p for p, _ in marks]
 
@@ -314,17 +320,31 @@ class LogScanner:
         self._line = base + self._lines.resolve(piece, base)
         self._offset += len(piece)
 
-    def _step_marks(self, piece: bytes, marks: list[tuple[int, int]]) -> None:
-        """The plain pattern's step lines, as `_fields` reads them, without their metrics."""
-        if self._plain is None:
-            return
-        facts, offset, out = self.facts, self._offset, self.step_marks
-        for m in self._plain.finditer(piece):
-            start, step = m.start(), int(m.group("step"))
-            marks.append((start, step))
-            out.append((offset + start, step))
-            if m.group("total") is not None:
-                facts.total_steps = int(m.group("total"))
+    def _steps_only(self, piece: bytes) -> tuple[Callable[[int], int | None], int | None]:
+        """The plain pattern's step lines, as `_fields` reads them but without their metrics: the
+        step a hit at a position belongs to and the piece's highest step, as extraction has them."""
+        positions: list[int] = []
+        steps: list[int] = []
+        planned = None
+        add_position, add_step = positions.append, steps.append
+        for m in _STEP_LINES.finditer(piece):
+            step, total = m.group(1, 2)
+            add_position(m.start())
+            add_step(int(step))
+            if total is not None:
+                planned = total
+        if planned is not None:
+            self.facts.total_steps = int(planned)
+        recent = self._recent_step
+
+        def step_at(pos: int) -> int | None:
+            i = bisect.bisect_left(positions, pos)
+            return steps[i - 1] if i else recent
+
+        if steps:
+            self._recent_step = steps[-1]
+            self.step_lines.append((self._offset, positions, steps))
+        return step_at, max(steps, default=None)
 
     def _credit_standing(self, marks: list[tuple[int, int]]) -> None:
         """Step-less metric lines of several processes' interleaved output, credited in line
@@ -695,17 +715,16 @@ def steps_only_suits(patterns: list[_Compiled], data: bytes) -> bool:
 class PointLines:
     """The log line a full extraction would cite for a metric point, found without extracting
     (issue 19): the last line that gives `name` at `step`, which is a step line of that step
-    (`marks`, from a `steps_only` scan) whose pairs name it, or a summary line of that name whose
+    (`step_lines`, from a `steps_only` scan) whose pairs name it, or a summary line of that name whose
     last step line before it has that step. `line_of(offset)` numbers the line at a byte offset
     (from the stored sparse line index); `extract` is the full extraction's facts, for a name
     whose summary lines only a piece-by-piece pass places (a `valid...` name: see `_gated`)."""
 
-    def __init__(self, data: bytes, marks: list[tuple[int, int]], patterns: list[_Compiled],
+    def __init__(self, data: bytes, step_lines: list[tuple[int, list[int], list[int]]], patterns: list[_Compiled],
                  line_of: Callable[[int], int], extract: Callable[[], LogFacts]) -> None:
-        self.data, self.marks, self.line_of, self._extract = data, marks, line_of, extract
-        self._offsets = [pos for pos, _ in marks]
-        self._by_step: dict[int, list[int]] | None = None
-        self._plain = [c for c in patterns if c.pattern.name == "plain"]
+        self.data, self.step_lines, self.line_of, self._extract = data, step_lines, line_of, extract
+        self._starts = [offset for offset, _, _ in step_lines]
+        self._plain = next(c for c in patterns if c.pattern.name == "plain").regex
         self._summary = next(c for c in patterns if c.pattern.name == "summary").regex
         self._extracted: LogFacts | None = None
 
@@ -733,18 +752,33 @@ class PointLines:
 
     def _step_line(self, name: str, step: int) -> int:
         """Start of the last step line of `step` whose pairs give `name`, else -1."""
-        if self._by_step is None:
-            self._by_step = {}
-            for pos, s in self.marks:
-                self._by_step.setdefault(s, []).append(pos)
         raw = name.encode()
-        for pos in reversed(self._by_step.get(step, ())):
-            start, end = self._bounds(pos)
-            if raw in self.data[start:end]:
-                facts = scan_chunks([self.data[start:end]], patterns=self._plain)
-                if step in facts.points.get(name, {}):
+        for offset, positions, steps in reversed(self.step_lines):
+            if step not in steps:
+                continue
+            backwards, j = steps[::-1], 0
+            while True:
+                try:
+                    j = backwards.index(step, j)
+                except ValueError:
+                    break
+                start, end = self._bounds(offset + positions[len(steps) - 1 - j])
+                m = self._plain.search(self.data, start, end)
+                if m is not None and any(key == raw and _number(value) for key, value in _KV.findall(m.group("body"))):
                     return start
+                j += 1
         return -1
+
+    def _step_before(self, pos: int) -> int:
+        """The step of the last step line that starts before `pos` (none: 0)."""
+        k = bisect.bisect_right(self._starts, pos) - 1
+        if k < 0:
+            return 0
+        offset, positions, steps = self.step_lines[k]
+        i = bisect.bisect_left(positions, pos - offset)
+        if i:
+            return steps[i - 1]
+        return self.step_lines[k - 1][2][-1] if k else 0
 
     def _summary_line(self, name: str, step: int) -> int:
         """Start of the last summary line of `name` whose last step line before it has `step`
@@ -761,8 +795,7 @@ class PointLines:
             _, stop = self._bounds(start)
             m = self._summary.match(data, start, stop - 1 if data[stop - 1 : stop] == b"\n" else stop)
             if m is not None and m.group("name") == lead[1:] and _number(m.group("value")):
-                i = bisect.bisect_left(self._offsets, start)
-                if (self.marks[i - 1][1] if i else 0) == step:
+                if self._step_before(start) == step:
                     return start
             if start == 0:
                 return -1
