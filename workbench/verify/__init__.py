@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -74,8 +74,9 @@ def load_run(db: Database, attempt: Attempt, settings: dict[str, Any], *, cite: 
         patterns = compile_patterns(settings.get("patterns") or (), defaults=settings.get("default_patterns", True))
         untangler = topology.Untangler() if topo.multi_process else None
         if stored and untangler is None and log.size <= EXTRACT_LIMIT and CITE_WITHOUT_EXTRACTION:
-            chunks = list(chunks)
-            facts, point_line = _without_extraction(db, attempt.log_id, chunks, patterns, cite)
+            data, bounds = _joined(chunks)
+            facts, point_line = _without_extraction(db, attempt.log_id, data, bounds, patterns, cite)
+            chunks = _slices(data, bounds)
         if facts is None:
             facts = scan_chunks(untangler.chunks(chunks) if untangler else chunks, patterns=patterns,
                                 extract_metrics=not stored or log.size <= EXTRACT_LIMIT,
@@ -93,17 +94,31 @@ facts extraction would (steps, planned total) and `PointLines` the 2-4 lines a v
 Off, the log is extracted as before (tests compare the two)."""
 
 
-def _without_extraction(db: Database, log_id: int, chunks: list[bytes], patterns: list[Any], cite: bool):
+def _joined(chunks: Iterable[bytes]) -> tuple[bytes, list[int]]:
+    """The log in one piece (PointLines searches it) and where its chunks began and ended, so
+    it is read again in the same chunks (the scan's pieces, and so its facts, follow them)."""
+    parts = list(chunks)
+    bounds = [0]
+    for part in parts:
+        bounds.append(bounds[-1] + len(part))
+    return (parts[0] if len(parts) == 1 else b"".join(parts)), bounds
+
+
+def _slices(data: bytes, bounds: list[int]) -> Iterator[bytes]:
+    for start, end in zip(bounds, bounds[1:]):
+        yield data[start:end]
+
+
+def _without_extraction(db: Database, log_id: int, data: bytes, bounds: list[int], patterns: list[Any], cite: bool):
     """(facts, point_line) of a log whose series are stored, from a `steps_only` scan, or
     (None, None) when its patterns need a full extraction (`steps_only_suits`)."""
     from storage.logs import indexed_line_before
     from workbench.verify.logscan import LogScanner, PointLines, scan_chunks, steps_only_suits
 
-    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
     if not steps_only_suits(patterns, data):
         return None, None
     scanner = LogScanner(patterns, steps_only=True)
-    for chunk in chunks:
+    for chunk in _slices(data, bounds):
         scanner.feed(chunk)
     facts = scanner.finish()
     if not cite:
@@ -114,7 +129,7 @@ def _without_extraction(db: Database, log_id: int, chunks: list[bytes], patterns
         return line + data.count(b"\n", start, offset) + 1
 
     def extract():
-        return scan_chunks(chunks, patterns=patterns)
+        return scan_chunks(_slices(data, bounds), patterns=patterns)
 
     return facts, PointLines(data, scanner.step_lines, patterns, line_of, extract).line
 
