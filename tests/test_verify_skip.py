@@ -104,6 +104,8 @@ STEP_PIECES = st.sampled_from([
     b"step 1 loss 0.9\n", b"step 3 loss 0.40 step 9 loss 0.1\n", b"eval_accuracy 0.93\n", b"test/acc: 0.91\n",
     b"valid_acc 0.7\n", b"val_loss 0.2\n", b"final_acc x\n", b"eval_loss 1\r\n", b"Training for step 0/100\n",
     b"Counter: UncachedCompile\n", b"  Value: 7\n", b"Compilation Analysis: Compilation Cause\n", b"\n", b"x" * 300,
+    b"step 4 Compilation Cause x\n", b"Compilation Cause step 6\n", b"pt-xla-profiler: step 8/9\n",
+    b"Metric: CompileTime\n", b"  TotalSamples: 12\n",
 ])
 
 

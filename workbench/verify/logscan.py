@@ -202,9 +202,9 @@ class LogScanner:
         the facts of a full extraction but `points`, for a log that `steps_only_suits`."""
         if self.steps_only and [c.pattern for c in self.patterns] != list(DEFAULT_PATTERNS):
             raise ValueError("steps_only reads the default patterns' step lines only")
-        self.step_lines: list[tuple[int, list[int], list[int]]] = []
+        self.step_lines: list[tuple[int, int, list[int]]] = []
         """With `steps_only`: for each piece with step lines, in log order, its byte offset in the
-        log, and its step lines' positions in it and steps."""
+        log, its length and the steps of its step lines."""
         self._offset = 0  # byte offset in the log of the next piece
         self._standing = standing
         """Several processes' copies of each step line (topology.Standing): a step-less metric
@@ -322,29 +322,44 @@ class LogScanner:
 
     def _steps_only(self, piece: bytes) -> tuple[Callable[[int], int | None], int | None]:
         """The plain pattern's step lines, as `_fields` reads them but without their metrics: the
-        step a hit at a position belongs to and the piece's highest step, as extraction has them."""
-        positions: list[int] = []
-        steps: list[int] = []
-        planned = None
-        add_position, add_step = positions.append, steps.append
-        for m in _STEP_LINES.finditer(piece):
-            step, total = m.group(1, 2)
-            add_position(m.start())
-            add_step(int(step))
-            if total is not None:
-                planned = total
-        if planned is not None:
-            self.facts.total_steps = int(planned)
+        step a hit at a position belongs to and the piece's highest step, as extraction has them.
+        The steps come from one `findall`; a hit's step is looked for on its line and the lines
+        before it, each line read once per piece."""
+        found = _STEP_LINES.findall(piece)
         recent = self._recent_step
+        if not found:
+            return (lambda pos: recent), None
+        steps = [int(step) for step, _ in found]
+        for _, total in reversed(found):
+            if total:
+                self.facts.total_steps = int(total)
+                break
+        self._recent_step = steps[-1]
+        self.step_lines.append((self._offset, len(piece), steps))
+        before: dict[int, int | None] = {}  # line start -> step of the last step line before it
 
         def step_at(pos: int) -> int | None:
-            i = bisect.bisect_left(positions, pos)
-            return steps[i - 1] if i else recent
+            start = piece.rfind(b"\n", 0, pos) + 1
+            m = _STEP_LINES.search(piece, start, _line_end(piece, start))
+            if m is not None and m.start() < pos:
+                return int(m.group(1))
+            walked, step, line = [], None, start
+            while line > 0:
+                if line in before:
+                    step = before[line]
+                    break
+                walked.append(line)
+                previous = piece.rfind(b"\n", 0, line - 1) + 1
+                m = _STEP_LINES.search(piece, previous, line)
+                if m is not None:
+                    step = int(m.group(1))
+                    break
+                line = previous
+            for line in walked:
+                before[line] = step
+            return recent if step is None else step
 
-        if steps:
-            self._recent_step = steps[-1]
-            self.step_lines.append((self._offset, positions, steps))
-        return step_at, max(steps, default=None)
+        return step_at, max(steps)
 
     def _credit_standing(self, marks: list[tuple[int, int]]) -> None:
         """Step-less metric lines of several processes' interleaved output, credited in line
@@ -687,6 +702,11 @@ def _keep_later(series: dict[int, tuple[float, int]], step: int, value: float, l
         series[step] = (value, line)
 
 
+def _line_end(piece: bytes, start: int) -> int:
+    end = piece.find(b"\n", start)
+    return len(piece) if end == -1 else end
+
+
 def _line_text(piece: bytes, pos: int) -> str:
     start = piece.rfind(b"\n", 0, pos) + 1
     end = piece.find(b"\n", pos)
@@ -720,13 +740,39 @@ class PointLines:
     (from the stored sparse line index); `extract` is the full extraction's facts, for a name
     whose summary lines only a piece-by-piece pass places (a `valid...` name: see `_gated`)."""
 
-    def __init__(self, data: bytes, step_lines: list[tuple[int, list[int], list[int]]], patterns: list[_Compiled],
+    def __init__(self, data: bytes, step_lines: list[tuple[int, int, list[int]]], patterns: list[_Compiled],
                  line_of: Callable[[int], int], extract: Callable[[], LogFacts]) -> None:
         self.data, self.step_lines, self.line_of, self._extract = data, step_lines, line_of, extract
         self._starts = [offset for offset, _, _ in step_lines]
         self._plain = next(c for c in patterns if c.pattern.name == "plain").regex
         self._summary = next(c for c in patterns if c.pattern.name == "summary").regex
         self._extracted: LogFacts | None = None
+
+    def _nth_line(self, k: int, i: int) -> int:
+        """Where the i-th step line (from 0) of the k-th piece with step lines starts: counted
+        from the nearer end of the piece (a cited step is most often among the last)."""
+        offset, size, steps = self.step_lines[k]
+        end = min(offset + size, len(self.data))
+        if i < len(steps) // 2:
+            for n, m in enumerate(_STEP_LINES.finditer(self.data, offset, end)):
+                if n == i:
+                    return m.start()
+        left = len(steps) - i
+        for m in self._lines_back(offset, end):
+            left -= 1
+            if not left:
+                return m.start()
+        raise AssertionError("fewer step lines than the scan counted")
+
+    def _lines_back(self, offset: int, end: int) -> Iterator[re.Match[bytes]]:
+        """The step lines between `offset` and `end` (line starts), last first."""
+        data = self.data
+        while end > offset:
+            start = max(data.rfind(b"\n", offset, end - 1) + 1, offset)
+            m = _STEP_LINES.search(data, start, end)
+            if m is not None:
+                yield m
+            end = start
 
     def line(self, name: str, step: int) -> int | None:
         if name in SKIP_NAMES or not name.isascii():
@@ -753,7 +799,8 @@ class PointLines:
     def _step_line(self, name: str, step: int) -> int:
         """Start of the last step line of `step` whose pairs give `name`, else -1."""
         raw = name.encode()
-        for offset, positions, steps in reversed(self.step_lines):
+        for k in range(len(self.step_lines) - 1, -1, -1):
+            steps = self.step_lines[k][2]
             if step not in steps:
                 continue
             backwards, j = steps[::-1], 0
@@ -762,7 +809,7 @@ class PointLines:
                     j = backwards.index(step, j)
                 except ValueError:
                     break
-                start, end = self._bounds(offset + positions[len(steps) - 1 - j])
+                start, end = self._bounds(self._nth_line(k, len(steps) - 1 - j))
                 m = self._plain.search(self.data, start, end)
                 if m is not None and any(key == raw and _number(value) for key, value in _KV.findall(m.group("body"))):
                     return start
@@ -770,14 +817,15 @@ class PointLines:
         return -1
 
     def _step_before(self, pos: int) -> int:
-        """The step of the last step line that starts before `pos` (none: 0)."""
+        """The step of the last step line that starts before `pos`, a line start (none: 0)."""
         k = bisect.bisect_right(self._starts, pos) - 1
         if k < 0:
             return 0
-        offset, positions, steps = self.step_lines[k]
-        i = bisect.bisect_left(positions, pos - offset)
-        if i:
-            return steps[i - 1]
+        offset, size, steps = self.step_lines[k]
+        if pos >= offset + size:
+            return steps[-1]
+        for m in self._lines_back(offset, pos):
+            return int(m.group(1))
         return self.step_lines[k - 1][2][-1] if k else 0
 
     def _summary_line(self, name: str, step: int) -> int:
