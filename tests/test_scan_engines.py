@@ -75,6 +75,8 @@ def test_every_occurrence_by_where_it_starts_overlapping_ones_too(engine) -> Non
     assert markers.scan(b"Timeout of memory aaa\nout of memory") == [[0], [4, 22], [18, 19]]
     assert markers.scan(b"") == [[], [], []]
     assert markers.scan(bytearray(b"xaa")) == [[], [], [1]]
+    assert markers.found(b"x Timeout") and markers.found(bytearray(b"aa")) and markers.found(b"aa" * 1000)
+    assert not markers.found(b"") and not markers.found(b"Timeou a out of memor")
 
 
 def test_the_variable_picks_the_fallback(monkeypatch) -> None:

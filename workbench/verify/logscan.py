@@ -640,9 +640,12 @@ _MARKERS: list[Markers] = []
 
 
 def _markers() -> Markers:
-    """The scan's engine, compiled once per process (and thread: `Markers`)."""
+    """The scan's engine, compiled once per process (and thread: `Markers`); and the gates of the
+    default patterns that `steps_only_suits` refuses."""
     if not _MARKERS:
         _MARKERS.append(Markers(MARKERS))
+        _MARKERS.append(Markers([g.encode() for p in DEFAULT_PATTERNS if p.name not in _STEP_ONLY_PATTERNS
+                                 for g in p.gate]))
     return _MARKERS[0]
 
 
@@ -729,7 +732,9 @@ def steps_only_suits(patterns: list[_Compiled], data: bytes) -> bool:
     default patterns alone, and none but `plain` and `summary` can match in `data`."""
     if [c.pattern for c in patterns] != list(DEFAULT_PATTERNS):
         return False
-    return not any(g in data for c in patterns if c.pattern.name not in _STEP_ONLY_PATTERNS for g in c.gate)
+    if not _MARKERS:
+        _markers()
+    return not _MARKERS[1].found(data)
 
 
 class PointLines:

@@ -46,10 +46,17 @@ class Markers:
         self._local = threading.local()
 
     def scan(self, data: bytes | bytearray) -> list[list[int]]:
+        return self._compiled()[0](data)
+
+    def found(self, data: bytes | bytearray) -> bool:
+        """Whether any of the literals occurs in `data`: the pass stops at the first."""
+        return self._compiled()[1](data)
+
+    def _compiled(self):
         compiled = getattr(self._local, "compiled", None)
         if compiled is None:
             compiled = self._local.compiled = (_hyperscan if self.engine == "hyperscan" else _re2)(self)
-        return compiled(data)
+        return compiled
 
 
 def _hyperscan(markers: Markers):
@@ -71,7 +78,17 @@ def _hyperscan(markers: Markers):
             db.scan(bytes(data) if isinstance(data, bytearray) else data, match_event_handler=on_match)
         return found
 
-    return scan
+    def stop(pattern: int, start: int, end: int, flags: int, context: object) -> bool:
+        return True
+
+    def found_any(data: bytes | bytearray) -> bool:
+        try:
+            db.scan(bytes(data) if isinstance(data, bytearray) else data, match_event_handler=stop)
+        except hyperscan.ScanTerminated:
+            return True
+        return False
+
+    return scan, found_any
 
 
 def _re2(markers: Markers):
@@ -93,4 +110,7 @@ def _re2(markers: Markers):
             m = search(data, m.start() + 1)
         return found
 
-    return scan
+    def found_any(data: bytes | bytearray) -> bool:
+        return search(data) is not None
+
+    return scan, found_any
