@@ -66,6 +66,14 @@ def log_chunks(db: Database, log_id: int, batch: int = 1) -> Iterator[bytes]:
         yield rows[0][0] if len(rows) == 1 else b"".join(r[0] for r in rows)
 
 
+def indexed_line_before(db: Database, log_id: int, offset: int) -> tuple[int, int]:
+    """The sparse index's last line start at or before byte `offset`: (line, its offset), lines
+    counted from 0; count the newlines from there to `offset` for the line that holds it."""
+    row = db.execute("SELECT line, offset FROM log_line WHERE log_id = ? AND offset <= ? ORDER BY line DESC LIMIT 1",
+                     [log_id, offset]).fetchone()
+    return (int(row[0]), int(row[1])) if row else (0, 0)
+
+
 def _store_stream(db: Database, fh: BinaryIO, sha: str) -> int:
     log_id = db.execute("INSERT INTO log (sha256, size, line_count) VALUES (?, 0, 0)", [sha]).lastrowid
     if log_id is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -55,31 +55,83 @@ class Report:
         return sum(1 for o in self.outcomes if o.changed)
 
 
-def load_run(db: Database, attempt: Attempt, settings: dict[str, Any]):
+def load_run(db: Database, attempt: Attempt, settings: dict[str, Any], *, cite: bool = True):
     """The attempt's evidence: the topology its log's head and command state, log facts from one
     streaming pass (over the untangled log when several processes wrote it), its metric series,
-    and the probe reports a re-run stored with it."""
+    and the probe reports a re-run stored with it. With `cite`, verdicts can cite the log line of
+    a metric point (`Run.point_line`); the reference run's are never cited."""
     from storage.queries import probe_reports
     from workbench.verify import topology
     from workbench.verify.ladder import Run
     from workbench.verify.logscan import compile_patterns, scan_chunks
 
     stored = verify_inputs.metric_series(db, attempt.id)
-    facts = topo = None
+    facts = topo = point_line = None
     log = verify_inputs.log_info(db, attempt.log_id) if attempt.log_id is not None else None
     if attempt.log_id is not None and log is not None:
         head, chunks = topology.head_of(log_chunks(db, attempt.log_id))
         topo = topology.read(head, attempt.command.argv)
         patterns = compile_patterns(settings.get("patterns") or (), defaults=settings.get("default_patterns", True))
         untangler = topology.Untangler() if topo.multi_process else None
-        facts = scan_chunks(untangler.chunks(chunks) if untangler else chunks, patterns=patterns,
-                            extract_metrics=not stored or log.size <= EXTRACT_LIMIT,
-                            standing=untangler.standing if untangler else None)
+        if stored and untangler is None and log.size <= EXTRACT_LIMIT and CITE_WITHOUT_EXTRACTION:
+            data, bounds = _joined(chunks)
+            facts, point_line = _without_extraction(db, attempt.log_id, data, bounds, patterns, cite)
+            chunks = _slices(data, bounds)
+        if facts is None:
+            facts = scan_chunks(untangler.chunks(chunks) if untangler else chunks, patterns=patterns,
+                                extract_metrics=not stored or log.size <= EXTRACT_LIMIT,
+                                standing=untangler.standing if untangler else None)
         if untangler is not None:
             facts = untangler.remap(facts)
     reports = probe_reports(db, attempt.id)
     series = stored or (facts.point_series() if facts else {})
-    return Run(attempt, facts, series, "stored" if stored else "log", reports, topo)
+    return Run(attempt, facts, series, "stored" if stored else "log", reports, topo, point_line)
+
+
+CITE_WITHOUT_EXTRACTION = True
+"""Stored series are not extracted again from their log: a scan of the step lines alone gives the
+facts extraction would (steps, planned total) and `PointLines` the 2-4 lines a verdict cites.
+Off, the log is extracted as before (tests compare the two)."""
+
+
+def _joined(chunks: Iterable[bytes]) -> tuple[bytes, list[int]]:
+    """The log in one piece (PointLines searches it) and where its chunks began and ended, so
+    it is read again in the same chunks (the scan's pieces, and so its facts, follow them)."""
+    parts = list(chunks)
+    bounds = [0]
+    for part in parts:
+        bounds.append(bounds[-1] + len(part))
+    return (parts[0] if len(parts) == 1 else b"".join(parts)), bounds
+
+
+def _slices(data: bytes, bounds: list[int]) -> Iterator[bytes]:
+    for start, end in zip(bounds, bounds[1:]):
+        yield data[start:end]
+
+
+def _without_extraction(db: Database, log_id: int, data: bytes, bounds: list[int], patterns: list[Any], cite: bool):
+    """(facts, point_line) of a log whose series are stored, from a `steps_only` scan, or
+    (None, None) when its patterns need a full extraction (`steps_only_suits`)."""
+    from storage.logs import indexed_line_before
+    from workbench.verify.logscan import LogScanner, PointLines, scan_chunks, steps_only_suits
+
+    if not steps_only_suits(patterns, data):
+        return None, None
+    scanner = LogScanner(patterns, steps_only=True)
+    for chunk in _slices(data, bounds):
+        scanner.feed(chunk)
+    facts = scanner.finish()
+    if not cite:
+        return facts, None
+
+    def line_of(offset: int) -> int:
+        line, start = indexed_line_before(db, log_id, offset)
+        return line + data.count(b"\n", start, offset) + 1
+
+    def extract():
+        return scan_chunks(_slices(data, bounds), patterns=patterns)
+
+    return facts, PointLines(data, scanner.step_lines, patterns, line_of, extract).line
 
 
 def _input_digest(db: Database, attempt: Attempt) -> dict[str, Any]:

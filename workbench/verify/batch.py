@@ -51,7 +51,7 @@ def judge_task(db: Database, task: Task, cache: dict[Any, Any]) -> list[tuple[in
 
     key = ("reference", task.migration.id, task.reference.id if task.reference else None)
     if key not in cache:
-        cache[key] = load_run(db, task.reference, task.settings) if task.reference else None
+        cache[key] = load_run(db, task.reference, task.settings, cite=False) if task.reference else None
     loaded = cache.setdefault("checkpoints", {})
     out = []
     for attempt in task.attempts:

@@ -11,6 +11,7 @@ import math
 import re
 import statistics
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,8 @@ class Run:
     """The probe's reports stored with the attempt (`probe_report` rows of a re-run), if any."""
     topology: Topology | None = None
     """What the log's head and the command say of devices and processes (verify/topology.py)."""
+    point_line: Callable[[str, int], int | None] | None = None
+    """The log line of a metric point when the log was not extracted (`logscan.PointLines`)."""
 
     def probes(self) -> list[ProbeFacts]:
         """Each probed process's facts: from the stored reports when there are any, else from the
@@ -62,7 +65,9 @@ class Run:
     def metric_evidence(self, name: str, step: int, extra: str = "") -> Evidence:
         value = self.series.get(name, {}).get(step)
         line = None
-        if self.facts is not None and name in self.facts.points and step in self.facts.points[name]:
+        if self.point_line is not None:
+            line = self.point_line(name, step)
+        elif self.facts is not None and name in self.facts.points and step in self.facts.points[name]:
             line = self.facts.points[name][step][1]
         text = f"{name} = {value:.6g}" if value is not None else f"{name}: none"
         if line is not None:

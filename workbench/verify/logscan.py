@@ -3,8 +3,9 @@
 The log arrives as byte chunks (storage/logs.py's stored chunks, or a file read in blocks) and
 is never held whole. Each chunk is cut at its last newline and the rest carried into the next
 one, so every search sees whole lines. Rare markers (tracebacks, fatal errors, torch_xla's
-metrics report and debug output, probe lines) are found with `bytes.find` and compiled
-patterns that start with a literal, which scan at C speed; Python only runs per hit.
+metrics report and debug output, probe lines, sharding specs) are found in one pass over each
+piece by a multi-pattern engine (workbench/verify/markers.py: Hyperscan, else google-re2);
+Python only runs per hit, and only hits get line numbers.
 
 Line numbers in the evidence are 1-based, as `grep -n` prints them.
 """
@@ -15,10 +16,12 @@ import bisect
 import json
 import re
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
+
+from workbench.verify.markers import Markers
 
 NUMBER = rb"[-+]?+(?:\d++\.?+\d*+|\.\d++)(?:[eE][-+]?+\d++)?+"
 """A number taken whole and never given back: a shorter one would be followed by a digit, a dot or
@@ -44,6 +47,13 @@ FATAL_MARKERS: tuple[tuple[bytes, str], ...] = (
 
 They are looked for in the log's last FATAL_TAIL bytes only: an error that kills a run is among
 its last words, and the same words earlier in a log that went on are not fatal."""
+
+TRACEBACK = b"Traceback (most recent call last)"
+_TRACEBACK, _COUNTER_AT, _COMPILE, _PROFILER, _PROBE, _DEVICES = range(6)
+MARKERS: tuple[bytes, ...] = (TRACEBACK, b"Counter: ", b"Compilation Cause", b"pt-xla-profiler:",
+                              b"workbench-probe ", b"devices=[", *(m for m, _ in FATAL_MARKERS))
+"""Every literal the scan looks for, found in one pass (`markers.Markers`); the fatal ones last."""
+_FATAL_AT = 6
 
 FATAL_TAIL = 4 << 20
 HEAD = 4 << 20
@@ -100,6 +110,10 @@ DEFAULT_PATTERNS: tuple[Pattern, ...] = (
         gate=("eval", "val_", "val/", "test", "final"),
     ),
 )
+
+_STEP_LINES = re.compile(DEFAULT_PATTERNS[0].regex.replace("(?P<body>[^\\n]*)", "[^\\n]*").encode())
+"""The plain pattern without its body: the same matches, read for their step and total alone."""
+assert _STEP_LINES.pattern != DEFAULT_PATTERNS[0].regex.encode() and _STEP_LINES.groups == 2
 
 SKIP_NAMES = frozenset({"step", "epoch", "total", "it", "v_num", "global_step", "learning_rate", "lr"})
 """Numbers on a metric line that are not metrics of the run (kept out of comparisons)."""
@@ -178,12 +192,23 @@ class LogScanner:
     """Feed byte chunks in order with `feed`, then `finish` for the facts."""
 
     def __init__(self, patterns: list[_Compiled] | None = None, *, extract_metrics: bool = True,
-                 standing: Standing | None = None) -> None:
+                 standing: Standing | None = None, steps_only: bool = False,
+                 markers: Markers | None = None) -> None:
         self.facts = LogFacts()
+        self._markers = markers or _markers()
+        self.patterns = patterns if patterns is not None else compile_patterns()
+        self.steps_only = steps_only and extract_metrics
+        """Extraction of the step lines alone (the plain pattern's step and total, no metric values):
+        the facts of a full extraction but `points`, for a log that `steps_only_suits`."""
+        if self.steps_only and [c.pattern for c in self.patterns] != list(DEFAULT_PATTERNS):
+            raise ValueError("steps_only reads the default patterns' step lines only")
+        self.step_lines: list[tuple[int, int, list[int]]] = []
+        """With `steps_only`: for each piece with step lines, in log order, its byte offset in the
+        log, its length and the steps of its step lines."""
+        self._offset = 0  # byte offset in the log of the next piece
         self._standing = standing
         """Several processes' copies of each step line (topology.Standing): a step-less metric
         line is credited only where every process stands at one step, else dropped."""
-        self.patterns = patterns if patterns is not None else compile_patterns()
         self.extract = extract_metrics
         self._carry = b""
         self._line = 1  # line number of the first line of the next piece
@@ -193,7 +218,7 @@ class LogScanner:
         self._recent_step: int | None = None
         """Step of the last step-bearing line read so far: where a step-less metric line belongs."""
         self._lines = _Deferred()
-        self._tail: deque[tuple[bytes, int]] = deque()
+        self._tail: deque[tuple[bytes, int, list[list[int]]]] = deque()
         self._tail_bytes = 0
         self._head_bytes = 0
         self._head_end_line = 0
@@ -227,15 +252,15 @@ class LogScanner:
             self._carry = b""
         self.facts.lines = self._line - 1
         skip = max(0, self._tail_bytes - FATAL_TAIL)
-        for piece, base in self._tail:
+        for piece, base, hits in self._tail:
             start = min(skip, len(piece))
             skip -= start
             if start:  # begin at a line start
                 start = piece.find(b"\n", start - 1) + 1 or len(piece)
-            self._fatal(piece, base, start)
+            self._fatal(piece, base, hits, start)
             if base > self._head_end_line:  # not already read as part of the head
-                self._probes(piece, base, start)
-                self._sharding(piece, base, start)
+                self._probes(piece, base, hits[_PROBE], start)
+                self._sharding(piece, base, hits[_DEVICES], start)
         self._tail.clear()
         return self.facts
 
@@ -243,7 +268,9 @@ class LogScanner:
     def _piece(self, piece: bytes) -> None:
         base = self._line
         before = self.facts.last_step
-        if self.extract:
+        if self.steps_only:
+            step_at, last = self._steps_only(piece)
+        elif self.extract:
             marks: list[tuple[int, int]] = []  # (position, step) of step-bearing lines in this piece
             self._metrics(piece, base, marks)
             marks.sort()
@@ -276,20 +303,63 @@ class LogScanner:
             planned = self._planned_total(piece)
             if planned is not None:  # what metric extraction would have set
                 self.facts.total_steps = planned
-        self._tracebacks(piece, base)
-        self._tail.append((piece, base))
+        hits = self._markers.scan(piece)
+        self._tracebacks(piece, hits[_TRACEBACK])
+        self._tail.append((piece, base, hits))
         self._tail_bytes += len(piece)
         while self._tail_bytes - len(self._tail[0][0]) >= FATAL_TAIL:
             self._tail_bytes -= len(self._tail.popleft()[0])
-        self._xla(piece, base, step_at)
+        self._xla(piece, hits, step_at)
         if self._head_bytes < HEAD:
             self._head_bytes += len(piece)
             self._head_end_line = base
-            self._probes(piece, base)
-            self._sharding(piece, base)
+            self._probes(piece, base, hits[_PROBE])
+            self._sharding(piece, base, hits[_DEVICES])
         if last is not None:
             self.facts.last_step = last if before is None else max(before, last)
         self._line = base + self._lines.resolve(piece, base)
+        self._offset += len(piece)
+
+    def _steps_only(self, piece: bytes) -> tuple[Callable[[int], int | None], int | None]:
+        """The plain pattern's step lines, as `_fields` reads them but without their metrics: the
+        step a hit at a position belongs to and the piece's highest step, as extraction has them.
+        The steps come from one `findall`; a hit's step is looked for on its line and the lines
+        before it, each line read once per piece."""
+        found = _STEP_LINES.findall(piece)
+        recent = self._recent_step
+        if not found:
+            return (lambda pos: recent), None
+        steps = [int(step) for step, _ in found]
+        for _, total in reversed(found):
+            if total:
+                self.facts.total_steps = int(total)
+                break
+        self._recent_step = steps[-1]
+        self.step_lines.append((self._offset, len(piece), steps))
+        before: dict[int, int | None] = {}  # line start -> step of the last step line before it
+
+        def step_at(pos: int) -> int | None:
+            start = piece.rfind(b"\n", 0, pos) + 1
+            m = _STEP_LINES.search(piece, start, _line_end(piece, start))
+            if m is not None and m.start() < pos:
+                return int(m.group(1))
+            walked, step, line = [], None, start
+            while line > 0:
+                if line in before:
+                    step = before[line]
+                    break
+                walked.append(line)
+                previous = piece.rfind(b"\n", 0, line - 1) + 1
+                m = _STEP_LINES.search(piece, previous, line)
+                if m is not None:
+                    step = int(m.group(1))
+                    break
+                line = previous
+            for line in walked:
+                before[line] = step
+            return recent if step is None else step
+
+        return step_at, max(steps)
 
     def _credit_standing(self, marks: list[tuple[int, int]]) -> None:
         """Step-less metric lines of several processes' interleaved output, credited in line
@@ -469,17 +539,14 @@ class LogScanner:
                 else:
                     self._point(name, value, step, line, start, sequential)
 
-    def _tracebacks(self, piece: bytes, base: int) -> None:
+    def _tracebacks(self, piece: bytes, positions: list[int]) -> None:
         facts = self.facts
         if self._in_traceback is not None:
             self._end_traceback(piece, 0)
-        pos = piece.find(b"Traceback (most recent call last)")
-        while pos != -1:
+        for pos in _first_on_lines(piece, positions):
             facts.tracebacks.append(self._hit(pos, _line_text(piece, pos)))
             self._in_traceback = facts.tracebacks[-1]
-            nl = piece.find(b"\n", pos)
-            self._end_traceback(piece, nl + 1)
-            pos = piece.find(b"Traceback (most recent call last)", nl + 1 if nl != -1 else len(piece))
+            self._end_traceback(piece, piece.find(b"\n", pos) + 1)
 
     def _end_traceback(self, piece: bytes, pos: int) -> None:
         """Find the exception line closing the open traceback: its first unindented line."""
@@ -504,24 +571,23 @@ class LogScanner:
             pos = end + 1
             n += 1
 
-    def _fatal(self, piece: bytes, base: int, start: int = 0) -> None:
+    def _fatal(self, piece: bytes, base: int, hits: list[list[int]], start: int = 0) -> None:
         """Fatal lines in line order, each once, whatever the chunking: a line that several
         markers match takes the kind of the first of them in FATAL_MARKERS."""
         found: dict[int, tuple[int, str]] = {}  # line start -> (position of its marker, kind)
-        for marker, kind in FATAL_MARKERS:
-            pos = piece.find(marker, start)
-            while pos != -1:
+        for i, (_, kind) in enumerate(FATAL_MARKERS):
+            for pos in _first_on_lines(piece, hits[_FATAL_AT + i], start):
                 found.setdefault(piece.rfind(b"\n", 0, pos) + 1, (pos, kind))
-                nl = piece.find(b"\n", pos)
-                pos = -1 if nl == -1 else piece.find(marker, nl)
+        if not found:
+            return
         counter = _LineCounter(piece, base)
         for line_start in sorted(found):
             pos, kind = found[line_start]
             self.facts.fatal.append((kind, Hit(counter.at(pos), _line_text(piece, pos))))
 
-    def _xla(self, piece: bytes, base: int, step_at) -> None:
+    def _xla(self, piece: bytes, hits: list[list[int]], step_at) -> None:
         facts = self.facts
-        if b"Counter: " in piece:
+        if hits[_COUNTER_AT]:
             for m in _COUNTER.finditer(piece):
                 name = m.group(1).decode("utf-8", "replace")
                 hit = self._hit(m.start(), m.group(2).decode(), step_at(m.start()))
@@ -534,29 +600,21 @@ class LogScanner:
                     hit = self._hit(m.start(), m.group(2).decode(), step_at(m.start()))
                     facts.counter_series.setdefault(name, []).append(hit)
             facts.reports = max(len(facts.counter_series.get("UncachedCompile", [])), facts.reports)
-        for marker, target in ((b"Compilation Cause", facts.compile_causes), (b"pt-xla-profiler:", facts.profiler)):
-            pos = piece.find(marker)
-            if pos == -1:
-                continue
-            while pos != -1:
+        for marker, target in ((_COMPILE, facts.compile_causes), (_PROFILER, facts.profiler)):
+            for pos in _first_on_lines(piece, hits[marker]):
                 target.append(self._hit(pos, _line_text(piece, pos), step_at(pos)))
-                nl = piece.find(b"\n", pos)
-                pos = -1 if nl == -1 else piece.find(marker, nl)
 
-    def _sharding(self, piece: bytes, base: int, start: int = 0) -> None:
-        if piece.find(b"devices=[", start) == -1:
+    def _sharding(self, piece: bytes, base: int, positions: list[int], start: int = 0) -> None:
+        if not positions or positions[-1] < start:
             return
         counter = _LineCounter(piece, base)
         for m in _SHARDING.finditer(piece, start):
             ids = [x for x in m.group(2).split(b",") if x]
             self.facts.sharding.append(Hit(counter.at(m.start()), str(len(ids))))
 
-    def _probes(self, piece: bytes, base: int, start: int = 0) -> None:
-        pos = piece.find(b"workbench-probe ", start)
-        if pos == -1:
-            return
+    def _probes(self, piece: bytes, base: int, positions: list[int], start: int = 0) -> None:
         counter = _LineCounter(piece, base)
-        while pos != -1:
+        for pos in _first_on_lines(piece, positions, start):
             text = _line_text(piece, pos)
             try:
                 record = json.loads(text.split("workbench-probe ", 1)[1])
@@ -564,8 +622,31 @@ class LogScanner:
                 record = None
             if isinstance(record, dict):
                 self.facts.probes.append((Hit(counter.at(pos), _clip(text.encode())), record))
-            nl = piece.find(b"\n", pos)
-            pos = -1 if nl == -1 else piece.find(b"workbench-probe ", nl)
+
+
+def _first_on_lines(piece: bytes, positions: list[int], start: int = 0) -> Iterator[int]:
+    """Of a marker's positions (ascending), the first on each line, from `start` on."""
+    allowed = start
+    for pos in positions:
+        if pos < allowed:
+            continue
+        yield pos
+        allowed = piece.find(b"\n", pos)
+        if allowed == -1:
+            return
+
+
+_MARKERS: list[Markers] = []
+
+
+def _markers() -> Markers:
+    """The scan's engine, compiled once per process (and thread: `Markers`); and the gates of the
+    default patterns that `steps_only_suits` refuses."""
+    if not _MARKERS:
+        _MARKERS.append(Markers(MARKERS))
+        _MARKERS.append(Markers([g.encode() for p in DEFAULT_PATTERNS if p.name not in _STEP_ONLY_PATTERNS
+                                 for g in p.gate]))
+    return _MARKERS[0]
 
 
 _TOTAL_HINTS = (re.compile(rb"tep[ :=#]*+\d++/\d"), re.compile(rb"TEP[ :=#]*+\d++/\d"))
@@ -624,6 +705,11 @@ def _keep_later(series: dict[int, tuple[float, int]], step: int, value: float, l
         series[step] = (value, line)
 
 
+def _line_end(piece: bytes, start: int) -> int:
+    end = piece.find(b"\n", start)
+    return len(piece) if end == -1 else end
+
+
 def _line_text(piece: bytes, pos: int) -> str:
     start = piece.rfind(b"\n", 0, pos) + 1
     end = piece.find(b"\n", pos)
@@ -633,6 +719,148 @@ def _line_text(piece: bytes, pos: int) -> str:
 def _clip(raw: bytes, limit: int = 300) -> str:
     text = raw.rstrip(b"\r").decode("utf-8", "replace")
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+_STEP_ONLY_PATTERNS = ("plain", "summary")
+"""Default patterns whose points `PointLines` finds without extraction: the others (sequential
+Trainer dicts, JSON lines, progress bars) number or place their points in ways only a full pass
+knows, so a log where their gates appear is extracted."""
+
+
+def steps_only_suits(patterns: list[_Compiled], data: bytes) -> bool:
+    """Whether a scan with `steps_only` plus `PointLines` gives what full extraction would: the
+    default patterns alone, and none but `plain` and `summary` can match in `data`."""
+    if [c.pattern for c in patterns] != list(DEFAULT_PATTERNS):
+        return False
+    if not _MARKERS:
+        _markers()
+    return not _MARKERS[1].found(data)
+
+
+class PointLines:
+    """The log line a full extraction would cite for a metric point, found without extracting
+    (issue 19): the last line that gives `name` at `step`, which is a step line of that step
+    (`step_lines`, from a `steps_only` scan) whose pairs name it, or a summary line of that name whose
+    last step line before it has that step. `line_of(offset)` numbers the line at a byte offset
+    (from the stored sparse line index); `extract` is the full extraction's facts, for a name
+    whose summary lines only a piece-by-piece pass places (a `valid...` name: see `_gated`)."""
+
+    def __init__(self, data: bytes, step_lines: list[tuple[int, int, list[int]]], patterns: list[_Compiled],
+                 line_of: Callable[[int], int], extract: Callable[[], LogFacts]) -> None:
+        self.data, self.step_lines, self.line_of, self._extract = data, step_lines, line_of, extract
+        self._starts = [offset for offset, _, _ in step_lines]
+        self._plain = next(c for c in patterns if c.pattern.name == "plain").regex
+        self._summary = next(c for c in patterns if c.pattern.name == "summary").regex
+        self._extracted: LogFacts | None = None
+
+    def _nth_line(self, k: int, i: int) -> int:
+        """Where the i-th step line (from 0) of the k-th piece with step lines starts: counted
+        from the nearer end of the piece (a cited step is most often among the last)."""
+        offset, size, steps = self.step_lines[k]
+        end = min(offset + size, len(self.data))
+        if i < len(steps) // 2:
+            for n, m in enumerate(_STEP_LINES.finditer(self.data, offset, end)):
+                if n == i:
+                    return m.start()
+        left = len(steps) - i
+        for m in self._lines_back(offset, end):
+            left -= 1
+            if not left:
+                return m.start()
+        raise AssertionError("fewer step lines than the scan counted")
+
+    def _lines_back(self, offset: int, end: int) -> Iterator[re.Match[bytes]]:
+        """The step lines between `offset` and `end` (line starts), last first."""
+        data = self.data
+        while end > offset:
+            start = max(data.rfind(b"\n", offset, end - 1) + 1, offset)
+            m = _STEP_LINES.search(data, start, end)
+            if m is not None:
+                yield m
+            end = start
+
+    def line(self, name: str, step: int) -> int | None:
+        if name in SKIP_NAMES or not name.isascii():
+            return None  # never a pair's name: pairs and summary names are ASCII words
+        if self._gated(name):
+            if self._extracted is None:
+                self._extracted = self._extract()
+            found = self._extracted.points.get(name, {}).get(step)
+            return None if found is None else found[1]
+        best = max(self._step_line(name, step), self._summary_line(name, step))
+        return None if best < 0 else self.line_of(best)
+
+    @staticmethod
+    def _gated(name: str) -> bool:
+        """A `valid_`/`valid/` summary line holds none of the summary pattern's gates, so whether
+        it is read depends on the other lines of its piece."""
+        return name.startswith("valid")
+
+    def _bounds(self, pos: int) -> tuple[int, int]:
+        start = self.data.rfind(b"\n", 0, pos) + 1
+        end = self.data.find(b"\n", pos)
+        return start, len(self.data) if end == -1 else end + 1
+
+    def _step_line(self, name: str, step: int) -> int:
+        """Start of the last step line of `step` whose pairs give `name`, else -1."""
+        raw = name.encode()
+        for k in range(len(self.step_lines) - 1, -1, -1):
+            steps = self.step_lines[k][2]
+            if step not in steps:
+                continue
+            backwards, j = steps[::-1], 0
+            while True:
+                try:
+                    j = backwards.index(step, j)
+                except ValueError:
+                    break
+                start, end = self._bounds(self._nth_line(k, len(steps) - 1 - j))
+                m = self._plain.search(self.data, start, end)
+                if m is not None and any(key == raw and _number(value) for key, value in _KV.findall(m.group("body"))):
+                    return start
+                j += 1
+        return -1
+
+    def _step_before(self, pos: int) -> int:
+        """The step of the last step line that starts before `pos`, a line start (none: 0)."""
+        k = bisect.bisect_right(self._starts, pos) - 1
+        if k < 0:
+            return 0
+        offset, size, steps = self.step_lines[k]
+        if pos >= offset + size:
+            return steps[-1]
+        for m in self._lines_back(offset, pos):
+            return int(m.group(1))
+        return self.step_lines[k - 1][2][-1] if k else 0
+
+    def _summary_line(self, name: str, step: int) -> int:
+        """Start of the last summary line of `name` whose last step line before it has `step`
+        (no step line before it: step 0), else -1."""
+        if not re.match(r"(?:eval|val|valid|test|final)[_/]", name):
+            return -1
+        data, lead = self.data, b"\n" + name.encode()
+        end = len(data)
+        while True:
+            at = data.rfind(lead, 0, end)
+            start = at + 1 if at != -1 else (0 if data.startswith(lead[1:]) else -1)
+            if start == -1:
+                return -1
+            _, stop = self._bounds(start)
+            m = self._summary.match(data, start, stop - 1 if data[stop - 1 : stop] == b"\n" else stop)
+            if m is not None and m.group("name") == lead[1:] and _number(m.group("value")):
+                if self._step_before(start) == step:
+                    return start
+            if start == 0:
+                return -1
+            end = at
+
+
+def _number(raw: bytes) -> bool:
+    try:
+        float(raw)
+    except ValueError:
+        return False
+    return True
 
 
 def scan_chunks(chunks: Iterable[bytes], **kwargs: Any) -> LogFacts:
