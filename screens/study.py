@@ -54,7 +54,7 @@ class StudyScreen(FilteredList):
         Binding("U", "app.rerun_unknown", "Re-run unknown L3", show=False, id="study.rerun_unknown",
                 tooltip="Re-run with the probe every attempt of the study whose level 3 is unknown"),
         Binding("slash", "filter", "Filter", key_display="/", id="study.filter", tooltip=FILTER_HELP),
-        Binding("N", "new_migration", "New migration", id="study.new_migration",
+        Binding("N", "new_migration", "New", id="study.new_migration",
                 tooltip="Add a migration (as `workbench migration add`): repository, target, goal"),
         Binding("plus", "new_migration", "New migration", show=False, key_display="+",
                 id="study.new_migration_plus", tooltip="Add a migration (as `workbench migration add`)"),
@@ -70,6 +70,8 @@ class StudyScreen(FilteredList):
                 tooltip="Reviewer agreement per level (kappa, alpha, with the verifier) and the "
                         "disagreements to adjudicate"),
     ]
+    FOOTER_FIRST = ("study.open", "study.filter", "study.verify", "study.ledger", "study.queue", "study.new_migration",
+                    "study.export", "study.agreement", "study.quit", "app.help")
     AUTO_FOCUS = "#migrations"
     """The table, not the hidden filter line."""
     help_title = "study"
