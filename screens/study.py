@@ -71,7 +71,7 @@ class StudyScreen(FilteredList):
                         "disagreements to adjudicate"),
     ]
     FOOTER_FIRST = ("study.open", "study.filter", "study.verify", "study.ledger", "study.queue", "study.new_migration",
-                    "study.export", "study.agreement", "study.quit", "app.help")
+                    "study.quit", "study.export", "study.agreement", "app.help")
     AUTO_FOCUS = "#migrations"
     """The table, not the hidden filter line."""
     help_title = "study"

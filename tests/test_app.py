@@ -205,8 +205,9 @@ async def test_help_opens_with_question_mark_and_f1(small_db: Path) -> None:
         await pilot.press("question_mark")
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
-        text = screen_text(app)
-        assert "Quit" in text and "Open" in text and "Bottom" in text
+        described = {row[1] for row in app.screen.rows}  # the help lists every key (it scrolls at 80x24)
+        assert {"Quit", "Open", "Bottom"} <= described
+        assert "Open" in screen_text(app)
         await pilot.press("escape")
         await pilot.pause()
         assert isinstance(app.screen, StudyScreen)
