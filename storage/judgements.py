@@ -16,7 +16,7 @@ from sqlite_utils import Database
 
 from domain.judgements import HumanJudgement, QueueItem
 from domain.models import FailureCause, Outcome
-from storage.queries import expected_level_of, hidden_attempts
+from storage.queries import expected_level_of, hidden_attempts, hidden_of
 from storage.records import add_verdict_override, audit, immediate, insert_row, now
 
 CURRENT = "NOT EXISTS (SELECT 1 FROM judgement later WHERE later.supersedes = j.id)"
@@ -108,16 +108,6 @@ def assignments(db: Database, batch: int) -> list[tuple[int, str]]:
         "SELECT attempt_id, reviewer FROM assignment WHERE batch = ? ORDER BY attempt_id, reviewer", [batch])]
 
 
-def queue(db: Database, reviewer: str) -> list[QueueItem]:
-    """The attempts dealt to a reviewer, by migration and seq; `done` once the reviewer judged it."""
-    rows = db.execute(
-        "SELECT MIN(s.id), a.id, m.slug, a.seq, MAX(s.blind),"
-        " EXISTS (SELECT 1 FROM judgement j WHERE j.attempt_id = a.id AND j.reviewer = s.reviewer)"
-        " FROM assignment s JOIN attempt a ON a.id = s.attempt_id JOIN migration m ON m.id = a.migration_id"
-        " WHERE s.reviewer = ? GROUP BY a.id ORDER BY m.slug, a.seq", [reviewer]).fetchall()
-    return [QueueItem(r[0], r[1], r[2], r[3], bool(r[4]), bool(r[5])) for r in rows]
-
-
 _QUEUE = ("SELECT MIN(s.id), a.id, m.slug, a.seq, MAX(s.blind),"
           " EXISTS (SELECT 1 FROM judgement j WHERE j.attempt_id = a.id AND j.reviewer = s.reviewer), a.source"
           " FROM assignment s JOIN attempt a ON a.id = s.attempt_id JOIN migration m ON m.id = a.migration_id"
@@ -140,6 +130,11 @@ def queue_page(db: Database, reviewer: str, *, after: tuple[str, int] | None = N
     return [QueueItem(r[0], r[1], r[2], r[3], bool(r[4]), bool(r[5]), r[6]) for r in rows]
 
 
+def queue(db: Database, reviewer: str) -> list[QueueItem]:
+    """The attempts dealt to a reviewer, by migration and seq; `done` once the reviewer judged it."""
+    return queue_page(db, reviewer, limit=None)
+
+
 def queue_counts(db: Database, reviewer: str) -> tuple[int, int]:
     """(done, assigned) of a reviewer's queue: attempts they have judged, attempts dealt to them."""
     row = db.execute(
@@ -150,14 +145,10 @@ def queue_counts(db: Database, reviewer: str) -> tuple[int, int]:
 
 
 def hidden_count(db: Database, reviewer: str) -> int:
-    """How many attempts `reviewer` is blind to (`hidden_for`, over every agent attempt and re-run
+    """How many attempts `reviewer` is blind to (`hidden_of`, over every agent attempt and re-run
     in one pass): while any is, study-wide lists that name attempts' verdicts stay closed to them."""
-    row = db.execute(
-        "SELECT count(*) FROM attempt a WHERE a.source != 'reference'"
-        " AND (COALESCE((SELECT blind FROM blind_mode ORDER BY id DESC LIMIT 1), 0)"
-        "  OR EXISTS (SELECT 1 FROM assignment s WHERE s.attempt_id = a.id AND s.reviewer = :r AND s.blind))"
-        " AND NOT EXISTS (SELECT 1 FROM judgement j WHERE j.attempt_id = a.id AND j.reviewer = :r)",
-        {"r": reviewer}).fetchone()
+    row = db.execute(f"SELECT count(*) FROM attempt a WHERE a.source != 'reference' AND {hidden_of('a.id')}",
+                     {"r": reviewer}).fetchone()
     return int(row[0])
 
 

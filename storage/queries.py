@@ -153,16 +153,19 @@ attempt_stat AS (
 )"""
 
 
+def hidden_of(a: str, r: str = ":r") -> str:
+    """SQL true while reviewer `r` must not see attempt id `a`'s claim, expected level, verdicts,
+    causes and others' judgements (docs/judgements.md): blind (the study's mode, or a blind
+    assignment of it to them) and not yet judged by them. The one rule."""
+    return (f"(COALESCE((SELECT blind FROM blind_mode ORDER BY id DESC LIMIT 1), 0)"
+            f" OR EXISTS (SELECT 1 FROM assignment s WHERE s.attempt_id = {a} AND s.reviewer = {r} AND s.blind))"
+            f" AND NOT EXISTS (SELECT 1 FROM judgement j WHERE j.attempt_id = {a} AND j.reviewer = {r})")
+
+
 def hidden_attempts(db: Reader, reviewer: str, attempt_ids: list[int]) -> set[int]:
-    """The attempts among these that `reviewer` must not see the claim, expected level, verdicts,
-    causes and others' judgements of (docs/judgements.md): blind (the study's mode, or a blind
-    assignment of it to them) and not yet judged by them. The one rule; a plain read."""
-    rows = db.execute(
-        "SELECT a.value FROM json_each(:ids) a"
-        " WHERE (COALESCE((SELECT blind FROM blind_mode ORDER BY id DESC LIMIT 1), 0)"
-        "   OR EXISTS (SELECT 1 FROM assignment s WHERE s.attempt_id = a.value AND s.reviewer = :r AND s.blind))"
-        " AND NOT EXISTS (SELECT 1 FROM judgement j WHERE j.attempt_id = a.value AND j.reviewer = :r)",
-        {"ids": json.dumps(list(attempt_ids)), "r": reviewer})
+    """The attempts among these that `reviewer` is blind to (`hidden_of`); a plain read."""
+    rows = db.execute(f"SELECT a.value FROM json_each(:ids) a WHERE {hidden_of('a.value')}",
+                      {"ids": json.dumps(list(attempt_ids)), "r": reviewer})
     return {row[0] for row in rows}
 
 
