@@ -140,7 +140,7 @@ def assist_brief(db: Path, migration: str, attempt: int, model: str | None, dry_
     assistant = _assistant(model)
     with study_at(db) as study:
         sdb = study.db
-        found, target = briefs.find_attempt(sdb, migration, attempt)
+        found, target = briefs.find_attempt(sdb, migration, attempt, config.reviewer())
         inputs = briefs.gather(sdb, found, target)
         request = briefs.brief_request(assistant, inputs)
         if dry_run:
@@ -173,7 +173,7 @@ def assist_review(db: Path, migration: str, attempt: int, accept: bool, level: i
         raise WorkbenchError("give one of --accept, --level N, --no-level")
     with study_at(db) as study:
         sdb = study.db
-        _, target = briefs.find_attempt(sdb, migration, attempt)
+        _, target = briefs.find_attempt(sdb, migration, attempt, config.reviewer())
         if accept:
             extractions = queries.claim_extractions(sdb, target.id)
             if not extractions:

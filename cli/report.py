@@ -28,10 +28,14 @@ def report(db: Path, slugs: tuple[str, ...], fmt: str, output: Path | None, pseu
     """Export the study's counted outcomes, human effort and costs (see docs/report.md).
 
     API keys and tokens in commands, claims, notes and reasons are redacted in every format.
+    Refused to a reviewer (WORKBENCH_REVIEWER) while they judge any attempt blind.
     """
+    from workbench import config
+    from workbench.judging import closed_while_blind
     from workbench.report import build_report, render
 
     with study_at(db) as study:
+        closed_while_blind(study.db, config.reviewer(), "workbench report")
         data = render(build_report(study.db, list(slugs), pseudonymise=pseudonymise, final=final), fmt)
     if output is not None:
         try:

@@ -53,14 +53,13 @@ def attempts(db: Path, migration: str, as_json: bool) -> None:
     or cause for it until they have judged it."""
     from storage.queries import iter_attempt_summaries
     from workbench.config import reviewer
-    from workbench.judging import HIDDEN_FIELDS, hidden_attempts
+    from workbench.judging import HIDDEN_FIELDS, as_seen_by
 
     with study_read(db) as conn:
         found = migration_or_exit(conn, db, migration)
-        summaries = list(iter_attempt_summaries(conn, found.id))
-        hidden = hidden_attempts(conn, reviewer(), [s.attempt.id for s in summaries])
+        summaries = as_seen_by(conn, reviewer(), list(iter_attempt_summaries(conn, found.id)))
     if as_json:
-        echo_json([{k: "hidden" if s.attempt.id in hidden and k in HIDDEN_FIELDS else v for k, v in {
+        echo_json([{k: "hidden" if s.hidden and k in HIDDEN_FIELDS else v for k, v in {
             **jsonable(asdict(s.attempt)), "ladder": s.ladder, "highest_level": s.highest_level,
             "failure": jsonable(asdict(s.failure)) if s.failure else None,
             "interventions": s.interventions}.items()} for s in summaries])
@@ -75,7 +74,7 @@ def attempts(db: Path, migration: str, as_json: bool) -> None:
                     s.attempt.status.value,
                     "" if s.attempt.exit_code is None else s.attempt.exit_code,
                     s.attempt.commit[:10],
-                    "hidden" if s.attempt.id in hidden else s.attempt.expected_level or "",
+                    "hidden" if s.hidden else s.attempt.expected_level or "",
                     s.attempt.command.display()[:60],
                 ]
                 for s in summaries

@@ -49,6 +49,7 @@ def verify(db: Path, slug: str | None, seq: int | None, assignments: tuple[str, 
     """
     import time
 
+    from workbench.judging import hidden_attempts
     from workbench.verify import verify_study
     from workbench.verify.batch import default_workers
 
@@ -69,7 +70,11 @@ def verify(db: Path, slug: str | None, seq: int | None, assignments: tuple[str, 
             report = verify_study(sdb, config.reviewer(), slug=slug, seq=seq, force=force,
                                   workers=workers or default_workers(), progress=progress)
         _summary(report, time.perf_counter() - started)
-        rows = [_row(sdb, outcome) for outcome in report.outcomes if outcome.changed or not changed]
+        hidden = hidden_attempts(sdb, config.reviewer(), [o.attempt.id for o in report.outcomes])
+        if hidden:
+            click.echo(f"{len(hidden)} of them not listed: you judge them blind (docs/judgements.md)", err=True)
+        rows = [_row(sdb, outcome) for outcome in report.outcomes
+                if (outcome.changed or not changed) and outcome.attempt.id not in hidden]
         if rerun_unknown:
             _rerun_unknown(study, [o.attempt for o in report.outcomes], backend or "local", chips, host, yes)
     if as_json:

@@ -361,6 +361,9 @@ class AttemptSummary:
     interventions: int
     over_claim: bool | None = None
     """From the current verification: the agent expected more than was verified."""
+    hidden: bool = False
+    """Blinded for the reviewer reading it (domain.judgements.blinded): the claim, expected level,
+    outcomes and cause are blanked, not absent."""
 
     @property
     def highest_level(self) -> int:

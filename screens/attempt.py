@@ -2,12 +2,19 @@
 
 `[`/`]` step to the previous and next attempt, `n`/`p` to the next and previous failure, `s` to
 the next silent failure (in the migration screen's order, whose cursor follows), `tab` cycles
-the panes, `c` compares with the attempt marked on the migration screen (else the previous one).
+the panes, `c` compares with the attempt marked on the migration screen (else the previous one),
+`J` records the reviewer's judgement.
+
+Judging blind (docs/judgements.md), the screen shows the code, diff, log, metrics and hardware
+but not the claim, expected level, verdicts or cause, and refuses what would show them (the brief,
+an override); once the judgement is saved it reveals them beside it, marking where they differ.
+Every read goes through `workbench.judging.attempt_seen_by`, the one place that decides.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 from rich.text import Text
@@ -30,8 +37,9 @@ from screens.widgets.curves import CurvesPane
 from screens.widgets.diff_view import DiffPane
 from screens.widgets.log_view import LogPane
 from screens.widgets.verdict_list import VerdictList
+from workbench import config
 
-STEP = Binding.Group("Prev/next", compact=True)
+STEP = Binding.Group("Step", compact=True)
 """`[` and `]` share one footer entry."""
 PANES = ("overview", "diff", "log", "verdicts", "curves")
 LOG_LINE = re.compile(r"\blog line (\d+)")
@@ -63,12 +71,14 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
                 tooltip="Re-run this attempt's commit (shows the command to confirm first)"),
         Binding("b", "brief", "Brief", id="attempt.brief",
                 tooltip="AI brief of this attempt (advisory; asks before sending anything)"),
+        Binding("J", "judge", "Judge", id="attempt.judge",
+                tooltip="Record your judgement of this attempt, level by level (then see the verifier's)"),
         *(Binding(str(n + 1), f"pane('{name}')", name.capitalize(), show=False,
                   id=f"attempt.pane_{name}", tooltip=f"Show the {name} pane")
           for n, name in enumerate(PANES)),
     ]
-    FOOTER_FIRST = ("attempt.back", "attempt.previous", "attempt.next", "attempt.compare", "attempt.rerun",
-                    "attempt.brief", "app.help", "attempt.next_pane")
+    FOOTER_FIRST = ("attempt.back", "attempt.previous", "attempt.next", "attempt.judge", "attempt.compare",
+                    "attempt.rerun", "attempt.brief", "app.help", "attempt.next_pane")
     """What fits 80 columns: this screen's own keys before the effort keys."""
     help_title = "attempt"
 
@@ -81,6 +91,8 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
         """The migration screen's attempts in its order, for stepping, the diff's default and `c`."""
         self.pane = pane
         self.facts: AttemptFacts | None = None
+        self.shown_at = time.monotonic()
+        """When this attempt was shown: a judgement's active time runs from here."""
 
     # --- layout ---------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -137,38 +149,80 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="attempt")
     def load_facts(self, path: Path, attempt_id: int, repo: str, commit: str) -> None:
-        from storage import queries
         from workbench.diffs import commit_subject
+        from workbench.judging import attempt_seen_by
 
-        result = read(path, lambda db: (queries.current_verification(db, attempt_id),
-                                        queries.verdicts(db, attempt_id)))
-        if isinstance(result, LoadFailed):
-            self.post_message(result)
+        reviewer = config.reviewer()
+        view = read(path, lambda db: attempt_seen_by(db, reviewer, attempt_id))
+        if isinstance(view, LoadFailed):
+            self.post_message(view)
+            return
+        if view is None:
+            self.post_message(LoadFailed(f"attempt {attempt_id} is no longer in the study"))
             return
         subject = commit_subject(repo, commit)
-        self.post_message(AttemptFacts(attempt_id, result[0], result[1], subject))
+        self.post_message(AttemptFacts(attempt_id, view, subject))
+
+    @property
+    def hidden(self) -> bool:
+        """Judged blind and not yet by this reviewer (or not read yet): verdicts, claim and cause
+        stay hidden."""
+        return self.summary.hidden or self.facts is None or self.facts.view.summary.hidden
 
     def on_attempt_facts(self, message: AttemptFacts) -> None:
-        if message.attempt_id != self.summary.attempt.id:
+        if message.attempt_id != self.summary.attempt.id or message == self.facts:
             return
         self.facts = message
+        view = message.view
+        self.summary = view.summary
+        self.query_one("#attempt-header", Static).update(render.attempt_heading(self.migration, view.summary))
         self.query_one("#overview-text", Static).update(
-            render.attempt_overview(self.summary, message.verification, message.subject))
+            render.attempt_overview(view.summary, view.verification, message.subject, view.judgement))
         verdict_list = self.query_one(VerdictList)
         verdict_list.clear_options()
-        verdict_list.add_options(verdict_options(message.verdicts))
-        if not message.verdicts and self.summary.attempt.source is AttemptSource.REFERENCE:
+        verdict_list.add_options(verdict_options(view.verdicts))
+        if view.summary.hidden:
+            verdict_list.add_option(Option(Text("The verdicts are hidden while you judge this attempt blind: "
+                                                "press J to record your judgement, then they show beside it.",
+                                                style="dim"), disabled=True))
+        elif not view.verdicts and self.summary.attempt.source is AttemptSource.REFERENCE:
             verdict_list.add_option(Option(Text("The reference run has no verdicts: the agent's "
                                                 "attempts are judged against it.", style="dim"),
                                            disabled=True))
-        elif not message.verdicts:
+        elif not view.verdicts:
             verdict_list.add_option(Option(Text("No verdicts yet: run workbench verify on the study.",
                                                 style="dim"), disabled=True))
+
+    def study_changed(self) -> None:
+        """Another reviewer or process wrote: read again (blind mode may have changed)."""
+        self.load_facts(self.app.db_path, self.summary.attempt.id, self.migration.repo,
+                        self.summary.attempt.commit)
 
     def action_brief(self) -> None:
         from screens.brief import BriefScreen
 
+        if self.hidden:
+            self.app.notify("The brief reads the agent's claim: judge this attempt first (J)", markup=False)
+            return
         self.app.push_screen(BriefScreen(self.migration, self.summary.attempt))
+
+    def action_judge(self) -> None:
+        from screens.forms import JudgementForm
+
+        a = self.summary.attempt
+        if a.source is AttemptSource.REFERENCE:
+            self.app.notify("The reference run is the yardstick: judge the agent's attempts", markup=False)
+            return
+        self.app.push_screen(JudgementForm(self.migration.slug, a.seq, started=self.shown_at,
+                                           attempt_label=f"{self.migration.slug} #{a.seq}"), self._judged)
+
+    def _judged(self, new_id: int | None) -> None:
+        """Saved: every screen reads its rows again; this one now reveals what was hidden, beside
+        the judgement."""
+        if new_id is not None:
+            self.app.effort.study_changed()
+            self.load_facts(self.app.db_path, self.summary.attempt.id, self.migration.repo,
+                            self.summary.attempt.commit)
 
     # --- panes ------------------------------------------------------------------------------------
     @property
@@ -209,6 +263,7 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
         self.summary = summary
         self.migration = self.cursor.migration_of(summary) or self.migration  # a queue spans migrations
         self.facts = None
+        self.shown_at = time.monotonic()
         self.app.post_message(AttemptShown(self.migration.id, summary.attempt.id))
         await self.recompose()
         self.on_mount()
@@ -255,7 +310,7 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
         if not option_id.startswith("ev:") or self.facts is None:
             return None
         _, level, index = option_id.split(":")
-        for verdict in self.facts.verdicts:
+        for verdict in self.facts.view.verdicts:
             if verdict.level == int(level):
                 return verdict.evidence[int(index)]
         return None

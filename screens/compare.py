@@ -21,6 +21,7 @@ from screens.presenters.compare import difference_table, facts
 from screens.text import text
 from screens.widgets.curves import CurvesPane
 from screens.widgets.diff_view import DiffPane
+from workbench import config
 
 PANES = ("differences", "curves", "diff")
 
@@ -82,15 +83,17 @@ class CompareScreen(WorkbenchScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="compare")
     def _load(self, path: Path, left: AttemptSummary, right: AttemptSummary) -> None:
-        from storage import queries
+        from workbench.judging import attempt_seen_by
+
+        reviewer = config.reviewer()
 
         def one(db, summary):
-            verdicts = {v.level: v for v in queries.verdicts(db, summary.attempt.id)}
-            l3 = verdicts.get(3)
-            reason = ""
-            if l3 is not None:
-                reason = f"{l3.effective.value}: {l3.reason}"
-            return facts(summary, queries.current_verification(db, summary.attempt.id), reason)
+            """As this reviewer may see it: blinded, with no verdicts, while they judge it blind."""
+            view = attempt_seen_by(db, reviewer, summary.attempt.id)
+            if view is None:
+                return facts(summary, None, "")
+            l3 = next((v for v in view.verdicts if v.level == 3), None)
+            return facts(view.summary, view.verification, f"{l3.effective.value}: {l3.reason}" if l3 else "")
 
         result = read(path, lambda db: (one(db, left), one(db, right)))
         if isinstance(result, LoadFailed):

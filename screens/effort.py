@@ -23,6 +23,7 @@ from screens.forms import BudgetForm, DecisionForm, InterventionForm, OverrideFo
 from screens.messages import LoadFailed
 from screens.widgets.effort_panel import EffortPanel
 from storage import queries, review, watches
+from workbench import config
 
 
 def _form_data(db, migration_id: int) -> dict[str, Any]:
@@ -137,9 +138,17 @@ class EffortActions(Screen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="effort-form")
     def _open_override(self, path: Path, attempt_id: int, level: int | None, label: str) -> None:
-        verdicts = read(path, lambda db: queries.verdicts(db, attempt_id))
-        if isinstance(verdicts, LoadFailed):
-            self.app.call_from_thread(self.app.notify, verdicts.problem, severity="error", markup=False)
+        from workbench.judging import hidden_attempts
+
+        reviewer = config.reviewer()
+        data = read(path, lambda db: (hidden_attempts(db, reviewer, [attempt_id]), queries.verdicts(db, attempt_id)))
+        if isinstance(data, LoadFailed):
+            self.app.call_from_thread(self.app.notify, data.problem, severity="error", markup=False)
+            return
+        hidden, verdicts = data
+        if hidden:
+            self.app.call_from_thread(self.app.notify, "Its verdicts are hidden while you judge it blind: "
+                                      "record your judgement first (J on the attempt screen)", markup=False)
             return
         if not verdicts:
             self.app.call_from_thread(self.app.notify, "This attempt has no verdicts yet: verify it first",

@@ -1,4 +1,5 @@
-"""The export screen (`e` on the study screen): writes a counted report (docs/report.md)."""
+"""The export screen (`e` on the study screen): writes a counted report (docs/report.md).
+Closed to a reviewer while they judge any attempt blind: a report names every verdict."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
+from domain.errors import WorkbenchError
 from domain.text import clean
 from screens.data import reading
 from screens.messages import ReportFailed, ReportWritten
+from workbench import config
 
 FORMAT_CHOICES = [
     ("Markdown (.md)", "md"),
@@ -78,12 +81,17 @@ class ExportScreen(ModalScreen[Path | None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="export")
     def write_report(self, fmt: str, path: Path, pseudonymise: bool) -> None:
+        from workbench.judging import closed_while_blind
         from workbench.report import build_report, render
 
         try:
             with reading(self.db_path) as db:
+                closed_while_blind(db, config.reviewer(), "An export")
                 data = render(build_report(db, list(self.slugs), pseudonymise=pseudonymise), fmt)
             path.write_bytes(data)
+        except WorkbenchError as exc:
+            self.post_message(ReportFailed(clean(str(exc))))
+            return
         except Exception as exc:  # noqa: BLE001 - shown to the user, one line
             self.post_message(ReportFailed(clean(f"{type(exc).__name__}: {exc}")))
             return

@@ -1,4 +1,4 @@
-"""Forms for human records: an intervention, a decision, a verdict override, budgets.
+"""Forms for human records: an intervention, a decision, a verdict override, budgets, a judgement.
 
 Each is a `ModalScreen[int | None]` that saves itself in a thread worker and dismisses with the
 new record's id only once the database has it; until then (bad input, a locked or missing
@@ -24,7 +24,8 @@ from textual.worker import Worker, WorkerState
 
 from domain import effort
 from domain.errors import WorkbenchError
-from domain.models import LADDER, Budgets, DecisionKind, Intervention, Outcome, Verdict
+from domain.judgements import check_cause
+from domain.models import LADDER, Budgets, DecisionKind, FailureCause, Intervention, Outcome, Verdict
 from domain.text import clean
 from screens.data import describe_error, reading
 from screens.presenters.effort import standing_text
@@ -355,6 +356,58 @@ class OverrideForm(RecordForm):
             db, verdict_id=verdict.id, outcome=Outcome(outcome), justification=justification.strip(),
             reviewer=reviewer,
         )
+
+
+class JudgementForm(RecordForm):
+    """A reviewer's own word on an attempt, level by level: pass, fail or can't tell, a cause where
+    a level fails, a note (docs/judgements.md). It shows nothing of the verifier or the claim, so
+    it can be given blind; the attempt screen reveals them once it is saved."""
+
+    form_title = "Judge this attempt"
+    record_name = "judgement"
+    CHOICES = (("pass", "pass"), ("fail", "fail"), ("can't tell", "unknown"))
+
+    def __init__(self, slug: str, seq: int, *, attempt_label: str = "", started: float) -> None:
+        super().__init__()
+        self.slug, self.seq = slug, seq
+        self.attempt_label = attempt_label
+        self.started = started
+        """`time.monotonic()` when the reviewer opened the attempt: the judgement's active time."""
+
+    def compose_fields(self) -> ComposeResult:
+        if self.attempt_label:
+            yield Static(text(self.attempt_label, "bold"), classes="form-info")
+        for level, name in LADDER.items():
+            yield Label(f"L{level} {name}")
+            yield Select(self.CHOICES, prompt="choose", id=f"judge-level{level}")
+        yield Label("Cause, where a level fails (docs/failure-taxonomy.md)")
+        yield Select([(c.value.replace("_", " "), c.value) for c in FailureCause], prompt="none",
+                     id="judge-cause")
+        yield Label("Note")
+        yield Input(placeholder="what the evidence shows", id="judge-note")
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.query_one("#judge-level1", Select).focus()
+
+    def build(self) -> Save:
+        import time
+
+        from workbench.judging import record_judgement
+
+        levels = []
+        for level in LADDER:
+            value = _select_value(self.query_one(f"#judge-level{level}", Select))
+            if value is None:
+                raise ValueError(f"L{level}: choose pass, fail or can't tell")
+            levels.append(Outcome(value))
+        cause = _select_value(self.query_one("#judge-cause", Select))
+        check_cause(levels, cause)
+        note = self.query_one("#judge-note", Input).value.strip() or None
+        slug, seq, reviewer = self.slug, self.seq, config.reviewer()
+        seconds = max(0.0, time.monotonic() - self.started)
+        return lambda db: record_judgement(db, slug, seq, levels=",".join(o.value for o in levels), cause=cause,
+                                           note=note, reviewer=reviewer, active_seconds=seconds)[0]
 
 
 class BudgetForm(RecordForm):

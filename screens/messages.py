@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 from textual.message import Message
 from textual.widget import Widget
 
-from domain.models import AttemptSummary, MigrationSummary, Study, Verdict, Verification
+from domain.judgements import AttemptView
+from domain.models import AttemptSummary, MigrationSummary, Study
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -75,8 +76,9 @@ class AttemptFacts(Message):
     """What the attempt screen's overview and verdicts panes show beside the summary row."""
 
     attempt_id: int
-    verification: Verification | None
-    verdicts: list[Verdict]
+    view: AttemptView
+    """The attempt as this reviewer may see it now: blinded, without verdicts, while they judge
+    it blind; else its verification and verdicts beside their judgement."""
     subject: str
     """The commit's subject line ("" when the repository is not at hand)."""
 

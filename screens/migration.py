@@ -21,6 +21,7 @@ from screens.widgets.effort_panel import EffortBox, EffortPanel
 from screens.widgets.filter_bar import FILTER_HELP, FilterBar
 from screens.widgets.nav_table import NavTable
 from storage import queries, review
+from workbench import config
 
 COLUMNS = (
     ("#", "seq"),
@@ -191,9 +192,14 @@ class MigrationScreen(EffortActions, FilteredList):
     @staticmethod
     def _page(db, migration_id: int, wanted: review.ListFilter, after: int | None,
               size: int) -> list[AttemptSummary]:
+        """A page as this reviewer may see it (workbench.judging.as_seen_by). A filter leaves out
+        the attempts they judge blind: whether one matched would tell its claim or verdicts."""
+        from workbench.judging import as_seen_by
+
+        reviewer = config.reviewer()
         if wanted:
-            return review.filtered_attempts(db, migration_id, wanted, after=after, limit=size)
-        return queries.attempt_summaries(db, migration_id, after=after, limit=size)
+            return review.filtered_attempts(db, migration_id, wanted, after=after, limit=size, blind_to=reviewer)
+        return as_seen_by(db, reviewer, queries.attempt_summaries(db, migration_id, after=after, limit=size))
 
     def action_reference(self) -> None:
         from screens.setup import ReferenceForm

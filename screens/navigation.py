@@ -35,7 +35,8 @@ class AttemptCursor:
         return self.rows[there] if here >= 0 and 0 <= there < len(self.rows) else None
 
     def failure(self, attempt_id: int, step: int, *, silent: bool = False) -> AttemptSummary | None:
-        """The next failed (or silently failed) attempt in the direction of `step`."""
+        """The next failed (or silently failed) attempt in the direction of `step`. A row blinded
+        for the reviewer has no failure, so a jump never tells them the verifier failed it."""
         index = self.index(attempt_id) + step
         while 0 <= index < len(self.rows):
             found = self.rows[index].failure
@@ -82,9 +83,6 @@ class QueueCursor(AttemptCursor):
     """Attempt ids the reviewer has judged."""
     current: int | None = None
     """The attempt shown last (set by the queue screen and by each step)."""
-    hidden: set[int] = field(default_factory=set)
-    """Attempt ids judged blind and not judged yet: `n`/`p`/`s` never stop on them (that would
-    tell the reviewer the verifier failed them)."""
 
     def _at(self, summary: AttemptSummary | None) -> AttemptSummary | None:
         if summary is not None:
@@ -95,14 +93,7 @@ class QueueCursor(AttemptCursor):
         return self._at(AttemptCursor.step(self, attempt_id, step))
 
     def failure(self, attempt_id: int, step: int, *, silent: bool = False) -> AttemptSummary | None:
-        index = self.index(attempt_id) + step
-        while 0 <= index < len(self.rows):
-            found = self.rows[index]
-            if found.failure is not None and (found.failure.silent or not silent) and \
-                    found.attempt.id not in self.hidden:
-                return self._at(found)
-            index += step
-        return None
+        return self._at(AttemptCursor.failure(self, attempt_id, step, silent=silent))
 
     def next_left(self, attempt_id: int | None, *, here_too: bool = False) -> AttemptSummary | None:
         """The next attempt not judged yet after this one (or from it on, `here_too`), wrapping

@@ -55,16 +55,15 @@ def read_queue(db: Database, reviewer: str, *, after: Key | None, until: Key | N
     from storage import queries
     from storage.judgements import queue_counts, queue_page, study_blind
     from storage.verify_inputs import reference_attempt
+    from workbench.judging import as_seen_by
 
     out = QueueRead(queue_page(db, reviewer, after=after, until=until, limit=limit),
                     counts=queue_counts(db, reviewer), study_blind=study_blind(db))
-    for item in out.items:
-        summary = queries.attempt_summary(db, item.attempt_id)
-        if summary is None:  # the attempt went away between the two reads
-            continue
-        out.summaries[item.attempt_id] = summary
+    found = [queries.attempt_summary(db, item.attempt_id) for item in out.items]
+    for summary in as_seen_by(db, reviewer, [s for s in found if s is not None]):  # None: gone since
+        out.summaries[summary.attempt.id] = summary
         mid = summary.attempt.migration_id
-        out.previous[item.attempt_id] = queries.previous_agent_commit(db, mid, summary.attempt.seq)
+        out.previous[summary.attempt.id] = queries.previous_agent_commit(db, mid, summary.attempt.seq)
         if mid not in known and mid not in out.migrations:
             migration = queries.migration_by_id(db, mid)
             if migration is not None:
@@ -207,8 +206,6 @@ class QueueScreen(WorkbenchScreen):
         order = [int(row.key.value) for row in table.ordered_rows if row.key.value in self.items]
         self.cursor.rows = [self.summaries[a] for a in order if a in self.summaries]
         self.cursor.done = {item.attempt_id for item in self.items.values() if item.done}
-        self.cursor.hidden = {item.attempt_id for item in self.items.values()
-                              if (item.blind or self.study_blind) and not item.done}
 
     def _show_header(self) -> None:
         out = Text("My queue: ", style="bold")

@@ -219,12 +219,15 @@ def _where(parts: list[tuple[str, list[Any]]]) -> tuple[str, list[Any]]:
 
 
 def filtered_attempt_seqs(db: Database, migration_id: int, f: ListFilter, *, after: int | None,
-                          limit: int) -> list[int]:
-    """The seqs of the migration's attempts that meet `f`, a keyset page at a time."""
-    from storage.queries import EFFECTIVE_VERDICTS
+                          limit: int, blind_to: str | None = None) -> list[int]:
+    """The seqs of the migration's attempts that meet `f`, a keyset page at a time; never those
+    reviewer `blind_to` judges blind (whether one matched would tell its claim or verdicts)."""
+    from storage.queries import EFFECTIVE_VERDICTS, hidden_of
 
     parts = [_text_term(w, ["a.argv", "a.claim", "a.commit_sha"]) for w in f.words]
     parts += [_attempt_term(k, v, "a") for k, v in f.terms]
+    if blind_to is not None:
+        parts.append((f"NOT ({hidden_of('a.id', '?')})", [blind_to, blind_to]))
     where, params = _where(parts)
     sql = (f"WITH {EFFECTIVE_VERDICTS} SELECT a.seq FROM attempt a WHERE a.migration_id = ?"
            f" AND (? IS NULL OR a.seq > ?) AND {where} ORDER BY a.seq LIMIT ?")
@@ -273,11 +276,11 @@ def filtered_migrations(db: Database, f: ListFilter, *, after: str | None, limit
 
 
 def filtered_attempts(db: Database, migration_id: int, f: ListFilter, *, after: int | None,
-                      limit: int) -> list[AttemptSummary]:
+                      limit: int, blind_to: str | None = None) -> list[AttemptSummary]:
     """The migration's attempts that meet `f`, as `queries.attempt_summaries` gives them."""
     from storage.queries import attempt_summaries
 
     out = []
-    for seq in filtered_attempt_seqs(db, migration_id, f, after=after, limit=limit):
+    for seq in filtered_attempt_seqs(db, migration_id, f, after=after, limit=limit, blind_to=blind_to):
         out += attempt_summaries(db, migration_id, after=seq - 1, limit=1)
     return out

@@ -281,7 +281,7 @@ def demo(tmp_path: Path):
 
 def test_brief_sends_diff_log_and_verdicts_and_stays_advisory(api, demo, monkeypatch) -> None:
     db = demo.db
-    migration, attempt = briefs.find_attempt(db, "mlp-classifier", 1)
+    migration, attempt = briefs.find_attempt(db, "mlp-classifier", 1, "tester")
     inputs = briefs.gather(db, migration, attempt)
     assert "<diff>" in inputs.user and "diff --git" in inputs.user
     assert "Verdicts:" in inputs.user and "L1 runs: fail" in inputs.user
@@ -312,7 +312,7 @@ def test_brief_sends_diff_log_and_verdicts_and_stays_advisory(api, demo, monkeyp
 
 def test_brief_redacts_secrets_in_diff_and_log(api, demo) -> None:
     db = demo.db
-    migration, attempt = briefs.find_attempt(db, "mlp-classifier", 1)
+    migration, attempt = briefs.find_attempt(db, "mlp-classifier", 1, "tester")
     repo = Path(migration.repo)
     env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@e"}
@@ -364,7 +364,7 @@ def test_a_long_diff_is_trimmed_with_a_note(tmp_path: Path) -> None:
 ])
 def test_malformed_briefs_are_recorded_errors(api, demo, data, expected) -> None:
     db = demo.db
-    migration, attempt = briefs.find_attempt(db, "mlp-classifier", 2)
+    migration, attempt = briefs.find_attempt(db, "mlp-classifier", 2, "tester")
     api.default = lambda body: tool_answer(body, data)
     with pytest.raises(AssistError, match=expected):
         briefs.ask(db, assistant(api), migration, attempt)

@@ -13,15 +13,17 @@ from domain.judgements import (
     RESAMPLES,
     SEED,
     AgreementReport,
+    AttemptView,
     BlindFigure,
     agreement_for_level,
     blind_counts,
+    blinded,
     check_cause,
     deal,
     disagreements,
     parse_levels,
 )
-from domain.models import AttemptSource, Outcome
+from domain.models import AttemptSource, AttemptSummary, Outcome
 
 if TYPE_CHECKING:  # `workbench attempts` reads through the standard sqlite3 module, without sqlite-utils
     from sqlite_utils import Database
@@ -80,6 +82,45 @@ def hidden_attempts(db: Reader, reviewer: str, attempt_ids: list[int]) -> set[in
     from storage.queries import hidden_attempts as hidden
 
     return hidden(db, reviewer, attempt_ids)
+
+
+def as_seen_by(db: Reader, reviewer: str, summaries: list[AttemptSummary]) -> list[AttemptSummary]:
+    """The rows as `reviewer` may see them: those they are blind to blinded (domain.judgements).
+    Reference runs are never blinded: they are the yardstick, never judged. Every screen and
+    command that lists or shows attempts reads its rows through this."""
+    judged = [s.attempt.id for s in summaries if s.attempt.source is not AttemptSource.REFERENCE]
+    hidden = hidden_attempts(db, reviewer, judged) if judged else set()
+    return [blinded(s) if s.attempt.id in hidden else s for s in summaries]
+
+
+def attempt_seen_by(db: Database, reviewer: str, attempt_id: int) -> AttemptView | None:
+    """One attempt as `reviewer` may see it now: blinded with no verification or verdicts while
+    they judge it blind, else all of it beside their current judgement (for the reveal)."""
+    from storage.judgements import judgement_history
+    from storage.queries import attempt_summary, current_verification, verdicts
+
+    summary = attempt_summary(db, attempt_id)
+    if summary is None:
+        return None
+    [seen] = as_seen_by(db, reviewer, [summary])
+    if seen.hidden:
+        return AttemptView(seen, None, [], None)
+    mine = [j for j in judgement_history(db, attempt_id) if j.reviewer == reviewer]
+    return AttemptView(seen, current_verification(db, attempt_id), verdicts(db, attempt_id),
+                       mine[-1] if mine else None)
+
+
+def closed_while_blind(db: Database, reviewer: str, what: str) -> None:
+    """Refuse `what` (an export, a study-wide list of verdicts) while `reviewer` judges any attempt
+    blind: it would show them the verdicts and claims they have not judged yet."""
+    from storage.judgements import hidden_count
+
+    n = hidden_count(db, reviewer)
+    if n:
+        raise WorkbenchError(
+            f"{what} is closed to {reviewer} while they judge blind: {n} attempt"
+            f"{'s are' if n != 1 else ' is'} still hidden from them. Judge them first (workbench queue), "
+            "or have blind mode turned off (workbench blind DB off)")
 
 
 def agreement(db: Database, migration_ids: list[int] | None = None, *, seed: int = SEED,

@@ -48,9 +48,13 @@ def facts(summary: AttemptSummary, verification, l3_reason: str) -> dict[str, st
         out[f"env {key}"] = value
     out["intended hardware"] = a.intended_hardware.describe() if a.intended_hardware else "–"
     out["observed hardware"] = a.observed_hardware.describe() if a.observed_hardware else "–"
-    out["L3 hardware evidence"] = l3_reason or "–"
     out["status"] = render.attempt_status(summary).plain
     out["exit code from"] = a.exit_code_source or "–"
+    if summary.hidden:  # blinded for this reviewer (domain.judgements.blinded): nothing of the verdicts
+        for key in ("L3 hardware evidence", "ladder", "failure", "expected level"):
+            out[key] = render.HIDDEN
+        return out
+    out["L3 hardware evidence"] = l3_reason or "–"
     out["ladder"] = render.ladder(summary).plain
     out["failure"] = render.failure(summary).plain
     out["expected level"] = f"L{a.expected_level}" if a.expected_level is not None else "–"

@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
+from domain import judgements
 from domain.costs import parse_time
+from domain.judgements import HumanJudgement
 from domain.models import (
     LADDER,
     AttemptSource,
@@ -28,9 +30,13 @@ from screens.presenters.palette import tone
 from screens.text import text
 
 if TYPE_CHECKING:
+    from rich.console import Group
+
     from storage.review import LadderCounts
 
 NONE = "–"
+HIDDEN = "hidden until you judge (J)"
+"""In place of the claim, expected level, outcomes and cause of an attempt judged blind."""
 """Shown where there is no value (an en dash, so it is not read as a minus sign)."""
 
 MARKS = {
@@ -224,7 +230,13 @@ def migration_header(m: Migration, counts: LadderCounts | None = None) -> Text:
     return out
 
 
+def hidden() -> Text:
+    return Text(HIDDEN, style="dim italic")
+
+
 def ladder(summary: AttemptSummary) -> Text:
+    if summary.hidden:
+        return Text("hidden", style="dim italic")
     out = Text()
     for outcome in summary.ladder:
         mark, style = MARKS.get(outcome, MARKS[None])
@@ -267,10 +279,10 @@ def attempt_row(summary: AttemptSummary, *, command_width: int = 40) -> tuple[Te
         source(summary),
         attempt_status(summary),
         ladder(summary),
-        failure(summary),
+        Text() if summary.hidden else failure(summary),
         over_claim(summary),
         number(summary.interventions, alarm="$text-warning"),
-        level(a.expected_level),
+        Text() if summary.hidden else level(a.expected_level),
         text(a.commit[:7], "dim"),
         text(truncate(a.command.display(), command_width)),
     )
@@ -330,6 +342,10 @@ def attempt_detail(summary: AttemptSummary) -> Text:
         out.append(" (meant ", style="dim")
         out.append_text(text(a.intended_hardware.describe()))
         out.append(")", style="dim")
+    if summary.hidden:
+        out.append("\nclaim, verdicts and cause ", style="dim")
+        out.append_text(hidden())
+        return out
     if summary.failure is not None:
         out.append("\nfailure ", style="dim")
         out.append_text(failure(summary))
@@ -362,7 +378,10 @@ def attempt_heading(m: Migration, summary: AttemptSummary) -> Text:
     out.append(" · ")
     out.append_text(attempt_status(summary))
     out.append(" · ")
-    out.append_text(ladder(summary))
+    if summary.hidden:
+        out.append("judging blind: claim, verdicts and cause are hidden until you judge (J)",
+                   style=tone("italic $text-warning"))
+    out.append_text(Text() if summary.hidden else ladder(summary))
     out.append(f" L{summary.highest_level}" if any(summary.ladder) else "", style="bold")
     if summary.failure is not None:
         out.append(" · ")
@@ -413,7 +432,9 @@ def _run_fields(summary: AttemptSummary, subject: str) -> list[tuple[str, Text]]
     if a.exit_code_source:
         status.append_text(text(f" (exit code from {a.exit_code_source})", "dim"))
     rows.append(("status", status))
-    if a.expected_level is not None:
+    if summary.hidden:
+        rows.append(("claim", hidden()))
+    elif a.expected_level is not None:
         rows.append(("claim", Text(f"expects L{a.expected_level} {LADDER.get(a.expected_level, '')}",
                                    style="bold")))
     else:
@@ -423,6 +444,8 @@ def _run_fields(summary: AttemptSummary, subject: str) -> list[tuple[str, Text]]
 
 def _verified_fields(summary: AttemptSummary, verification) -> list[tuple[str, Text]]:
     """The verified level beside the ladder, and what verifying cost."""
+    if summary.hidden:
+        return [("verified", hidden())]
     if verification is None and summary.attempt.source is AttemptSource.REFERENCE:
         return [("verified", Text("the reference: the agent's attempts are judged against it", style="dim"))]
     if verification is None:
@@ -463,10 +486,52 @@ def _failure_value(summary: AttemptSummary) -> Text:
     return value
 
 
-def attempt_overview(summary: AttemptSummary, verification, subject: str):
+DIFFERS = "≠"
+"""Marks where a reviewer's judgement differs from the verifier or the claim, in the reveal."""
+
+
+def reveal(judgement: HumanJudgement, summary: AttemptSummary) -> Group:
+    """The reviewer's judgement beside the verifier's outcomes and the agent's expected level,
+    level by level, with ≠ where they differ: what the attempt screen shows once judged."""
+    from rich.console import Group
+    from rich.table import Table
+
+    rows = judgements.reveal(judgement, summary)
+    table = Table(box=None, padding=(0, 2, 0, 0), show_edge=False, header_style="dim")
+    for name in ("level", "you", "verifier", "agent expected"):
+        table.add_column(name)
+    for row in rows:
+        verifier = Text(row.verifier.value if row.verifier else NONE)
+        if row.differs_from_verifier:
+            verifier.append(f" {DIFFERS}", style=tone("bold $text-warning"))
+        claimed = Text("pass" if row.claimed else NONE, style="" if row.claimed else "dim")
+        if row.differs_from_claim:
+            claimed.append(f" {DIFFERS}", style=tone("bold $text-warning"))
+        table.add_row(f"L{row.level} {LADDER.get(row.level, '')}", row.judged.value, verifier, claimed)
+    differ = sum(r.differs_from_verifier for r in rows)
+    head = Text(f"\nYour judgement #{judgement.id}{' (given blind)' if judgement.blind else ''}: ", style="bold")
+    head.append(f"differs from the verifier at {differ} level{'s' if differ != 1 else ''}" if differ
+                else "agrees with the verifier at every level it judged", style=tone("$text-warning") if differ else "")
+    out = Text()
+    cause = summary.failure.cause if summary.failure else None
+    if judgement.cause is not None or cause is not None:
+        out.append("cause: you ", style="dim")
+        out.append(str(judgement.cause) if judgement.cause else NONE)
+        out.append(" · verifier ", style="dim")
+        out.append(str(cause) if cause else NONE)
+        if judgement.cause is not cause and judgement.cause is not None and cause is not None:
+            out.append(f" {DIFFERS}", style=tone("bold $text-warning"))
+        out.append("\n")
+    if judgement.note:
+        out.append("your note: ", style="dim")
+        out.append_text(text(judgement.note))
+    return Group(head, table, out)
+
+
+def attempt_overview(summary: AttemptSummary, verification, subject: str, judgement: HumanJudgement | None = None):
     """Command, where and when, status and the exit code's source, claim beside verified level,
-    failure cause and the evidence behind it. Labelled fields wrap under their value, not under
-    the label."""
+    failure cause and the evidence behind it; once the reviewer has judged, their judgement beside
+    it all (`reveal`). Labelled fields wrap under their value, not under the label."""
     from rich.console import Group
 
     a = summary.attempt
@@ -474,6 +539,8 @@ def attempt_overview(summary: AttemptSummary, verification, subject: str):
     for name, value in _run_fields(summary, subject) + _verified_fields(summary, verification):
         grid.add_row(Text(name), value)
     parts: list = [grid]
+    if judgement is not None and not summary.hidden:
+        parts.append(reveal(judgement, summary))
     if a.claim:
         said = Text("\nThe record says:\n" if a.source is AttemptSource.REFERENCE
                     else "\nThe agent said:\n", style="dim")

@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlite_utils import Database
 
+from domain.errors import WorkbenchError
 from domain.models import LADDER, Attempt, Migration
 from workbench.assist.client import Answer, Assistant, MalformedOutput, Request
 
@@ -300,10 +301,17 @@ def ask(db: Database, assistant: Assistant, migration: Migration, attempt: Attem
     return _brief(attempt, answer, inputs.log_lines)
 
 
-def find_attempt(db: Database, slug: str, seq: int) -> tuple[Migration, Attempt]:
+def find_attempt(db: Database, slug: str, seq: int, reviewer: str) -> tuple[Migration, Attempt]:
+    """The attempt a brief or a claim review is about; refused while `reviewer` judges it blind
+    (the brief and the claim are what blind review hides)."""
     from storage.queries import find_attempt
+    from workbench.judging import hidden_attempts
 
-    return find_attempt(db, slug, seq)
+    found, attempt = find_attempt(db, slug, seq)
+    if hidden_attempts(db, reviewer, [attempt.id]):
+        raise WorkbenchError(f"{slug} #{seq}: you judge it blind; its claim and brief show once you have judged it"
+                             " (workbench judge)")
+    return found, attempt
 
 
 def render_text(brief: Brief) -> str:
