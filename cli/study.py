@@ -14,13 +14,19 @@ from cli.common import db_argument, echo_json, json_option, jsonable, migration_
 @db_argument
 @json_option()
 def migrations(db: Path, as_json: bool) -> None:
-    """List a study's migrations."""
+    """List a study's migrations.
+
+    A reviewer judging one of a migration's attempts blind (docs/judgements.md) sees no failures,
+    silent failures, level or over-claims for it until they have judged it."""
     from storage.queries import iter_migration_summaries
+    from workbench.config import reviewer
+    from workbench.judging import MIGRATION_HIDDEN, migrations_seen_by
 
     with study_read(db) as conn:
-        summaries = list(iter_migration_summaries(conn))
+        summaries = migrations_seen_by(conn, reviewer(), list(iter_migration_summaries(conn)))
     if as_json:
-        echo_json([jsonable(asdict(s)) for s in summaries])
+        echo_json([{k: "hidden" if s.hidden and k in MIGRATION_HIDDEN else v for k, v in jsonable(asdict(s)).items()}
+                   for s in summaries])
         return
     click.echo(
         table(
@@ -31,10 +37,10 @@ def migrations(db: Path, as_json: bool) -> None:
                     s.migration.status.value,
                     s.migration.target.describe(),
                     s.attempts,
-                    s.failed,
-                    s.silent_failures,
+                    "hidden" if s.hidden else s.failed,
+                    "hidden" if s.hidden else s.silent_failures,
                     s.interventions,
-                    "-" if s.highest_level is None else s.highest_level,
+                    "hidden" if s.hidden else "-" if s.highest_level is None else s.highest_level,
                 ]
                 for s in summaries
             ],

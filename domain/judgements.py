@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
-from domain.models import AttemptSummary, FailureCause, Outcome, Verdict, Verification
+from domain.models import AttemptSummary, FailureCause, MigrationSummary, Outcome, Verdict, Verification
 
 LEVELS = (1, 2, 3, 4, 5)
 RESAMPLES = 1000
@@ -75,6 +75,12 @@ def blinded(summary: AttemptSummary) -> AttemptSummary:
     evidence stay; the agent's claim and expected level, the outcomes, over-claim and cause go."""
     return replace(summary, attempt=replace(summary.attempt, expected_level=None, claim=""),
                    ladder=(None,) * len(summary.ladder), failure=None, over_claim=None, hidden=True)
+
+
+def blinded_migration(summary: MigrationSummary) -> MigrationSummary:
+    """A migration's row for a reviewer judging one of its attempts blind: its failures, silent
+    failures, highest level and over-claims would tell that attempt's verdicts, so they go."""
+    return replace(summary, failed=0, silent_failures=0, highest_level=None, over_claims=0, hidden=True)
 
 
 @dataclass(frozen=True, slots=True)

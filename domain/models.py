@@ -348,6 +348,9 @@ class MigrationSummary:
     """Attempts whose agent expected a higher level than the one verified."""
     cost_dollars: float | None = None
     """Compute cost of the verified attempts so far; None when none has a cost yet."""
+    hidden: bool = False
+    """Blinded for the reviewer reading it (domain.judgements.blinded_migration): it holds an
+    attempt they judge blind, so its verdict counts are blanked."""
 
 
 @dataclass(frozen=True, slots=True)

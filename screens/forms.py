@@ -377,12 +377,14 @@ class JudgementForm(RecordForm):
     def compose_fields(self) -> ComposeResult:
         if self.attempt_label:
             yield Static(text(self.attempt_label, "bold"), classes="form-info")
-        for level, name in LADDER.items():
-            yield Label(f"L{level} {name}")
-            yield Select(self.CHOICES, prompt="choose", id=f"judge-level{level}")
+        yield Label("Each level: enter, then p, f or c (pass, fail, can't tell), enter; tab to the next")
+        for level, name in LADDER.items():  # one line each, so all five and the note fit 80x24
+            with Horizontal(classes="judge-level"):
+                yield Static(f"L{level} {name}", classes="judge-level-name")
+                yield Select(self.CHOICES, prompt="–", id=f"judge-level{level}", compact=True)
         yield Label("Cause, where a level fails (docs/failure-taxonomy.md)")
         yield Select([(c.value.replace("_", " "), c.value) for c in FailureCause], prompt="none",
-                     id="judge-cause")
+                     id="judge-cause", compact=True)
         yield Label("Note")
         yield Input(placeholder="what the evidence shows", id="judge-note")
 

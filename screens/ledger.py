@@ -22,8 +22,9 @@ from screens.presenters import render
 from screens.presenters.effort import ledger_counts_line, ledger_entry
 from screens.text import text
 from screens.widgets.filter_bar import FilterBar
-from storage import ledger
+from storage import ledger, queries
 from storage.review import ListFilter
+from workbench import config
 
 
 def option_id(entry: ledger.LedgerEntry) -> str:
@@ -64,6 +65,8 @@ class LedgerScreen(FilteredList):
         self.summaries: dict[str, ledger.LedgerEntry] = {}
         """The loaded entries by option id, newest first."""
         self.filter = ListFilter()
+        self.left_out = False
+        """Records of migrations this reviewer judges blind are left out (storage.ledger._blind)."""
         self.counts: dict[str, int] | None = None
         self.stale = False
         """Records changed while a page was being read: the list is read again after it."""
@@ -99,6 +102,9 @@ class LedgerScreen(FilteredList):
         if self.counts is not None:
             out.append("\n")
             out.append_text(ledger_counts_line(self.counts))
+        if self.left_out:
+            out.append("\nrecords of migrations you judge blind are left out until you have judged them",
+                       style="dim italic")
         if self.filter:
             out.append("\n")
             out.append_text(render.filter_line(self.filter.describe(), len(self.summaries), self.pager.complete))
@@ -107,20 +113,29 @@ class LedgerScreen(FilteredList):
     @work(thread=True, exclusive=True, exit_on_error=False, group="ledger-counts")
     def load_counts(self, path: Path) -> None:
         migration_id = self.migration_id
-        counts = read(path, lambda db: ledger.ledger_counts(db, migration_id))
-        if isinstance(counts, LoadFailed):
-            self.post_message(counts)
-        else:
-            self.app.call_from_thread(self._counted, counts)
+        reviewer = config.reviewer()
 
-    def _counted(self, counts: dict[str, int]) -> None:
-        self.counts = counts
+        def counted(db) -> tuple[dict[str, int], bool]:
+            hidden = queries.hidden_migrations(db, reviewer)
+            return (ledger.ledger_counts(db, migration_id, reviewer),
+                    bool(hidden) if migration_id is None else migration_id in hidden)
+
+        result = read(path, counted)
+        if isinstance(result, LoadFailed):
+            self.post_message(result)
+        else:
+            self.app.call_from_thread(self._counted, *result)
+
+    def _counted(self, counts: dict[str, int], left_out: bool) -> None:
+        self.counts, self.left_out = counts, left_out
         self._show_header()
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="ledger")
     def load_page(self, path: Path, before: ledger.Key | None) -> None:
         migration_id, wanted, size = self.migration_id, self.filter, self.pager.size
-        rows = read(path, lambda db: ledger.ledger_page(db, migration_id, wanted, before=before, limit=size))
+        reviewer = config.reviewer()
+        rows = read(path, lambda db: ledger.ledger_page(db, migration_id, wanted, before=before, limit=size,
+                                                        blind_to=reviewer))
         if isinstance(rows, LoadFailed):
             self.post_message(rows)
         else:
@@ -195,7 +210,9 @@ class LedgerScreen(FilteredList):
     @work(thread=True, exclusive=True, exit_on_error=False, group="ledger-refresh")
     def reload_entries(self, path: Path, down_to: ledger.Key | None) -> None:
         migration_id, wanted = self.migration_id, self.filter
-        rows = read(path, lambda db: ledger.ledger_page(db, migration_id, wanted, down_to=down_to, limit=None))
+        reviewer = config.reviewer()
+        rows = read(path, lambda db: ledger.ledger_page(db, migration_id, wanted, down_to=down_to, limit=None,
+                                                        blind_to=reviewer))
         if not isinstance(rows, LoadFailed):
             self.app.call_from_thread(self._refreshed, wanted, rows)
 

@@ -105,6 +105,8 @@ class MigrationScreen(EffortActions, FilteredList):
         attempt screens this screen opens (kept current as pages load)."""
         self.open_attempt = open_attempt
         self.ladder: review.LadderCounts | None = None
+        self.ladder_hidden = False
+        """This reviewer judges one of the attempts blind: no counts in the header."""
         """The header's attempts per highest level, once read."""
         self.filter = review.ListFilter()
         """The `/` filter the table shows (kept while attempts are opened and closed)."""
@@ -160,20 +162,30 @@ class MigrationScreen(EffortActions, FilteredList):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="migration-ladder")
     def load_ladder(self, path: Path) -> None:
-        """The header's attempts per highest level (read again when records change)."""
-        migration_id = self.migration.id
-        counts = read(path, lambda db: review.ladder_counts(db, migration_id))
+        """The header's attempts per highest level (read again when records change); none while
+        this reviewer judges one of them blind: they would tell its verdicts."""
+        migration_id, reviewer = self.migration.id, config.reviewer()
+
+        def counts_seen(db) -> review.LadderCounts | None:
+            if migration_id in queries.hidden_migrations(db, reviewer):
+                return None
+            return review.ladder_counts(db, migration_id)
+
+        counts = read(path, counts_seen)
         if isinstance(counts, LoadFailed):
             self.post_message(counts)
         else:
             self.app.call_from_thread(self._show_ladder, counts)
 
-    def _show_ladder(self, counts: review.LadderCounts) -> None:
+    def _show_ladder(self, counts: review.LadderCounts | None) -> None:
         self.ladder = counts
+        self.ladder_hidden = counts is None
         self._show_header()
 
     def _show_header(self) -> None:
         out = render.migration_header(self.migration, self.ladder)
+        if self.ladder_hidden:
+            out.append("\nverdict counts hidden while you judge blind", style="dim italic")
         if self.filter:
             out.append("\n")
             out.append_text(render.filter_line(self.filter.describe(), len(self.summaries),

@@ -19,6 +19,7 @@ from screens.presenters import render
 from screens.widgets.filter_bar import FILTER_HELP, FilterBar
 from screens.widgets.nav_table import NavTable
 from storage import queries, review
+from workbench import config
 
 COLUMNS = (
     ("Migration", "slug"),
@@ -139,7 +140,7 @@ class StudyScreen(FilteredList):
         # The table first; the study's totals (a pass over every attempt) follow.
         self.post_message(StudyLoaded(study, total, None))
         self.post_message(MigrationsPage(None, rows, len(rows) < self.pager.size))
-        counted = read(path, lambda db: (queries.study_totals(db), review.ladder_counts(db)))
+        counted = read(path, self._counts)
         if isinstance(counted, LoadFailed):
             self.post_message(counted)
             return
@@ -157,9 +158,26 @@ class StudyScreen(FilteredList):
 
     @staticmethod
     def _page(db, wanted: review.ListFilter, after: str | None, size: int) -> list[MigrationSummary]:
+        """A page as this reviewer may see it: no verdict counts of a migration holding an
+        attempt they judge blind (workbench.judging.migrations_seen_by)."""
+        from workbench.judging import migrations_seen_by
+
+        reviewer = config.reviewer()
         if wanted:
-            return review.filtered_migrations(db, wanted, after=after, limit=size)
-        return queries.migration_summaries(db, after=after, limit=size)
+            rows = review.filtered_migrations(db, wanted, after=after, limit=size, blind_to=reviewer)
+        else:
+            rows = queries.migration_summaries(db, after=after, limit=size)
+        return migrations_seen_by(db, reviewer, rows)
+
+    @staticmethod
+    def _counts(db) -> tuple[dict[str, int], review.LadderCounts | None]:
+        """The study's totals and ladder counts; neither (no totals, `{}`) while this reviewer
+        judges any attempt blind: they would tell its verdicts."""
+        from storage.judgements import hidden_count
+
+        if hidden_count(db, config.reviewer()):
+            return {}, None
+        return queries.study_totals(db), review.ladder_counts(db)
 
     def action_new_migration(self) -> None:
         from screens.setup import NewMigrationForm
@@ -234,8 +252,7 @@ class StudyScreen(FilteredList):
                 page = self._page(db, wanted, after, 500)
                 rows += [r for r in page if last is None or r.migration.slug <= last]
                 if len(page) < 500 or (last is not None and page[-1].migration.slug >= last):
-                    return (queries.get_study(db), queries.count_migrations(db), rows,
-                            queries.study_totals(db), review.ladder_counts(db))
+                    return (queries.get_study(db), queries.count_migrations(db), rows, *self._counts(db))
                 after = page[-1].migration.slug
 
         result = read(path, gather)
@@ -309,6 +326,8 @@ class StudyScreen(FilteredList):
             if self.totals:
                 line.append("\n")
                 line.append_text(render.study_totals(self.totals, self.ladder))
+            elif self.totals == {}:
+                line.append("\nverdict totals hidden while you judge blind", style="dim italic")
         self.query_one("#study-counts", Static).update(line)
         empty = self.total == 0
         self.query_one(MigrationTable).display = not empty

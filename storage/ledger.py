@@ -112,11 +112,23 @@ def _where(f: ListFilter) -> tuple[str, dict[str, Any]]:
     return " AND ".join(parts) or "1", params
 
 
+def _blind(blind_to: str | None) -> str:
+    """SQL true for an entry `e` reviewer :r may see: none of a migration holding an attempt they
+    judge blind (its notes, overrides and decisions would tell that attempt's verdicts)."""
+    from storage.queries import hidden_of
+
+    if blind_to is None:
+        return "1"
+    return (f"NOT EXISTS (SELECT 1 FROM attempt h WHERE h.migration_id = e.migration_id"
+            f" AND h.source != 'reference' AND {hidden_of('h.id')})")
+
+
 def ledger_page(db: Database, migration_id: int | None, f: ListFilter = NO_FILTER, *,
                 before: Key | None = None, down_to: Key | None = None,
-                limit: int | None = 100) -> list[LedgerEntry]:
+                limit: int | None = 100, blind_to: str | None = None) -> list[LedgerEntry]:
     """The newest `limit` entries (all when None) of the migration (the study when None) that
-    meet `f`: older than `before`, and no older than `down_to`, when given."""
+    meet `f`: older than `before`, and no older than `down_to`, when given; none that reviewer
+    `blind_to` may not see (`_blind`)."""
     where, params = _where(f)
     sql = f"""
     WITH {_ENTRIES}
@@ -125,22 +137,23 @@ def ledger_page(db: Database, migration_id: int | None, f: ListFilter = NO_FILTE
     FROM entry e JOIN migration m ON m.id = e.migration_id LEFT JOIN attempt a ON a.id = e.attempt_id
     WHERE (:b_at IS NULL OR (e.at, e.kind, e.id) < (:b_at, :b_kind, :b_id))
       AND (:d_at IS NULL OR (e.at, e.kind, e.id) >= (:d_at, :d_kind, :d_id))
-      AND {where}
+      AND {where} AND {_blind(blind_to)}
     ORDER BY e.at DESC, e.kind DESC, e.id DESC
     LIMIT :limit"""
     b_at, b_kind, b_id = before if before is not None else (None, None, None)
     d_at, d_kind, d_id = down_to if down_to is not None else (None, None, None)
     rows = db.execute(sql, {"m": migration_id, "b_at": b_at, "b_kind": b_kind, "b_id": b_id, "d_at": d_at,
                             "d_kind": d_kind, "d_id": d_id, "limit": -1 if limit is None else limit,
-                            **params}).fetchall()
+                            "r": blind_to, **params}).fetchall()
     return [LedgerEntry(kind=r[0], id=int(r[1]), at=str(r[2]), reviewer=str(r[3]), label=str(r[4]),
                         note=str(r[5]), slug=str(r[6]), seq=r[7], minutes=r[8], corrects=r[9],
                         corrected_by=r[10], detail=json.loads(r[11] or "{}"), attempt_id=r[12])
             for r in rows]
 
 
-def ledger_counts(db: Database, migration_id: int | None) -> dict[str, int]:
-    """How many entries of each kind the migration (the study when None) has, unfiltered."""
-    sql = f"WITH {_ENTRIES} SELECT kind, count(*) FROM entry GROUP BY kind"
-    found = {str(r[0]): int(r[1]) for r in db.execute(sql, {"m": migration_id}).fetchall()}
+def ledger_counts(db: Database, migration_id: int | None, blind_to: str | None = None) -> dict[str, int]:
+    """How many entries of each kind the migration (the study when None) has, unfiltered (of
+    those reviewer `blind_to` may see)."""
+    sql = f"WITH {_ENTRIES} SELECT kind, count(*) FROM entry e WHERE {_blind(blind_to)} GROUP BY kind"
+    found = {str(r[0]): int(r[1]) for r in db.execute(sql, {"m": migration_id, "r": blind_to}).fetchall()}
     return {kind: found.get(kind, 0) for kind in LEDGER_KINDS}

@@ -169,6 +169,14 @@ def hidden_attempts(db: Reader, reviewer: str, attempt_ids: list[int]) -> set[in
     return {row[0] for row in rows}
 
 
+def hidden_migrations(db: Reader, reviewer: str) -> set[int]:
+    """The migrations holding an attempt `reviewer` is blind to (`hidden_of`): their verdict
+    counts would tell what the attempt screen hides."""
+    rows = db.execute(f"SELECT DISTINCT a.migration_id FROM attempt a WHERE a.source != 'reference'"
+                      f" AND {hidden_of('a.id')}", {"r": reviewer})
+    return {row[0] for row in rows}
+
+
 def _rows(db: Reader, sql: str, params: list[Any] | dict[str, Any]) -> list[dict[str, Any]]:
     """Rows as dicts, a repeated column name suffixed `_2`, `_3` as sqlite-utils' `query` does."""
     cursor = db.execute(sql, params)

@@ -152,6 +152,10 @@ async def test_the_attempt_screen_hides_until_judged_then_reveals_with_differenc
         await judge(pilot, ("pass", "pass", "pass", "fail", "fail"), cause="slower_or_costlier",
                     note="looks fine to me")
         await until(pilot, lambda: not screen.hidden)
+        await settle(pilot)
+        toasts = [n.message for n in app._notifications]
+        assert "Saved judgement" in " ".join(toasts)
+        assert not any("new silent failure" in t for t in toasts)  # revealed, not new
         after = everything(app)
         assert "hidden until you judge" not in after
         assert "expects L4" in after and "data-parallel" in after and "numerical_mismatch" in after
@@ -278,3 +282,60 @@ def test_summaries_are_blinded_in_one_place(blind: Path) -> None:
         assert as_seen_by(study.db, "ana", rows) == rows
     finally:
         study.close()
+
+
+async def test_counts_notes_and_the_ledger_of_a_migration_being_judged_blind_are_hidden(blind: Path) -> None:
+    """The study's rows and totals, the migration's header and effort panel, and the ledger would
+    tell a hidden attempt's verdicts in sum, or through a note: none shows until it is judged."""
+    from test_app import column
+
+    from screens.ledger import LedgerScreen
+    from storage import records
+
+    study = open_study(blind)
+    try:
+        mlp = queries.get_migration(study.db, SLUG)
+        records.record_intervention(study.db, migration_id=mlp.id, kind="fix_code", minutes=5,
+                                    note="fixed the loss mismatch on 4 chips", reviewer="lead")
+    finally:
+        study.close()
+    app = WorkbenchApp(blind)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await until(pilot, lambda: "verdict totals hidden" in screen_text(app))
+        assert column(app, "level") == ["hidden", "hidden"] and set(column(app, "failed")) == {""}
+        migration = await open_migration(pilot, SLUG)
+        await settle(pilot)
+        text = screen_text(app)
+        assert "verdict counts hidden while you judge blind" in text
+        assert "Level, suggestion and notes hidden while you judge blind" in text
+        assert "mismatch" not in text and "suggests" not in text
+        await pilot.press("L")
+        await until(pilot, lambda: isinstance(app.screen, LedgerScreen))
+        await settle(pilot)
+        text = screen_text(app)
+        assert "left out until you have judged them" in text and "mismatch" not in text
+        await pilot.press("escape")
+        await settle(pilot)
+        assert app.screen is migration
+
+    for seq in (1, 2, 3, 4):  # ana judges the whole migration: its counts, panel and ledger open
+        result = workbench("judge", str(blind), SLUG, str(seq), "--levels", "pass,fail,unknown,unknown,unknown")
+        assert result.returncode == 0, result.stderr
+    app = WorkbenchApp(blind)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await until(pilot, lambda: "hidden" in column(app, "level") and "L" in "".join(column(app, "level")))
+        assert "verdict totals hidden" in screen_text(app)  # bow-classifier is still hidden
+        await open_migration(pilot, SLUG)
+        await until(pilot, lambda: "suggests" in screen_text(app))
+        assert "verdict counts hidden" not in screen_text(app)
+        await pilot.press("L")
+        await until(pilot, lambda: isinstance(app.screen, LedgerScreen))
+        await until(pilot, lambda: "mismatch" in screen_text(app))
+
+    listed = workbench("migrations", str(blind), "--json")
+    assert listed.returncode == 0, listed.stderr
+    rows = {row["migration"]["slug"]: row for row in json.loads(listed.stdout)}
+    assert rows["bow-classifier"]["highest_level"] == rows["bow-classifier"]["failed"] == "hidden"
+    assert rows[SLUG]["failed"] == 4 and rows[SLUG]["hidden"] is False

@@ -18,12 +18,13 @@ from domain.judgements import (
     agreement_for_level,
     blind_counts,
     blinded,
+    blinded_migration,
     check_cause,
     deal,
     disagreements,
     parse_levels,
 )
-from domain.models import AttemptSource, AttemptSummary, Outcome
+from domain.models import AttemptSource, AttemptSummary, MigrationSummary, Outcome
 
 if TYPE_CHECKING:  # `workbench attempts` reads through the standard sqlite3 module, without sqlite-utils
     from sqlite_utils import Database
@@ -32,6 +33,8 @@ if TYPE_CHECKING:  # `workbench attempts` reads through the standard sqlite3 mod
 
 HIDDEN_FIELDS = ("claim", "expected_level", "ladder", "highest_level", "failure")
 """What `workbench attempts --json` blanks for a reviewer who is blind to an attempt."""
+MIGRATION_HIDDEN = ("failed", "silent_failures", "highest_level", "over_claims")
+"""What `workbench migrations --json` blanks of a migration holding an attempt the reviewer judges blind."""
 
 
 def _checked(call: Any, *args: Any, **kwargs: Any) -> Any:
@@ -91,6 +94,15 @@ def as_seen_by(db: Reader, reviewer: str, summaries: list[AttemptSummary]) -> li
     judged = [s.attempt.id for s in summaries if s.attempt.source is not AttemptSource.REFERENCE]
     hidden = hidden_attempts(db, reviewer, judged) if judged else set()
     return [blinded(s) if s.attempt.id in hidden else s for s in summaries]
+
+
+def migrations_seen_by(db: Reader, reviewer: str, summaries: list[MigrationSummary]) -> list[MigrationSummary]:
+    """The study screen's rows as `reviewer` may see them: a migration holding an attempt they
+    judge blind shows no verdict counts (domain.judgements.blinded_migration)."""
+    from storage.queries import hidden_migrations
+
+    hidden = hidden_migrations(db, reviewer) if summaries else set()
+    return [blinded_migration(s) if s.migration.id in hidden else s for s in summaries]
 
 
 def attempt_seen_by(db: Database, reviewer: str, attempt_id: int) -> AttemptView | None:

@@ -24,6 +24,9 @@ class PanelData:
     corrected: dict[int, int]
     decision: Any
     review: dict[str, float]
+    hidden: bool = False
+    """The reviewer judges an attempt of this migration blind: no level, suggestion or notes
+    (workbench.judging.migrations_seen_by's rule)."""
 
 
 PANEL_INTERVENTIONS = 10
@@ -43,20 +46,19 @@ def render_panel(data: PanelData, attempt_id: int | None) -> Text:
     if s.unpriced_runs:
         out.append(f" · {s.unpriced_runs} run(s) unpriced", style="dim")
     out.append("\n")
-    best = "none verified" if s.highest_level is None else f"L{s.highest_level}"
-    out.append(f"Level {best}, L{s.acceptance_level} required · status {s.status} · suggests ")
-    out.append(s.suggestion.value.upper(),
-               style={DecisionKind.ACCEPT: tone("bold $text-success"), DecisionKind.STOP: tone("bold $text-error")}.get(s.suggestion, "bold"))
-    out.append(f" ({'; '.join(s.reasons)})\n", style="dim")
+    if data.hidden:
+        out.append("Level, suggestion and notes hidden while you judge blind\n", style="dim italic")
+    else:
+        _standing_line(out, s)
     if data.decision is not None:
         d = data.decision
         out.append("Decision ", style="bold")
         out.append(f"{d.kind.value} by ")
         out.append_text(text(d.reviewer))
         out.append(f" {d.at[:16]}")
-        if d.suggested is not None and d.suggested is not d.kind:
+        if d.suggested is not None and d.suggested is not d.kind and not data.hidden:
             out.append(f" (against {d.suggested.value})", style=tone("$text-warning"))
-        if d.reason:
+        if d.reason and not data.hidden:
             out.append(": ")
             out.append_text(text(d.reason))
         out.append("\n")
@@ -78,12 +80,21 @@ def render_panel(data: PanelData, attempt_id: int | None) -> Text:
             out.append_text(text(line + f" (corrected by #{data.corrected[i.id]})", "dim strike"))
         else:
             out.append_text(text(line))
-        if i.note:
+        if i.note and not data.hidden:
             out.append(": ")
             out.append_text(text(i.note[:80]))
     out.append("\nL opens the ledger: every intervention, decision, override and budget change, "
                "each note whole", style="dim")
     return out
+
+
+def _standing_line(out: Text, s: effort.Standing) -> None:
+    """The highest level against the one required, and what the stopping rules suggest."""
+    best = "none verified" if s.highest_level is None else f"L{s.highest_level}"
+    out.append(f"Level {best}, L{s.acceptance_level} required · status {s.status} · suggests ")
+    out.append(s.suggestion.value.upper(),
+               style={DecisionKind.ACCEPT: tone("bold $text-success"), DecisionKind.STOP: tone("bold $text-error")}.get(s.suggestion, "bold"))
+    out.append(f" ({'; '.join(s.reasons)})\n", style="dim")
 
 
 def standing_text(standing: effort.Standing) -> Text:

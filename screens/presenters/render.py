@@ -91,10 +91,10 @@ def migration_row(summary: MigrationSummary) -> tuple[Text, ...]:
         migration_status(m.status),
         text(m.target.describe()),
         number(summary.attempts),
-        number(summary.failed, alarm="$text-error"),
-        number(summary.silent_failures, alarm="bold $text-error"),
+        Text() if summary.hidden else number(summary.failed, alarm="$text-error"),
+        Text() if summary.hidden else number(summary.silent_failures, alarm="bold $text-error"),
         number(summary.interventions, alarm="$text-warning"),
-        level(summary.highest_level),
+        Text("hidden", style="dim italic") if summary.hidden else level(summary.highest_level),
         money(summary.cost_dollars),
     )
 
@@ -154,7 +154,10 @@ FRESH = "reverse bold"
 
 def news_of(old: AttemptSummary | None, new: AttemptSummary) -> str:
     """What a re-read row newly says that a reviewer must see ("" when nothing): a silent
-    failure or an over-claim that was not there before (or a new attempt that has one)."""
+    failure or an over-claim that was not there before (or a new attempt that has one). A row
+    revealed by the reviewer's own judgement is not news: it was only hidden."""
+    if old is not None and old.hidden:
+        return ""
     said = []
     was_silent = old is not None and old.failure is not None and old.failure.silent
     if new.failure is not None and new.failure.silent and not was_silent:
@@ -166,6 +169,8 @@ def news_of(old: AttemptSummary | None, new: AttemptSummary) -> str:
 
 def migration_news(old: MigrationSummary | None, new: MigrationSummary) -> str:
     """As `news_of`, for a study row: its silent failures or over-claims went up."""
+    if old is not None and old.hidden:
+        return ""
     said = []
     if new.silent_failures > (old.silent_failures if old else 0):
         said.append("new silent failure")

@@ -17,6 +17,7 @@ from screens.messages import LoadFailed
 from screens.presenters.effort import PanelData, render_panel
 from screens.presenters.palette import tone
 from storage import queries
+from workbench import config
 
 
 class EffortPanel(Static):
@@ -41,13 +42,16 @@ class EffortPanel(Static):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="effort-panel")
     def _load(self, path: Path, migration_id: int, attempt_id: int | None) -> None:
+        reviewer = config.reviewer()
+
         def gather(db) -> PanelData:
             found = (queries.attempt_interventions(db, attempt_id) if attempt_id is not None
                      else queries.interventions(db, migration_id))
             made = queries.decisions(db, migration_id)
             return PanelData(queries.migration_standing(db, migration_id), found,
                              queries.corrected_ids(db, migration_id), made[-1] if made else None,
-                             queries.review_seconds_by_reviewer(db, migration_id))
+                             queries.review_seconds_by_reviewer(db, migration_id),
+                             migration_id in queries.hidden_migrations(db, reviewer))
 
         result = read(path, gather)
         if isinstance(result, LoadFailed):
