@@ -339,3 +339,24 @@ async def test_counts_notes_and_the_ledger_of_a_migration_being_judged_blind_are
     rows = {row["migration"]["slug"]: row for row in json.loads(listed.stdout)}
     assert rows["bow-classifier"]["highest_level"] == rows["bow-classifier"]["failed"] == "hidden"
     assert rows[SLUG]["failed"] == 4 and rows[SLUG]["hidden"] is False
+
+
+def test_agreement_from_the_cli_lists_no_disagreement_to_a_blind_reviewer(blind: Path) -> None:
+    for reviewer in ("ben", "chen"):  # two reviewers disagree with each other and the verifier on #3
+        outcome = "pass" if reviewer == "ben" else "fail"
+        result = workbench("judge", str(blind), SLUG, str(SEQ), "--levels",
+                           f"pass,{outcome},pass,fail,fail", reviewer=reviewer)
+        assert result.returncode == 0, result.stderr
+    for_ana = workbench("agreement", str(blind), "--json")
+    assert for_ana.returncode == 0, for_ana.stderr
+    assert json.loads(for_ana.stdout)["disagreements"] == "hidden"
+    assert "not listed: you judge blind" in workbench("agreement", str(blind)).stdout
+    for_ben = json.loads(workbench("agreement", str(blind), "--json", reviewer="ben").stdout)
+    assert for_ben["disagreements"] == "hidden"  # ben is still blind to the other five
+    study = open_study(blind)
+    try:
+        set_study_blind(study.db, False, "lead")
+    finally:
+        study.close()
+    opened = json.loads(workbench("agreement", str(blind), "--json").stdout)["disagreements"]
+    assert [(d["seq"], d["level"]) for d in opened] == [(SEQ, 2)]
