@@ -31,7 +31,7 @@ def report(db: Path, slugs: tuple[str, ...], fmt: str, output: Path | None, pseu
     Refused to a reviewer (WORKBENCH_REVIEWER) while they judge any attempt blind.
     """
     from workbench import config
-    from workbench.judging import closed_while_blind
+    from workbench.blind import closed_while_blind
     from workbench.report import build_report, render
 
     with study_at(db) as study:

@@ -19,8 +19,8 @@ def migrations(db: Path, as_json: bool) -> None:
     A reviewer judging one of a migration's attempts blind (docs/judgements.md) sees no failures,
     silent failures, level or over-claims for it until they have judged it."""
     from storage.queries import iter_migration_summaries
+    from workbench.blind import MIGRATION_HIDDEN, migrations_seen_by
     from workbench.config import reviewer
-    from workbench.judging import MIGRATION_HIDDEN, migrations_seen_by
 
     with study_read(db) as conn:
         summaries = migrations_seen_by(conn, reviewer(), list(iter_migration_summaries(conn)))
@@ -58,8 +58,8 @@ def attempts(db: Path, migration: str, as_json: bool) -> None:
     A reviewer blind to an attempt (docs/judgements.md) sees no claim, expected level, verdicts
     or cause for it until they have judged it."""
     from storage.queries import iter_attempt_summaries
+    from workbench.blind import HIDDEN_FIELDS, as_seen_by
     from workbench.config import reviewer
-    from workbench.judging import HIDDEN_FIELDS, as_seen_by
 
     with study_read(db) as conn:
         found = migration_or_exit(conn, db, migration)

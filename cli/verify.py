@@ -49,7 +49,7 @@ def verify(db: Path, slug: str | None, seq: int | None, assignments: tuple[str, 
     """
     import time
 
-    from workbench.judging import hidden_attempts
+    from workbench.blind import hidden_attempts
     from workbench.verify import verify_study
     from workbench.verify.batch import default_workers
 

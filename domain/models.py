@@ -349,7 +349,7 @@ class MigrationSummary:
     cost_dollars: float | None = None
     """Compute cost of the verified attempts so far; None when none has a cost yet."""
     hidden: bool = False
-    """Blinded for the reviewer reading it (domain.judgements.blinded_migration): it holds an
+    """Blinded for the reviewer reading it (domain.blind.blinded_migration): it holds an
     attempt they judge blind, so its verdict counts are blanked."""
 
 
@@ -365,7 +365,7 @@ class AttemptSummary:
     over_claim: bool | None = None
     """From the current verification: the agent expected more than was verified."""
     hidden: bool = False
-    """Blinded for the reviewer reading it (domain.judgements.blinded): the claim, expected level,
+    """Blinded for the reviewer reading it (domain.blind.blinded): the claim, expected level,
     outcomes and cause are blanked, not absent."""
 
     @property

@@ -8,7 +8,7 @@ the panes, `c` compares with the attempt marked on the migration screen (else th
 Judging blind (docs/judgements.md), the screen shows the code, diff, log, metrics and hardware
 but not the claim, expected level, verdicts or cause, and refuses what would show them (the brief,
 an override); once the judgement is saved it reveals them beside it, marking where they differ.
-Every read goes through `workbench.judging.attempt_seen_by`, the one place that decides.
+Every read goes through `workbench.blind.attempt_seen_by`, the one place that decides.
 """
 
 from __future__ import annotations
@@ -149,8 +149,8 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="attempt")
     def load_facts(self, path: Path, attempt_id: int, repo: str, commit: str) -> None:
+        from workbench.blind import attempt_seen_by
         from workbench.diffs import commit_subject
-        from workbench.judging import attempt_seen_by
 
         reviewer = config.reviewer()
         view = read(path, lambda db: attempt_seen_by(db, reviewer, attempt_id))

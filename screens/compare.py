@@ -83,7 +83,7 @@ class CompareScreen(WorkbenchScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="compare")
     def _load(self, path: Path, left: AttemptSummary, right: AttemptSummary) -> None:
-        from workbench.judging import attempt_seen_by
+        from workbench.blind import attempt_seen_by
 
         reviewer = config.reviewer()
 

@@ -138,7 +138,7 @@ class EffortActions(Screen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="effort-form")
     def _open_override(self, path: Path, attempt_id: int, level: int | None, label: str) -> None:
-        from workbench.judging import hidden_attempts
+        from workbench.blind import hidden_attempts
 
         reviewer = config.reviewer()
         data = read(path, lambda db: (hidden_attempts(db, reviewer, [attempt_id]), queries.verdicts(db, attempt_id)))

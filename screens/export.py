@@ -81,7 +81,7 @@ class ExportScreen(ModalScreen[Path | None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="export")
     def write_report(self, fmt: str, path: Path, pseudonymise: bool) -> None:
-        from workbench.judging import closed_while_blind
+        from workbench.blind import closed_while_blind
         from workbench.report import build_report, render
 
         try:

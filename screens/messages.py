@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from textual.message import Message
 from textual.widget import Widget
 
-from domain.judgements import AttemptView
+from domain.blind import AttemptView
 from domain.models import AttemptSummary, MigrationSummary, Study
 
 if TYPE_CHECKING:

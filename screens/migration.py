@@ -204,9 +204,9 @@ class MigrationScreen(EffortActions, FilteredList):
     @staticmethod
     def _page(db, migration_id: int, wanted: review.ListFilter, after: int | None,
               size: int) -> list[AttemptSummary]:
-        """A page as this reviewer may see it (workbench.judging.as_seen_by). A filter leaves out
+        """A page as this reviewer may see it (workbench.blind.as_seen_by). A filter leaves out
         the attempts they judge blind: whether one matched would tell its claim or verdicts."""
-        from workbench.judging import as_seen_by
+        from workbench.blind import as_seen_by
 
         reviewer = config.reviewer()
         if wanted:

@@ -55,7 +55,7 @@ def read_queue(db: Database, reviewer: str, *, after: Key | None, until: Key | N
     from storage import queries
     from storage.judgements import queue_counts, queue_page, study_blind
     from storage.verify_inputs import reference_attempt
-    from workbench.judging import as_seen_by
+    from workbench.blind import as_seen_by
 
     out = QueueRead(queue_page(db, reviewer, after=after, until=until, limit=limit),
                     counts=queue_counts(db, reviewer), study_blind=study_blind(db))

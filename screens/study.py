@@ -159,8 +159,8 @@ class StudyScreen(FilteredList):
     @staticmethod
     def _page(db, wanted: review.ListFilter, after: str | None, size: int) -> list[MigrationSummary]:
         """A page as this reviewer may see it: no verdict counts of a migration holding an
-        attempt they judge blind (workbench.judging.migrations_seen_by)."""
-        from workbench.judging import migrations_seen_by
+        attempt they judge blind (workbench.blind.migrations_seen_by)."""
+        from workbench.blind import migrations_seen_by
 
         reviewer = config.reviewer()
         if wanted:

@@ -265,7 +265,7 @@ def test_the_cli_hides_them_from_a_blind_reviewer_too(blind: Path) -> None:
 
 def test_summaries_are_blinded_in_one_place(blind: Path) -> None:
     """`as_seen_by` blinds what the rule hides, and nothing else: the same rows otherwise."""
-    from workbench.judging import as_seen_by
+    from workbench.blind import as_seen_by
 
     study = open_study(blind)
     try:

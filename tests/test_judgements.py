@@ -27,6 +27,7 @@ from domain.judgements import bootstrap, cohen_kappa, deal, krippendorff_alpha
 from domain.models import Outcome
 from storage.database import open_study
 from workbench import judging
+from workbench.blind import HIDDEN_FIELDS
 
 P, F, U = Outcome.PASS, Outcome.FAIL, Outcome.UNKNOWN
 ROOT = Path(__file__).resolve().parent.parent
@@ -254,7 +255,7 @@ def test_a_blind_reviewer_sees_no_claim_level_verdict_or_cause_until_judging(stu
     assert workbench("assign", str(study_path), "--reviewers", "ana,ben", "--overlap", "1", "--blind",
                      "--seed", "2").returncode == 0
     hidden = _attempt_json(study_path, 1, "ana")
-    assert {hidden[k] for k in judging.HIDDEN_FIELDS} == {"hidden"}
+    assert {hidden[k] for k in HIDDEN_FIELDS} == {"hidden"}
     table = workbench("attempts", str(study_path), "mlp-xla", reviewer="ana").stdout
     assert "Runs on 4 chips" not in json.dumps(hidden) and "hidden" in table
     # someone not dealt the attempt blind sees it all

@@ -228,7 +228,7 @@ async def test_brackets_read_the_queues_next_page_as_they_step(dealt: Path) -> N
 def test_failure_jumps_in_the_queue_skip_attempts_still_judged_blind() -> None:
     from dataclasses import replace
 
-    from domain.judgements import blinded
+    from domain.blind import blinded
     from domain.models import Attempt, AttemptSource, AttemptStatus, AttemptSummary, Command, Failure, FailureCause
     from screens.navigation import QueueCursor
 
@@ -240,7 +240,7 @@ def test_failure_jumps_in_the_queue_skip_attempts_still_judged_blind() -> None:
         return AttemptSummary(attempt=attempt, ladder=(None,) * 5, failure=failure, interventions=0)
 
     rows = [summary(1, False), summary(2, True), summary(3, True)]
-    cursor = QueueCursor(rows=[rows[0], blinded(rows[1]), rows[2]])  # as workbench.judging.as_seen_by reads them
+    cursor = QueueCursor(rows=[rows[0], blinded(rows[1]), rows[2]])  # as workbench.blind.as_seen_by reads them
     found = cursor.failure(1, 1)
     assert found is not None and found.attempt.id == 3 and cursor.current == 3
     assert replace(cursor, rows=rows).failure(1, 1).attempt.id == 2

@@ -13,28 +13,18 @@ from domain.judgements import (
     RESAMPLES,
     SEED,
     AgreementReport,
-    AttemptView,
     BlindFigure,
     agreement_for_level,
     blind_counts,
-    blinded,
-    blinded_migration,
     check_cause,
     deal,
     disagreements,
     parse_levels,
 )
-from domain.models import AttemptSource, AttemptSummary, MigrationSummary, Outcome
+from domain.models import AttemptSource, Outcome
 
-if TYPE_CHECKING:  # `workbench attempts` reads through the standard sqlite3 module, without sqlite-utils
+if TYPE_CHECKING:
     from sqlite_utils import Database
-
-    from storage.queries import Reader
-
-HIDDEN_FIELDS = ("claim", "expected_level", "ladder", "highest_level", "failure")
-"""What `workbench attempts --json` blanks for a reviewer who is blind to an attempt."""
-MIGRATION_HIDDEN = ("failed", "silent_failures", "highest_level", "over_claims")
-"""What `workbench migrations --json` blanks of a migration holding an attempt the reviewer judges blind."""
 
 
 def _checked(call: Any, *args: Any, **kwargs: Any) -> Any:
@@ -78,61 +68,6 @@ def assign(db: Database, reviewers: list[str], *, overlap: float, migration_id: 
         raise WorkbenchError("nothing to deal: every agent attempt is judged or dealt already")
     batch = add_assignments(db, pairs, blind=blind, seed=seed, overlap=overlap, assigned_by=assigned_by)
     return batch, pairs
-
-
-def hidden_attempts(db: Reader, reviewer: str, attempt_ids: list[int]) -> set[int]:
-    """The attempts among these that `reviewer` is blind to (storage.queries.hidden_attempts)."""
-    from storage.queries import hidden_attempts as hidden
-
-    return hidden(db, reviewer, attempt_ids)
-
-
-def as_seen_by(db: Reader, reviewer: str, summaries: list[AttemptSummary]) -> list[AttemptSummary]:
-    """The rows as `reviewer` may see them: those they are blind to blinded (domain.judgements).
-    Reference runs are never blinded: they are the yardstick, never judged. Every screen and
-    command that lists or shows attempts reads its rows through this."""
-    judged = [s.attempt.id for s in summaries if s.attempt.source is not AttemptSource.REFERENCE]
-    hidden = hidden_attempts(db, reviewer, judged) if judged else set()
-    return [blinded(s) if s.attempt.id in hidden else s for s in summaries]
-
-
-def migrations_seen_by(db: Reader, reviewer: str, summaries: list[MigrationSummary]) -> list[MigrationSummary]:
-    """The study screen's rows as `reviewer` may see them: a migration holding an attempt they
-    judge blind shows no verdict counts (domain.judgements.blinded_migration)."""
-    from storage.queries import hidden_migrations
-
-    hidden = hidden_migrations(db, reviewer) if summaries else set()
-    return [blinded_migration(s) if s.migration.id in hidden else s for s in summaries]
-
-
-def attempt_seen_by(db: Database, reviewer: str, attempt_id: int) -> AttemptView | None:
-    """One attempt as `reviewer` may see it now: blinded with no verification or verdicts while
-    they judge it blind, else all of it beside their current judgement (for the reveal)."""
-    from storage.judgements import judgement_history
-    from storage.queries import attempt_summary, current_verification, verdicts
-
-    summary = attempt_summary(db, attempt_id)
-    if summary is None:
-        return None
-    [seen] = as_seen_by(db, reviewer, [summary])
-    if seen.hidden:
-        return AttemptView(seen, None, [], None)
-    mine = [j for j in judgement_history(db, attempt_id) if j.reviewer == reviewer]
-    return AttemptView(seen, current_verification(db, attempt_id), verdicts(db, attempt_id),
-                       mine[-1] if mine else None)
-
-
-def closed_while_blind(db: Database, reviewer: str, what: str) -> None:
-    """Refuse `what` (an export, a study-wide list of verdicts) while `reviewer` judges any attempt
-    blind: it would show them the verdicts and claims they have not judged yet."""
-    from storage.judgements import hidden_count
-
-    n = hidden_count(db, reviewer)
-    if n:
-        raise WorkbenchError(
-            f"{what} is closed to {reviewer} while they judge blind: {n} attempt"
-            f"{'s are' if n != 1 else ' is'} still hidden from them. Judge them first (workbench queue), "
-            "or have blind mode turned off (workbench blind DB off)")
 
 
 def agreement(db: Database, migration_ids: list[int] | None = None, *, seed: int = SEED,

@@ -50,7 +50,7 @@ def facts(summary: AttemptSummary, verification, l3_reason: str) -> dict[str, st
     out["observed hardware"] = a.observed_hardware.describe() if a.observed_hardware else "–"
     out["status"] = render.attempt_status(summary).plain
     out["exit code from"] = a.exit_code_source or "–"
-    if summary.hidden:  # blinded for this reviewer (domain.judgements.blinded): nothing of the verdicts
+    if summary.hidden:  # blinded for this reviewer (domain.blind.blinded): nothing of the verdicts
         for key in ("L3 hardware evidence", "ladder", "failure", "expected level"):
             out[key] = render.HIDDEN
         return out

@@ -26,7 +26,7 @@ class PanelData:
     review: dict[str, float]
     hidden: bool = False
     """The reviewer judges an attempt of this migration blind: no level, suggestion or notes
-    (workbench.judging.migrations_seen_by's rule)."""
+    (workbench.blind.migrations_seen_by's rule)."""
 
 
 PANEL_INTERVENTIONS = 10

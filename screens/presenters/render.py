@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
-from domain import judgements
+from domain import blind
 from domain.costs import parse_time
 from domain.judgements import HumanJudgement
 from domain.models import (
@@ -501,7 +501,7 @@ def reveal(judgement: HumanJudgement, summary: AttemptSummary) -> Group:
     from rich.console import Group
     from rich.table import Table
 
-    rows = judgements.reveal(judgement, summary)
+    rows = blind.reveal(judgement, summary)
     table = Table(box=None, padding=(0, 2, 0, 0), show_edge=False, header_style="dim")
     for name in ("level", "you", "verifier", "agent expected"):
         table.add_column(name)

@@ -305,7 +305,7 @@ def find_attempt(db: Database, slug: str, seq: int, reviewer: str) -> tuple[Migr
     """The attempt a brief or a claim review is about; refused while `reviewer` judges it blind
     (the brief and the claim are what blind review hides)."""
     from storage.queries import find_attempt
-    from workbench.judging import hidden_attempts
+    from workbench.blind import hidden_attempts
 
     found, attempt = find_attempt(db, slug, seq)
     if hidden_attempts(db, reviewer, [attempt.id]):
