@@ -13,12 +13,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
-from sqlite_utils import Database
-
 from domain.errors import WorkbenchError
 from domain.text import clean
 from screens.messages import LoadFailed
 from storage.database import open_study
+from storage.sqlite import Database
 
 T = TypeVar("T")
 

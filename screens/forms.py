@@ -13,7 +13,6 @@ from collections.abc import Callable
 from typing import Any
 
 from rich.text import Text
-from sqlite_utils import Database
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -31,6 +30,7 @@ from screens.data import describe_error, reading
 from screens.presenters.effort import standing_text
 from screens.text import text
 from storage import queries, records
+from storage.sqlite import Database
 from workbench import config
 
 Save = Callable[[Database], int]

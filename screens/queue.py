@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.text import Text
-from sqlite_utils import Database
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -25,6 +24,7 @@ from screens.navigation import QueueCursor
 from screens.presenters.palette import tone
 from screens.text import text
 from screens.widgets.nav_table import NavTable
+from storage.sqlite import Database
 from workbench import config
 
 COLUMNS = (("Migration", "migration"), ("#", "seq"), ("Source", "source"), ("Judged", "done"),

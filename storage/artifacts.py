@@ -14,9 +14,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from sqlite_utils import Database
-
 from storage import records
+from storage.sqlite import Database
 
 BLOCK = 1 << 20
 

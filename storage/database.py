@@ -10,11 +10,10 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from sqlite_utils import Database
-
 from domain.errors import WorkbenchError
 from storage import schema
 from storage.fastread import check_study, companions, way_out
+from storage.sqlite import Database
 
 BUSY_TIMEOUT_S = 10.0
 """How long a writer waits for another process's lock before giving up."""

@@ -7,10 +7,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlite_utils import Database
-
 from domain.models import Edit
 from storage import records
+from storage.sqlite import Database
 
 ATTEMPT_CHILDREN = ("attempt_edit", "attempt_tool_call")
 """Tables of an attempt's ordered child rows (column `ord`) that an import replaces whole."""

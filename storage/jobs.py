@@ -7,12 +7,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sqlite_utils import Database
-
 from domain.errors import WorkbenchError
 from domain.jobs import Job, JobResult, JobSpec, JobState
 from storage import queries, records
 from storage.logs import store_log
+from storage.sqlite import Database
 
 
 def job_from_row(row: dict[str, Any]) -> Job:

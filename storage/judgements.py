@@ -12,12 +12,11 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from sqlite_utils import Database
-
 from domain.judgements import HumanJudgement, QueueItem
 from domain.models import FailureCause, Outcome
 from storage.queries import expected_level_of, hidden_attempts, hidden_of
 from storage.records import add_verdict_override, audit, immediate, insert_row, now
+from storage.sqlite import Database
 
 CURRENT = "NOT EXISTS (SELECT 1 FROM judgement later WHERE later.supersedes = j.id)"
 """SQL over `judgement j`: no later record supersedes it."""

@@ -8,9 +8,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from sqlite_utils import Database
-
 from storage.review import ListFilter, parse_filter
+from storage.sqlite import Database
 
 LEDGER_KINDS = ("intervention", "decision", "override", "budget")
 """What a ledger entry can be; `kind:` in the filter matches these or the record's own kind

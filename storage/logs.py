@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from sqlite_utils import Database
+from storage.sqlite import Database
 
 CHUNK = 256 * 1024
 """Bytes per stored chunk."""

@@ -12,9 +12,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlite_utils import Database
-
 from domain.models import DecisionKind, Outcome
+from storage.sqlite import Database
 
 
 def now() -> str:

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import json
 
-from sqlite_utils import Database
-
 from domain.models import Migration
 from storage.converters import migration_from_row
+from storage.sqlite import Database
 
 
 def report_migrations(db: Database) -> list[Migration]:

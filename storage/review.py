@@ -10,10 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlite_utils import Database
-
 from domain.models import AttemptSummary, MigrationSummary
 from storage.database import BUSY_TIMEOUT_S
+from storage.sqlite import Database
 
 ATTEMPT_CHOICES = 2000
 """At most this many attempts are offered in a form's attempt list."""

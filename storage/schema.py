@@ -41,7 +41,7 @@ class _Migrations:
         if attr.startswith("_"):
             raise AttributeError(attr)
         if self._real is None:
-            from sqlite_utils import Migrations
+            from storage.sqlite import Migrations
 
             self._real = Migrations(self.name)
             for func in self.functions:

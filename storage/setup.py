@@ -9,13 +9,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlite_utils import Database
-
 from domain.models import Attempt, Migration, Study
 from storage import queries, records
 from storage.converters import attempt_to_row, migration_to_row, study_to_row
 from storage.imports import replace_metric_points
 from storage.logs import store_log
+from storage.sqlite import Database
 
 
 def has_study(db: Database) -> bool:

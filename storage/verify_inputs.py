@@ -9,10 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlite_utils import Database
-
 from domain.models import Attempt, AttemptSource
 from storage.converters import attempt_from_row
+from storage.sqlite import Database
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,6 +52,28 @@ def test_every_headless_module_imports_without_textual_or_rich() -> None:
     assert done.stdout.strip() == "[]"
 
 
+def test_sqlite_utils_loads_only_through_storage_sqlite_and_brings_no_dataframes() -> None:
+    """sqlite-utils would import pandas and numpy at every start (storage/sqlite.py says why not)."""
+    for path in sources(*PRODUCTION):
+        if path == ROOT / "storage" / "sqlite.py":
+            continue
+        tree = ast.parse(path.read_text())
+        typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
+                       and ast.unparse(block.test) == "TYPE_CHECKING" for n in ast.walk(block)}
+        runtime = [node.lineno for node in ast.walk(tree) if id(node) not in typing_only and (
+            (isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "sqlite_utils")
+            or (isinstance(node, ast.Import) and any(a.name.split(".")[0] == "sqlite_utils" for a in node.names)))]
+        assert not runtime, (path, runtime)
+    code = ("import sys, screens.app, storage.database, workbench.verify, workbench.report\n"
+            "print(sorted({'numpy', 'pandas'} & set(sys.modules)))\n"
+            "import pandas, numpy  # and afterwards they import whole\n"
+            "print(pandas.DataFrame({'a': numpy.arange(3)}).shape)\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["[]", "(3, 1)"]
+
+
 def test_import_linter_contracts_hold() -> None:
     """The layers and forbidden contracts in pyproject.toml: a broken one names the import chain."""
     lint = shutil.which("lint-imports") or str(Path(sys.executable).parent / "lint-imports")

@@ -14,8 +14,6 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from sqlite_utils import Database
-
 from domain.errors import WorkbenchError
 from domain.imports import ImportReport
 from domain.models import (
@@ -37,6 +35,7 @@ from storage import artifacts, imports, queries, records
 from storage.converters import attempt_to_row, migration_to_row, study_to_row
 from storage.database import StudyDatabase
 from storage.logs import store_log
+from storage.sqlite import Database
 from workbench.repos import CommitResolver, materialise
 
 FORMAT = 1

@@ -16,10 +16,9 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlite_utils import Database
-
 from domain.errors import WorkbenchError
 from domain.models import LADDER, Attempt, Migration
+from storage.sqlite import Database
 from workbench.assist.client import Answer, Assistant, MalformedOutput, Request
 
 DIFF_MAX = 24_000

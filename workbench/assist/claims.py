@@ -14,9 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from sqlite_utils import Database
-
 from domain.models import LADDER, Attempt, Migration
+from storage.sqlite import Database
 from workbench.assist.client import Answer, Assistant, MalformedOutput, Request
 
 CLAIM_MAX = 12_000

@@ -17,9 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlite_utils import Database
-
 from domain.errors import WorkbenchError
+from storage.sqlite import Database
 from workbench.assist.prices import Price, cost, load_prices, price_for
 
 DEFAULT_MODEL = "claude-sonnet-5-5"

@@ -11,9 +11,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from sqlite_utils import Database
-
 from domain.judgements import AgreementReport, Statistic
+from storage.sqlite import Database
 from workbench.report.tables import Table, V, interval, n, num, pct, s
 
 

@@ -10,10 +10,9 @@ import json
 from collections import defaultdict
 from typing import Any
 
-from sqlite_utils import Database
-
 from domain.errors import WorkbenchError
 from domain.ladder import LEVELS, effective_outcome, highest_level, over_claim
+from storage.sqlite import Database
 from workbench.report.agreement import agreement_of, reviewers_of, scrubbed
 from workbench.report.final import ACCEPTED, RULES, WHY_NONE, final_run, is_smoke
 from workbench.report.model import (

@@ -7,10 +7,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from sqlite_utils import Database
-
 from domain.jobs import Job
 from domain.models import AttemptSource, AttemptStatus
+from storage.sqlite import Database
 
 
 def _series_from_log(path: Path) -> dict[str, dict[int, float]]:

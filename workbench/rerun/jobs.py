@@ -14,13 +14,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlite_utils import Database
-
 from domain.costs import parse_time
 from domain.errors import WorkbenchError
 from domain.jobs import QUEUED_GRACE_S, Job, JobSpec, JobState
 from domain.models import Attempt
 from storage.jobs import get_job, insert_job, list_jobs, migration_target, stored_result, update_job
+from storage.sqlite import Database
 
 if TYPE_CHECKING:
     from storage.database import StudyDatabase

@@ -15,9 +15,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from sqlite_utils import Database
-
 from domain.jobs import ENV_FIX, JobEnvironmentError, JobSpec, missing_module_line
+from storage.sqlite import Database
 
 IMPORT_TIMEOUT_S = 300.0
 TAIL_BYTES = 16 << 10

@@ -21,11 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlite_utils import Database
-
 from domain.errors import WorkbenchError
 from domain.jobs import ENV_FIX, Job, JobEnvironmentError, JobState
 from storage.jobs import get_job, run_source, update_job
+from storage.sqlite import Database
 from workbench.rerun import preflight
 
 if TYPE_CHECKING:

@@ -16,11 +16,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sqlite_utils import Database
-
 from domain.models import Attempt, Migration, Study
 from storage import verify_inputs
 from storage.logs import log_chunks
+from storage.sqlite import Database
 
 if TYPE_CHECKING:
     from workbench.verify.ladder import Judgement

@@ -15,9 +15,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from sqlite_utils import Database
-
 from domain.models import Attempt, Migration, Study
+from storage.sqlite import Database
 
 POOL_MIN = 24
 """Fewer attempts than this are judged in-process."""

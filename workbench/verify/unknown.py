@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlite_utils import Database
-
 from domain.models import Attempt, AttemptSource, Outcome
+from storage.sqlite import Database
 
 
 def unknown_at_level3(db: Database, attempts: list[Attempt]) -> list[Attempt]:
