@@ -148,7 +148,8 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
         self.call_after_refresh(self._focus_pane)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="attempt")
-    def load_facts(self, path: Path, attempt_id: int, repo: str, commit: str) -> None:
+    def load_facts(self, path: Path, attempt_id: int, repo: str, commit: str, subject: str | None = None) -> None:
+        """The attempt as this reviewer may see it now; the commit's subject from git unless known."""
         from workbench.blind import attempt_seen_by
         from workbench.diffs import commit_subject
 
@@ -160,8 +161,7 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
         if view is None:
             self.post_message(LoadFailed(f"attempt {attempt_id} is no longer in the study"))
             return
-        subject = commit_subject(repo, commit)
-        self.post_message(AttemptFacts(attempt_id, view, subject))
+        self.post_message(AttemptFacts(attempt_id, view, commit_subject(repo, commit) if subject is None else subject))
 
     @property
     def hidden(self) -> bool:
@@ -194,9 +194,10 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
                                                 style="dim"), disabled=True))
 
     def study_changed(self) -> None:
-        """Another reviewer or process wrote: read again (blind mode may have changed)."""
+        """Another reviewer or process wrote: read again (blind mode may have changed), without
+        asking git for the subject again."""
         self.load_facts(self.app.db_path, self.summary.attempt.id, self.migration.repo,
-                        self.summary.attempt.commit)
+                        self.summary.attempt.commit, self.facts.subject if self.facts else None)
 
     def action_brief(self) -> None:
         from screens.brief import BriefScreen

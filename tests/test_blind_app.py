@@ -360,3 +360,19 @@ def test_agreement_from_the_cli_lists_no_disagreement_to_a_blind_reviewer(blind:
         study.close()
     opened = json.loads(workbench("agreement", str(blind), "--json").stdout)["disagreements"]
     assert [(d["seq"], d["level"]) for d in opened] == [(SEQ, 2)]
+
+
+async def test_blind_mode_turned_on_by_another_process_hides_an_open_attempt(blind: Path) -> None:
+    import asyncio
+
+    assert workbench("blind", str(blind), "off", reviewer="lead").returncode == 0
+    app = WorkbenchApp(blind)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_attempt(pilot)
+        assert not screen.hidden and "expects L4" in everything(app)
+        result = await asyncio.to_thread(workbench, "blind", str(blind), "on", reviewer="lead")
+        assert result.returncode == 0, result.stderr
+        await until(pilot, lambda: screen.hidden, timeout=10.0)
+        await settle(pilot)
+        text = everything(app)
+        assert "hidden until you judge (J)" in text and "expects L4" not in text and "data-parallel" not in text
