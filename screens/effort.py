@@ -27,11 +27,14 @@ from workbench import config
 
 
 def _form_data(db, migration_id: int) -> dict[str, Any]:
+    """The intervention form's choices. While the reviewer judges one of the migration's attempts
+    blind, earlier interventions (their notes) are not offered for correction."""
     attempts = [(a.id, a.label) for a in review.attempt_choices(db, migration_id)]
+    hidden = migration_id in queries.hidden_migrations(db, config.reviewer())
     return {
         "kinds": effort.intervention_kinds(queries.study_intervention_kinds(db)),
         "attempts": attempts,
-        "history": queries.interventions(db, migration_id),
+        "history": [] if hidden else queries.interventions(db, migration_id),
         "corrected": queries.corrected_ids(db, migration_id),
     }
 

@@ -25,7 +25,7 @@ from screens.app import WorkbenchApp
 from screens.attempt import AttemptScreen
 from screens.compare import CompareScreen
 from screens.export import ExportScreen
-from screens.forms import JudgementForm, OverrideForm
+from screens.forms import InterventionForm, JudgementForm, OverrideForm
 from screens.migration import AttemptTable
 from storage import queries
 from storage.database import open_study
@@ -318,6 +318,12 @@ async def test_counts_notes_and_the_ledger_of_a_migration_being_judged_blind_are
         await pilot.press("escape")
         await settle(pilot)
         assert app.screen is migration
+        await pilot.press("i")  # a new intervention, yes; the earlier ones' notes, to correct, no
+        await until(pilot, lambda: isinstance(app.screen, InterventionForm))
+        await settle(pilot)
+        assert app.screen.history == [] and "mismatch" not in screen_text(app)
+        await pilot.press("escape")
+        await settle(pilot)
 
     for seq in (1, 2, 3, 4):  # ana judges the whole migration: its counts, panel and ledger open
         result = workbench("judge", str(blind), SLUG, str(seq), "--levels", "pass,fail,unknown,unknown,unknown")
