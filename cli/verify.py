@@ -73,16 +73,21 @@ def verify(db: Path, slug: str | None, seq: int | None, assignments: tuple[str, 
         hidden = hidden_attempts(sdb, config.reviewer(), [o.attempt.id for o in report.outcomes])
         if hidden:
             click.echo(f"{len(hidden)} of them not listed: you judge them blind (docs/judgements.md)", err=True)
-        rows = [_row(sdb, outcome) for outcome in report.outcomes
-                if (outcome.changed or not changed) and outcome.attempt.id not in hidden]
+        out: list[Any] = []  # each row turned into what is printed at once: 150,000 rows hold no verdicts
+        said: list[str] = []
+        for outcome in report.outcomes:
+            if (outcome.changed or not changed) and outcome.attempt.id not in hidden:
+                row = _row(sdb, outcome)
+                out.append(_json_row(*row) if as_json else _cells(*row))
+                said += _reasons(*row) if reasons and not as_json else []
         if rerun_unknown:
             _rerun_unknown(study, [o.attempt for o in report.outcomes], backend or "local", chips, host, yes)
     if as_json:
-        echo_json([_json_row(*row) for row in rows])
+        echo_json(out)
         return
-    click.echo(_table(rows))
-    if reasons:
-        _print_reasons(rows)
+    click.echo(format_table(COLUMNS, out))
+    for line in said:
+        click.echo(line)
 
 
 @contextmanager
@@ -178,34 +183,32 @@ def _json_row(slug_of: str, a: Any, v: Any, verdicts: Any, failure: Any, changed
     }
 
 
-def _table(rows: list[tuple[Any, ...]]) -> str:
-    return format_table(
-        ["migration", "seq", "L1-5", "level", "expected", "cause", "silent", "over-claim", "time", "cost", "new"],
-        [
-            [
-                slug_of,
-                a.seq,
-                "".join(_MARK[d.effective.value] for d in verdicts),
-                v.highest_level,
-                a.expected_level or "",
-                v.cause.value if v.cause else "",
-                "yes" if v.silent else "",
-                "" if v.over_claim is None else ("yes" if v.over_claim else "no"),
-                "" if v.time_ratio is None else f"x{v.time_ratio:.2f}",
-                "" if v.cost_ratio is None else f"x{v.cost_ratio:.2f}",
-                "yes" if changed else "",
-            ]
-            for slug_of, a, v, verdicts, failure, changed in rows
-        ],
-    )
+COLUMNS = ["migration", "seq", "L1-5", "level", "expected", "cause", "silent", "over-claim", "time", "cost", "new"]
 
 
-def _print_reasons(rows: list[tuple[Any, ...]]) -> None:
-    for slug_of, a, v, verdicts, failure, _ in rows:
-        click.echo(f"\n{slug_of} #{a.seq}")
-        for d in verdicts:
-            click.echo(clean(f"  L{d.level} {d.effective.value}: {d.reason}"))
-            for e in d.evidence[:4]:
-                click.echo(clean(f"      {e.kind} {e.ref}: {e.text}"))
-        if failure is not None:
-            click.echo(clean(f"  cause {failure.cause.value}{' (silent)' if failure.silent else ''}: {failure.note}"))
+def _cells(slug_of: str, a: Any, v: Any, verdicts: Any, failure: Any, changed: bool) -> list[Any]:
+    """One row of the table, as printed."""
+    return [
+        slug_of,
+        a.seq,
+        "".join(_MARK[d.effective.value] for d in verdicts),
+        v.highest_level,
+        a.expected_level or "",
+        v.cause.value if v.cause else "",
+        "yes" if v.silent else "",
+        "" if v.over_claim is None else ("yes" if v.over_claim else "no"),
+        "" if v.time_ratio is None else f"x{v.time_ratio:.2f}",
+        "" if v.cost_ratio is None else f"x{v.cost_ratio:.2f}",
+        "yes" if changed else "",
+    ]
+
+
+def _reasons(slug_of: str, a: Any, v: Any, verdicts: Any, failure: Any, changed: bool) -> list[str]:
+    """`--reasons`: each level's reason and first evidence, and the cause, under the table."""
+    out = [f"\n{slug_of} #{a.seq}"]
+    for d in verdicts:
+        out.append(clean(f"  L{d.level} {d.effective.value}: {d.reason}"))
+        out += [clean(f"      {e.kind} {e.ref}: {e.text}") for e in d.evidence[:4]]
+    if failure is not None:
+        out.append(clean(f"  cause {failure.cause.value}{' (silent)' if failure.silent else ''}: {failure.note}"))
+    return out

@@ -7,11 +7,11 @@ import dataclasses
 import threading
 from pathlib import Path
 
-from storage import queries, records
+from storage import queries, records, verify_inputs
 from storage.database import open_study
 from workbench.bundle import import_bundle
 from workbench.config import DEMO_BUNDLE
-from workbench.verify import VERIFIER, VERSION, verify_study
+from workbench.verify import VERIFIER, VERSION, batch, verify_study
 
 
 def _study(path: Path):
@@ -56,16 +56,26 @@ def test_the_pool_gives_the_serial_verdicts(tmp_path: Path):
     pooled.close()
 
 
+def _task_inputs(db, migration_id: int) -> tuple:
+    """What a migration's verify task carries: the migration, study, settings and reference."""
+    from workbench.verify.settings import merge
+
+    return (queries.migration_by_id(db, migration_id), queries.get_study(db),
+            merge(queries.verify_settings(db, migration_id)), verify_inputs.reference_attempt(db, migration_id))
+
+
 def test_one_attempt_failing_leaves_the_rest_of_its_batch(tmp_path: Path):
     study = _study(tmp_path / "s.db")
     db = study.db
     report = verify_study(db, "ana", force=True)
     good, bad = report.outcomes[0], report.outcomes[1]
-    broken = dataclasses.replace(bad.judgement, levels=[*bad.judgement.levels[:2], None])  # fails mid-write
+    judged = dict(batch.judge_task(db, batch.tasks_of(*_task_inputs(db, good.attempt.migration_id),
+                                                      [good.attempt, bad.attempt])[0], {}))
+    broken = dataclasses.replace(judged[bad.attempt.id], levels=[*judged[bad.attempt.id].levels[:2], None])  # fails mid-write
     before = db.execute("SELECT count(*) FROM verification").fetchone()[0]
     item = {"reference_attempt_id": None, "verifier": VERIFIER, "verifier_version": VERSION,
             "inputs_hash": "x", "inputs": {}, "settings": {}, "reviewer": "ana"}
-    ids = records.record_verifications(db, [{**item, "attempt_id": good.attempt.id, "judgement": good.judgement},
+    ids = records.record_verifications(db, [{**item, "attempt_id": good.attempt.id, "judgement": judged[good.attempt.id]},
                                             {**item, "attempt_id": bad.attempt.id, "judgement": broken}])
     assert isinstance(ids[0], int) and isinstance(ids[1], Exception)
     assert db.execute("SELECT count(*) FROM verification").fetchone()[0] == before + 1

@@ -14,15 +14,12 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from domain.models import Attempt, Migration, Study
 from storage import verify_inputs
 from storage.logs import log_chunks
 from storage.sqlite import Database
-
-if TYPE_CHECKING:
-    from workbench.verify.ladder import Judgement
 
 VERIFIER = "workbench.ladder"
 VERSION = "1.3.2"
@@ -35,12 +32,12 @@ can cite the log line of a metric point; larger ones are scanned for errors and 
 
 @dataclass
 class AttemptResult:
-    """What verifying one attempt did."""
+    """What verifying one attempt did (its verdicts are in the study: a report of 150,000
+    attempts holds no judgements)."""
 
     attempt: Attempt
     verification_id: int
     changed: bool
-    judgement: Judgement | None = None
 
 
 @dataclass
@@ -266,13 +263,15 @@ def verify_migrations(db: Database, migrations: list[Migration], study: Study, r
                                                           [a for a, _, _ in p.todo.values()])]
     total, done = sum(len(p.todo) for _, p in plans), 0
     todo = {aid: (p, item) for _, p in plans for aid, item in p.todo.items()}
-    written: dict[int, tuple[int | Exception, Any]] = {}
+    for _, p in plans:
+        p.todo.clear()  # `todo` holds them now, each until its verdicts are written
+    written: dict[int, int | Exception] = {}
     if progress:
         progress(0, total)
     path = verify_inputs.database_file(db)
     for task, judged in batch.judge_all(db, tasks, workers, path, batch.POOL_MIN if pool_min is None else pool_min):
-        ids = _write(db, reviewer, [(todo[aid], judgement) for aid, judgement in judged])
-        written.update({aid: (vid, j) for (aid, j), vid in zip(judged, ids)})
+        ids = _write(db, reviewer, [(todo.pop(aid), judgement) for aid, judgement in judged])
+        written.update({aid: vid for (aid, _), vid in zip(judged, ids)})
         done += len(judged)
         if progress:
             progress(done, total)
@@ -280,11 +279,11 @@ def verify_migrations(db: Database, migrations: list[Migration], study: Study, r
     for _, plan in plans:
         for outcome in plan.outcomes:
             if outcome.changed:
-                vid, judgement = written[outcome.attempt.id]
+                vid = written[outcome.attempt.id]
                 if isinstance(vid, Exception):
                     report.errors.append((outcome.attempt, f"{type(vid).__name__}: {vid}"))
                     continue
-                outcome = AttemptResult(outcome.attempt, vid, True, judgement)
+                outcome = AttemptResult(outcome.attempt, vid, True)
             report.outcomes.append(outcome)
     if report.errors:  # the other attempts' verdicts are written; these are named, not lost
         from domain.errors import WorkbenchError

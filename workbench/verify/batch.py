@@ -43,20 +43,25 @@ def default_workers() -> int:
 
 
 def judge_task(db: Database, task: Task, cache: dict[Any, Any]) -> list[tuple[int, Any]]:
-    """(attempt id, Judgement) for each attempt of the task; the reference run is loaded once per
-    migration and kept in `cache`, with the checkpoints already read."""
+    """(attempt id, Judgement) for each attempt of the task. The reference run is loaded once per
+    migration and kept in `cache` with the checkpoints already read, for the current migration
+    only: tasks come in migration order, and a study of 1,500 migrations would otherwise keep
+    1,500 reference runs in every worker."""
     from workbench.verify import compare_checkpoints, load_run
     from workbench.verify.ladder import judge
 
     key = ("reference", task.migration.id, task.reference.id if task.reference else None)
-    if key not in cache:
-        cache[key] = load_run(db, task.reference, task.settings, cite=False) if task.reference else None
-    loaded = cache.setdefault("checkpoints", {})
+    if cache.get("key") != key:
+        cache.clear()
+        cache["key"] = key
+        cache["reference"] = load_run(db, task.reference, task.settings, cite=False) if task.reference else None
+        cache["checkpoints"] = {}
     out = []
     for attempt in task.attempts:
         run = load_run(db, attempt, task.settings)
-        out.append((attempt.id, judge(run, cache[key], task.migration, task.study, task.settings,
-                                      compare_checkpoints(db, attempt, task.reference, task.settings, loaded))))
+        out.append((attempt.id, judge(run, cache["reference"], task.migration, task.study, task.settings,
+                                      compare_checkpoints(db, attempt, task.reference, task.settings,
+                                                          cache["checkpoints"]))))
     return out
 
 
@@ -94,9 +99,9 @@ def judge_all(db: Database, tasks: list[Task], workers: int, path: str | None,
         futures = {pool.submit(_in_worker, path, task): task for task in tasks}
         try:
             for future in as_completed(futures):
-                yield futures[future], future.result()
+                yield futures.pop(future), future.result()  # popped: a done task's judgements go once written
         except BaseException:  # a failed task or write: the tasks not started yet are dropped
-            for future in futures:
+            for future in list(futures):
                 future.cancel()
             raise
 
