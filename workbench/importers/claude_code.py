@@ -921,10 +921,11 @@ class ClaudeCodeImporter:
                 key = {"migration_id": self.migration.id, "external_id": pending.tool_use_id}
                 del row["migration_id"]
                 attempt_id, what = records.upsert_by_key(self.db, "attempt", key, row, self.reviewer, keep=("seq",))
+                fresh = what == "insert"
                 changed = imports.replace_attempt_rows(self.db, attempt_id, "attempt_edit",
-                                                       _edit_rows(pending.edits), self.reviewer)
+                                                       _edit_rows(pending.edits), self.reviewer, fresh=fresh)
                 changed |= imports.replace_attempt_rows(self.db, attempt_id, "attempt_tool_call",
-                                                        _call_rows(pending.calls), self.reviewer)
+                                                        _call_rows(pending.calls), self.reviewer, fresh=fresh)
                 if changed and what == "same":
                     what = "update"
         except Exception as exc:  # noqa: BLE001 - one attempt's failure never stops the import
