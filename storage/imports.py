@@ -37,23 +37,32 @@ def replace_metric_points(db: Database, attempt_id: int, points: list[tuple[str,
 
 
 def replace_attempt_rows(db: Database, attempt_id: int, table: str, rows: list[dict[str, Any]],
-                         reviewer: str) -> bool:
-    """Make the attempt's rows of `table` exactly `rows` (all with the same keys); True if it changed."""
+                         reviewer: str, *, fresh: bool = False) -> bool:
+    """Make the attempt's rows of `table` exactly `rows` (all with the same keys); True if it changed.
+
+    `fresh`: the attempt row was inserted in this transaction, so it has no rows to compare or
+    delete (two statements fewer per table on a first import)."""
     if table not in ATTEMPT_CHILDREN:
         raise ValueError(f"{table!r} is not an attempt child table")
     columns = list(rows[0]) if rows else []
-    current = [
-        {k: r[k] for k in columns}
-        for r in db.query(f"SELECT * FROM {table} WHERE attempt_id = ? ORDER BY ord", [attempt_id])
-    ]
-    if rows == current or (not rows and not current):
+    values = [tuple(row.values()) for row in rows]
+    names = ", ".join(columns)
+    if fresh:
+        if not rows:
+            return False
+    elif rows:
+        current = db.conn.execute(f"SELECT {names} FROM {table} WHERE attempt_id = ? ORDER BY ord",
+                                  [attempt_id]).fetchall()
+        if current == values:
+            return False
+    elif db.conn.execute(f"SELECT 1 FROM {table} WHERE attempt_id = ? LIMIT 1", [attempt_id]).fetchone() is None:
         return False
-    db.execute(f"DELETE FROM {table} WHERE attempt_id = ?", [attempt_id])
+    if not fresh:
+        db.conn.execute(f"DELETE FROM {table} WHERE attempt_id = ?", [attempt_id])
     if rows:
-        names = ", ".join(columns)
         marks = ", ".join("?" * len(columns))
         db.conn.executemany(f"INSERT INTO {table} ({names}, attempt_id) VALUES ({marks}, ?)",
-                            [(*row.values(), attempt_id) for row in rows])
+                            [(*row, attempt_id) for row in values])
     records.audit(db, reviewer, "replace", table, attempt_id, {"rows": len(rows)})
     return True
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -68,6 +68,8 @@ BATCH_SECONDS = 0.5
 """A group of written attempts is committed when it reaches any of these (and at the end)."""
 WORKLOAD_CACHE = 4096
 """Distinct Bash commands whose workload verdict is kept; past that the cache starts over."""
+
+T = TypeVar("T")
 
 _EXIT = re.compile(r"^(?:Error: )?Exit code (-?\d+)")
 _BACKGROUND = re.compile(r"running in background with ID: (\w+)")
@@ -512,7 +514,7 @@ class SessionImporter:
             if self.owner.is_workload(command):
                 self._start_attempt(call_id, command, cwd, stamp, thread, report)
                 return
-            report.other_bash[first_program(command)] += 1
+            report.other_bash[self.owner.program_of(command)] += 1
             written = bash_writes(command)
             if written:
                 pending = [
@@ -778,6 +780,8 @@ class ClaudeCodeImporter:
         self._batch_bytes = 0
         self._batch_started = 0.0
         self._workload: dict[str, bool] = {}
+        self._programs: dict[str, str] = {}
+        self._parts: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {}
         self.linker = None
         if repo is not None:
             from workbench.importers.gitlink import GitLinker
@@ -842,12 +846,16 @@ class ClaudeCodeImporter:
     def is_workload(self, command: str) -> bool:
         """The workload rule's verdict, once per distinct command: agents re-run the same few
         commands, and the default rule tokenizes with shlex (a tenth of the import's time)."""
-        known = self._workload.get(command)
-        if known is None:
-            if len(self._workload) >= WORKLOAD_CACHE:
-                self._workload.clear()
-            known = self._workload[command] = self.rule.matches(command)
-        return known
+        return _once(self._workload, command, self.rule.matches)
+
+    def program_of(self, command: str) -> str:
+        """`first_program`, once per distinct command (shlex again)."""
+        return _once(self._programs, command, first_program)
+
+    def parts_of(self, command: str) -> tuple[tuple[str, ...], dict[str, str]]:
+        """`command_parts`, once per distinct command; the environment is the caller's own copy."""
+        argv, env = _once(self._parts, command, command_parts)
+        return argv, dict(env)
 
     def seq_for(self, tool_use_id: str) -> int:
         known = imports.seq_of(self.db, self.migration.id, tool_use_id)
@@ -877,7 +885,7 @@ class ClaudeCodeImporter:
         claim = redact("\n\n".join(pending.claim))
         if pending.claim_chars > CLAIM_MAX:
             claim = _cut(claim, CLAIM_MAX)
-        argv, env = command_parts(pending.command)
+        argv, env = self.parts_of(pending.command)
         attempt = Attempt(
             id=0,
             migration_id=self.migration.id,
@@ -913,10 +921,11 @@ class ClaudeCodeImporter:
                 key = {"migration_id": self.migration.id, "external_id": pending.tool_use_id}
                 del row["migration_id"]
                 attempt_id, what = records.upsert_by_key(self.db, "attempt", key, row, self.reviewer, keep=("seq",))
+                fresh = what == "insert"
                 changed = imports.replace_attempt_rows(self.db, attempt_id, "attempt_edit",
-                                                       _edit_rows(pending.edits), self.reviewer)
+                                                       _edit_rows(pending.edits), self.reviewer, fresh=fresh)
                 changed |= imports.replace_attempt_rows(self.db, attempt_id, "attempt_tool_call",
-                                                        _call_rows(pending.calls), self.reviewer)
+                                                        _call_rows(pending.calls), self.reviewer, fresh=fresh)
                 if changed and what == "same":
                     what = "update"
         except Exception as exc:  # noqa: BLE001 - one attempt's failure never stops the import
@@ -939,6 +948,16 @@ class ClaudeCodeImporter:
             if (len(self._batch) >= BATCH_ATTEMPTS or self._batch_bytes >= BATCH_BYTES
                     or time.monotonic() - self._batch_started >= BATCH_SECONDS):
                 self._commit()
+
+
+def _once(cache: dict[str, T], command: str, read: Callable[[str], T]) -> T:
+    """`read(command)`, kept in `cache`; past WORKLOAD_CACHE commands the cache starts over."""
+    if command in cache:
+        return cache[command]
+    if len(cache) >= WORKLOAD_CACHE:
+        cache.clear()
+    value = cache[command] = read(command)
+    return value
 
 
 def _edit_rows(edits: list[Edit]) -> list[dict[str, Any]]:

@@ -233,12 +233,19 @@ _SENTENCE = re.compile(r"(?<=[.!?\n])\s+")
 
 
 def expected_level(claim: str) -> int | None:
-    """The highest ladder level a non-negated sentence of the claim states; None if none does."""
+    """The highest ladder level a non-negated sentence of the claim states; None if none does.
+
+    What a pattern finds in a sentence it finds in the whole claim (sentences are cut at
+    whitespace, so word boundaries stay), so only the patterns the claim matches are tried, on
+    each distinct sentence once: agents repeat sentences and the level is a maximum."""
+    rules = [(level, pattern) for level, pattern in LEVEL_RULES if pattern.search(claim)]
+    if not rules:
+        return None
     best: int | None = None
-    for sentence in _SENTENCE.split(claim):
+    for sentence in dict.fromkeys(_SENTENCE.split(claim)):
         if not sentence.strip() or NEGATION.search(sentence):
             continue
-        for level, pattern in LEVEL_RULES:
+        for level, pattern in rules:
             if best is not None and level <= best:
                 break
             if pattern.search(sentence):
