@@ -205,6 +205,7 @@ async def test_the_compare_screen_hides_the_blinded_side(blind: Path) -> None:
 
 
 async def test_export_is_refused_while_blind_then_written(blind: Path, tmp_path: Path) -> None:
+    """Refused while ana judges blind; written once the lead turns blind mode off elsewhere."""
     out = tmp_path / "report.md"
     app = WorkbenchApp(blind)
     async with app.run_test(size=(100, 30)) as pilot:
@@ -218,17 +219,7 @@ async def test_export_is_refused_while_blind_then_written(blind: Path, tmp_path:
         assert not out.exists()
         status = shown(app.screen.query_one("#export-status").content)
         assert "6 attempts are still hidden" in " ".join(status.split())
-    study = open_study(blind)
-    try:
-        set_study_blind(study.db, False, "lead")
-    finally:
-        study.close()
-    app = WorkbenchApp(blind)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
-        app.push_screen(ExportScreen(blind))
-        await settle(pilot)
-        app.screen.query_one("#export-path", Input).value = str(out)
+        assert workbench("blind", str(blind), "off", reviewer="lead").returncode == 0
         await pilot.click("#export-run")
         await until(pilot, lambda: out.exists())
         assert "| Attempts below the agent's expected level (over-claims) | 4 |" in out.read_text()
