@@ -167,7 +167,7 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
     def hidden(self) -> bool:
         """Judged blind and not yet by this reviewer (or not read yet): verdicts, claim and cause
         stay hidden."""
-        return self.summary.hidden or self.facts is None or self.facts.view.summary.hidden
+        return self.facts is None or self.summary.hidden
 
     def on_attempt_facts(self, message: AttemptFacts) -> None:
         if message.attempt_id != self.summary.attempt.id or message == self.facts:
@@ -218,12 +218,10 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
                                            attempt_label=f"{self.migration.slug} #{a.seq}"), self._judged)
 
     def _judged(self, new_id: int | None) -> None:
-        """Saved: every screen reads its rows again; this one now reveals what was hidden, beside
-        the judgement."""
+        """Saved: every screen reads its rows again (this one through `study_changed`), and this
+        one now reveals what was hidden, beside the judgement."""
         if new_id is not None:
             self.app.effort.study_changed()
-            self.load_facts(self.app.db_path, self.summary.attempt.id, self.migration.repo,
-                            self.summary.attempt.commit)
 
     # --- panes ------------------------------------------------------------------------------------
     @property
