@@ -30,7 +30,7 @@ def hidden_attempts(db: Reader, reviewer: str, attempt_ids: list[int]) -> set[in
 
 
 def as_seen_by(db: Reader, reviewer: str, summaries: list[AttemptSummary]) -> list[AttemptSummary]:
-    """The rows as `reviewer` may see them: those they are blind to blinded (domain.judgements).
+    """The rows as `reviewer` may see them: those they are blind to blinded (domain.blind).
     Reference runs are never blinded: they are the yardstick, never judged. Every screen and
     command that lists or shows attempts reads its rows through this."""
     judged = [s.attempt.id for s in summaries if s.attempt.source is not AttemptSource.REFERENCE]
