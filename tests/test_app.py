@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from conftest import BundleBuilder, make_repo
 from textual.widgets import DataTable
+from textual.worker import WorkerCancelled
 
 from screens.app import WorkbenchApp
 from screens.help import HelpScreen
@@ -42,10 +43,20 @@ def widget_text(app: WorkbenchApp, selector: str) -> str:
     return app.screen.query_one(selector).render().plain
 
 
+async def workers_done(app: WorkbenchApp) -> None:
+    """Every worker running now has finished. One that its exclusive successor cancelled meanwhile
+    (the effort watch's poll, a reload) is done too, not a failure; a worker that raised still fails."""
+    for worker in list(app.workers):
+        try:
+            await worker.wait()
+        except WorkerCancelled:
+            pass
+
+
 async def settle(pilot) -> None:
-    await pilot.app.workers.wait_for_complete()
+    await workers_done(pilot.app)
     await pilot.pause()
-    await pilot.app.workers.wait_for_complete()
+    await workers_done(pilot.app)
     await pilot.pause()
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_app import screen_text, settle
+from test_app import screen_text, settle, workers_done
 
 from screens.app import WorkbenchApp
 from screens.migration import MigrationScreen
@@ -65,7 +65,7 @@ async def test_verify_from_the_study_migration_and_attempt_screens(demo_db: Path
         assert "V Verify" in screen_text(app)
         await pilot.press("V")
         assert isinstance(app.verifying, VerifyProgress)  # the progress dialog was shown
-        await app.workers.wait_for_complete()
+        await workers_done(app)
         await settle(pilot)
         assert not isinstance(app.screen, VerifyProgress)  # done: the dialog went
         assert app.verifying is not None and app.verifying.progress == (6, 6, "done")
@@ -78,7 +78,7 @@ async def test_verify_from_the_study_migration_and_attempt_screens(demo_db: Path
         assert isinstance(app.screen, AttemptScreen)
         await pilot.press("V")
         await pilot.pause()
-        await app.workers.wait_for_complete()
+        await workers_done(app)
         await settle(pilot)
         assert isinstance(app.screen, AttemptScreen)
         toasts = [n.message for n in app._notifications]
@@ -97,9 +97,9 @@ async def test_verify_on_the_migration_screen_fills_the_ladder(unverified: Path)
         header = app.screen.query_one("#migration-header")
         assert "4 unverified" in str(header.render())
         await pilot.press("V")
-        await app.workers.wait_for_complete()
+        await workers_done(app)
         await settle(pilot)
-        await app.workers.wait_for_complete()
+        await workers_done(app)
         await settle(pilot)
         assert isinstance(app.screen, MigrationScreen)
         assert "0 unverified" in str(header.render()) and "failed 4/4" in str(header.render())
@@ -190,7 +190,7 @@ async def fill(pilot, values: dict[str, str]) -> None:
     for selector, value in values.items():
         pilot.app.screen.query_one(selector, Input).value = value
     await pilot.press("ctrl+s")
-    await pilot.app.workers.wait_for_complete()
+    await workers_done(pilot.app)
     await settle(pilot)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from test_app import workers_done
 from test_report import build_study
 from textual.widgets import Input, Select
 
@@ -28,7 +29,7 @@ async def test_e_opens_the_export_screen_and_writes_the_report(tmp_path: Path) -
         out = tmp_path / "out.json"
         path_input.value = str(out)
         await pilot.click("#export-run")
-        await app.workers.wait_for_complete()
+        await workers_done(app)
         await pilot.pause()
         assert out.exists()
         assert json.loads(out.read_text())["totals"]["failed"]["n"] == 4
