@@ -105,9 +105,9 @@ class MigrationScreen(EffortActions, FilteredList):
         attempt screens this screen opens (kept current as pages load)."""
         self.open_attempt = open_attempt
         self.ladder: review.LadderCounts | None = None
+        """The header's attempts per highest level, once read."""
         self.ladder_hidden = False
         """This reviewer judges one of the attempts blind: no counts in the header."""
-        """The header's attempts per highest level, once read."""
         self.filter = review.ListFilter()
         """The `/` filter the table shows (kept while attempts are opened and closed)."""
         self.fresh: set[str] = set()

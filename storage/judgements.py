@@ -146,7 +146,7 @@ def queue_counts(db: Database, reviewer: str) -> tuple[int, int]:
 def hidden_count(db: Database, reviewer: str) -> int:
     """How many attempts `reviewer` is blind to (`hidden_of`, over every agent attempt and re-run
     in one pass): while any is, study-wide lists that name attempts' verdicts stay closed to them."""
-    row = db.execute(f"SELECT count(*) FROM attempt a WHERE a.source != 'reference' AND {hidden_of('a.id')}",
+    row = db.execute(f"SELECT count(*) FROM attempt a WHERE {hidden_of('a.id')}",
                      {"r": reviewer}).fetchone()
     return int(row[0])
 

@@ -114,12 +114,9 @@ def _where(f: ListFilter) -> tuple[str, dict[str, Any]]:
 def _blind(blind_to: str | None) -> str:
     """SQL true for an entry `e` reviewer :r may see: none of a migration holding an attempt they
     judge blind (its notes, overrides and decisions would tell that attempt's verdicts)."""
-    from storage.queries import hidden_of
+    from storage.queries import migration_hidden_of
 
-    if blind_to is None:
-        return "1"
-    return (f"NOT EXISTS (SELECT 1 FROM attempt h WHERE h.migration_id = e.migration_id"
-            f" AND h.source != 'reference' AND {hidden_of('h.id')})")
+    return "1" if blind_to is None else f"NOT {migration_hidden_of('e.migration_id')}"
 
 
 def ledger_page(db: Database, migration_id: int | None, f: ListFilter = NO_FILTER, *,

@@ -155,11 +155,19 @@ attempt_stat AS (
 
 def hidden_of(a: str, r: str = ":r") -> str:
     """SQL true while reviewer `r` must not see attempt id `a`'s claim, expected level, verdicts,
-    causes and others' judgements (docs/judgements.md): blind (the study's mode, or a blind
-    assignment of it to them) and not yet judged by them. The one rule."""
-    return (f"(COALESCE((SELECT blind FROM blind_mode ORDER BY id DESC LIMIT 1), 0)"
+    causes and others' judgements (docs/judgements.md): not a reference run (the yardstick, never
+    judged), blind (the study's mode, or a blind assignment of it to them) and not yet judged by
+    them. The one rule."""
+    return (f"((SELECT x.source FROM attempt x WHERE x.id = {a}) != 'reference'"
+            f" AND (COALESCE((SELECT blind FROM blind_mode ORDER BY id DESC LIMIT 1), 0)"
             f" OR EXISTS (SELECT 1 FROM assignment s WHERE s.attempt_id = {a} AND s.reviewer = {r} AND s.blind))"
-            f" AND NOT EXISTS (SELECT 1 FROM judgement j WHERE j.attempt_id = {a} AND j.reviewer = {r})")
+            f" AND NOT EXISTS (SELECT 1 FROM judgement j WHERE j.attempt_id = {a} AND j.reviewer = {r}))")
+
+
+def migration_hidden_of(m: str, r: str = ":r") -> str:
+    """SQL true while migration id `m` holds an attempt reviewer `r` is blind to (`hidden_of`):
+    its verdict counts, notes and records would tell what the attempt screen hides."""
+    return f"EXISTS (SELECT 1 FROM attempt h WHERE h.migration_id = {m} AND {hidden_of('h.id', r)})"
 
 
 def hidden_attempts(db: Reader, reviewer: str, attempt_ids: list[int]) -> set[int]:
@@ -172,8 +180,7 @@ def hidden_attempts(db: Reader, reviewer: str, attempt_ids: list[int]) -> set[in
 def hidden_migrations(db: Reader, reviewer: str) -> set[int]:
     """The migrations holding an attempt `reviewer` is blind to (`hidden_of`): their verdict
     counts would tell what the attempt screen hides."""
-    rows = db.execute(f"SELECT DISTINCT a.migration_id FROM attempt a WHERE a.source != 'reference'"
-                      f" AND {hidden_of('a.id')}", {"r": reviewer})
+    rows = db.execute(f"SELECT m.id FROM migration m WHERE {migration_hidden_of('m.id')}", {"r": reviewer})
     return {row[0] for row in rows}
 
 

@@ -261,13 +261,12 @@ def filtered_migrations(db: Database, f: ListFilter, *, after: str | None, limit
     """The migrations that meet `f`, by slug, a keyset page at a time, summed up as the
     unfiltered list shows them. A filter on verdicts leaves out those holding an attempt reviewer
     `blind_to` judges blind (whether one matched would tell that attempt's verdicts)."""
-    from storage.queries import EFFECTIVE_VERDICTS, hidden_of, migration_summaries
+    from storage.queries import EFFECTIVE_VERDICTS, migration_hidden_of, migration_summaries
 
     parts = [_text_term(w, ["m.slug", "m.title"]) for w in f.words]
     parts += [_migration_term(k, v) for k, v in f.terms]
     if blind_to is not None and any(k != "status" for k, _ in f.terms):
-        parts.append((f"NOT EXISTS (SELECT 1 FROM attempt a WHERE a.migration_id = m.id AND a.source != 'reference'"
-                      f" AND {hidden_of('a.id', '?')})", [blind_to, blind_to]))
+        parts.append((f"NOT {migration_hidden_of('m.id', '?')}", [blind_to, blind_to]))
     where, params = _where(parts)
     slugs = [str(r[0]) for r in db.execute(
         f"WITH {EFFECTIVE_VERDICTS} SELECT m.slug FROM migration m WHERE (? IS NULL OR m.slug > ?)"

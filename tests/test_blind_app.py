@@ -119,6 +119,9 @@ async def test_the_migration_list_hides_every_attempts_verdicts_but_not_the_refe
             await type_filter(pilot, raw)
             await until(pilot, lambda: not migration.pager.loading)
             assert table.row_count == 0, raw
+        await type_filter(pilot, "source:reference")  # the reference run is never hidden
+        await until(pilot, lambda: not migration.pager.loading)
+        assert table.row_count == 1
 
 
 async def test_the_attempt_screen_hides_until_judged_then_reveals_with_differences_marked(blind: Path) -> None:

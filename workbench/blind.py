@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from domain.blind import AttemptView, blinded, blinded_migration
 from domain.errors import WorkbenchError
-from domain.models import AttemptSource, AttemptSummary, MigrationSummary
+from domain.models import AttemptSummary, MigrationSummary
 
 if TYPE_CHECKING:  # `workbench attempts` reads through the standard sqlite3 module, without sqlite-utils
     from sqlite_utils import Database
@@ -31,10 +31,9 @@ def hidden_attempts(db: Reader, reviewer: str, attempt_ids: list[int]) -> set[in
 
 def as_seen_by(db: Reader, reviewer: str, summaries: list[AttemptSummary]) -> list[AttemptSummary]:
     """The rows as `reviewer` may see them: those they are blind to blinded (domain.blind).
-    Reference runs are never blinded: they are the yardstick, never judged. Every screen and
-    command that lists or shows attempts reads its rows through this."""
-    judged = [s.attempt.id for s in summaries if s.attempt.source is not AttemptSource.REFERENCE]
-    hidden = hidden_attempts(db, reviewer, judged) if judged else set()
+    Reference runs are never blinded (the rule says so). Every screen and command that lists or
+    shows attempts reads its rows through this."""
+    hidden = hidden_attempts(db, reviewer, [s.attempt.id for s in summaries]) if summaries else set()
     return [blinded(s) if s.attempt.id in hidden else s for s in summaries]
 
 
