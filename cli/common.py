@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -121,13 +121,60 @@ def migration_filter(func: F) -> F:
     return click.option("--migration", "slug", help="Only this migration (its slug).")(func)
 
 
-def table(headers: list[str], rows: list[list[Any]]) -> str:
+def table(headers: list[str], rows: Iterable[list[Any]]) -> str:
     """Left-aligned columns of cleaned text: untrusted names never reach the terminal raw."""
-    cells = [[clean("" if v is None else str(v)) for v in row] for row in rows]
-    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in cells]
-    return "\n".join(lines)
+    out = Spooled(headers)
+    for row in rows:
+        out.add(row)
+    return "\n".join(out.lines())
+
+
+class Spooled:
+    """Rows that come one at a time, more than memory should hold (a verify run of 150,000
+    attempts), spooled to a temporary file that stays in memory up to 8 MiB: as a table's cleaned
+    cells with the column widths kept as they grow, or with no headers as a JSON array's items."""
+
+    def __init__(self, headers: list[str] | None = None) -> None:
+        import tempfile
+
+        self.headers = headers
+        self.widths = [len(h) for h in headers or ()]
+        self.file = tempfile.SpooledTemporaryFile(8 << 20, mode="w+", encoding="utf-8")
+        self.count = 0
+
+    def add(self, row: Any) -> None:
+        if self.headers is not None:
+            row = [clean("" if v is None else str(v)) for v in row]
+            self.widths = [max(w, len(v)) for w, v in zip(self.widths, row)]
+        self.file.write(json.dumps(row) + "\n")
+        self.count += 1
+
+    def items(self) -> Iterator[Any]:
+        """What was added, in order (a table's rows as cleaned cells)."""
+        self.file.seek(0)
+        return (json.loads(line) for line in self.file)
+
+    def lines(self) -> Iterator[str]:
+        """The table's lines: the headers, then each row."""
+        assert self.headers is not None
+        yield "  ".join(h.ljust(w) for h, w in zip(self.headers, self.widths)).rstrip()
+        for row in self.items():
+            yield "  ".join(v.ljust(w) for v, w in zip(row, self.widths)).rstrip()
+
+    def echo(self) -> None:
+        """The table, or the JSON array as `echo_json` writes a list, on stdout."""
+        if self.headers is not None:
+            for line in self.lines():
+                click.echo(line)
+            return
+        if not self.count:
+            click.echo("[]")
+            return
+        click.echo("[")
+        for i, row in enumerate(self.items()):
+            text = "  " + json.dumps(row, indent=2).replace("\n", "\n  ")
+            click.echo(text + ("," if i < self.count - 1 else ""))
+        click.echo("]")
 
 
 def jsonable(value: Any) -> Any:

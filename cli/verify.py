@@ -11,8 +11,7 @@ from typing import Any
 
 import click
 
-from cli.common import db_argument, echo_json, json_option, jsonable, migration_filter, migration_or_exit, study_at
-from cli.common import table as format_table
+from cli.common import Spooled, db_argument, json_option, jsonable, migration_filter, migration_or_exit, study_at
 from domain.errors import WorkbenchError
 from domain.text import clean
 from workbench import config
@@ -50,8 +49,9 @@ def verify(db: Path, slug: str | None, seq: int | None, assignments: tuple[str, 
     import time
 
     from workbench.blind import hidden_attempts
-    from workbench.verify import verify_study
+    from workbench.verify import study_targets, verify_groups
     from workbench.verify.batch import default_workers
+    from workbench.verify.unknown import unknown_at_level3
 
     if seq is not None and slug is None:
         raise WorkbenchError("--attempt needs --migration")
@@ -66,27 +66,32 @@ def verify(db: Path, slug: str | None, seq: int | None, assignments: tuple[str, 
                 raise WorkbenchError("--set needs --migration")
             _record_settings(sdb, migration_or_exit(sdb, db, slug), assignments)
         started = time.perf_counter()
+        rows = Spooled(None if as_json else COLUMNS)  # spooled as printed: 150,000 rows stay off the heap
+        said = Spooled()
+        seen = judged = hidden = 0
+        unknown_l3: list[Any] = []
         with _progress() as progress:
-            report = verify_study(sdb, config.reviewer(), slug=slug, seq=seq, force=force,
-                                  workers=workers or default_workers(), progress=progress)
-        _summary(report, time.perf_counter() - started)
-        hidden = hidden_attempts(sdb, config.reviewer(), [o.attempt.id for o in report.outcomes])
+            study_of, migrations = study_targets(sdb, slug)
+            for group in verify_groups(sdb, migrations, study_of, config.reviewer(), seq=seq, force=force,
+                                       workers=workers or default_workers(), progress=progress):
+                seen, judged = seen + len(group), judged + sum(o.changed for o in group)
+                blind = hidden_attempts(sdb, config.reviewer(), [o.attempt.id for o in group])
+                hidden += len(blind)
+                for outcome in group:
+                    if (outcome.changed or not changed) and outcome.attempt.id not in blind:
+                        row = _row(sdb, outcome)
+                        rows.add(_json_row(*row) if as_json else _cells(*row))
+                        for line in _reasons(*row) if reasons and not as_json else []:
+                            said.add(line)
+                if rerun_unknown:
+                    unknown_l3 += unknown_at_level3(sdb, [o.attempt for o in group])
+        _summary(seen, judged, time.perf_counter() - started)
         if hidden:
-            click.echo(f"{len(hidden)} of them not listed: you judge them blind (docs/judgements.md)", err=True)
-        out: list[Any] = []  # each row turned into what is printed at once: 150,000 rows hold no verdicts
-        said: list[str] = []
-        for outcome in report.outcomes:
-            if (outcome.changed or not changed) and outcome.attempt.id not in hidden:
-                row = _row(sdb, outcome)
-                out.append(_json_row(*row) if as_json else _cells(*row))
-                said += _reasons(*row) if reasons and not as_json else []
+            click.echo(f"{hidden} of them not listed: you judge them blind (docs/judgements.md)", err=True)
         if rerun_unknown:
-            _rerun_unknown(study, [o.attempt for o in report.outcomes], backend or "local", chips, host, yes)
-    if as_json:
-        echo_json(out)
-        return
-    click.echo(format_table(COLUMNS, out))
-    for line in said:
+            _rerun_unknown(study, unknown_l3, backend or "local", chips, host, yes)
+    rows.echo()
+    for line in said.items():
         click.echo(line)
 
 
@@ -104,22 +109,18 @@ def _progress() -> Iterator[Callable[[int, int], None] | None]:
         yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
-def _summary(report: Any, seconds: float) -> None:
-    judged = report.changed
+def _summary(seen: int, judged: int, seconds: float) -> None:
     rate = f", {judged / seconds:.0f} attempts/s" if judged and seconds > 0 else ""
-    click.echo(f"verified {judged} of {len(report.outcomes)} attempts ({len(report.outcomes) - judged} unchanged)"
-               f" in {seconds:.1f} s{rate}", err=True)
+    click.echo(f"verified {judged} of {seen} attempts ({seen - judged} unchanged) in {seconds:.1f} s{rate}", err=True)
 
 
-def _rerun_unknown(study: Any, attempts: list[Any], backend: str, chips: int | None, host: str | None,
+def _rerun_unknown(study: Any, targets: list[Any], backend: str, chips: int | None, host: str | None,
                    yes: bool) -> None:
     """Re-run with the probe each attempt whose level 3 is unknown; says which jobs it started."""
     import shlex
 
     from storage import queries
-    from workbench.verify.unknown import launch_all, rerun_specs, unknown_at_level3
-
-    targets = unknown_at_level3(study.db, attempts)
+    from workbench.verify.unknown import launch_all, rerun_specs
     if not targets:
         click.echo("no attempt has an unknown level 3: nothing to re-run", err=True)
         return

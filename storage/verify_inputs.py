@@ -6,6 +6,7 @@ returns domain objects or plain values, so the rules above stay free of the sche
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,6 +63,16 @@ def agent_attempts(db: Database, migration_id: int, seq: int | None = None) -> l
         sql += " AND seq = ?"
         params.append(seq)
     return [attempt_from_row(row) for row in db.query(sql + " ORDER BY seq", params)]
+
+
+def count_agent_attempts(db: Database, migration_ids: list[int], seq: int | None = None) -> int:
+    """How many attempts `agent_attempts` gives over these migrations: a verify run's total."""
+    sql = "SELECT count(*) FROM attempt WHERE source != ? AND migration_id IN (SELECT value FROM json_each(?))"
+    params: list[Any] = [AttemptSource.REFERENCE.value, json.dumps(migration_ids)]
+    if seq is not None:
+        sql += " AND seq = ?"
+        params.append(seq)
+    return int(db.execute(sql, params).fetchone()[0])
 
 
 def current_hashes(db: Database, migration_id: int) -> dict[int, tuple[int, str]]:

@@ -11,7 +11,7 @@ from storage import queries, records, verify_inputs
 from storage.database import open_study
 from workbench.bundle import import_bundle
 from workbench.config import DEMO_BUNDLE
-from workbench.verify import VERIFIER, VERSION, batch, verify_study
+from workbench.verify import VERIFIER, VERSION, batch, study_targets, verify_groups, verify_study
 
 
 def _study(path: Path):
@@ -50,10 +50,34 @@ def test_the_pool_gives_the_serial_verdicts(tmp_path: Path):
     a, b = _everything(serial.db), _everything(pooled.db)
     assert a and a == b
     assert seen[0] == (0, two.changed) and seen[-1] == (two.changed, two.changed)
-    # unchanged evidence: nothing judged again, in either mode
-    assert verify_study(pooled.db, "ana", workers=2, pool_min=0).changed == 0
+    # unchanged evidence: nothing judged again, in either mode; progress counts the skipped ones
+    seen.clear()
+    assert verify_study(pooled.db, "ana", workers=2, pool_min=0, progress=lambda d, t: seen.append((d, t))).changed == 0
+    assert seen[0] == (0, two.changed) and seen[-1] == (two.changed, two.changed)
     serial.close()
     pooled.close()
+
+
+def test_a_migration_is_planned_and_judged_only_when_the_ones_before_are_given_back(tmp_path: Path):
+    """What keeps a study of 150,000 attempts out of memory: each migration's results come out
+    written before the next migration is read, and nothing is kept for the caller."""
+    study = _study(tmp_path / "s.db")
+    db = study.db
+    whole, migrations = study_targets(db)
+    assert len(migrations) > 1
+
+    def verified(migration) -> int:
+        return db.execute("SELECT count(*) FROM verification v JOIN attempt a ON a.id = v.attempt_id"
+                          " WHERE a.migration_id = ?", [migration.id]).fetchone()[0]
+
+    groups = verify_groups(db, migrations, whole, "ana", workers=1)
+    first = next(groups)
+    assert {o.attempt.migration_id for o in first} == {migrations[0].id}
+    assert all(o.changed and o.verification_id for o in first) and verified(migrations[0]) == len(first)
+    assert [verified(m) for m in migrations[1:]] == [0] * (len(migrations) - 1)
+    rest = list(groups)
+    assert [[o.attempt.migration_id for o in g] for g in rest] == [[m.id] * verified(m) for m in migrations[1:]]
+    study.close()
 
 
 def _task_inputs(db, migration_id: int) -> tuple:

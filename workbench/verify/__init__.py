@@ -43,8 +43,6 @@ class AttemptResult:
 @dataclass
 class Report:
     outcomes: list[AttemptResult] = field(default_factory=list)
-    errors: list[tuple[Attempt, str]] = field(default_factory=list)
-    """Attempts whose verdicts could not be written (the others of their batch were)."""
 
     @property
     def changed(self) -> int:
@@ -213,12 +211,16 @@ def with_effective_expected(db: Database, attempt: Attempt) -> Attempt:
 
 @dataclass
 class _Plan:
-    """A migration's attempts sorted out: unchanged ones (done) and the ones to judge (with inputs)."""
+    """A migration's attempts sorted out: unchanged ones (done) and the ones to judge (with
+    inputs, each kept until its verdicts are written), and how many of its tasks are still out."""
 
+    migration_id: int
     outcomes: list[AttemptResult]
     todo: dict[int, tuple[Attempt, str, dict[str, Any]]]
     settings: dict[str, Any]
     reference: Attempt | None
+    written: dict[int, int | Exception] = field(default_factory=dict)
+    out: int = 0
 
 
 def _plan(db: Database, migration: Migration, study: Study, seq: int | None, force: bool) -> _Plan:
@@ -231,7 +233,7 @@ def _plan(db: Database, migration: Migration, study: Study, seq: int | None, for
     reference = verify_inputs.reference_attempt(db, migration.id)
     theirs = _input_digest(db, reference) if reference else None
     current = verify_inputs.current_hashes(db, migration.id)
-    plan = _Plan([], {}, settings, reference)
+    plan = _Plan(migration.id, [], {}, settings, reference)
     for row in verify_inputs.agent_attempts(db, migration.id, seq):
         attempt = with_effective_expected(db, row)
         digest, inputs = inputs_for(db, migration, study, attempt, reference, settings, theirs)
@@ -246,79 +248,121 @@ def _plan(db: Database, migration: Migration, study: Study, seq: int | None, for
 
 def verify_migration(db: Database, migration: Migration, study: Study, reviewer: str, *,
                      seq: int | None = None, force: bool = False, **options: Any) -> Report:
-    """Verify a migration's agent attempts (or the one with `seq`); `options` as `verify_migrations`."""
+    """Verify a migration's agent attempts (or the one with `seq`); `options` as `verify_groups`."""
     return verify_migrations(db, [migration], study, reviewer, seq=seq, force=force, **options)
 
 
-def verify_migrations(db: Database, migrations: list[Migration], study: Study, reviewer: str, *,
-                      seq: int | None = None, force: bool = False, workers: int = 1,
-                      progress: Callable[[int, int], None] | None = None, pool_min: int | None = None) -> Report:
-    """Verify the migrations' attempts as one batch job (workbench/verify/batch.py): unchanged
-    evidence is skipped by its hash, the rest judged over `workers` processes and written a batch
-    per transaction. `progress(done, total)` follows the attempts judged."""
+def verify_migrations(db: Database, migrations: list[Migration], study: Study, reviewer: str,
+                      **options: Any) -> Report:
+    """`verify_groups` gathered in one report, for callers that verify a few migrations."""
+    return Report([o for group in verify_groups(db, migrations, study, reviewer, **options) for o in group])
+
+
+def verify_groups(db: Database, migrations: list[Migration], study: Study, reviewer: str, *,
+                  seq: int | None = None, force: bool = False, workers: int = 1,
+                  progress: Callable[[int, int], None] | None = None,
+                  pool_min: int | None = None) -> Iterator[list[AttemptResult]]:
+    """Verify the migrations' attempts as one batch job (workbench/verify/batch.py) and give each
+    migration's results, in order, once its verdicts are written. Unchanged evidence is skipped by
+    its hash; the rest is judged over `workers` processes and written a batch per transaction.
+    A migration is planned only when the pool has room for its tasks, so memory holds the
+    migrations in flight, not the study. `progress(done, total)` counts the attempts settled
+    (skipped as unchanged or judged) of all the migrations'. Attempts whose verdicts could not be
+    written are left out and named in the WorkbenchError raised at the end (the others are written)."""
+    from collections import deque
+
     from workbench.verify import batch
 
-    plans = [(m, _plan(db, m, study, seq, force)) for m in migrations]
-    tasks = [t for m, p in plans for t in batch.tasks_of(m, study, p.settings, p.reference,
-                                                          [a for a, _, _ in p.todo.values()])]
-    total, done = sum(len(p.todo) for _, p in plans), 0
-    todo = {aid: (p, item) for _, p in plans for aid, item in p.todo.items()}
-    for _, p in plans:
-        p.todo.clear()  # `todo` holds them now, each until its verdicts are written
-    written: dict[int, int | Exception] = {}
+    total = verify_inputs.count_agent_attempts(db, [m.id for m in migrations], seq)
+    done = 0
+    errors: list[str] = []
+    open_plans: deque[_Plan] = deque()
+    by_migration: dict[int, _Plan] = {}
     if progress:
         progress(0, total)
+
+    def settle(finished: Iterator[tuple[batch.Task, list[tuple[int, Any]]]]) -> Iterator[list[AttemptResult]]:
+        nonlocal done
+        for task, judged in finished:
+            plan = by_migration[task.migration.id]
+            ids = _write(db, reviewer, plan, [(plan.todo.pop(aid), judgement) for aid, judgement in judged])
+            plan.written.update({aid: vid for (aid, _), vid in zip(judged, ids)})
+            plan.out -= 1
+            done += len(judged)
+            if progress:
+                progress(done, total)
+        while open_plans and open_plans[0].out == 0:
+            plan = open_plans.popleft()
+            del by_migration[plan.migration_id]
+            yield _results(plan, errors)
+
     path = verify_inputs.database_file(db)
-    for task, judged in batch.judge_all(db, tasks, workers, path, batch.POOL_MIN if pool_min is None else pool_min):
-        ids = _write(db, reviewer, [(todo.pop(aid), judgement) for aid, judgement in judged])
-        written.update({aid: vid for (aid, _), vid in zip(judged, ids)})
-        done += len(judged)
-        if progress:
-            progress(done, total)
-    report = Report()
-    for _, plan in plans:
-        for outcome in plan.outcomes:
-            if outcome.changed:
-                vid = written[outcome.attempt.id]
-                if isinstance(vid, Exception):
-                    report.errors.append((outcome.attempt, f"{type(vid).__name__}: {vid}"))
-                    continue
-                outcome = AttemptResult(outcome.attempt, vid, True)
-            report.outcomes.append(outcome)
-    if report.errors:  # the other attempts' verdicts are written; these are named, not lost
+    with batch.Judges(db, workers, path, batch.POOL_MIN if pool_min is None else pool_min) as judges:
+        for migration in migrations:
+            plan = _plan(db, migration, study, seq, force)
+            tasks = batch.tasks_of(migration, study, plan.settings, plan.reference,
+                                   [a for a, _, _ in plan.todo.values()])
+            plan.out = len(tasks)
+            open_plans.append(plan)
+            by_migration[migration.id] = plan
+            done += len(plan.outcomes) - len(plan.todo)
+            if progress and not tasks:
+                progress(done, total)
+            for task in tasks:
+                yield from settle(judges.submit(task))
+            yield from settle(iter(()))
+        yield from settle(judges.drain())
+    if errors:
         from domain.errors import WorkbenchError
 
-        raise WorkbenchError("verdicts not written for " + "; ".join(
-            f"{a.migration_id}#{a.seq} ({why})" for a, why in report.errors[:5]))
-    return report
+        raise WorkbenchError("verdicts not written for " + "; ".join(errors[:5]))
 
 
-def _write(db: Database, reviewer: str, judged: list[tuple[tuple[_Plan, Any], Any]]) -> list[int | Exception]:
-    """One transaction for a batch of judgements (storage.records.record_verifications)."""
+def _results(plan: _Plan, errors: list[str]) -> list[AttemptResult]:
+    """A finished migration's results with their new verification ids; an attempt whose verdicts
+    could not be written goes to `errors` instead."""
+    out = []
+    for outcome in plan.outcomes:
+        if outcome.changed:
+            vid = plan.written[outcome.attempt.id]
+            if isinstance(vid, Exception):
+                errors.append(f"{outcome.attempt.migration_id}#{outcome.attempt.seq} ({type(vid).__name__}: {vid})")
+                continue
+            outcome = AttemptResult(outcome.attempt, vid, True)
+        out.append(outcome)
+    return out
+
+
+def _write(db: Database, reviewer: str, plan: _Plan, judged: list[tuple[tuple[Attempt, str, dict[str, Any]], Any]]
+           ) -> list[int | Exception]:
+    """One transaction for a batch of a migration's judgements (storage.records.record_verifications)."""
     from storage import records
 
     return records.record_verifications(db, [
         {"attempt_id": attempt.id, "reference_attempt_id": plan.reference.id if plan.reference else None,
          "verifier": VERIFIER, "verifier_version": VERSION, "inputs_hash": digest, "inputs": inputs,
          "settings": plan.settings, "judgement": judgement, "reviewer": reviewer}
-        for (plan, (attempt, digest, inputs)), judgement in judged
+        for (attempt, digest, inputs), judgement in judged
     ])
 
 
-def verify_study(db: Database, reviewer: str, *, slug: str | None = None, seq: int | None = None,
-                 force: bool = False, **options: Any) -> Report:
-    """Verify the study (or one migration); `options` as `verify_migrations` (workers, progress)."""
+def study_targets(db: Database, slug: str | None = None) -> tuple[Study, list[Migration]]:
+    """The study and the migrations a verify run covers: all, or the one named `slug`."""
     from domain.errors import WorkbenchError
     from storage import queries
 
     study = queries.get_study(db)
     if study is None:
         raise WorkbenchError("the database holds no study yet: import a bundle first")
-    if slug is not None:
-        migration = queries.get_migration(db, slug)
-        if migration is None:
-            raise WorkbenchError(f"no migration {slug!r}")
-        migrations = [migration]
-    else:
-        migrations = [s.migration for s in queries.iter_migration_summaries(db)]
-    return verify_migrations(db, migrations, study, reviewer, seq=seq, force=force, **options)
+    if slug is None:
+        return study, [s.migration for s in queries.iter_migration_summaries(db)]
+    migration = queries.get_migration(db, slug)
+    if migration is None:
+        raise WorkbenchError(f"no migration {slug!r}")
+    return study, [migration]
+
+
+def verify_study(db: Database, reviewer: str, *, slug: str | None = None, **options: Any) -> Report:
+    """Verify the study (or one migration); `options` as `verify_groups` (seq, force, workers, progress)."""
+    study, migrations = study_targets(db, slug)
+    return verify_migrations(db, migrations, study, reviewer, **options)

@@ -3,7 +3,8 @@
 The scan of a log is CPU-bound pure Python, so threads would not help: workers are processes
 that open the study file themselves (reads only; WAL lets the parent write meanwhile), load the
 reference run once per migration, and send back judgements; the parent writes each batch in one
-transaction. A handful of attempts is judged in-process: starting workers costs more. Workers
+transaction and hands over new tasks only while few are in flight (`Judges.WINDOW`), so what it
+holds is bounded by the pool, not by the study. A handful of attempts is judged in-process: starting workers costs more. Workers
 are forked, and only from a single-threaded process (the CLI): a caller with threads (the app)
 judges in-process.
 """
@@ -78,32 +79,69 @@ def _in_worker(path: str, task: Task) -> list[tuple[int, Any]]:
     return judge_task(_WORKER["db"], task, _WORKER["cache"])
 
 
-def judge_all(db: Database, tasks: list[Task], workers: int, path: str | None,
-              pool_min: int = POOL_MIN) -> Iterator[tuple[Task, list[tuple[int, Any]]]]:
-    """Each task with its judgements, as they finish: in a process pool when it pays, else here."""
-    import threading
+class Judges:
+    """Judges tasks as they are handed over and gives them back as they finish, with at most
+    `WINDOW` tasks per worker in flight: a study of 150,000 attempts never has more than a few
+    migrations' attempts in memory. Tasks wait here until `pool_min` attempts have come: then a
+    process pool starts, else (few attempts, one worker, no file, or threads in this process)
+    they are judged here, in order."""
 
-    count = sum(len(t.attempts) for t in tasks)
-    # fork only a single-threaded process (the CLI): forking one with threads (the app's workers)
-    # can copy a held lock; spawn and forkserver re-run an unguarded __main__ in every worker
-    if workers <= 1 or path is None or count < pool_min or len(tasks) < 2 or threading.active_count() > 1:
-        cache: dict[Any, Any] = {}
-        for task in tasks:
-            yield task, judge_task(db, task, cache)
-        return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    WINDOW = 4
 
-    context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=context) as pool:
-        futures = {pool.submit(_in_worker, path, task): task for task in tasks}
-        try:
-            for future in as_completed(futures):
-                yield futures.pop(future), future.result()  # popped: a done task's judgements go once written
-        except BaseException:  # a failed task or write: the tasks not started yet are dropped
-            for future in list(futures):
-                future.cancel()
-            raise
+    def __init__(self, db: Database, workers: int, path: str | None, pool_min: int = POOL_MIN) -> None:
+        import threading
+
+        self.db, self.workers, self.path, self.pool_min = db, workers, path, pool_min
+        # fork only a single-threaded process (the CLI): forking one with threads (the app's workers)
+        # can copy a held lock; spawn and forkserver re-run an unguarded __main__ in every worker
+        self.here = workers <= 1 or path is None or threading.active_count() > 1
+        self.waiting: list[Task] = []
+        self.cache: dict[Any, Any] = {}
+        self.pool: Any = None
+        self.futures: dict[Any, Task] = {}
+
+    def submit(self, task: Task) -> Iterator[tuple[Task, list[tuple[int, Any]]]]:
+        """Hand over a task; gives back the tasks finished meanwhile (waiting for one while the
+        window is full)."""
+        if self.here:
+            yield task, judge_task(self.db, task, self.cache)
+            return
+        self.waiting.append(task)
+        if self.pool is None and sum(len(t.attempts) for t in self.waiting) < self.pool_min:
+            return
+        if self.pool is None:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            self.pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("fork"))
+        for waiting in self.waiting:
+            self.futures[self.pool.submit(_in_worker, self.path, waiting)] = waiting
+        self.waiting.clear()
+        while len(self.futures) >= self.WINDOW * self.workers:
+            yield from self._finished()
+
+    def drain(self) -> Iterator[tuple[Task, list[tuple[int, Any]]]]:
+        """The tasks still out, as they finish (judged here when too few came for a pool)."""
+        for task in self.waiting:
+            yield task, judge_task(self.db, task, self.cache)
+        self.waiting.clear()
+        while self.futures:
+            yield from self._finished()
+
+    def _finished(self) -> Iterator[tuple[Task, list[tuple[int, Any]]]]:
+        from concurrent.futures import FIRST_COMPLETED, wait
+
+        done, _ = wait(self.futures, return_when=FIRST_COMPLETED)
+        for future in done:
+            yield self.futures.pop(future), future.result()  # popped: a done task's judgements go once written
+
+    def __enter__(self) -> Judges:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """A failed task or write drops the tasks not started yet."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 def tasks_of(migration: Migration, study: Study, settings: dict[str, Any], reference: Attempt | None,
