@@ -6,6 +6,7 @@ returns domain objects or plain values, so the rules above stay free of the sche
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,14 @@ def metric_series(db: Database, attempt_id: int) -> dict[str, dict[int, float]]:
     ).fetchall():
         out.setdefault(name, {})[step] = value
     return out
+
+
+def metric_series_digest(db: Database, attempt_id: int) -> str:
+    """SHA-256 of the attempt's points as `metric_series` orders them, each `repr((name, step,
+    value))`: what a verdict's inputs hash, without building the series (the worker does)."""
+    rows = db.execute("SELECT name, step, value FROM metric_point WHERE attempt_id = ? ORDER BY name, step",
+                      [attempt_id]).fetchall()
+    return hashlib.sha256("".join(map(repr, rows)).encode()).hexdigest()
 
 
 def log_info(db: Database, log_id: int) -> LogInfo | None:

@@ -93,8 +93,8 @@ def test_one_attempt_failing_leaves_the_rest_of_its_batch(tmp_path: Path):
     db = study.db
     report = verify_study(db, "ana", force=True)
     good, bad = report.outcomes[0], report.outcomes[1]
-    judged = dict(batch.judge_task(db, batch.tasks_of(*_task_inputs(db, good.attempt.migration_id),
-                                                      [good.attempt, bad.attempt])[0], {}))
+    judged = {j.attempt.id: j.judgement for j in batch.judge_task(
+        db, batch.tasks_of(*_task_inputs(db, good.attempt.migration_id), [good.attempt, bad.attempt], force=True)[0], {})}
     broken = dataclasses.replace(judged[bad.attempt.id], levels=[*judged[bad.attempt.id].levels[:2], None])  # fails mid-write
     before = db.execute("SELECT count(*) FROM verification").fetchone()[0]
     item = {"reference_attempt_id": None, "verifier": VERIFIER, "verifier_version": VERSION,

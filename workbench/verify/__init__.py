@@ -135,16 +135,12 @@ def _input_digest(db: Database, attempt: Attempt) -> dict[str, Any]:
     record = verify_inputs.attempt_record(db, attempt.id)
     info = verify_inputs.log_info(db, attempt.log_id) if attempt.log_id is not None else None
     log = info.sha256 if info is not None else None
-    digest = hashlib.sha256()
-    for name, points in verify_inputs.metric_series(db, attempt.id).items():
-        for step, value in points.items():
-            digest.update(repr((name, step, value)).encode())
     probes = json.dumps(probe_reports(db, attempt.id), sort_keys=True, default=str)
     checkpoint = artifact_of(db, attempt.id)
     return {
         "record": hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest(),
         "log_sha256": log,
-        "metrics_sha256": digest.hexdigest(),
+        "metrics_sha256": verify_inputs.metric_series_digest(db, attempt.id),
         "probes_sha256": hashlib.sha256(probes.encode()).hexdigest(),
         "checkpoint_sha256": checkpoint["sha256"] if checkpoint else None,
     }
@@ -211,39 +207,15 @@ def with_effective_expected(db: Database, attempt: Attempt) -> Attempt:
 
 @dataclass
 class _Plan:
-    """A migration's attempts sorted out: unchanged ones (done) and the ones to judge (with
-    inputs, each kept until its verdicts are written), and how many of its tasks are still out."""
+    """A migration in flight: its attempts in order, what its verdicts are written with, each
+    attempt's result as its task comes back, and how many of its tasks are still out."""
 
     migration_id: int
-    outcomes: list[AttemptResult]
-    todo: dict[int, tuple[Attempt, str, dict[str, Any]]]
+    attempt_ids: list[int]
     settings: dict[str, Any]
     reference: Attempt | None
-    written: dict[int, int | Exception] = field(default_factory=dict)
+    results: dict[int, AttemptResult] = field(default_factory=dict)
     out: int = 0
-
-
-def _plan(db: Database, migration: Migration, study: Study, seq: int | None, force: bool) -> _Plan:
-    """One read of the migration's attempts, reference, settings and current hashes; the
-    reference's input digest once for all its attempts."""
-    from storage import queries
-    from workbench.verify.settings import merge
-
-    settings = merge(queries.verify_settings(db, migration.id))
-    reference = verify_inputs.reference_attempt(db, migration.id)
-    theirs = _input_digest(db, reference) if reference else None
-    current = verify_inputs.current_hashes(db, migration.id)
-    plan = _Plan(migration.id, [], {}, settings, reference)
-    for row in verify_inputs.agent_attempts(db, migration.id, seq):
-        attempt = with_effective_expected(db, row)
-        digest, inputs = inputs_for(db, migration, study, attempt, reference, settings, theirs)
-        stored = current.get(attempt.id)
-        if stored is not None and stored[1] == digest and not force:
-            plan.outcomes.append(AttemptResult(attempt, stored[0], False))
-        else:
-            plan.outcomes.append(AttemptResult(attempt, 0, True))
-            plan.todo[attempt.id] = (attempt, digest, inputs)
-    return plan
 
 
 def verify_migration(db: Database, migration: Migration, study: Study, reviewer: str, *,
@@ -263,15 +235,17 @@ def verify_groups(db: Database, migrations: list[Migration], study: Study, revie
                   progress: Callable[[int, int], None] | None = None,
                   pool_min: int | None = None) -> Iterator[list[AttemptResult]]:
     """Verify the migrations' attempts as one batch job (workbench/verify/batch.py) and give each
-    migration's results, in order, once its verdicts are written. Unchanged evidence is skipped by
-    its hash; the rest is judged over `workers` processes and written a batch per transaction.
-    A migration is planned only when the pool has room for its tasks, so memory holds the
-    migrations in flight, not the study. `progress(done, total)` counts the attempts settled
+    migration's results, in order, once its verdicts are written. Each attempt is hashed and,
+    unless its inputs are unchanged, judged, both over `workers` processes; the parent reads the
+    attempts and writes verdicts a task per transaction. A migration is read only when the pool
+    has room for its tasks, so memory holds the migrations in flight, not the study. `progress(done, total)` counts the attempts settled
     (skipped as unchanged or judged) of all the migrations'. Attempts whose verdicts could not be
     written are left out and named in the WorkbenchError raised at the end (the others are written)."""
     from collections import deque
 
+    from storage import queries
     from workbench.verify import batch
+    from workbench.verify.settings import merge
 
     total = verify_inputs.count_agent_attempts(db, [m.id for m in migrations], seq)
     done = 0
@@ -281,12 +255,18 @@ def verify_groups(db: Database, migrations: list[Migration], study: Study, revie
     if progress:
         progress(0, total)
 
-    def settle(finished: Iterator[tuple[batch.Task, list[tuple[int, Any]]]]) -> Iterator[list[AttemptResult]]:
+    def settle(finished: Iterator[tuple[batch.Task, list[batch.Judged]]]) -> Iterator[list[AttemptResult]]:
         nonlocal done
         for task, judged in finished:
             plan = by_migration[task.migration.id]
-            ids = _write(db, reviewer, plan, [(plan.todo.pop(aid), judgement) for aid, judgement in judged])
-            plan.written.update({aid: vid for (aid, _), vid in zip(judged, ids)})
+            new = [j for j in judged if j.judgement is not None]
+            written = dict(zip((j.attempt.id for j in new), _write(db, reviewer, plan, new)))
+            for j in judged:
+                vid = written.get(j.attempt.id, j.verification_id)
+                if isinstance(vid, Exception):
+                    errors.append(f"{j.attempt.migration_id}#{j.attempt.seq} ({type(vid).__name__}: {vid})")
+                else:
+                    plan.results[j.attempt.id] = AttemptResult(j.attempt, vid, j.judgement is not None)
             plan.out -= 1
             done += len(judged)
             if progress:
@@ -294,20 +274,18 @@ def verify_groups(db: Database, migrations: list[Migration], study: Study, revie
         while open_plans and open_plans[0].out == 0:
             plan = open_plans.popleft()
             del by_migration[plan.migration_id]
-            yield _results(plan, errors)
+            yield [plan.results[aid] for aid in plan.attempt_ids if aid in plan.results]
 
     path = verify_inputs.database_file(db)
     with batch.Judges(db, workers, path, batch.POOL_MIN if pool_min is None else pool_min) as judges:
         for migration in migrations:
-            plan = _plan(db, migration, study, seq, force)
-            tasks = batch.tasks_of(migration, study, plan.settings, plan.reference,
-                                   [a for a, _, _ in plan.todo.values()])
+            attempts = verify_inputs.agent_attempts(db, migration.id, seq)
+            plan = _Plan(migration.id, [a.id for a in attempts], merge(queries.verify_settings(db, migration.id)),
+                         verify_inputs.reference_attempt(db, migration.id))
+            tasks = batch.tasks_of(migration, study, plan.settings, plan.reference, attempts, force)
             plan.out = len(tasks)
             open_plans.append(plan)
             by_migration[migration.id] = plan
-            done += len(plan.outcomes) - len(plan.todo)
-            if progress and not tasks:
-                progress(done, total)
             for task in tasks:
                 yield from settle(judges.submit(task))
             yield from settle(iter(()))
@@ -318,32 +296,16 @@ def verify_groups(db: Database, migrations: list[Migration], study: Study, revie
         raise WorkbenchError("verdicts not written for " + "; ".join(errors[:5]))
 
 
-def _results(plan: _Plan, errors: list[str]) -> list[AttemptResult]:
-    """A finished migration's results with their new verification ids; an attempt whose verdicts
-    could not be written goes to `errors` instead."""
-    out = []
-    for outcome in plan.outcomes:
-        if outcome.changed:
-            vid = plan.written[outcome.attempt.id]
-            if isinstance(vid, Exception):
-                errors.append(f"{outcome.attempt.migration_id}#{outcome.attempt.seq} ({type(vid).__name__}: {vid})")
-                continue
-            outcome = AttemptResult(outcome.attempt, vid, True)
-        out.append(outcome)
-    return out
-
-
-def _write(db: Database, reviewer: str, plan: _Plan, judged: list[tuple[tuple[Attempt, str, dict[str, Any]], Any]]
-           ) -> list[int | Exception]:
-    """One transaction for a batch of a migration's judgements (storage.records.record_verifications)."""
+def _write(db: Database, reviewer: str, plan: _Plan, judged: list[Any]) -> list[int | Exception]:
+    """One transaction for a task's new judgements (`batch.Judged`; storage.records.record_verifications)."""
     from storage import records
 
     return records.record_verifications(db, [
-        {"attempt_id": attempt.id, "reference_attempt_id": plan.reference.id if plan.reference else None,
-         "verifier": VERIFIER, "verifier_version": VERSION, "inputs_hash": digest, "inputs": inputs,
-         "settings": plan.settings, "judgement": judgement, "reviewer": reviewer}
-        for (attempt, digest, inputs), judgement in judged
-    ])
+        {"attempt_id": j.attempt.id, "reference_attempt_id": plan.reference.id if plan.reference else None,
+         "verifier": VERIFIER, "verifier_version": VERSION, "inputs_hash": j.digest, "inputs": j.inputs,
+         "settings": plan.settings, "judgement": j.judgement, "reviewer": reviewer}
+        for j in judged
+    ]) if judged else []
 
 
 def study_targets(db: Database, slug: str | None = None) -> tuple[Study, list[Migration]]:

@@ -1,4 +1,4 @@
-"""Verify as a batch job: judge planned attempts in a process pool, write verdicts in batches.
+"""Verify as a batch job: hash and judge attempts in a process pool, write verdicts in batches.
 
 The scan of a log is CPU-bound pure Python, so threads would not help: workers are processes
 that open the study file themselves (reads only; WAL lets the parent write meanwhile), load the
@@ -12,7 +12,7 @@ judges in-process.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,13 +27,28 @@ BATCH = 16
 
 @dataclass(frozen=True)
 class Task:
-    """Attempts of one migration to judge, with what judging them needs."""
+    """Attempts of one migration to verify, with what judging them needs."""
 
     migration: Migration
     study: Study
     settings: dict[str, Any]
     reference: Attempt | None
     attempts: tuple[Attempt, ...]
+    force: bool = False
+    """Judge even an attempt whose inputs hash is its current verification's."""
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One attempt as a task gives it back: with its effective expected level and either its
+    current verification (`verification_id`, when its inputs are unchanged) or a new judgement
+    with the inputs it was hashed from, for the parent to write."""
+
+    attempt: Attempt
+    verification_id: int = 0
+    judgement: Any = None
+    digest: str = ""
+    inputs: dict[str, Any] | None = None
 
 
 def default_workers() -> int:
@@ -43,33 +58,46 @@ def default_workers() -> int:
         return os.cpu_count() or 1
 
 
-def judge_task(db: Database, task: Task, cache: dict[Any, Any]) -> list[tuple[int, Any]]:
-    """(attempt id, Judgement) for each attempt of the task. The reference run is loaded once per
-    migration and kept in `cache` with the checkpoints already read, for the current migration
-    only: tasks come in migration order, and a study of 1,500 migrations would otherwise keep
-    1,500 reference runs in every worker."""
-    from workbench.verify import compare_checkpoints, load_run
+def judge_task(db: Database, task: Task, cache: dict[Any, Any]) -> list[Judged]:
+    """Each attempt of the task hashed and, unless its inputs are unchanged, judged: the workers
+    do both, so the parent only reads attempts and writes verdicts. What a migration shares (the
+    reference's input digest, the current hashes, the reference run loaded once it is needed, the
+    checkpoints already read) is kept in `cache` for the current migration only: tasks come in
+    migration order, and a study of 1,500 migrations would otherwise keep 1,500 reference runs in
+    every worker."""
+    from storage import verify_inputs
+    from workbench.verify import _input_digest, compare_checkpoints, inputs_for, load_run, with_effective_expected
     from workbench.verify.ladder import judge
 
-    key = ("reference", task.migration.id, task.reference.id if task.reference else None)
+    key = ("migration", task.migration.id, task.reference.id if task.reference else None)
     if cache.get("key") != key:
         cache.clear()
         cache["key"] = key
-        cache["reference"] = load_run(db, task.reference, task.settings, cite=False) if task.reference else None
+        cache["digest"] = _input_digest(db, task.reference) if task.reference else None
+        cache["current"] = verify_inputs.current_hashes(db, task.migration.id)
         cache["checkpoints"] = {}
     out = []
-    for attempt in task.attempts:
+    for row in task.attempts:
+        attempt = with_effective_expected(db, row)
+        digest, inputs = inputs_for(db, task.migration, task.study, attempt, task.reference, task.settings,
+                                    cache["digest"])
+        stored = cache["current"].get(attempt.id)
+        if stored is not None and stored[1] == digest and not task.force:
+            out.append(Judged(attempt, stored[0]))
+            continue
+        if "reference" not in cache:
+            cache["reference"] = load_run(db, task.reference, task.settings, cite=False) if task.reference else None
         run = load_run(db, attempt, task.settings)
-        out.append((attempt.id, judge(run, cache["reference"], task.migration, task.study, task.settings,
-                                      compare_checkpoints(db, attempt, task.reference, task.settings,
-                                                          cache["checkpoints"]))))
+        judgement = judge(run, cache["reference"], task.migration, task.study, task.settings,
+                          compare_checkpoints(db, attempt, task.reference, task.settings, cache["checkpoints"]))
+        out.append(Judged(attempt, 0, judgement, digest, inputs))
     return out
 
 
 _WORKER: dict[str, Any] = {}
 
 
-def _in_worker(path: str, task: Task) -> list[tuple[int, Any]]:
+def _in_worker(path: str, task: Task) -> list[Judged]:
     """A pool worker's entry: its own connection and cache, kept for the pool's life."""
     if "db" not in _WORKER:
         from storage.database import open_study
@@ -100,7 +128,7 @@ class Judges:
         self.pool: Any = None
         self.futures: dict[Any, Task] = {}
 
-    def submit(self, task: Task) -> Iterator[tuple[Task, list[tuple[int, Any]]]]:
+    def submit(self, task: Task) -> Iterator[tuple[Task, list[Judged]]]:
         """Hand over a task; gives back the tasks finished meanwhile (waiting for one while the
         window is full)."""
         if self.here:
@@ -120,7 +148,7 @@ class Judges:
         while len(self.futures) >= self.WINDOW * self.workers:
             yield from self._finished()
 
-    def drain(self) -> Iterator[tuple[Task, list[tuple[int, Any]]]]:
+    def drain(self) -> Iterator[tuple[Task, list[Judged]]]:
         """The tasks still out, as they finish (judged here when too few came for a pool)."""
         for task in self.waiting:
             yield task, judge_task(self.db, task, self.cache)
@@ -128,7 +156,7 @@ class Judges:
         while self.futures:
             yield from self._finished()
 
-    def _finished(self) -> Iterator[tuple[Task, list[tuple[int, Any]]]]:
+    def _finished(self) -> Iterator[tuple[Task, list[Judged]]]:
         from concurrent.futures import FIRST_COMPLETED, wait
 
         done, _ = wait(self.futures, return_when=FIRST_COMPLETED)
@@ -145,11 +173,7 @@ class Judges:
 
 
 def tasks_of(migration: Migration, study: Study, settings: dict[str, Any], reference: Attempt | None,
-             attempts: list[Attempt]) -> list[Task]:
+             attempts: list[Attempt], force: bool = False) -> list[Task]:
     """The migration's attempts cut into tasks of `BATCH`."""
-    return [Task(migration, study, settings, reference, tuple(attempts[i:i + BATCH]))
+    return [Task(migration, study, settings, reference, tuple(attempts[i:i + BATCH]), force)
             for i in range(0, len(attempts), BATCH)]
-
-
-Progress = Callable[[int, int], None]
-"""progress(done, total): called as attempts are verified; the CLI draws it, the service never does."""

@@ -262,11 +262,14 @@ def _bfloat16_grid(value: float) -> bool | None:
 def _bfloat16_note(name: str, mine: dict[int, float], ref: dict[int, float]) -> str:
     """A hint for a mismatch: every telling value of the attempt's series is a bfloat16 number
     and the reference's are not (weights or activations kept in bfloat16: drift)."""
-    told = [g for g in map(_bfloat16_grid, mine.values()) if g is not None]
-    ref_told = [g for g in map(_bfloat16_grid, ref.values()) if g is not None]
-    if len(told) < 8 or not all(told) or not ref_told or all(ref_told):
+    told = 0
+    for grid in map(_bfloat16_grid, mine.values()):  # the first value off the grid ends it: the common case
+        if grid is False:
+            return ""
+        told += grid is True
+    if told < 8 or False not in map(_bfloat16_grid, ref.values()):
         return ""
-    return f"; every {name} value the attempt logged is a bfloat16 number ({len(told)} telling), the reference's are not"
+    return f"; every {name} value the attempt logged is a bfloat16 number ({told} telling), the reference's are not"
 
 
 def _level2_series(run: Run, reference: Run | None, goal_metric: str,
