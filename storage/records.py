@@ -28,9 +28,17 @@ def audit(
     entity_id: int | None,
     detail: dict[str, Any] | None = None,
 ) -> None:
-    db.execute(
+    audits(db, reviewer, [(action, entity, entity_id, detail)])
+
+
+def audits(db: Database, reviewer: str, rows: list[tuple[str, str, int | None, dict[str, Any] | None]]) -> None:
+    """`audit` for several rows (action, entity, entity id, detail) in one statement: a
+    verification run writes about fourteen."""
+    at = now()
+    db.conn.executemany(
         "INSERT INTO audit (at, reviewer, action, entity, entity_id, detail) VALUES (?,?,?,?,?,?)",
-        [now(), reviewer, action, entity, entity_id, json.dumps(detail or {}, sort_keys=True)],
+        [(at, reviewer, action, entity, entity_id, json.dumps(detail or {}, sort_keys=True))
+         for action, entity, entity_id, detail in rows],
     )
 
 
@@ -263,17 +271,20 @@ def write_verification(
         # free the "current" slot first (pointing at itself); the new row's id is set below
         db.execute("UPDATE verification SET superseded_by = id WHERE id = ?", [previous[0]])
     verification_id = insert_row(db, "verification", row)
-    audit(db, reviewer, "insert", "verification", verification_id,
-          {k: v for k, v in row.items() if k not in ("inputs", "settings")})
+    audited: list[tuple[str, str, int | None, dict[str, Any] | None]] = [
+        ("insert", "verification", verification_id, {k: v for k, v in row.items() if k not in ("inputs", "settings")})]
     if previous is not None:
-        _supersede(db, attempt_id, previous[0], verification_id, reviewer)
-    _insert_results(db, attempt_id, verification_id, judgement, verifier, verifier_version, reviewer)
+        audited += _supersede(db, attempt_id, previous[0], verification_id)
+    audited += _insert_results(db, attempt_id, verification_id, judgement, verifier, verifier_version)
+    audits(db, reviewer, audited)
     return verification_id
 
 
-def _supersede(db: Database, attempt_id: int, previous_id: int, verification_id: int, reviewer: str) -> None:
-    """Mark the previous run and its verdicts and failure superseded by the new run (kept, not deleted)."""
+def _supersede(db: Database, attempt_id: int, previous_id: int, verification_id: int) -> list[Any]:
+    """Mark the previous run and its verdicts and failure superseded by the new run (kept, not
+    deleted); gives the audit rows."""
     db.execute("UPDATE verification SET superseded_by = ? WHERE id = ?", [verification_id, previous_id])
+    audited = []
     for table in ("verdict", "failure"):
         old = [r[0] for r in db.execute(
             f"SELECT id FROM {table} WHERE attempt_id = ? AND superseded_by IS NULL", [attempt_id]
@@ -282,14 +293,13 @@ def _supersede(db: Database, attempt_id: int, previous_id: int, verification_id:
             f"UPDATE {table} SET superseded_by = ? WHERE attempt_id = ? AND superseded_by IS NULL",
             [verification_id, attempt_id],
         )
-        for old_id in old:
-            audit(db, reviewer, "supersede", table, old_id, {"superseded_by": verification_id})
-    audit(db, reviewer, "supersede", "verification", previous_id, {"superseded_by": verification_id})
+        audited += [("supersede", table, old_id, {"superseded_by": verification_id}) for old_id in old]
+    return [*audited, ("supersede", "verification", previous_id, {"superseded_by": verification_id})]
 
 
 def _insert_results(db: Database, attempt_id: int, verification_id: int, judgement: Any, verifier: str,
-                    verifier_version: str, reviewer: str) -> None:
-    """The run's five verdicts (one `executemany`) and its failure (if any)."""
+                    verifier_version: str) -> list[Any]:
+    """The run's five verdicts (one `executemany`) and its failure (if any); gives the audit rows."""
     db.conn.executemany(
         "INSERT INTO verdict (attempt_id, level, outcome, reason, evidence, verifier, verifier_version,"
         " verification_id) VALUES (?,?,?,?,?,?,?,?)",
@@ -300,8 +310,8 @@ def _insert_results(db: Database, attempt_id: int, verification_id: int, judgeme
         "SELECT id, level, outcome FROM verdict WHERE attempt_id = ? AND superseded_by IS NULL ORDER BY id",
         [attempt_id],
     ).fetchall()  # the current-verdict index finds them: the previous ones are superseded already
-    for verdict_id, level, outcome in written:  # one by one: audit is the single way rows are audited
-        audit(db, reviewer, "insert", "verdict", verdict_id, {"attempt_id": attempt_id, "level": level, "outcome": outcome})
+    audited: list[Any] = [("insert", "verdict", verdict_id, {"attempt_id": attempt_id, "level": level, "outcome": outcome})
+                          for verdict_id, level, outcome in written]
     if judgement.cause is not None:
         failure = {
             "attempt_id": attempt_id,
@@ -312,8 +322,9 @@ def _insert_results(db: Database, attempt_id: int, verification_id: int, judgeme
             "verification_id": verification_id,
         }
         failure_id = insert_row(db, "failure", failure)
-        audit(db, reviewer, "insert", "failure", failure_id,
-              {"attempt_id": attempt_id, "cause": judgement.cause.value, "silent": judgement.silent})
+        audited.append(("insert", "failure", failure_id,
+                        {"attempt_id": attempt_id, "cause": judgement.cause.value, "silent": judgement.silent}))
+    return audited
 
 
 def add_verify_settings(

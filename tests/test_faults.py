@@ -1,7 +1,7 @@
 """Faults: SIGKILL in the middle of a write, a full disk, several writers at once.
 
 Each kill is deterministic: the child process runs the real code path (the CLI, the importer, the
-verifier, the re-run runner) with `storage.records.audit` wrapped so that at the N-th audit row of
+verifier, the re-run runner) with `storage.records.audits` wrapped so that at the N-th audit row of
 a given kind it prints FAULT and sleeps *inside the still-open write transaction* (every write
 audits itself in its own transaction, docs/storage.md). The test then SIGKILLs it and reopens the
 database. `assert_intact` is the definition of "nothing half-written" (docs/reliability.md).
@@ -34,17 +34,18 @@ HOOK = textwrap.dedent("""
     if _spec:
         _entity, _action, _nth = _spec.split(":")
         _nth, _seen = int(_nth), [0]
-        _orig = records.audit
+        _orig = records.audits
 
-        def _audit(db, reviewer, action, entity, entity_id, detail=None):
-            _orig(db, reviewer, action, entity, entity_id, detail)
-            if entity == _entity and (not _action or action == _action):
-                _seen[0] += 1
-                if _seen[0] == _nth:
-                    print("FAULT", "in-transaction" if db.conn.in_transaction else "committed", flush=True)
-                    time.sleep(600)
+        def _audits(db, reviewer, rows):
+            _orig(db, reviewer, rows)
+            for action, entity, _id, _detail in rows:
+                if entity == _entity and (not _action or action == _action):
+                    _seen[0] += 1
+                    if _seen[0] == _nth:
+                        print("FAULT", "in-transaction" if db.conn.in_transaction else "committed", flush=True)
+                        time.sleep(600)
 
-        records.audit = _audit
+        records.audits = _audits
 """)
 
 
