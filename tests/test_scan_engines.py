@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from test_fuzz import FAST, LOG_PIECES
 from test_verify_skip import every_log
 
-from workbench.verify import logscan
-from workbench.verify.markers import ENGINE_VARIABLE, Markers, engine_name
+from workbench.verify import logscan, topology
+from workbench.verify.markers import ENGINE_VARIABLE, Expressions, Markers, engine_name
 
 ENGINES = ["re2", pytest.param("hyperscan", marks=pytest.mark.skipif(
     importlib.util.find_spec("hyperscan") is None, reason="hyperscan ships x86_64 wheels only"))]
@@ -84,3 +84,54 @@ def test_the_variable_picks_the_fallback(monkeypatch) -> None:
     assert engine_name() == "re2" and Markers([b"x"]).engine == "re2"
     monkeypatch.delenv(ENGINE_VARIABLE)
     assert engine_name() == ("hyperscan" if importlib.util.find_spec("hyperscan") else "re2")
+
+
+def _candidates_one_search_per_cue(head: bytes) -> list[int]:
+    """topology._candidates as it was: a `re` search per cue, again from each found line's end."""
+    import re
+
+    from workbench.verify.topology import MAX_LINES
+
+    starts: set[int] = set()
+    for pattern in topology._CUES.patterns:
+        cue = re.compile(pattern)
+        m, n = cue.search(head), 0
+        while m is not None and n < MAX_LINES:
+            starts.add(head.rfind(b"\n", 0, m.start()) + 1)
+            n += 1
+            end = head.find(b"\n", m.end())
+            m = None if end == -1 else cue.search(head, end)
+    return sorted(starts)
+
+
+CUE_PIECES = st.sampled_from([b"world_size=4", b"rank: 2", b"device count = 8 ", b"devices:", b"local_rank ='",
+                              b"shape:=", b"ordinal\t\t=", b"num_processes:", b"index  ", b"\n", b"ank", b"size"])
+
+
+def _same_candidates(head: bytes, engine: str, monkeypatch) -> None:
+    monkeypatch.setattr(topology, "_CUES", Expressions(topology._CUES.patterns, engine=engine))
+    assert topology._candidates(head) == _candidates_one_search_per_cue(head), (engine, head[:80])
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_topology_cues_find_the_lines_one_search_per_cue_found(engine, tmp_path, monkeypatch) -> None:
+    """On every log the tests have, and past the per-cue cap of lines."""
+    for log in every_log(tmp_path):
+        _same_candidates(topology.head_of([log])[0], engine, monkeypatch)
+    _same_candidates(b"rank=1 world_size: 2\n" * (topology.MAX_LINES + 5) + b"devices=4", engine, monkeypatch)
+
+
+@FAST
+@given(head=st.lists(CUE_PIECES | st.binary(max_size=12), max_size=60).map(b"".join))
+def test_the_topology_cues_find_the_lines_one_search_per_cue_found_in_any_bytes(head) -> None:
+    for engine in ("re2", "hyperscan") if importlib.util.find_spec("hyperscan") else ("re2",):
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            _same_candidates(head, engine, monkeypatch)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_expressions_give_where_each_match_ends(engine) -> None:
+    found = Expressions([rb"ab+", rb"b=", rb"[0-9]{2}"], engine=engine)
+    every_length = [2] if engine == "hyperscan" else []  # "ab" and "abb" start alike: RE2 reports the longer
+    assert found.ends(b"abb= 123") == [[*every_length, 3], [4], [7, 8]]
+    assert found.ends(b"") == [[], [], []]

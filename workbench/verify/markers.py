@@ -8,7 +8,8 @@ cannot be imported google-re2, also linear in the bytes, runs one alternation (a
 `WORKBENCH_SCAN_ENGINE=re2` picks the fallback anywhere (tests run both).
 
 Every occurrence is reported, overlapping ones too, by where it starts; callers pick the ones
-they need (the first on a line, those past an offset).
+they need (the first on a line, those past an offset). `Expressions` does the same for a few
+regular expressions (the subset both engines share) and reports where their matches end.
 """
 
 from __future__ import annotations
@@ -114,3 +115,65 @@ def _re2(markers: Markers):
         return search(data) is not None
 
     return scan, found_any
+
+
+class Expressions:
+    """Finds the matches of several regular expressions in one pass: `ends(data)` gives, for each
+    expression in the order given, the ascending positions where its matches end (a match that
+    starts inside another expression's is found too; for one that matches several lengths from
+    one start, Hyperscan gives every end and RE2 the greedy one: callers want the lines). Patterns
+    are bytes in the subset Hyperscan and RE2 share: no backreferences, no lookaround."""
+
+    def __init__(self, patterns: Sequence[bytes], *, engine: str | None = None) -> None:
+        if not patterns:
+            raise ValueError("no patterns to look for")
+        self.patterns = tuple(patterns)
+        self.engine = engine or engine_name()
+        self._local = threading.local()
+
+    def ends(self, data: bytes) -> list[list[int]]:
+        compiled = getattr(self._local, "compiled", None)
+        if compiled is None:
+            compiled = self._local.compiled = (_hyperscan_ends if self.engine == "hyperscan" else _re2_ends)(self)
+        return compiled(data)
+
+
+def _hyperscan_ends(expressions: Expressions):
+    import hyperscan
+
+    patterns = expressions.patterns
+    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    db.compile(expressions=list(patterns), ids=list(range(len(patterns))), elements=len(patterns),
+               flags=[0] * len(patterns))
+
+    def ends(data: bytes) -> list[list[int]]:
+        found: list[list[int]] = [[] for _ in patterns]
+
+        def on_match(pattern: int, start: int, end: int, flags: int, context: object) -> None:
+            found[pattern].append(end)
+
+        if data:
+            db.scan(data, match_event_handler=on_match)
+        return found
+
+    return ends
+
+
+def _re2_ends(expressions: Expressions):
+    """One alternation, searched again one byte past each match's start."""
+    import re2
+
+    patterns = expressions.patterns
+    options = re2.Options()
+    options.max_mem = 64 << 20
+    search = re2.compile(b"|".join(b"(" + p + b")" for p in patterns), options).search
+
+    def ends(data: bytes) -> list[list[int]]:
+        found: list[list[int]] = [[] for _ in patterns]
+        m = search(data, 0)
+        while m is not None:
+            found[m.lastindex - 1].append(m.end())
+            m = search(data, m.start() + 1)
+        return found
+
+    return ends
