@@ -169,7 +169,3 @@ def adjudicate(db: Path, migration: str, seq: int, level: int, outcome: str, rea
                                      reviewer=config.reviewer())
     click.echo(f"adjudication {new_id} recorded (override {override_id})")
 
-
-def register(main: click.Group) -> None:
-    for command in (judge, assign, queue_cmd, blind, agreement, adjudicate):
-        main.add_command(command)
