@@ -5,14 +5,13 @@ Krippendorff's alpha is the `krippendorff` package's `alpha`, loaded inside the 
 uses it. Cohen's kappa is Cohen's (1960) three-line formula on the contingency table: the library
 that has it (statsmodels) brings pandas, which sqlite-utils then imports at every start (300 ms);
 tests/test_judgements.py checks this function against statsmodels' `cohens_kappa` on random
-tables and against a published example.
+tables and against a published example. `random` and `statistics` load inside the deal and the
+bootstrap: `workbench queue DB` needs only the record types (issue 19).
 """
 
 from __future__ import annotations
 
 import math
-import random
-import statistics
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -113,6 +112,8 @@ def deal(attempt_ids: Sequence[int], reviewers: Sequence[str], overlap: float, s
     """(attempt id, reviewer) pairs: every attempt to one reviewer, `round(overlap * n)` of them
     to two, each to whoever has the fewest so far (ties in a seeded order), so loads differ by
     at most one. The attempts are shuffled by `random.Random(seed)`: same seed, same deal."""
+    import random
+
     check_deal(reviewers, overlap)
     rng = random.Random(seed)
     items = sorted(attempt_ids)
@@ -171,6 +172,9 @@ def bootstrap(items: Sequence[T], statistic: Callable[[Sequence[T]], float | Non
     """The 2.5th and 97.5th percentiles of the statistic over `resamples` resamples of the items
     with replacement, drawn by `random.Random(seed)`. A resample where the statistic is undefined
     (one category only) is left out; None when fewer than half are defined."""
+    import random
+    import statistics
+
     if not items:
         return None
     rng = random.Random(seed)
