@@ -29,6 +29,7 @@ except SystemExit as exc:
 heavy = sorted({m.split(".")[0] for m in sys.modules} & {"sqlite_utils", "numpy", "pandas", "dateutil", "textual", "rich"})
 print("loaded:", heavy, file=sys.stderr)
 print("commands:", sorted(m for m in sys.modules if m.startswith("cli.")), file=sys.stderr)
+print("records:", sorted({"domain.verdicts", "domain.effort", "domain.transcript"} & set(sys.modules)), file=sys.stderr)
 """
 
 
@@ -59,13 +60,20 @@ def test_listing_commands_import_no_sqlite_utils(demo_copy: Path) -> None:
 
 
 
-def test_a_listing_loads_only_its_own_command_module(demo_copy: Path) -> None:
+def test_a_listing_loads_only_its_own_command_module_and_records(demo_copy: Path) -> None:
     """The main group imports a command's module when that command runs (cli/main.py), so a list
-    pays for none of the others' imports."""
-    for args, own in ((["migrations", str(demo_copy)], "cli.study"), (["queue", str(demo_copy)], "cli.judge")):
+    pays for none of the others' imports; nor for the dataclasses of records it does not read
+    (verdicts, effort records, transcript records: domain/models.py says why)."""
+    conn = open_readonly(demo_copy)
+    assert conn is not None
+    slug = conn.execute("SELECT slug FROM migration ORDER BY slug").fetchone()[0]
+    conn.close()
+    for args, own in ((["migrations", str(demo_copy)], "cli.study"), (["attempts", str(demo_copy), slug], "cli.study"),
+                      (["queue", str(demo_copy)], "cli.judge")):
         done = run_cli(*args)
         assert done.returncode == 0, done.stderr
         assert f"commands: {sorted(['cli.common', 'cli.main', own])}" in done.stderr, (args, done.stderr)
+        assert "records: []" in done.stderr, (args, done.stderr)
 
 def test_the_readonly_connection_lists_what_the_full_open_lists(demo_copy: Path) -> None:
     study = open_study(demo_copy)
