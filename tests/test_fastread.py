@@ -29,7 +29,8 @@ except SystemExit as exc:
 heavy = sorted({m.split(".")[0] for m in sys.modules} & {"sqlite_utils", "numpy", "pandas", "dateutil", "textual", "rich"})
 print("loaded:", heavy, file=sys.stderr)
 print("commands:", sorted(m for m in sys.modules if m.startswith("cli.")), file=sys.stderr)
-print("records:", sorted({"domain.verdicts", "domain.effort", "domain.transcript"} & set(sys.modules)), file=sys.stderr)
+print("records:", sorted({"domain.verdicts", "domain.effort", "domain.transcript", "domain.agreement"} & set(sys.modules)),
+      file=sys.stderr)
 """
 
 
@@ -62,8 +63,8 @@ def test_listing_commands_import_no_sqlite_utils(demo_copy: Path) -> None:
 
 def test_a_listing_loads_only_its_own_command_module_and_records(demo_copy: Path) -> None:
     """The main group imports a command's module when that command runs (cli/main.py), so a list
-    pays for none of the others' imports; nor for the dataclasses of records it does not read
-    (verdicts, effort records, transcript records: domain/models.py says why)."""
+    pays for none of the others' imports; nor for the dataclasses it does not read (verdicts, effort
+    and transcript records, agreement figures: domain/models.py says why)."""
     conn = open_readonly(demo_copy)
     assert conn is not None
     slug = conn.execute("SELECT slug FROM migration ORDER BY slug").fetchone()[0]
