@@ -3,7 +3,8 @@
 Frozen dataclasses only; storage/ maps them to rows and back. Nothing here imports
 Textual, Rich, git or torch. The CLI's lists load this module at every start, and each dataclass
 costs its creation (issue 19): records the lists never read live beside their topic
-(domain/verdicts.py, domain/effort.py, domain/transcript.py).
+(domain/verdicts.py, domain/effort.py, domain/transcript.py), and every class has a docstring
+(dataclass otherwise works one out from its signature at every import).
 """
 
 from __future__ import annotations
@@ -83,6 +84,8 @@ LADDER = {
 
 @dataclass(frozen=True, slots=True)
 class Target:
+    """The hardware a migration aims at: accelerator kind, chips and runtime."""
+
     accelerator: str
     """Accelerator kind, a key of the study's price table, e.g. `tpu-v5e`."""
     chips: int
@@ -95,6 +98,8 @@ class Target:
 
 @dataclass(frozen=True, slots=True)
 class Goal:
+    """The metric a migration must reach: the value to meet, which way is better, the slack allowed."""
+
     metric: str
     reference: float
     direction: Direction
@@ -119,6 +124,8 @@ class Budgets:
 
 @dataclass(frozen=True, slots=True)
 class Study:
+    """One study: its price table, staff rate, reviewers and intervention kinds."""
+
     slug: str
     title: str
     prices: dict[str, float] = field(default_factory=dict)
@@ -131,6 +138,8 @@ class Study:
 
 @dataclass(frozen=True, slots=True)
 class Migration:
+    """One project's migration from GPU to TPU code, with its target, goal and budgets."""
+
     id: int
     slug: str
     title: str
@@ -147,6 +156,8 @@ class Migration:
 
 @dataclass(frozen=True, slots=True)
 class Command:
+    """How a run was started: its argv, working directory and the environment that matters."""
+
     argv: tuple[str, ...]
     cwd: str = "."
     env: dict[str, str] = field(default_factory=dict)
@@ -162,6 +173,8 @@ class Command:
 
 @dataclass(frozen=True, slots=True)
 class Hardware:
+    """Accelerators of one kind and how many."""
+
     kind: str
     count: int
 
@@ -171,6 +184,8 @@ class Hardware:
 
 @dataclass(frozen=True, slots=True)
 class Attempt:
+    """One execution of the project: the agent's, a re-run of one, or the reference run."""
+
     id: int
     migration_id: int
     seq: int
@@ -206,6 +221,8 @@ class Evidence:
 
 @dataclass(frozen=True, slots=True)
 class Failure:
+    """Why an attempt failed, by the taxonomy (docs/failure-taxonomy.md)."""
+
     id: int
     attempt_id: int
     cause: FailureCause
