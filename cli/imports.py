@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from cli.common import counts, db_option, study_at
+from cli.setup import with_project
 from domain.errors import WorkbenchError
 from domain.text import clean
 from workbench import config
@@ -49,6 +50,7 @@ def import_bundle_cmd(directory: Path, db: Path | None) -> None:
         sys.exit(2)
 
 
+@with_project  # --project and --list (cli/setup.py)
 @import_.command("claude-code")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @db_option("Study database (it must hold the migration).")

@@ -8,7 +8,16 @@ from typing import Any
 
 import click
 
-from cli.common import db_argument, echo_json, json_option, migration_filter, migration_id_or_all, study_at, table
+from cli.common import (
+    db_argument,
+    echo_json,
+    json_option,
+    migration_filter,
+    migration_id_or_all,
+    study_at,
+    study_read,
+    table,
+)
 from domain.errors import WorkbenchError
 from workbench import config
 
@@ -75,8 +84,8 @@ def queue_cmd(db: Path, reviewer: str | None, as_json: bool) -> None:
     from storage.judgements import queue
 
     name = reviewer or config.reviewer()
-    with study_at(db) as study:
-        items = queue(study.db, name)
+    with study_read(db) as conn:
+        items = queue(conn, name)
     done = sum(i.done for i in items)
     if as_json:
         echo_json({"reviewer": name, "done": done, "left": len(items) - done,
@@ -169,7 +178,3 @@ def adjudicate(db: Path, migration: str, seq: int, level: int, outcome: str, rea
                                      reviewer=config.reviewer())
     click.echo(f"adjudication {new_id} recorded (override {override_id})")
 
-
-def register(main: click.Group) -> None:
-    for command in (judge, assign, queue_cmd, blind, agreement, adjudicate):
-        main.add_command(command)

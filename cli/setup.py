@@ -247,9 +247,9 @@ def _check_migration(db: Path, slug: str | None) -> None:
                              " --repo PATH --target ... --goal ...`")
 
 
-def _with_project(command: click.Command) -> None:
+def with_project(command: click.Command) -> click.Command:
     """`import claude-code --project REPO_PATH [--list]`: the project's sessions found in the
-    Claude Code projects folder stand in for PATH."""
+    Claude Code projects folder stand in for PATH. Decorates that command in cli/imports.py."""
     original = command.callback
     for param in command.params:
         if param.name in ("paths", "slug"):
@@ -285,13 +285,5 @@ def _with_project(command: click.Command) -> None:
     command.callback = callback
     command.help = inspect.cleandoc(command.help or "") + "\n\nWith --project REPO_PATH, the project's sessions are found in" \
         " the Claude Code projects folder; --list shows them without importing."
-
-
-def register(main: click.Group) -> None:
-    """Put this module's commands on the main group, and --project on `import claude-code`."""
-    for command in (init, migration, reference, watch):
-        main.add_command(command)
-    importer = main.commands["import"]
-    if isinstance(importer, click.Group) and "claude-code" in importer.commands:
-        _with_project(importer.commands["claude-code"])
+    return command
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from domain.models import LADDER, AttemptSummary, MigrationSummary, Outcome, Verdict, Verification
+from domain.models import LADDER, AttemptSummary, MigrationSummary, Outcome
 
 if TYPE_CHECKING:
     from domain.judgements import HumanJudgement
+    from domain.verdicts import Verdict, Verification
 
 
 def blinded(summary: AttemptSummary) -> AttemptSummary:

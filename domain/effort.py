@@ -384,3 +384,62 @@ class Sessionizer:
             end.isoformat(timespec="milliseconds"),
             round(active, 3),
         )]
+
+
+# --------------------------------------------------------------------------- the records
+# Interventions, decisions, review sessions and budget changes as stored (storage.queries reads
+# them); here rather than in domain/models.py, which the CLI's lists load at every start (issue 19).
+
+
+@dataclass(frozen=True, slots=True)
+class Intervention:
+    id: int
+    migration_id: int
+    kind: str
+    minutes: float
+    note: str
+    reviewer: str
+    at: str
+    attempt_id: int | None = None
+    corrects: int | None = None
+    """Id of the intervention this record corrects; the original stays in history."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    id: int
+    migration_id: int
+    kind: DecisionKind
+    reason: str
+    figures: dict[str, float | int | None]
+    """The budget figures at the moment of the decision."""
+    reviewer: str
+    at: str
+    suggested: DecisionKind | None = None
+    """What the stopping rules suggested at that moment."""
+    attempt_id: int | None = None
+    """The migration's latest attempt when the decision was made."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewSession:
+    id: int
+    reviewer: str
+    migration_id: int
+    started_at: str
+    active_seconds: float
+    ended_at: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetChange:
+    """A reviewer's edit of a migration's budgets and acceptance level; the latest one wins over
+    the bundle's figures."""
+
+    id: int
+    migration_id: int
+    budgets: Budgets
+    acceptance_level: int
+    reason: str
+    reviewer: str
+    at: str

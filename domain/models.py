@@ -1,7 +1,10 @@
 """The domain: what a study of agent-driven GPU-to-TPU migrations is made of.
 
 Frozen dataclasses only; storage/ maps them to rows and back. Nothing here imports
-Textual, Rich, git or torch.
+Textual, Rich, git or torch. The CLI's lists load this module at every start, and each dataclass
+costs its creation (issue 19): records the lists never read live beside their topic
+(domain/verdicts.py, domain/effort.py, domain/transcript.py), and every class has a docstring
+(dataclass otherwise works one out from its signature at every import).
 """
 
 from __future__ import annotations
@@ -81,6 +84,8 @@ LADDER = {
 
 @dataclass(frozen=True, slots=True)
 class Target:
+    """The hardware a migration aims at: accelerator kind, chips and runtime."""
+
     accelerator: str
     """Accelerator kind, a key of the study's price table, e.g. `tpu-v5e`."""
     chips: int
@@ -93,6 +98,8 @@ class Target:
 
 @dataclass(frozen=True, slots=True)
 class Goal:
+    """The metric a migration must reach: the value to meet, which way is better, the slack allowed."""
+
     metric: str
     reference: float
     direction: Direction
@@ -117,6 +124,8 @@ class Budgets:
 
 @dataclass(frozen=True, slots=True)
 class Study:
+    """One study: its price table, staff rate, reviewers and intervention kinds."""
+
     slug: str
     title: str
     prices: dict[str, float] = field(default_factory=dict)
@@ -129,6 +138,8 @@ class Study:
 
 @dataclass(frozen=True, slots=True)
 class Migration:
+    """One project's migration from GPU to TPU code, with its target, goal and budgets."""
+
     id: int
     slug: str
     title: str
@@ -145,6 +156,8 @@ class Migration:
 
 @dataclass(frozen=True, slots=True)
 class Command:
+    """How a run was started: its argv, working directory and the environment that matters."""
+
     argv: tuple[str, ...]
     cwd: str = "."
     env: dict[str, str] = field(default_factory=dict)
@@ -160,6 +173,8 @@ class Command:
 
 @dataclass(frozen=True, slots=True)
 class Hardware:
+    """Accelerators of one kind and how many."""
+
     kind: str
     count: int
 
@@ -168,14 +183,9 @@ class Hardware:
 
 
 @dataclass(frozen=True, slots=True)
-class MetricPoint:
-    name: str
-    step: int
-    value: float
-
-
-@dataclass(frozen=True, slots=True)
 class Attempt:
+    """One execution of the project: the agent's, a re-run of one, or the reference run."""
+
     id: int
     migration_id: int
     seq: int
@@ -210,40 +220,9 @@ class Evidence:
 
 
 @dataclass(frozen=True, slots=True)
-class VerdictOverride:
-    id: int
-    verdict_id: int
-    outcome: Outcome
-    justification: str
-    reviewer: str
-    at: str
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    id: int
-    attempt_id: int
-    level: int
-    outcome: Outcome
-    reason: str
-    evidence: tuple[Evidence, ...]
-    verifier: str
-    verifier_version: str
-    overrides: tuple[VerdictOverride, ...] = ()
-    verification_id: int | None = None
-    """The verification run that made it; older runs' verdicts stay in history."""
-
-    @property
-    def effective(self) -> Outcome:
-        """The latest human override wins (domain.ladder.effective_outcome); the automated outcome
-        stays visible beside it."""
-        from domain.ladder import effective_outcome
-
-        return Outcome(effective_outcome(self.outcome, [o.outcome for o in self.overrides]))
-
-
-@dataclass(frozen=True, slots=True)
 class Failure:
+    """Why an attempt failed, by the taxonomy (docs/failure-taxonomy.md)."""
+
     id: int
     attempt_id: int
     cause: FailureCause
@@ -252,86 +231,6 @@ class Failure:
     note: str = ""
     evidence: tuple[Evidence, ...] = ()
     """The log lines or metric points behind the cause."""
-
-
-@dataclass(frozen=True, slots=True)
-class Verification:
-    """One verifier run over one attempt: the facts derived beside its five verdicts."""
-
-    id: int
-    attempt_id: int
-    verifier: str
-    verifier_version: str
-    inputs_hash: str
-    """SHA-256 over the evidence, the settings and the verifier version: same hash, same result."""
-    at: str
-    highest_level: int
-    cause: FailureCause | None
-    silent: bool
-    over_claim: bool | None
-    """The agent's expected level is above the highest verified one; None when it named none."""
-    reference_attempt_id: int | None = None
-    wall_seconds: float | None = None
-    cost_dollars: float | None = None
-    time_ratio: float | None = None
-    """Wall time over the reference run's."""
-    cost_ratio: float | None = None
-    """Cost (chip-hours times price) over the reference run's."""
-    current: bool = True
-
-
-@dataclass(frozen=True, slots=True)
-class Intervention:
-    id: int
-    migration_id: int
-    kind: str
-    minutes: float
-    note: str
-    reviewer: str
-    at: str
-    attempt_id: int | None = None
-    corrects: int | None = None
-    """Id of the intervention this record corrects; the original stays in history."""
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    id: int
-    migration_id: int
-    kind: DecisionKind
-    reason: str
-    figures: dict[str, float | int | None]
-    """The budget figures at the moment of the decision."""
-    reviewer: str
-    at: str
-    suggested: DecisionKind | None = None
-    """What the stopping rules suggested at that moment."""
-    attempt_id: int | None = None
-    """The migration's latest attempt when the decision was made."""
-
-
-@dataclass(frozen=True, slots=True)
-class ReviewSession:
-    id: int
-    reviewer: str
-    migration_id: int
-    started_at: str
-    active_seconds: float
-    ended_at: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class BudgetChange:
-    """A reviewer's edit of a migration's budgets and acceptance level; the latest one wins over
-    the bundle's figures."""
-
-    id: int
-    migration_id: int
-    budgets: Budgets
-    acceptance_level: int
-    reason: str
-    reviewer: str
-    at: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,40 +276,3 @@ class AttemptSummary:
                 break
             level += 1
         return level
-
-
-@dataclass(frozen=True, slots=True)
-class Edit:
-    """A change the agent made to a file before an attempt (Edit, Write, MultiEdit or Bash)."""
-
-    tool: str
-    file_path: str
-    """Relative to the session's working directory when inside it, else as the agent wrote it."""
-    old_text: str | None = None
-    """Edit/MultiEdit: the replaced text; None for Write (whole file) and Bash."""
-    new_text: str | None = None
-    """Edit/MultiEdit: the replacement; Write: the whole new content; None for Bash."""
-    replace_all: bool = False
-    patch: str = ""
-    """A unified-diff rendering when the transcript has one; for Bash, the command."""
-    tool_use_id: str = ""
-    at: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    """A tool call kept as an attempt's context: what the agent did besides running the workload."""
-
-    tool_use_id: str
-    name: str
-    input: str
-    """The call's input as JSON, secrets redacted."""
-    result: str = ""
-    """The result's text, secrets redacted, cut to a few kilobytes."""
-    is_error: bool = False
-    called_at: str | None = None
-    result_at: str | None = None
-    agent_id: str | None = None
-    """The sub-agent that made the call; None for the main session."""
-    spawned_agent_id: str | None = None
-    """For a Task/Agent call: the sub-agent it started."""

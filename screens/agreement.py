@@ -20,7 +20,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Input, Label, Select, Static, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from domain.judgements import AgreementReport, BlindFigure, Disagreement, LevelAgreement, Statistic
+from domain.agreement import AgreementReport, BlindFigure, Disagreement, LevelAgreement, Statistic
 from domain.models import LADDER, Outcome
 from screens.base import WorkbenchScreen
 from screens.data import read

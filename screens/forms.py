@@ -22,10 +22,12 @@ from textual.widgets import Button, Input, Label, Select, Static
 from textual.worker import Worker, WorkerState
 
 from domain import effort
+from domain.effort import Intervention
 from domain.errors import WorkbenchError
 from domain.judgements import check_cause
-from domain.models import LADDER, Budgets, DecisionKind, FailureCause, Intervention, Outcome, Verdict
+from domain.models import LADDER, Budgets, DecisionKind, FailureCause, Outcome
 from domain.text import clean
+from domain.verdicts import Verdict
 from screens.data import describe_error, reading
 from screens.presenters.effort import standing_text
 from screens.text import text

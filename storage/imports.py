@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from domain.models import Edit
+from domain.transcript import Edit
 from storage import records
 from storage.sqlite import Database
 

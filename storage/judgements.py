@@ -3,20 +3,23 @@
 Every table here is append-only (storage/schema.py m012): a changed mind is a new judgement that
 supersedes the old one; a new deal is a new batch of assignments; the study's blind mode is its
 latest `blind_mode` row. Each write is audited in its own transaction, taken with
-`records.immediate` so reviewers' processes writing at once queue rather than fail.
+`records.immediate` so reviewers' processes writing at once queue rather than fail. The reads
+take a plain sqlite3 connection too (storage.fastread): the writes import storage.records, and
+with it sqlite-utils, only when they run, so `workbench queue DB` starts without it (issue 19).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from domain.judgements import HumanJudgement, QueueItem
 from domain.models import FailureCause, Outcome
-from storage.queries import expected_level_of, hidden_attempts, hidden_of
-from storage.records import add_verdict_override, audit, immediate, insert_row, now
-from storage.sqlite import Database
+from storage.queries import Reader, expected_level_of, hidden_attempts, hidden_of
+
+if TYPE_CHECKING:
+    from storage.sqlite import Database
 
 CURRENT = "NOT EXISTS (SELECT 1 FROM judgement later WHERE later.supersedes = j.id)"
 """SQL over `judgement j`: no later record supersedes it."""
@@ -44,6 +47,8 @@ def add_judgement(db: Database, *, attempt_id: int, reviewer: str, levels: Seque
         raise ValueError("levels: one outcome per level, five in all")
     if active_seconds < 0:
         raise ValueError("active seconds must not be negative")
+    from storage.records import audit, immediate, insert_row, now
+
     with immediate(db):
         previous = db.execute(
             f"SELECT id FROM judgement j WHERE attempt_id = ? AND reviewer = ? AND {CURRENT}",
@@ -92,6 +97,8 @@ def dealable_attempts(db: Database, migration_id: int | None) -> list[int]:
 def add_assignments(db: Database, pairs: Sequence[tuple[int, str]], *, blind: bool, seed: int,
                     overlap: float, assigned_by: str) -> int:
     """Store one deal as a new batch of assignments; returns the batch number."""
+    from storage.records import audit, immediate, insert_row, now
+
     with immediate(db):
         batch = db.execute("SELECT COALESCE(MAX(batch), 0) + 1 FROM assignment").fetchone()[0]
         for attempt_id, reviewer in pairs:
@@ -113,7 +120,7 @@ _QUEUE = ("SELECT MIN(s.id), a.id, m.slug, a.seq, MAX(s.blind),"
           " WHERE s.reviewer = :reviewer")
 
 
-def queue_page(db: Database, reviewer: str, *, after: tuple[str, int] | None = None,
+def queue_page(db: Reader, reviewer: str, *, after: tuple[str, int] | None = None,
                until: tuple[str, int] | None = None, limit: int | None = 100) -> list[QueueItem]:
     """A keyset page of `queue`: the items after (slug, seq) `after`, up to `until` (inclusive),
     at most `limit` of them (None: no limit)."""
@@ -129,7 +136,7 @@ def queue_page(db: Database, reviewer: str, *, after: tuple[str, int] | None = N
     return [QueueItem(r[0], r[1], r[2], r[3], bool(r[4]), bool(r[5]), r[6]) for r in rows]
 
 
-def queue(db: Database, reviewer: str) -> list[QueueItem]:
+def queue(db: Reader, reviewer: str) -> list[QueueItem]:
     """The attempts dealt to a reviewer, by migration and seq; `done` once the reviewer judged it."""
     return queue_page(db, reviewer, limit=None)
 
@@ -152,6 +159,8 @@ def hidden_count(db: Database, reviewer: str) -> int:
 
 
 def set_study_blind(db: Database, blind: bool, reviewer: str) -> int:
+    from storage.records import audit, immediate, insert_row, now
+
     with immediate(db):
         row = {"blind": int(blind), "reviewer": reviewer, "at": now()}
         new_id = insert_row(db, "blind_mode", row)
@@ -197,6 +206,8 @@ def add_adjudication(db: Database, *, attempt_id: int, level: int, outcome: Outc
         raise ValueError("outcome: an adjudication decides: pass or fail")
     if not reason.strip():
         raise ValueError("reason: say why this is the final verdict")
+    from storage.records import add_verdict_override, audit, immediate, insert_row, now
+
     with immediate(db):
         verdict = db.execute("SELECT id FROM verdict WHERE attempt_id = ? AND level = ? AND superseded_by IS NULL",
                              [attempt_id, level]).fetchone()

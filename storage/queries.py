@@ -11,31 +11,24 @@ import sqlite3
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Union
 
-if TYPE_CHECKING:  # the effort and assist types load with the reads that return them
+if TYPE_CHECKING:  # the effort, verdict and assist types load with the reads that return them (issue 19)
     from sqlite_utils import Database
 
     from domain.assist import ClaimExtraction, ClaimReview, CostTotal, ExpectedLevel, LlmCall
-    from domain.effort import EffortInputs, Standing
+    from domain.effort import BudgetChange, Decision, EffortInputs, Intervention, ReviewSession, Standing
+    from domain.verdicts import MetricPoint, Verdict, Verification
 from domain.models import (
     Attempt,
     AttemptSummary,
-    BudgetChange,
     Budgets,
-    Decision,
     DecisionKind,
     Evidence,
     Failure,
     FailureCause,
-    Intervention,
-    MetricPoint,
     Migration,
     MigrationSummary,
     Outcome,
-    ReviewSession,
     Study,
-    Verdict,
-    VerdictOverride,
-    Verification,
 )
 from storage.converters import attempt_from_row, migration_from_row, study_from_row
 
@@ -317,6 +310,8 @@ def next_seq(db: Reader, migration_id: int) -> int:
 
 
 def metric_series(db: Database, attempt_id: int, name: str) -> list[MetricPoint]:
+    from domain.verdicts import MetricPoint
+
     return [
         MetricPoint(name, step, value)
         for step, value in db.execute(
@@ -328,6 +323,8 @@ def metric_series(db: Database, attempt_id: int, name: str) -> list[MetricPoint]
 
 def interventions(db: Database, migration_id: int) -> list[Intervention]:
     """Every intervention record, corrected ones included, oldest first: the full history."""
+    from domain.effort import Intervention
+
     return [
         Intervention(
             id=row["id"],
@@ -381,6 +378,8 @@ def probe_reports(db: Database, attempt_id: int) -> list[dict[str, Any]]:
 
 
 def _verification(row: dict[str, Any]) -> Verification:
+    from domain.verdicts import Verification
+
     return Verification(
         id=row["id"],
         attempt_id=row["attempt_id"],
@@ -417,6 +416,8 @@ def verifications(db: Database, attempt_id: int) -> list[Verification]:
 
 def verdicts(db: Database, attempt_id: int, *, verification_id: int | None = None) -> list[Verdict]:
     """An attempt's current verdicts by level (or those of one verification), with overrides."""
+    from domain.verdicts import Verdict, VerdictOverride
+
     if verification_id is None:
         rows = _rows(db, "SELECT * FROM verdict WHERE attempt_id = ? AND superseded_by IS NULL"
                      " ORDER BY level", [attempt_id])
@@ -496,6 +497,8 @@ def study_intervention_kinds(db: Database) -> dict[str, str]:
 
 
 def _budget_change(row: dict[str, Any]) -> BudgetChange:
+    from domain.effort import BudgetChange
+
     return BudgetChange(
         id=row["id"],
         migration_id=row["migration_id"],
@@ -610,6 +613,8 @@ def migration_standing(db: Database, migration_id: int, now: Any = None) -> Stan
 
 
 def _intervention(row: dict[str, Any]) -> Intervention:
+    from domain.effort import Intervention
+
     return Intervention(
         id=row["id"], migration_id=row["migration_id"], kind=row["kind"], minutes=row["minutes"],
         note=row["note"] or "", reviewer=row["reviewer"], at=row["at"], attempt_id=row["attempt_id"],
@@ -632,6 +637,8 @@ def corrected_ids(db: Database, migration_id: int) -> dict[int, int]:
 
 def decisions(db: Database, migration_id: int) -> list[Decision]:
     """A migration's decisions, oldest first."""
+    from domain.effort import Decision
+
     return [
         Decision(
             id=r["id"], migration_id=r["migration_id"], kind=DecisionKind(r["kind"]),
@@ -644,6 +651,8 @@ def decisions(db: Database, migration_id: int) -> list[Decision]:
 
 
 def review_sessions(db: Database, migration_id: int) -> list[ReviewSession]:
+    from domain.effort import ReviewSession
+
     return [
         ReviewSession(r["id"], r["reviewer"], r["migration_id"], r["started_at"], r["active_seconds"],
                       r["ended_at"])

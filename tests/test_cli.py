@@ -13,7 +13,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from cli.main import main
+from cli.main import COMMANDS, main
 from workbench import config
 
 
@@ -46,10 +46,22 @@ def test_importing_the_cli_loads_neither_textual_nor_rich() -> None:
     assert out.stdout.strip() == "[]"
 
 
+def command_at(path: tuple[str, ...]) -> click.Command:
+    """The command at PATH, asked of each group the way click asks when it runs one."""
+    command: click.Command = main
+    for name in path:
+        assert isinstance(command, click.Group)
+        found = command.get_command(click.Context(command), name)
+        assert found is not None and found.name == name, (path, found)
+        command = found
+    return command
+
+
 def command_paths(group: click.Group, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
     """Every command and group under GROUP, found by walking click's tree, not by a hand list."""
     found = [path]
-    for name, command in sorted(group.commands.items()):
+    for name in group.list_commands(click.Context(group)):
+        command = command_at(path + (name,))
         found += command_paths(command, path + (name,)) if isinstance(command, click.Group) else [path + (name,)]
     return found
 
@@ -58,15 +70,24 @@ def command_paths(group: click.Group, path: tuple[str, ...] = ()) -> list[tuple[
 def test_every_command_has_help(path: tuple[str, ...]) -> None:
     result = CliRunner().invoke(main, [*path, "--help"])
     assert result.exit_code == 0 and "Usage:" in result.output, result.output
-    command = main
-    for name in path:
-        command = command.commands[name]
+    command = command_at(path)
     assert command.help and command.help.strip(), f"{' '.join(path)} has no help text"
 
 
 def test_the_command_walk_finds_nested_commands() -> None:
     paths = command_paths(main)
     assert ("import", "claude-code") in paths and ("assist", "brief") in paths and ("rerun",) in paths
+
+
+def test_help_lists_every_command_though_none_is_loaded_until_asked() -> None:
+    """The main group loads a command's module only when that command runs (issue 19); its help
+    still lists them all, and a mistyped name is still offered its neighbours."""
+    shown = workbench("--help").stdout.split("Commands:\n", 1)[1].splitlines()
+    assert [line.split()[0] for line in shown] == sorted(COMMANDS)
+    assert all(len(line.split()) > 1 for line in shown), shown  # each with its short help
+    assert "--project" in workbench("import", "claude-code", "--help").stdout  # cli/setup.py's option
+    mistyped = workbench("migra")
+    assert mistyped.returncode == 2 and "Did you mean one of: 'migration', 'migrations'?" in mistyped.stderr
 
 
 def test_import_then_list_migrations_and_attempts(small_bundle, tmp_path: Path) -> None:

@@ -28,6 +28,9 @@ except SystemExit as exc:
     assert not exc.code, exc.code
 heavy = sorted({m.split(".")[0] for m in sys.modules} & {"sqlite_utils", "numpy", "pandas", "dateutil", "textual", "rich"})
 print("loaded:", heavy, file=sys.stderr)
+print("commands:", sorted(m for m in sys.modules if m.startswith("cli.")), file=sys.stderr)
+print("records:", sorted({"domain.verdicts", "domain.effort", "domain.transcript", "domain.agreement"} & set(sys.modules)),
+      file=sys.stderr)
 """
 
 
@@ -49,12 +52,29 @@ def test_listing_commands_import_no_sqlite_utils(demo_copy: Path) -> None:
     slug = conn.execute("SELECT slug FROM migration ORDER BY slug").fetchone()[0]
     conn.close()
     for args in (["migrations", str(demo_copy)], ["migrations", str(demo_copy), "--json"],
-                 ["assist", "cost", str(demo_copy)], ["attempts", str(demo_copy), slug]):
+                 ["assist", "cost", str(demo_copy)], ["attempts", str(demo_copy), slug],
+                 ["queue", str(demo_copy)], ["queue", str(demo_copy), "--json"]):
         done = run_cli(*args)
         assert done.returncode == 0, done.stderr
         assert "loaded: []" in done.stderr, (args, done.stderr)  # attempts asks workbench.blind, also light
         assert done.stdout.strip()
 
+
+
+def test_a_listing_loads_only_its_own_command_module_and_records(demo_copy: Path) -> None:
+    """The main group imports a command's module when that command runs (cli/main.py), so a list
+    pays for none of the others' imports; nor for the dataclasses it does not read (verdicts, effort
+    and transcript records, agreement figures: domain/models.py says why)."""
+    conn = open_readonly(demo_copy)
+    assert conn is not None
+    slug = conn.execute("SELECT slug FROM migration ORDER BY slug").fetchone()[0]
+    conn.close()
+    for args, own in ((["migrations", str(demo_copy)], "cli.study"), (["attempts", str(demo_copy), slug], "cli.study"),
+                      (["queue", str(demo_copy)], "cli.judge")):
+        done = run_cli(*args)
+        assert done.returncode == 0, done.stderr
+        assert f"commands: {sorted(['cli.common', 'cli.main', own])}" in done.stderr, (args, done.stderr)
+        assert "records: []" in done.stderr, (args, done.stderr)
 
 def test_the_readonly_connection_lists_what_the_full_open_lists(demo_copy: Path) -> None:
     study = open_study(demo_copy)

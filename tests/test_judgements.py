@@ -23,7 +23,8 @@ from conftest import BundleBuilder
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain.judgements import bootstrap, cohen_kappa, deal, krippendorff_alpha
+from domain.agreement import bootstrap, cohen_kappa, krippendorff_alpha
+from domain.judgements import deal
 from domain.models import Outcome
 from storage.database import open_study
 from workbench import judging

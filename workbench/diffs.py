@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from domain.errors import WorkbenchError
-from domain.models import Edit
+from domain.transcript import Edit
 
 if TYPE_CHECKING:
     from sqlite_utils import Database

@@ -7,20 +7,17 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from domain.errors import WorkbenchError
-from domain.judgements import (
-    LEVELS,
+from domain.agreement import (
     RESAMPLES,
     SEED,
     AgreementReport,
     BlindFigure,
     agreement_for_level,
     blind_counts,
-    check_cause,
-    deal,
     disagreements,
-    parse_levels,
 )
+from domain.errors import WorkbenchError
+from domain.judgements import LEVELS, check_cause, deal, parse_levels
 from domain.models import AttemptSource, Outcome
 
 if TYPE_CHECKING:

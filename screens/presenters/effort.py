@@ -9,7 +9,8 @@ from typing import Any
 from rich.text import Text
 
 from domain import effort
-from domain.models import DecisionKind, Intervention
+from domain.effort import Intervention
+from domain.models import DecisionKind
 from screens.presenters.palette import tone
 from screens.text import text
 from storage.ledger import LedgerEntry

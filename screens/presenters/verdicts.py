@@ -8,8 +8,9 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets.option_list import Option
 
-from domain.models import LADDER, Evidence, Verdict
+from domain.models import LADDER, Evidence
 from domain.text import clean
+from domain.verdicts import Verdict
 from screens.presenters import render
 from screens.presenters.palette import tone
 from screens.text import text

@@ -28,15 +28,9 @@ import orjson
 
 from domain.errors import WorkbenchError
 from domain.imports import ImportReport
-from domain.models import (
-    Attempt,
-    AttemptSource,
-    AttemptStatus,
-    Command,
-    Edit,
-    ToolCall,
-)
+from domain.models import Attempt, AttemptSource, AttemptStatus, Command
 from domain.redact import redact
+from domain.transcript import Edit, ToolCall
 from storage import imports, queries, records
 from storage.converters import attempt_to_row
 from storage.database import StudyDatabase

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from domain.costs import parse_time
 from domain.errors import WorkbenchError
-from domain.models import Edit
+from domain.transcript import Edit
 
 REF_PREFIX = "refs/workbench"
 IDENTITY = {

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from domain.judgements import AgreementReport, Statistic
+from domain.agreement import AgreementReport, Statistic
 from storage.sqlite import Database
 from workbench.report.tables import Table, V, interval, n, num, pct, s
 

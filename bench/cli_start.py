@@ -1,0 +1,86 @@
+"""CLI start-up (issue 19): `workbench`'s read commands and --help against `python -c pass`.
+
+    .venv/bin/python bench/cli_start.py [--runs 20] [--db DB] [--tree DIR]...
+
+Each --tree is a source tree to run `python -m cli` from (default: this checkout); give a before
+and an after tree to compare them in one sitting: their runs alternate, and so does their order.
+Without --db the demo study is built in a temporary folder (`workbench demo --no-open`). Each
+command runs once first so its .pyc files exist (PYTHONDONTWRITEBYTECODE is unset for every run),
+then --runs fresh processes; medians of wall time and of CPU time (user + system), each also as a
+multiple of `python -c pass`. Prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
+def run(tree: Path, args: list[str]) -> tuple[float, float]:
+    """Wall and CPU seconds of one fresh process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    subprocess.run([sys.executable, *args], cwd=tree, env={**ENV, "PYTHONPATH": str(tree)}, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def demo(folder: Path) -> Path:
+    done = subprocess.run([sys.executable, "-m", "cli", "demo", "--no-open"], cwd=ROOT, check=True, text=True,
+                          capture_output=True, env={**ENV, "PYTHONPATH": str(ROOT), "XDG_DATA_HOME": str(folder)})
+    return Path(done.stdout.strip())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--db", type=Path)
+    parser.add_argument("--tree", type=Path, action="append", help="a source tree (default: this checkout)")
+    args = parser.parse_args()
+    trees = [t.resolve() for t in args.tree or [ROOT]]
+    with tempfile.TemporaryDirectory(prefix="cli-start-") as tmp:
+        db = str(args.db or demo(Path(tmp)))
+        with sqlite3.connect(db) as conn:
+            slug = conn.execute("SELECT slug FROM migration ORDER BY slug").fetchone()[0]
+        commands = {
+            "`python -c pass`": ["-c", "pass"],
+            "`migrations DB`": ["-m", "cli", "migrations", db],
+            "`attempts DB SLUG`": ["-m", "cli", "attempts", db, slug],
+            "`queue DB`": ["-m", "cli", "queue", db],
+            "`--help`": ["-m", "cli", "--help"],
+        }
+        times: dict[tuple[Path, str], list[tuple[float, float]]] = {(t, c): [] for t in trees for c in commands}
+        for tree in trees:
+            for argv in commands.values():
+                run(tree, argv)
+        for n in range(args.runs):
+            for name, argv in commands.items():
+                for tree in trees if n % 2 == 0 else trees[::-1]:
+                    times[tree, name].append(run(tree, argv))
+    print(f"{args.runs} runs each, load average {os.getloadavg()[0]:.1f} at the end\n")
+    print("| command | " + " | ".join(f"{t} wall (x) | CPU (x)" for t in trees) + " |")
+    print("| --- |" + " --- | --- |" * len(trees))
+    for name in commands:
+        cells = []
+        for tree in trees:
+            wall, cpu = (statistics.median(x[i] for x in times[tree, name]) for i in (0, 1))
+            bare_wall, bare_cpu = (statistics.median(x[i] for x in times[tree, "`python -c pass`"]) for i in (0, 1))
+            cells += [f"{wall * 1000:.0f} ms (x{wall / bare_wall:.1f})", f"{cpu * 1000:.0f} ms (x{cpu / bare_cpu:.1f})"]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
