@@ -92,7 +92,7 @@ def database_dir(db: Database) -> Path | None:
 
 def artifact_of(db: Database, attempt_id: int, kind: str = "checkpoint") -> dict[str, Any] | None:
     """The attempt's artifact row, with `file`: the stored copy's absolute path."""
-    rows = list(db.query("SELECT * FROM artifact WHERE attempt_id = ? AND kind = ?", [attempt_id, kind]))
+    rows = records.select_rows(db, "SELECT * FROM artifact WHERE attempt_id = ? AND kind = ?", [attempt_id, kind])
     if not rows:
         return None
     row = rows[0]

@@ -13,6 +13,7 @@ from typing import Any
 
 from domain.models import Attempt, AttemptSource
 from storage.converters import attempt_from_row
+from storage.records import select_rows
 from storage.sqlite import Database
 
 
@@ -49,7 +50,7 @@ def log_info(db: Database, log_id: int) -> LogInfo | None:
 
 def attempt_record(db: Database, attempt_id: int) -> dict[str, Any]:
     """The attempt's row as stored, less its id: every field a verdict depends on."""
-    rows = list(db.query("SELECT * FROM attempt WHERE id = ?", [attempt_id]))
+    rows = select_rows(db, "SELECT * FROM attempt WHERE id = ?", [attempt_id])
     if not rows:
         return {}
     return {k: v for k, v in rows[0].items() if k != "id"}
@@ -57,10 +58,8 @@ def attempt_record(db: Database, attempt_id: int) -> dict[str, Any]:
 
 def reference_attempt(db: Database, migration_id: int) -> Attempt | None:
     """The migration's reference run: its latest attempt with source `reference`."""
-    rows = list(db.query(
-        "SELECT * FROM attempt WHERE migration_id = ? AND source = ? ORDER BY seq DESC LIMIT 1",
-        [migration_id, AttemptSource.REFERENCE.value],
-    ))
+    rows = select_rows(db, "SELECT * FROM attempt WHERE migration_id = ? AND source = ? ORDER BY seq DESC LIMIT 1",
+                       [migration_id, AttemptSource.REFERENCE.value])
     return attempt_from_row(rows[0]) if rows else None
 
 
@@ -71,7 +70,7 @@ def agent_attempts(db: Database, migration_id: int, seq: int | None = None) -> l
     if seq is not None:
         sql += " AND seq = ?"
         params.append(seq)
-    return [attempt_from_row(row) for row in db.query(sql + " ORDER BY seq", params)]
+    return [attempt_from_row(row) for row in select_rows(db, sql + " ORDER BY seq", params)]
 
 
 def count_agent_attempts(db: Database, migration_ids: list[int], seq: int | None = None) -> int:
