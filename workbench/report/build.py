@@ -167,15 +167,17 @@ def _attempts(rows, migrations, prices, override_rows, texts):
 
 
 def _attempt_texts(scrub: Scrub):
-    """A row -> its command line as shown, claim and failure note, each redacted. An environment
-    is decoded once however many attempts share it."""
+    """A row -> its command line as shown, claim and failure note, each redacted. Each distinct
+    command (argv, cwd and environment as stored) is decoded and quoted once: agents repeat theirs."""
     from domain.models import Command
 
-    envs = functools.cache(lambda env: json.loads(env or "{}"))
+    @functools.cache
+    def command(argv: str, cwd: str | None, env: str | None) -> str:
+        return scrub.text(Command(tuple(json.loads(argv)), cwd or ".", json.loads(env or "{}")).display())
 
     def texts(row: dict[str, Any]) -> tuple[str, str, str]:
-        command = Command(tuple(json.loads(row["argv"])), row["cwd"] or ".", envs(row["env"]))
-        return scrub.text(command.display()), scrub.text(row["claim"]), scrub.text(row["failure_note"])
+        return (command(row["argv"], row["cwd"], row["env"]), scrub.text(row["claim"]),
+                scrub.text(row["failure_note"]))
 
     return texts
 
