@@ -715,12 +715,14 @@ def report_attempt_rows(db: Database, migration_ids: list[int]) -> list[dict[str
 
 
 def report_override_rows(db: Database, migration_ids: list[int]) -> list[dict[str, Any]]:
-    """Every override of a current verdict of the migrations' attempts, oldest first."""
+    """Every override of a current verdict of the migrations' attempts, oldest first. Read from the
+    overrides (CROSS JOIN keeps that order): a few hundred human records, where the planner chose to
+    go through every verdict of every attempt (0.2 s at 150,000 attempts)."""
     sql = f"""
     SELECT o.id, o.verdict_id, o.outcome, o.justification, o.reviewer, o.at,
            v.attempt_id, v.level, v.outcome AS automated, a.migration_id, a.seq
-    FROM verdict_override o JOIN verdict v ON v.id = o.verdict_id
-    JOIN attempt a ON a.id = v.attempt_id
+    FROM verdict_override o CROSS JOIN verdict v ON v.id = o.verdict_id
+    CROSS JOIN attempt a ON a.id = v.attempt_id
     WHERE v.superseded_by IS NULL AND a.migration_id {_IN_MIGRATIONS}
     ORDER BY o.id
     """
