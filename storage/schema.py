@@ -649,6 +649,15 @@ def m013_watches(db: Database) -> None:
     db.table("watch").create_index(["migration_id"])
 
 
+@migrations()
+def m014_metric_point_last_step(db: Database) -> None:
+    """An attempt's last recorded step (the report's smoke-run rule: workbench.report.final) is one
+    index seek with this index; by the table's key (attempt, name, step) it read every point of
+    the attempt: 150 ms of a report on 15,000 attempts with 1.5M points, seconds at 150,000
+    (issue 19)."""
+    db.execute("CREATE INDEX IF NOT EXISTS idx_metric_point_attempt_step ON metric_point (attempt_id, step)")
+
+
 def known() -> list[str]:
     """Every migration this workbench knows, oldest first."""
     return [func.__name__ for func in migrations.functions]

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from cli.main import main
 from storage import records
 from storage.database import open_study
-from workbench.report import FORMATS, build_report, render
+from workbench.report import ATTEMPT_TEXT_FORMATS, FORMATS, build_report, render
 
 SECRETS = {
     "anthropic": "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
@@ -622,6 +622,19 @@ def test_cli_writes_each_format(study, tmp_path):
     assert result.exit_code == 0 and json.loads(result.stdout_bytes)["final_rule"] == "last-passing"
     result = runner.invoke(main, ["report", str(s.path), "--migration", "nope"])
     assert result.exit_code == 2 and "no migration 'nope'" in result.output
+
+
+def test_a_report_without_the_attempts_texts_renders_the_document_formats_alike(study):
+    """md, html and latex show no attempt's command, claim or note: they are built without them
+    (the CLI does); json and csv show them, so such a report is refused there."""
+    s, _ = study
+    whole, bare = build_report(s.db), build_report(s.db, attempt_texts=False)
+    for fmt in FORMATS:
+        if fmt in ATTEMPT_TEXT_FORMATS:
+            with pytest.raises(ValueError, match="attempt_texts"):
+                render(bare, fmt)
+        else:
+            assert render(bare, fmt) == render(whole, fmt), fmt
 
 
 def test_an_empty_study_reports_without_dividing_by_zero(tmp_path):

@@ -11,11 +11,17 @@ from workbench.report.build import build_report
 from workbench.report.model import StudyReport
 
 FORMATS = ("md", "html", "csv", "json", "latex")
+ATTEMPT_TEXT_FORMATS = ("csv", "json")
+"""The formats that show each attempt's command, claim and failure note: a report for any other
+format is built without them (`build_report(..., attempt_texts=False)`), which spares a JSON
+decode, a shell quoting and a redaction per attempt."""
 EXTENSIONS = {"md": ".md", "html": ".html", "csv": ".zip", "json": ".json", "latex": ".tex"}
 
 
 def render(report: StudyReport, fmt: str) -> bytes:
     """The report in one format, as the bytes of a file."""
+    if fmt in ATTEMPT_TEXT_FORMATS and not report.attempt_texts:
+        raise ValueError(f"a {fmt} report shows the attempts' texts: build it with attempt_texts=True")
     if fmt == "md":
         from workbench.report.markdown import render_markdown
 
@@ -39,4 +45,4 @@ def render(report: StudyReport, fmt: str) -> bytes:
     raise ValueError(f"unknown report format {fmt!r} (known: {', '.join(FORMATS)})")
 
 
-__all__ = ["EXTENSIONS", "FORMATS", "StudyReport", "build_report", "render"]
+__all__ = ["ATTEMPT_TEXT_FORMATS", "EXTENSIONS", "FORMATS", "StudyReport", "build_report", "render"]

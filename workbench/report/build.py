@@ -6,8 +6,11 @@ interventions, decisions and review sessions are read as rows and counted in one
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import defaultdict
+from itertools import chain
+from operator import attrgetter
 from typing import Any
 
 from domain.errors import WorkbenchError
@@ -42,11 +45,12 @@ LOSS_METRIC = "loss"
 
 
 def build_report(db: Database, slugs: list[str] | tuple[str, ...] | None = None, *,
-                 pseudonymise: bool = False, final: str = ACCEPTED) -> StudyReport:
+                 pseudonymise: bool = False, final: str = ACCEPTED, attempt_texts: bool = True) -> StudyReport:
     """The report over the whole study, or over the migrations named by `slugs`; `final` names
-    the final-run rule (workbench.report.final)."""
+    the final-run rule (workbench.report.final); `attempt_texts` False leaves each attempt's
+    command, claim and failure note empty (for the formats that show none of them:
+    workbench.report.ATTEMPT_TEXT_FORMATS)."""
     from storage import queries
-    from storage.report import report_goal_values, report_last_steps, report_rerun_of
 
     if final not in RULES:
         raise WorkbenchError(f"unknown final-run rule {final!r} (known: {', '.join(RULES)})")
@@ -60,12 +64,11 @@ def build_report(db: Database, slugs: list[str] | tuple[str, ...] | None = None,
     override_rows = queries.report_override_rows(db, ids)
     agreement = agreement_of(db, ids)
     scrub = _scrub_for(study.reviewers, human, override_rows, pseudonymise, reviewers_of(agreement))
-    automated, effective, latest = _verdicts(queries.report_verdict_rows(db, ids), override_rows)
+    latest = {row["verdict_id"]: row["id"] for row in override_rows}  # oldest first: the last one counts
     overrides = [_override_row(r, latest, scrub) for r in override_rows]
+    texts = _attempt_texts(scrub) if attempt_texts else lambda row: ("", "", "")
     facts_by_migration, reference_of = _attempts(queries.report_attempt_rows(db, ids), migrations, study.prices,
-                                                 (automated, effective),
-                                                 (report_last_steps(db, ids), report_goal_values(db, ids),
-                                                  report_rerun_of(db, ids)), scrub)
+                                                 override_rows, texts)
     interventions, decisions, budget_changes, sessions = _human_records(human, scrub)
     llm_rows = queries.report_llm_rows(db, ids)
     if llm_rows is None:
@@ -96,6 +99,7 @@ def build_report(db: Database, slugs: list[str] | tuple[str, ...] | None = None,
         final_rule=final,
         selected=tuple(sorted(set(slugs or ()))),
         agreement=scrubbed(agreement, scrub),
+        attempt_texts=attempt_texts,
     )
 
 
@@ -129,21 +133,6 @@ def _scrub_for(reviewers: Any, human: dict[str, list[dict[str, Any]]], override_
     return scrub
 
 
-def _verdicts(verdict_rows: list[tuple[int, int, int, str]], override_rows: list[dict[str, Any]]):
-    """Automated and effective outcome per attempt and level, and each verdict's counting override."""
-    overridden: dict[int, list[str]] = defaultdict(list)
-    latest: dict[int, int] = {}
-    for row in override_rows:  # oldest first
-        overridden[row["verdict_id"]].append(row["outcome"])
-        latest[row["verdict_id"]] = row["id"]
-    automated: dict[int, dict[int, str]] = defaultdict(dict)
-    effective: dict[int, dict[int, str]] = defaultdict(dict)
-    for verdict_id, attempt_id, level, outcome in verdict_rows:
-        automated[attempt_id][level] = outcome
-        effective[attempt_id][level] = effective_outcome(outcome, overridden.get(verdict_id, ()))
-    return automated, effective, latest
-
-
 def _override_row(r: dict[str, Any], latest: dict[int, int], scrub: Scrub) -> OverrideRow:
     return OverrideRow(
         id=r["id"], verdict_id=r["verdict_id"], attempt_id=r["attempt_id"], migration_id=r["migration_id"],
@@ -153,49 +142,84 @@ def _override_row(r: dict[str, Any], latest: dict[int, int], scrub: Scrub) -> Ov
     )
 
 
-def _attempts(rows, migrations, prices, verdicts, measured, scrub):
+def _attempts(rows, migrations, prices, override_rows, texts):
     """Each migration's attempt facts, and its reference run's id. Rows come by migration and
     seq, so a migration's reference run (seq 0) comes before its attempts."""
     from domain.costs import chip_cost, price_of
 
     facts_by_migration: dict[int, list[AttemptFacts]] = defaultdict(list)
     reference_of: dict[int, int] = {}
+    last_steps = {row["id"]: row["last_step"] for row in rows}
+    rerun_of = {row["id"]: row["rerun_of"] for row in rows if row["rerun_of"] is not None}
+    verdicts, decided = _verdicts(rows, override_rows, rerun_of)
+    costs = (chip_cost, functools.cache(lambda kind: price_of(prices, kind)))  # a few kinds
     migration_by_id = {m.id: m for m in migrations}
-    last_steps, goal_values, rerun_of = measured
-    decided = _decide_by_reruns(verdicts, rerun_of)
     for row in rows:
         if row["source"] == "reference":
             reference_of[row["migration_id"]] = row["id"]  # rows come by seq: the last one wins
             continue
         reference_last = last_steps.get(reference_of.get(row["migration_id"], -1))
-        last = last_steps.get(row["id"])
-        measures = (last, is_smoke(last, reference_last), goal_values.get(row["id"]), rerun_of.get(row["id"]), decided.get(row["id"], ()))
+        last = row["last_step"]
+        measures = (last, is_smoke(last, reference_last), row["goal_value"], row["rerun_of"],
+                    decided.get(row["id"], ()))
         facts_by_migration[row["migration_id"]].append(
-            _attempt_facts(row, migration_by_id[row["migration_id"]], prices, verdicts,
-                           scrub, (chip_cost, price_of), measures)
+            _attempt_facts(row, migration_by_id[row["migration_id"]], prices, verdicts, texts, costs, measures)
         )
     return facts_by_migration, reference_of
 
 
-def _decide_by_reruns(verdicts, rerun_of: dict[int, int]) -> dict[int, tuple[tuple[int, int], ...]]:
+def _attempt_texts(scrub: Scrub):
+    """A row -> its command line as shown, claim and failure note, each redacted. Each distinct
+    command (argv, cwd and environment as stored) is decoded and quoted once: agents repeat theirs."""
+    from domain.models import Command
+
+    @functools.cache
+    def command(argv: str, cwd: str | None, env: str | None) -> str:
+        return scrub.text(Command(tuple(json.loads(argv)), cwd or ".", json.loads(env or "{}")).display())
+
+    def texts(row: dict[str, Any]) -> tuple[str, str, str]:
+        return (command(row["argv"], row["cwd"], row["env"]), scrub.text(row["claim"]),
+                scrub.text(row["failure_note"]))
+
+    return texts
+
+
+def _verdicts(rows, override_rows: list[dict[str, Any]], rerun_of: dict[int, int]):
+    """Automated and effective outcomes of levels 1 to 5 per attempt with a current verdict (a
+    reviewer's latest override counts in the effective ones), re-runs' decisions applied to both;
+    and attempt id -> ((level, re-run id), ...) of the effective outcomes a re-run decided."""
+    automated = {row["id"]: row["verdicts"] for row in rows if any(o is not None for o in row["verdicts"])}
+    overridden: dict[tuple[int, int], list[str]] = defaultdict(list)
+    for row in override_rows:  # oldest first
+        overridden[(row["attempt_id"], row["level"])].append(row["outcome"])
+    effective = dict(automated)
+    for (attempt_id, level), outcomes in overridden.items():
+        ladder = list(effective[attempt_id])
+        ladder[level - 1] = effective_outcome(automated[attempt_id][level - 1], outcomes)
+        effective[attempt_id] = tuple(ladder)
+    _decide_by_reruns(automated, rerun_of)
+    decided = _decide_by_reruns(effective, rerun_of)
+    return (automated, effective), decided
+
+
+def _decide_by_reruns(outcomes: dict[int, tuple[str | None, ...]],
+                      rerun_of: dict[int, int]) -> dict[int, tuple[tuple[int, int], ...]]:
     """A verified re-run's pass or fail decides each level that the verified attempt it re-ran
-    left unknown (or without a verdict), in the verifier's outcomes and the effective ones each on
-    their own (a reviewer's override is never replaced); the latest re-run wins. Returns attempt
-    id -> ((level, re-run id), ...) of the effective outcomes, for citing."""
-    cited: dict[int, dict[int, int]] = {}
-    for outcomes in verdicts:
-        decided: dict[int, dict[int, int]] = defaultdict(dict)
-        for rerun, original in sorted(rerun_of.items()):
-            if original not in outcomes or rerun not in outcomes:
-                continue
-            own, theirs = outcomes[original], outcomes[rerun]
-            for level in LEVELS:
-                open_level = level in decided[original] or own.get(level) in (None, "unknown")
-                if open_level and theirs.get(level) in ("pass", "fail"):
-                    own[level] = theirs[level]
-                    decided[original][level] = rerun
-        cited = decided
-    return {a: tuple(sorted(levels.items())) for a, levels in cited.items() if levels}
+    left unknown (or without a verdict), in `outcomes` (the verifier's, or the effective ones:
+    each on its own, so a reviewer's override is never replaced); the latest re-run wins. Returns
+    attempt id -> ((level, re-run id), ...), for citing."""
+    decided: dict[int, dict[int, int]] = defaultdict(dict)
+    for rerun, original in sorted(rerun_of.items()):
+        if original not in outcomes or rerun not in outcomes:
+            continue
+        own, theirs = list(outcomes[original]), outcomes[rerun]
+        for level in LEVELS:
+            open_level = level in decided[original] or own[level - 1] in (None, "unknown")
+            if open_level and theirs[level - 1] in ("pass", "fail"):
+                own[level - 1] = theirs[level - 1]
+                decided[original][level] = rerun
+        outcomes[original] = tuple(own)
+    return {a: tuple(sorted(levels.items())) for a, levels in decided.items() if levels}
 
 
 def _human_records(human: dict[str, list[dict[str, Any]]], scrub: Scrub):
@@ -244,19 +268,26 @@ def _by_migration(interventions, decisions, budget_changes, sessions, llm_rows) 
     return by_migration
 
 
-def _attempt_facts(row, migration, prices, verdicts, scrub, costs, measured) -> AttemptFacts:
-    from domain.models import Command
+NO_VERDICTS: tuple[str | None, ...] = (None,) * len(LEVELS)
 
+
+@functools.cache
+def _ladder_summary(outcomes: tuple[str | None, ...]) -> tuple[int, bool]:
+    """(highest level, any fail) of the outcomes of levels 1 to 5; a study has a few dozen
+    distinct ladders, so each is worked out once."""
+    return highest_level(dict(zip(LEVELS, outcomes))), "fail" in outcomes
+
+
+def _attempt_facts(row, migration, prices, verdicts, texts, costs, measured) -> AttemptFacts:
     automated, effective = verdicts
+    command, claim, failure_note = texts(row)
     chip_cost, price_of = costs
     attempt_id = row["id"]
     verified = row["verification_id"] is not None
-    auto = automated.get(attempt_id, {})
-    eff = effective.get(attempt_id, {})
-    level_auto = highest_level(auto) if verified else None
-    level_eff = highest_level(eff) if verified else None
-    failed_auto = verified and "fail" in auto.values()
-    failed_eff = verified and "fail" in eff.values()
+    auto = automated.get(attempt_id, NO_VERDICTS)
+    eff = effective.get(attempt_id, NO_VERDICTS)
+    level_auto, failed_auto = _ladder_summary(auto) if verified else (None, False)
+    level_eff, failed_eff = _ladder_summary(eff) if verified else (None, False)
     exit_code = row["exit_code"]
     # "Raised no error": the verifier's silent flag on its failure; an attempt it did not fail
     # raised none when it exited 0 (a traceback or fatal line would have failed level 1).
@@ -266,12 +297,11 @@ def _attempt_facts(row, migration, prices, verdicts, scrub, costs, measured) -> 
     kind = row["intended_kind"] or migration.target.accelerator
     chips = row["observed_count"] or row["intended_count"] or migration.target.chips
     wall, dollars = (row["wall_seconds"], row["cost_dollars"]) if verified else (None, None)
-    command = Command(tuple(json.loads(row["argv"])), row["cwd"] or ".", json.loads(row["env"] or "{}"))
     if wall is None or dollars is None:
         computed_wall, computed = chip_cost(row["started_at"], row["ended_at"], prices, kind, chips)
         wall = computed_wall if wall is None else wall
         dollars = computed if dollars is None else dollars
-    price = price_of(prices, kind)
+    price = price_of(kind)
     if dollars is not None and price:
         chip_hours = dollars / price
     else:
@@ -281,8 +311,8 @@ def _attempt_facts(row, migration, prices, verdicts, scrub, costs, measured) -> 
         migration_id=row["migration_id"],
         seq=row["seq"],
         source=row["source"],
-        command=scrub.text(command.display()),
-        claim=scrub.text(row["claim"]),
+        command=command,
+        claim=claim,
         status=row["status"],
         exit_code=exit_code,
         expected_level=expected,
@@ -296,16 +326,16 @@ def _attempt_facts(row, migration, prices, verdicts, scrub, costs, measured) -> 
         silent_automated=failed_auto and no_error,
         over_claim=bool(over_claim(expected, level_eff or 0, verified=verified)),  # unverified: None, unread
         over_claim_automated=bool(over_claim(expected, level_auto or 0, verified=verified)),
-        passes_level1=verified and eff.get(1) == "pass",
+        passes_level1=verified and eff[0] == "pass",
         failure_id=row["failure_id"],
         cause=row["failure_cause"],
-        failure_note=scrub.text(row["failure_note"]),
+        failure_note=failure_note,
         wall_seconds=wall,
         chip_hours=chip_hours,
         cost_dollars=dollars,
         time_ratio=row["time_ratio"] if verified else None,
         cost_ratio=row["cost_ratio"] if verified else None,
-        ladder=tuple(eff.get(n) for n in range(1, 6)),
+        ladder=eff,
         last_step=measured[0],
         smoke=measured[1],
         goal_value=measured[2],
@@ -316,8 +346,10 @@ def _attempt_facts(row, migration, prices, verdicts, scrub, costs, measured) -> 
     )
 
 
-def _ids(items, pred=lambda _: True, table: str = "attempt") -> Count:
-    return Count(tuple(x.id for x in items if pred(x)), table)
+def _ids(items, pred=None, table: str = "attempt") -> Count:
+    """The ids of the items (those `pred` holds for). A flag is passed as `attrgetter`: a C call per
+    item, not a lambda's frame (150,000 attempts are filtered a dozen ways)."""
+    return Count(tuple([x.id for x in items] if pred is None else [x.id for x in items if pred(x)]), table)
 
 
 def _migration_report(m, runs: list[AttemptFacts], reference_id: int | None, by_migration, rate: float,
@@ -325,6 +357,7 @@ def _migration_report(m, runs: list[AttemptFacts], reference_id: int | None, by_
     """Outcome counts over the agent's attempts; compute over its attempts and the re-runs."""
     facts = [a for a in runs if not a.is_rerun]
     reruns = [a for a in runs if a.is_rerun]
+    by_id = {a.id: a for a in facts} if reruns else {}
     verified = [a for a in facts if a.verified]
     best = max(verified, key=lambda a: (a.level, -a.seq), default=None)
     best_auto = max((a.level_automated or 0 for a in verified), default=None)  # verified: never None
@@ -348,12 +381,12 @@ def _migration_report(m, runs: list[AttemptFacts], reference_id: int | None, by_
         target=scrub.text(m.target.describe()),
         attempts=_ids(facts),
         verified=_ids(verified),
-        failed=_ids(facts, lambda a: a.failed),
-        failed_automated=_ids(facts, lambda a: a.failed_automated),
-        silent=_ids(facts, lambda a: a.silent),
-        silent_automated=_ids(facts, lambda a: a.silent_automated),
-        over_claims=_ids(facts, lambda a: a.over_claim),
-        over_claims_automated=_ids(facts, lambda a: a.over_claim_automated),
+        failed=_ids(facts, attrgetter("failed")),
+        failed_automated=_ids(facts, attrgetter("failed_automated")),
+        silent=_ids(facts, attrgetter("silent")),
+        silent_automated=_ids(facts, attrgetter("silent_automated")),
+        over_claims=_ids(facts, attrgetter("over_claim")),
+        over_claims_automated=_ids(facts, attrgetter("over_claim_automated")),
         stated_expectation=_ids(facts, lambda a: a.expected_level is not None),
         judged_expectation=_ids(verified, lambda a: a.expected_level is not None),
         highest_level=best.level if best else None,
@@ -377,13 +410,13 @@ def _migration_report(m, runs: list[AttemptFacts], reference_id: int | None, by_
                   Count(tuple(r["id"] for r in llm), "llm_call")),
         staff_hours=staff_hours,
         staff_cost=staff_hours * rate,
-        untimed=_ids(runs, lambda a: a.untimed),
-        unpriced=_ids(runs, lambda a: a.unpriced),
+        untimed=_ids(runs, attrgetter("untimed")),
+        unpriced=_ids(runs, attrgetter("unpriced")),
         runs=_ids(runs),
         reruns=_ids(reruns),
-        reruns_confirming=_ids(reruns, lambda a: a.verified and _confirms(a, facts)),
-        reruns_changing=_ids(reruns, lambda a: a.verified and not _confirms(a, facts)),
-        decided_by_reruns=_ids(facts, lambda a: bool(a.levels_from_reruns)),
+        reruns_confirming=_ids(reruns, lambda a: a.verified and _confirms(a, by_id)),
+        reruns_changing=_ids(reruns, lambda a: a.verified and not _confirms(a, by_id)),
+        decided_by_reruns=_ids(facts, attrgetter("levels_from_reruns")),
         final_attempt_id=final.id if final else None,
         final_seq=final.seq if final else None,
         time_ratio=final.time_ratio if final else None,
@@ -396,9 +429,9 @@ def _migration_report(m, runs: list[AttemptFacts], reference_id: int | None, by_
     )
 
 
-def _confirms(rerun: AttemptFacts, facts: list[AttemptFacts]) -> bool:
+def _confirms(rerun: AttemptFacts, by_id: dict[int, AttemptFacts]) -> bool:
     """The re-run reached the level of the attempt it re-ran and decided none of its levels."""
-    original = next((a for a in facts if a.id == rerun.rerun_of), None)
+    original = by_id.get(rerun.rerun_of)  # type: ignore[arg-type]  # a re-run names what it re-ran
     return (original is not None and rerun.level == original.level
             and all(r != rerun.id for _, r in original.levels_from_reruns))
 
@@ -431,7 +464,7 @@ def _add_loss_curves(db: Database, reports: list[MigrationReport]) -> None:
 def _totals(reports: list[MigrationReport]) -> Totals:
     def union(name: str) -> Count:
         counts = [getattr(r, name) for r in reports]
-        return Count(tuple(i for c in counts for i in c.ids), counts[0].table if counts else "attempt")
+        return Count(tuple(chain.from_iterable(c.ids for c in counts)), counts[0].table if counts else "attempt")
 
     migrations = Count(tuple(r.id for r in reports), "migration")
     with_time = [r for r in reports if r.time_ratio is not None]
@@ -492,4 +525,4 @@ def _spread(reports: list[MigrationReport], name: str) -> Spread:
 
 def union_money(reports: list[MigrationReport], name: str) -> Count:
     counts = [getattr(r, name).sources for r in reports]
-    return Count(tuple(i for c in counts for i in c.ids), counts[0].table if counts else "attempt")
+    return Count(tuple(chain.from_iterable(c.ids for c in counts)), counts[0].table if counts else "attempt")

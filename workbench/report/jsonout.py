@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, fields
+from operator import attrgetter
 from typing import Any
 
 from workbench.report.agreement import agreement_json
@@ -71,11 +72,13 @@ def _migration(m: MigrationReport) -> dict[str, Any]:
 
 
 _ATTEMPT_FIELDS = tuple(f.name for f in fields(AttemptFacts))
+_ATTEMPT_VALUES = attrgetter(*_ATTEMPT_FIELDS)
 
 
-def _flat(obj: Any, names: tuple[str, ...]) -> dict[str, Any]:
-    """`asdict` for a flat dataclass, without its recursive copying (15,000 attempts: ~10x faster)."""
-    return {name: getattr(obj, name) for name in names}
+def _attempt(a: AttemptFacts) -> dict[str, Any]:
+    """`asdict` for the flat AttemptFacts, without its recursive copying (15,000 attempts: ~10x
+    faster), its values read in one C call."""
+    return dict(zip(_ATTEMPT_FIELDS, _ATTEMPT_VALUES(a)))
 
 
 def _sources(report: StudyReport) -> dict[str, dict[str, list[int]]]:
@@ -153,7 +156,7 @@ def report_dict(report: StudyReport) -> dict[str, Any]:
             "sources": _sources(report),
         },
         "migrations": [_migration(m) for m in report.migrations],
-        "attempts": [_flat(a, _ATTEMPT_FIELDS) for m in report.migrations for a in m.attempt_facts],
+        "attempts": [_attempt(a) for m in report.migrations for a in m.attempt_facts],
         "interventions": [{**asdict(i), "counts": i.current} for i in report.interventions],
         "overrides": [asdict(o) for o in report.overrides],
         "review_sessions": [asdict(r) for r in report.review_sessions],
