@@ -205,29 +205,40 @@ async def main():
             await pilot.pause(0)  # the refresh that paints it
             times.append(time.perf_counter() - started)
         out["j"] = times
-        # the big log: project-001 attempt #1, log pane, last line, scan finished
-        await pilot.press("g", "j", "enter")
+        # the big log: project-001 attempt #1; its error/warning scan starts as the attempt opens
+        from screens.widgets.log_view import LogPane, LogView
+        await pilot.press("g", "j")
         await settle(pilot)
         started = time.perf_counter()
-        await pilot.press("3")
-        await pilot.pause()
-        out["log_open_s"] = time.perf_counter() - started
-        out["rss_log_open"] = rss()
-        started = time.perf_counter()
-        await pilot.press("G")
-        await pilot.pause()
-        out["log_end_s"] = time.perf_counter() - started
-        from screens.widgets.log_view import LogPane, LogView
-        out["log_lines"] = app.screen.query_one(LogView).line_count
-        out["log_end_text"] = app.screen.query_one(LogView).raw_line(out["log_lines"] - 1)[:60]
-        started = time.perf_counter()
+        await pilot.press("enter")
+        while not app.screen.query(LogPane):
+            await pilot.pause(0.01)
         pane = app.screen.query_one(LogPane)
         while not pane.scan_done and time.perf_counter() - started < {scan_limit}:
-            await pilot.pause(0.2)
-        out["scan_s"] = (time.perf_counter() - started + out["log_open_s"] + out["log_end_s"]
-                         if pane.scan_done else None)
+            await pilot.pause(0.02)
+        out["scan_s"] = time.perf_counter() - started if pane.scan_done else None
         out["warnings"] = len(pane.warnings)
         out["rss_log_scanned"] = rss()
+        await settle(pilot)
+        # keys posted as the terminal driver posts them (Pilot's press adds its own waiting), the
+        # clock stopped once the key's effect is there, then one refresh to paint it
+        view = app.screen.query_one(LogView)
+        started = time.perf_counter()
+        app.post_message(events.Key("3", "3"))
+        while not (view.display and view.region.height and app.screen.focused is view):
+            await asyncio.sleep(0.0005)
+        await pilot.pause(0)
+        out["log_open_s"] = time.perf_counter() - started
+        await settle(pilot)
+        started = time.perf_counter()
+        app.post_message(events.Key("G", "G"))
+        while view.scroll_y < view.max_scroll_y or not view.max_scroll_y:
+            await asyncio.sleep(0.0005)
+        await pilot.pause(0)
+        out["log_end_s"] = time.perf_counter() - started
+        out["rss_log_open"] = rss()
+        out["log_lines"] = view.line_count
+        out["log_end_text"] = view.raw_line(out["log_lines"] - 1)[:60]
     print(json.dumps(out))
 
 asyncio.run(main())
@@ -361,12 +372,12 @@ processes each; `j` over {len(times)} presses.
 | bare Textual app showing one 100-row table | {b * 1000:.0f} ms median | |
 | launch ratio, workbench / bare | x{w / b:.2f} | |
 | `j` to the next attempt's detail shown, p50 | {p50:.1f} ms | |
-| `j` to the next attempt's detail shown, p95 | {p95:.1f} ms | 50 ms |
+| `j` to the next attempt's detail shown, p95 | {p95:.1f} ms | 16 ms |
 | the same on a bare app (101-row table, a Static updated on highlight), p50 / p95 | {statistics.median(bare_times) * 1000:.1f} / {bare_times[int(0.95 * (len(bare_times) - 1))] * 1000:.1f} ms | |
 | RSS, study screen | {result['rss_study'][0]:.0f} MiB | |
 | RSS, {args.log_mb:,} MiB log open at its last line | {result['rss_log_open'][0]:.0f} MiB | under 200 MiB |
-| RSS after the log's error/warning scan (done {scan} after opening the pane; peak) | {result['rss_log_scanned'][0]:.0f} MiB (peak {result['rss_log_scanned'][1]:.0f} MiB) | under 200 MiB |
-| open the log pane / jump to the last line | {result['log_open_s'] * 1000:.0f} ms / {result['log_end_s'] * 1000:.0f} ms | |
+| RSS after the log's error/warning scan (done {scan} after opening the attempt; peak) | {result['rss_log_scanned'][0]:.0f} MiB (peak {result['rss_log_scanned'][1]:.0f} MiB) | under 200 MiB |
+| open the log pane / jump to the last line | {result['log_open_s'] * 1000:.0f} ms / {result['log_end_s'] * 1000:.0f} ms | 100 ms / 50 ms |
 """)
 
 

@@ -25,7 +25,7 @@ PACKAGES = ("domain", "storage", "workbench", "screens")
 
 
 def _found(value: object, label: str, depth: int = 0) -> Iterator[tuple[str, re.Pattern]]:
-    if isinstance(value, re.Pattern):
+    if hasattr(value, "finditer") and hasattr(value, "pattern"):  # `re`, and RE2 (linear: checked all the same)
         yield label, value
     elif isinstance(value, (list, tuple)) and depth < 2:
         for i, item in enumerate(value):

@@ -7,6 +7,7 @@ log the tests have and on generated ones, for any chunking."""
 from __future__ import annotations
 
 import importlib.util
+import re
 
 import pytest
 import reference_logscan
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 from test_fuzz import FAST, LOG_PIECES
 from test_verify_skip import every_log
 
+from workbench import logsearch
 from workbench.verify import logscan, topology
 from workbench.verify.markers import ENGINE_VARIABLE, Expressions, Markers, engine_name
 
@@ -135,3 +137,42 @@ def test_expressions_give_where_each_match_ends(engine) -> None:
     every_length = [2] if engine == "hyperscan" else []  # "ab" and "abb" start alike: RE2 reports the longer
     assert found.ends(b"abb= 123") == [[*every_length, 3], [4], [7, 8]]
     assert found.ends(b"") == [[], [], []]
+
+
+# the log pane's error and warning lines: RE2 against the `re` patterns they replace
+OLD_ERROR = re.compile(
+    rb"(?m)^Traceback \(most recent call last\)|^[A-Za-z_][\w.]*(?:Error|Exception)\b"
+    rb"|^(?:\S+ \S+: [EF] |[EF]\d{4} )|\bFATAL\b|Check failed|RESOURCE_EXHAUSTED|\bKilled\b")
+OLD_WARNING = re.compile(
+    rb"(?m)^(?:\S+ \S+: W |W\d{4} )|Warning:"
+    rb"|(?i:(?<!\S)(?>\S*?torch_xla)(?:\S*?warn|\S*+\s++(?:\S++\s++){0,3}warn))")
+
+
+LINE_LOCAL_WARNING = re.compile(OLD_WARNING.pattern.replace(rb"\s++", rb"[ \t\r\f\v]++"))
+"""The old warning pattern within a line, as the new one is."""
+
+
+def _same_lines(log: bytes, warning: re.Pattern = OLD_WARNING) -> None:
+    for new, old in ((logsearch.ERROR, OLD_ERROR), (logsearch.WARNING, warning)):
+        assert list(logsearch.matching_lines([log], new)) == list(logsearch.matching_lines([log], old)), log[:80]
+    for needle in ("error", "Error", "xla", "ü", "[rank0]"):
+        old = re.compile(re.escape(needle.encode()), 0 if any(c.isupper() for c in needle) else re.IGNORECASE)
+        assert list(logsearch.matching_lines([log], logsearch.search_pattern(needle))) == list(
+            logsearch.matching_lines([log], old)), (needle, log[:80])
+
+
+def test_the_log_panes_lines_are_the_re_patterns_lines_on_every_log(tmp_path) -> None:
+    for log in every_log(tmp_path):
+        _same_lines(log)
+
+
+LINE_PIECES = st.sampled_from([
+    b"\n", b" ", b"\t", b"\x0b", b"\xff", b"W0101 ", b"E0101 ", b"I1 2: W ", b"a b: E ", b"torch_xla", b"TORCH_XLA",
+    b"warn", b"WARNING", b"Warning:", b"ValueError", b"a.b.Exception", b"Traceback (most recent call last)",
+    b"FATAL", b"Killed", b"Check failed", b"error", b"\xc3\xbc", b"\xc3\x9c", b"[rank0]", b"x", b"1"])
+
+
+@FAST
+@given(log=st.lists(LINE_PIECES, max_size=40).map(b"".join))
+def test_the_log_panes_lines_are_the_re_patterns_lines_in_any_bytes(log) -> None:
+    _same_lines(log, LINE_LOCAL_WARNING)
