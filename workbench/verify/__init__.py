@@ -238,9 +238,10 @@ def verify_groups(db: Database, migrations: list[Migration], study: Study, revie
     migration's results, in order, once its verdicts are written. Each attempt is hashed and,
     unless its inputs are unchanged, judged, both over `workers` processes; the parent reads the
     attempts and writes verdicts a task per transaction. A migration is read only when the pool
-    has room for its tasks, so memory holds the migrations in flight, not the study. `progress(done, total)` counts the attempts settled
-    (skipped as unchanged or judged) of all the migrations'. Attempts whose verdicts could not be
-    written are left out and named in the WorkbenchError raised at the end (the others are written)."""
+    has room for its tasks, so memory holds the migrations in flight, not the study.
+    `progress(done, total)` counts the attempts settled (skipped as unchanged or judged) of all the
+    migrations'. Attempts whose verdicts could not be written are left out and named in the
+    WorkbenchError raised at the end (the others are written)."""
     from collections import deque
 
     from storage import queries
