@@ -2,11 +2,11 @@
 
 The scan of a log is CPU-bound pure Python, so threads would not help: workers are processes
 that open the study file themselves (reads only; WAL lets the parent write meanwhile), load the
-reference run once per migration, and send back judgements; the parent writes each batch in one
+reference run once per migration, and send back judgements. The parent writes each batch in one
 transaction and hands over new tasks only while few are in flight (`Judges.WINDOW`), so what it
-holds is bounded by the pool, not by the study. A handful of attempts is judged in-process: starting workers costs more. Workers
-are forked, and only from a single-threaded process (the CLI): a caller with threads (the app)
-judges in-process.
+holds is bounded by the pool, not by the study. A handful of attempts is judged in-process:
+starting workers costs more. Workers are forked, and only from a single-threaded process (the
+CLI): a caller with threads (the app) judges in-process.
 """
 
 from __future__ import annotations
