@@ -236,3 +236,29 @@ def test_bad_paths_ports_and_values_give_one_line_each(small_bundle, tmp_path: P
         port = taken.getsockname()[1]
         fails_cleanly(workbench("serve", db, "--port", str(port)), f"127.0.0.1:{port}", "in use")
     assert json.loads(workbench("migrations", db, "--json").stdout)[1]["interventions"] == 0  # nothing written
+
+
+@pytest.mark.parametrize("items", [[], [{"a": [1, {"b": None}], "c": "x\ny", "e": []}], [1, "two", {"3": [3, []]}, {}]])
+def test_spooled_rows_print_as_echo_json_prints_them(items, capsys) -> None:
+    """`workbench verify` spools its rows (150,000 of them stay off the heap) and prints what
+    echo_json prints for the list."""
+    from cli.common import Spooled, echo_json
+
+    spooled = Spooled()
+    for item in items:
+        spooled.add(item)
+    spooled.echo()
+    echo_json(items)
+    out = capsys.readouterr().out
+    assert out[: len(out) // 2] == out[len(out) // 2 :] == json.dumps(items, indent=2) + "\n"
+
+
+def test_a_table_is_cleaned_cells_in_columns_as_wide_as_their_widest() -> None:
+    from cli.common import table
+
+    rows = [["1", "\x1b[31mred\x1b[0m", None], ["wide cell", "", 7]]
+    assert table(["n", "colour", "x"], rows).splitlines() == [
+        "n          colour        x",
+        "1          \u241b[31mred\u241b[0m",  # control characters shown, never sent to the terminal
+        "wide cell                7",
+    ]
