@@ -6,8 +6,6 @@ import json
 import os
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,6 +13,7 @@ from tests.conftest import make_repo
 from tests.import_helpers import Transcript
 from tests.test_cli import workbench
 from tests.test_setup import reference_files
+from tests.watch_helpers import watching
 
 
 def query(db: Path, sql: str) -> list[tuple]:
@@ -66,11 +65,8 @@ def test_watch_follows_a_growing_session(tmp_path: Path) -> None:
     folder.mkdir(parents=True)
     session = folder / f"{t.session}.jsonl"
     session.write_text("")
-    watch = subprocess.Popen(
-        [sys.executable, "-m", "cli", "watch", str(db), "mlp", "--project", str(repo), "--interval", "0.2",
-         "--for", "120"],
-        env={**os.environ, "CLAUDE_CONFIG_DIR": str(config), "WORKBENCH_REVIEWER": "ana"},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watch = watching(db, "mlp", repo, {**os.environ, "CLAUDE_CONFIG_DIR": str(config), "WORKBENCH_REVIEWER": "ana"},
+                     "--for", "120")
     try:
         time.sleep(1.0)  # let it start
         append(session, t.lines[:3])

@@ -32,10 +32,21 @@ class Live:
         return {**os.environ, "CLAUDE_CONFIG_DIR": str(self.config), "WORKBENCH_REVIEWER": "ana"}
 
     def watch(self, slug: str = "mlp", *extra: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            [sys.executable, "-m", "cli", "watch", str(self.db), slug, "--project", str(self.repo), "--interval", "0.2",
-             "--for", "300", *extra],
-            env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return watching(self.db, slug, self.repo, self.env, "--for", "300", *extra)
+
+
+def watching(db: Path, slug: str, repo: Path, env: dict[str, str], *extra: str) -> subprocess.Popen[str]:
+    """`workbench watch` running, stopped by Ctrl-C (`stop`) as a person stops it."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "cli", "watch", str(db), slug, "--project", str(repo), "--interval", "0.2", *extra],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_ctrl_c_stops)
+
+
+def _ctrl_c_stops() -> None:
+    """In the child, before it runs: Ctrl-C's default back, as a terminal gives it. A test run
+    started in the background (a shell's `&` without job control) hands its children SIGINT
+    ignored, and the watch would never see Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def live_study(tmp_path: Path, *, slug: str = "mlp") -> Live:
