@@ -211,7 +211,9 @@ async def test_the_ledger_follows_another_processs_records(study_path: Path) -> 
         await until(pilot, lambda: next(iter(ledger.summaries.values())).note == "from ben's terminal",
                     timeout=10.0)
         assert "from ben's terminal" in screen_text(app)
-        assert ledger.counts is not None and ledger.counts["intervention"] == INTERVENTIONS + 1
+        # the counts come from their own worker, which may finish after the entries'
+        await until(pilot, lambda: ledger.counts is not None and ledger.counts["intervention"] == INTERVENTIONS + 1,
+                    timeout=10.0)
 
 
 async def test_each_screens_own_keys_lead_the_footer(study_path: Path) -> None:
