@@ -1,7 +1,9 @@
 """Finding lines in a stored log by streaming its chunks: search, errors, XLA warnings.
 
 Works on bytes, one chunk at a time, so a 1 GB log is never held whole; line numbers are
-0-based, as `storage.logs.LogReader` counts them.
+0-based, as `storage.logs.LogReader` counts them. The patterns are RE2 (`compile_re2`): the log
+pane scans in a thread, and a `re` search holds the GIL for a whole piece (30-100 ms per MiB
+here), which stalled the app.
 """
 
 from __future__ import annotations
@@ -10,33 +12,23 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from workbench.verify.markers import compile_re2
+
 MAX_CARRY = 1 << 20
 """A line longer than this is searched in pieces: a match across the cut may be missed."""
 
 _S = rb"[^ \t\n\r\f\v]"
 _BLANK = rb"[ \t\r\f\v]"
-"""Python's `\S` on bytes (RE2's `\s` leaves out the vertical tab), and white space within a line."""
+"""Python's `\\S` on bytes (RE2's `\\s` leaves out the vertical tab), and white space within a line."""
 
 
-def _re2(pattern: bytes) -> Any:
-    """RE2 instead of `re`: linear by construction, and it lets go of the GIL while it searches,
-    so the log pane's scan in a thread no longer stalls the app (a `re` search over a 1 MiB piece
-    held it for 30-100 ms)."""
-    import re2
-
-    options = re2.Options()
-    options.max_mem = 64 << 20
-    options.encoding = re2.Options.Encoding.LATIN1  # a byte is a character: logs are not always UTF-8
-    return re2.compile(pattern, options)
-
-
-ERROR = _re2(
+ERROR = compile_re2(
     rb"(?m)^Traceback \(most recent call last\)|^[A-Za-z_][\w.]*(?:Error|Exception)\b"
     rb"|^(?:" + _S + rb"+ " + _S + rb"+: [EF] |[EF]\d{4} )|\bFATAL\b|Check failed|RESOURCE_EXHAUSTED|\bKilled\b"
 )
 """A traceback's start, an exception line, glog/absl E and F lines, XLA's fatal checks."""
 
-WARNING = _re2(
+WARNING = compile_re2(
     rb"(?m)^(?:" + _S + rb"+ " + _S + rb"+: W |W\d{4} )|Warning:"
     rb"|(?i:(?:^|" + _BLANK + rb")" + _S + rb"*?torch_xla(?:" + _S + rb"*?warn|" + _S + rb"*" + _BLANK + rb"+(?:"
     + _S + rb"+" + _BLANK + rb"+){0,3}warn))"
@@ -51,8 +43,8 @@ def search_pattern(needle: str) -> Any:
     """A literal search; case-insensitive unless the needle has a capital letter (smartcase), in
     ASCII letters only, as `re` folds bytes."""
     fold = not any(c.isupper() for c in needle)
-    return _re2(b"".join(b"[%c%c]" % (c, c ^ 0x20) if fold and 65 <= (c & ~0x20) <= 90 else re.escape(bytes([c]))
-                         for c in needle.encode("utf-8")))
+    return compile_re2(b"".join(b"[%c%c]" % (c, c ^ 0x20) if fold and 65 <= (c & ~0x20) <= 90 else re.escape(bytes([c]))
+                                for c in needle.encode("utf-8")))
 
 
 def matching_lines(chunks: Iterable[bytes], pattern: Any) -> Iterator[int]:

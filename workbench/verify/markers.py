@@ -34,6 +34,18 @@ def engine_name() -> str:
     return "re2"
 
 
+def compile_re2(pattern: bytes):
+    """An RE2 regex over bytes, as the workbench runs them on logs: a byte is a character (Latin-1:
+    logs are not always UTF-8, and RE2's UTF-8 mode matches no invalid byte), and room for big
+    alternations. RE2 is linear by construction and lets go of the GIL while it searches."""
+    import re2
+
+    options = re2.Options()
+    options.max_mem = 64 << 20
+    options.encoding = re2.Options.Encoding.LATIN1
+    return re2.compile(pattern, options)
+
+
 class Markers:
     """Finds every occurrence of each literal in one pass: `scan(data)` gives, for each literal in
     the order given, the ascending start positions of its occurrences. Engines hold scratch
@@ -95,12 +107,8 @@ def _hyperscan(markers: Markers):
 def _re2(markers: Markers):
     """One alternation, searched again one byte past each hit, so an occurrence that overlaps an
     earlier one's is found too (no literal here is a prefix of another at the same start)."""
-    import re2
-
     literals = markers.literals
-    options = re2.Options()
-    options.max_mem = 64 << 20
-    regex = re2.compile(b"|".join(b"(" + re.escape(lit) + b")" for lit in literals), options)
+    regex = compile_re2(b"|".join(b"(" + re.escape(lit) + b")" for lit in literals))
     search = regex.search
 
     def scan(data: bytes | bytearray) -> list[list[int]]:
@@ -161,12 +169,8 @@ def _hyperscan_ends(expressions: Expressions):
 
 def _re2_ends(expressions: Expressions):
     """One alternation, searched again one byte past each match's start."""
-    import re2
-
     patterns = expressions.patterns
-    options = re2.Options()
-    options.max_mem = 64 << 20
-    search = re2.compile(b"|".join(b"(" + p + b")" for p in patterns), options).search
+    search = compile_re2(b"|".join(b"(" + p + b")" for p in patterns)).search
 
     def ends(data: bytes) -> list[list[int]]:
         found: list[list[int]] = [[] for _ in patterns]
