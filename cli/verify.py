@@ -121,6 +121,7 @@ def _rerun_unknown(study: Any, targets: list[Any], backend: str, chips: int | No
 
     from storage import queries
     from workbench.verify.unknown import launch_all, rerun_specs
+
     if not targets:
         click.echo("no attempt has an unknown level 3: nothing to re-run", err=True)
         return
