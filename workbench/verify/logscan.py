@@ -13,6 +13,7 @@ Line numbers in the evidence are 1-based, as `grep -n` prints them.
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 import re
 from collections import deque
@@ -755,19 +756,25 @@ class PointLines:
 
     def _nth_line(self, k: int, i: int) -> int:
         """Where the i-th step line (from 0) of the k-th piece with step lines starts: counted
-        from the nearer end of the piece (a cited step is most often among the last)."""
+        from the nearer end of the piece (a cited step is most often among the last), by the
+        regex engine alone. From the end, the search starts at a line start a guessed number of
+        lines back, and further back until it holds enough step lines: a search from a line start
+        finds the lines after it as the piece's scan did."""
         offset, size, steps = self.step_lines[k]
         end = min(offset + size, len(self.data))
-        if i < len(steps) // 2:
-            for n, m in enumerate(_STEP_LINES.finditer(self.data, offset, end)):
-                if n == i:
-                    return m.start()
-        left = len(steps) - i
-        for m in self._lines_back(offset, end):
-            left -= 1
-            if not left:
-                return m.start()
-        raise AssertionError("fewer step lines than the scan counted")
+        back = len(steps) - i
+        if i < back:
+            return next(itertools.islice(_STEP_LINES.finditer(self.data, offset, end), i, None)).start()
+        span = 2 * back * max(1, (end - offset) // len(steps))
+        while True:
+            start = end - span
+            start = offset if start <= offset else max(offset, self.data.rfind(b"\n", offset, start) + 1)
+            matches = list(_STEP_LINES.finditer(self.data, start, end))
+            if len(matches) >= back:
+                return matches[len(matches) - back].start()
+            if start == offset:
+                raise AssertionError("fewer step lines than the scan counted")
+            span *= 4
 
     def _lines_back(self, offset: int, end: int) -> Iterator[re.Match[bytes]]:
         """The step lines between `offset` and `end` (line starts), last first."""
