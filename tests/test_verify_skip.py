@@ -137,17 +137,20 @@ def _bundles() -> list[Path]:
 @pytest.mark.parametrize("bundle", _bundles(), ids=lambda p: p.parent.name + "/" + p.name)
 def test_verdicts_and_cited_lines_are_the_same_without_extraction(bundle, tmp_path, monkeypatch) -> None:
     got = {}
-    for skip in (False, True):
+    # without extraction, cited lines numbered by counting newlines near the start, or always by the line index
+    for skip, count_below in ((False, 0), (True, workbench.verify.COUNT_LINES_BELOW), (True, 0)):
         monkeypatch.setattr(workbench.verify, "CITE_WITHOUT_EXTRACTION", skip)
-        study = open_study(tmp_path / f"{skip}.db", create=True)
+        monkeypatch.setattr(workbench.verify, "COUNT_LINES_BELOW", count_below)
+        study = open_study(tmp_path / f"{skip}-{count_below}.db", create=True)
         try:
             assert not import_bundle(study, bundle, "ana").problems
             verify_study(study.db, "ana")
-            got[skip] = _verdicts(study.db)
+            got[skip, count_below] = _verdicts(study.db)
         finally:
             study.close()
-    assert got[True] == got[False]
-    cited = [e for levels, _, _ in got[True].values() for _, _, _, ev in levels for e in ev if "(log line " in e.text]
+    first, *others = got.values()
+    assert all(other == first for other in others)
+    cited = [e for levels, _, _ in first.values() for _, _, _, ev in levels for e in ev if "(log line " in e.text]
     assert cited or bundle != DEMO_BUNDLE
 
 

@@ -88,6 +88,11 @@ facts extraction would (steps, planned total) and `PointLines` the 2-4 lines a v
 Off, the log is extracted as before (tests compare the two)."""
 
 
+COUNT_LINES_BELOW = 1 << 16
+"""A cited line this near the log's start is numbered by counting its newlines (microseconds),
+not by asking the stored line index (a query)."""
+
+
 def _joined(chunks: Iterable[bytes]) -> tuple[bytes, list[int]]:
     """The log in one piece (PointLines searches it) and where its chunks began and ended, so
     it is read again in the same chunks (the scan's pieces, and so its facts, follow them)."""
@@ -119,6 +124,8 @@ def _without_extraction(db: Database, log_id: int, data: bytes, bounds: list[int
         return facts, None
 
     def line_of(offset: int) -> int:
+        if offset < COUNT_LINES_BELOW:
+            return data.count(b"\n", 0, offset) + 1
         line, start = indexed_line_before(db, log_id, offset)
         return line + data.count(b"\n", start, offset) + 1
 
