@@ -25,22 +25,39 @@ class LogInfo:
     sha256: str
 
 
-def metric_series(db: Database, attempt_id: int) -> dict[str, dict[int, float]]:
-    """Every stored metric series of an attempt: name -> step -> value."""
-    out: dict[str, dict[int, float]] = {}
-    for name, step, value in db.execute(
-        "SELECT name, step, value FROM metric_point WHERE attempt_id = ? ORDER BY name, step", [attempt_id]
-    ).fetchall():
-        out.setdefault(name, {})[step] = value
-    return out
+@dataclass(frozen=True, slots=True)
+class AttemptInputs:
+    """What verifying an attempt reads from the study besides its log's bytes, read once: its
+    stored record, its log's size and hash, its probe reports, its checkpoint and its metric
+    points. Its hashes are a verdict's inputs; the same values are what it is judged on."""
+
+    record: dict[str, Any]
+    log: LogInfo | None
+    probe_reports: list[dict[str, Any]]
+    checkpoint: dict[str, Any] | None
+    points: list[tuple[str, int, float]]
+
+    def metric_series(self) -> dict[str, dict[int, float]]:
+        """Every stored metric series: name -> step -> value."""
+        out: dict[str, dict[int, float]] = {}
+        for name, step, value in self.points:
+            out.setdefault(name, {})[step] = value
+        return out
+
+    def metric_series_digest(self) -> str:
+        """SHA-256 of the points as `metric_series` orders them, each `repr((name, step, value))`."""
+        return hashlib.sha256("".join(map(repr, self.points)).encode()).hexdigest()
 
 
-def metric_series_digest(db: Database, attempt_id: int) -> str:
-    """SHA-256 of the attempt's points as `metric_series` orders them, each `repr((name, step,
-    value))`: what a verdict's inputs hash, without building the series (the worker does)."""
-    rows = db.execute("SELECT name, step, value FROM metric_point WHERE attempt_id = ? ORDER BY name, step",
-                      [attempt_id]).fetchall()
-    return hashlib.sha256("".join(map(repr, rows)).encode()).hexdigest()
+def attempt_inputs(db: Database, attempt: Attempt) -> AttemptInputs:
+    from storage.artifacts import artifact_of
+    from storage.queries import probe_reports
+
+    points = db.execute("SELECT name, step, value FROM metric_point WHERE attempt_id = ? ORDER BY name, step",
+                        [attempt.id]).fetchall()
+    return AttemptInputs(attempt_record(db, attempt.id),
+                         log_info(db, attempt.log_id) if attempt.log_id is not None else None,
+                         probe_reports(db, attempt.id), artifact_of(db, attempt.id), points)
 
 
 def log_info(db: Database, log_id: int) -> LogInfo | None:

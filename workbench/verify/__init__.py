@@ -49,19 +49,20 @@ class Report:
         return sum(1 for o in self.outcomes if o.changed)
 
 
-def load_run(db: Database, attempt: Attempt, settings: dict[str, Any], *, cite: bool = True):
+def load_run(db: Database, attempt: Attempt, settings: dict[str, Any], inputs: verify_inputs.AttemptInputs, *,
+             cite: bool = True):
     """The attempt's evidence: the topology its log's head and command state, log facts from one
     streaming pass (over the untangled log when several processes wrote it), its metric series,
-    and the probe reports a re-run stored with it. With `cite`, verdicts can cite the log line of
-    a metric point (`Run.point_line`); the reference run's are never cited."""
-    from storage.queries import probe_reports
+    and the probe reports a re-run stored with it (`inputs`, what its verdict's inputs hash).
+    With `cite`, verdicts can cite the log line of a metric point (`Run.point_line`); the
+    reference run's are never cited."""
     from workbench.verify import topology
     from workbench.verify.ladder import Run
     from workbench.verify.logscan import compile_patterns, scan_chunks
 
-    stored = verify_inputs.metric_series(db, attempt.id)
+    stored = inputs.metric_series()
     facts = topo = point_line = None
-    log = verify_inputs.log_info(db, attempt.log_id) if attempt.log_id is not None else None
+    log = inputs.log
     if attempt.log_id is not None and log is not None:
         head, chunks = topology.head_of(log_chunks(db, attempt.log_id))
         topo = topology.read(head, attempt.command.argv)
@@ -77,9 +78,8 @@ def load_run(db: Database, attempt: Attempt, settings: dict[str, Any], *, cite: 
                                 standing=untangler.standing if untangler else None)
         if untangler is not None:
             facts = untangler.remap(facts)
-    reports = probe_reports(db, attempt.id)
     series = stored or (facts.point_series() if facts else {})
-    return Run(attempt, facts, series, "stored" if stored else "log", reports, topo, point_line)
+    return Run(attempt, facts, series, "stored" if stored else "log", inputs.probe_reports, topo, point_line)
 
 
 CITE_WITHOUT_EXTRACTION = True
@@ -135,33 +135,26 @@ def _without_extraction(db: Database, log_id: int, data: bytes, bounds: list[int
     return facts, PointLines(data, scanner.step_lines, patterns, line_of, extract).line
 
 
-def _input_digest(db: Database, attempt: Attempt) -> dict[str, Any]:
-    from storage.artifacts import artifact_of
-    from storage.queries import probe_reports
-
-    record = verify_inputs.attempt_record(db, attempt.id)
-    info = verify_inputs.log_info(db, attempt.log_id) if attempt.log_id is not None else None
-    log = info.sha256 if info is not None else None
-    probes = json.dumps(probe_reports(db, attempt.id), sort_keys=True, default=str)
-    checkpoint = artifact_of(db, attempt.id)
+def _input_digest(inputs: verify_inputs.AttemptInputs) -> dict[str, Any]:
+    probes = json.dumps(inputs.probe_reports, sort_keys=True, default=str)
     return {
-        "record": hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest(),
-        "log_sha256": log,
-        "metrics_sha256": verify_inputs.metric_series_digest(db, attempt.id),
+        "record": hashlib.sha256(json.dumps(inputs.record, sort_keys=True, default=str).encode()).hexdigest(),
+        "log_sha256": inputs.log.sha256 if inputs.log is not None else None,
+        "metrics_sha256": inputs.metric_series_digest(),
         "probes_sha256": hashlib.sha256(probes.encode()).hexdigest(),
-        "checkpoint_sha256": checkpoint["sha256"] if checkpoint else None,
+        "checkpoint_sha256": inputs.checkpoint["sha256"] if inputs.checkpoint else None,
     }
 
 
-def inputs_for(db: Database, migration: Migration, study: Study, attempt: Attempt, reference: Attempt | None,
-               settings: dict[str, Any], reference_digest: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+def inputs_for(migration: Migration, study: Study, attempt: Attempt, inputs: verify_inputs.AttemptInputs,
+               settings: dict[str, Any], reference_digest: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
     """Hashes of every input a verdict depends on, and one hash over them all. `attempt` carries
     its effective expected level (see `with_effective_expected`): a claim review changes it.
     When both runs saved a checkpoint, the torch version (None when absent) is an input too:
     installing torch redoes a comparison that was skipped for want of it. `reference_digest` is
-    the reference's `_input_digest` when the caller already has it (once per migration)."""
-    mine = _input_digest(db, attempt)
-    theirs = reference_digest if reference_digest is not None or reference is None else _input_digest(db, reference)
+    the reference's `_input_digest` (None without a reference), once per migration."""
+    mine = _input_digest(inputs)
+    theirs = reference_digest
     tensor_backend = None
     if mine["checkpoint_sha256"] and theirs and theirs["checkpoint_sha256"]:
         from workbench.verify.tensors import backend
@@ -186,15 +179,10 @@ def inputs_for(db: Database, migration: Migration, study: Study, attempt: Attemp
     return hashlib.sha256(text.encode()).hexdigest(), inputs
 
 
-def compare_checkpoints(db: Database, attempt: Attempt, reference: Attempt | None, settings: dict[str, Any],
+def compare_checkpoints(mine: dict[str, Any] | None, theirs: dict[str, Any] | None, settings: dict[str, Any],
                         cache: dict[str, dict[str, Any]] | None = None):
     """Level 2's checkpoint comparison (a `LevelResult`) when the attempt and the reference both
-    have a stored checkpoint, else None."""
-    from storage.artifacts import artifact_of
-
-    if reference is None:
-        return None
-    mine, theirs = artifact_of(db, attempt.id), artifact_of(db, reference.id)
+    have a stored checkpoint (`AttemptInputs.checkpoint`), else None."""
     if mine is None or theirs is None:
         return None
     from workbench.verify.tensors import compare_files

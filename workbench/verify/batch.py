@@ -69,27 +69,31 @@ def judge_task(db: Database, task: Task, cache: dict[Any, Any]) -> list[Judged]:
     from workbench.verify import _input_digest, compare_checkpoints, inputs_for, load_run, with_effective_expected
     from workbench.verify.ladder import judge
 
-    key = ("migration", task.migration.id, task.reference.id if task.reference else None)
+    reference = task.reference
+    key = ("migration", task.migration.id, reference.id if reference else None)
     if cache.get("key") != key:
         cache.clear()
         cache["key"] = key
-        cache["digest"] = _input_digest(db, task.reference) if task.reference else None
+        cache["reference_inputs"] = verify_inputs.attempt_inputs(db, reference) if reference else None
+        cache["digest"] = _input_digest(cache["reference_inputs"]) if reference else None
         cache["current"] = verify_inputs.current_hashes(db, task.migration.id)
         cache["checkpoints"] = {}
+    reference_inputs = cache["reference_inputs"]
     out = []
     for row in task.attempts:
         attempt = with_effective_expected(db, row)
-        digest, inputs = inputs_for(db, task.migration, task.study, attempt, task.reference, task.settings,
-                                    cache["digest"])
+        read = verify_inputs.attempt_inputs(db, attempt)
+        digest, inputs = inputs_for(task.migration, task.study, attempt, read, task.settings, cache["digest"])
         stored = cache["current"].get(attempt.id)
         if stored is not None and stored[1] == digest and not task.force:
             out.append(Judged(attempt, stored[0]))
             continue
         if "reference" not in cache:
-            cache["reference"] = load_run(db, task.reference, task.settings, cite=False) if task.reference else None
-        run = load_run(db, attempt, task.settings)
-        judgement = judge(run, cache["reference"], task.migration, task.study, task.settings,
-                          compare_checkpoints(db, attempt, task.reference, task.settings, cache["checkpoints"]))
+            cache["reference"] = load_run(db, reference, task.settings, reference_inputs, cite=False) if reference else None
+        run = load_run(db, attempt, task.settings, read)
+        checkpoints = compare_checkpoints(read.checkpoint, reference_inputs.checkpoint if reference_inputs else None,
+                                          task.settings, cache["checkpoints"])
+        judgement = judge(run, cache["reference"], task.migration, task.study, task.settings, checkpoints)
         out.append(Judged(attempt, 0, judgement, digest, inputs))
     return out
 
