@@ -239,12 +239,14 @@ def write_verification(
     verifier: str,
     verifier_version: str,
     inputs_hash: str,
-    inputs: dict[str, Any],
-    settings: dict[str, Any],
+    inputs: str,
+    settings: str,
     judgement: Any,
     reviewer: str,
 ) -> int:
-    """One verification run's rows, inside the caller's transaction."""
+    """One verification run's rows, inside the caller's transaction. `inputs` is the JSON text
+    `inputs_hash` hashes, stored as it was hashed; `settings` is JSON text too (a verify run
+    writes one migration's many verdicts with the same settings)."""
     previous = db.execute(
         "SELECT id FROM verification WHERE attempt_id = ? AND superseded_by IS NULL", [attempt_id]
     ).fetchone()
@@ -254,8 +256,8 @@ def write_verification(
         "verifier": verifier,
         "verifier_version": verifier_version,
         "inputs_hash": inputs_hash,
-        "inputs": json.dumps(inputs, sort_keys=True, default=str),
-        "settings": json.dumps(settings, sort_keys=True),
+        "inputs": inputs,
+        "settings": settings,
         "at": now(),
         "reviewer": reviewer,
         "highest_level": judgement.highest_level,

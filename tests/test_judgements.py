@@ -55,7 +55,7 @@ def _verify(db, attempt_id: int, outcomes: tuple[Outcome, ...]) -> None:
     judgement = Judgement(levels=levels, highest_level=0, cause=None, cause_evidence=[], cause_note="",
                           silent=False, over_claim=None, raised_error=False)
     record_verification(db, attempt_id=attempt_id, reference_attempt_id=None, verifier="test",
-                        verifier_version="1", inputs_hash="h", inputs={}, settings={}, judgement=judgement,
+                        verifier_version="1", inputs_hash="h", inputs="{}", settings="{}", judgement=judgement,
                         reviewer="ana")
 
 

@@ -98,7 +98,7 @@ def test_one_attempt_failing_leaves_the_rest_of_its_batch(tmp_path: Path):
     broken = dataclasses.replace(judged[bad.attempt.id], levels=[*judged[bad.attempt.id].levels[:2], None])  # fails mid-write
     before = db.execute("SELECT count(*) FROM verification").fetchone()[0]
     item = {"reference_attempt_id": None, "verifier": VERIFIER, "verifier_version": VERSION,
-            "inputs_hash": "x", "inputs": {}, "settings": {}, "reviewer": "ana"}
+            "inputs_hash": "x", "inputs": "{}", "settings": "{}", "reviewer": "ana"}
     ids = records.record_verifications(db, [{**item, "attempt_id": good.attempt.id, "judgement": judged[good.attempt.id]},
                                             {**item, "attempt_id": bad.attempt.id, "judgement": broken}])
     assert isinstance(ids[0], int) and isinstance(ids[1], Exception)

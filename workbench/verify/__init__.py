@@ -147,8 +147,8 @@ def _input_digest(inputs: verify_inputs.AttemptInputs) -> dict[str, Any]:
 
 
 def inputs_for(migration: Migration, study: Study, attempt: Attempt, inputs: verify_inputs.AttemptInputs,
-               settings: dict[str, Any], reference_digest: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
-    """Hashes of every input a verdict depends on, and one hash over them all. `attempt` carries
+               settings: dict[str, Any], reference_digest: dict[str, Any] | None) -> tuple[str, str]:
+    """Hashes of every input a verdict depends on, as JSON text, and one hash over it. `attempt` carries
     its effective expected level (see `with_effective_expected`): a claim review changes it.
     When both runs saved a checkpoint, the torch version (None when absent) is an input too:
     installing torch redoes a comparison that was skipped for want of it. `reference_digest` is
@@ -176,7 +176,7 @@ def inputs_for(migration: Migration, study: Study, attempt: Attempt, inputs: ver
         "prices": study.prices,
     }
     text = json.dumps(inputs, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest(), inputs
+    return hashlib.sha256(text.encode()).hexdigest(), text
 
 
 def compare_checkpoints(mine: dict[str, Any] | None, theirs: dict[str, Any] | None, settings: dict[str, Any],
@@ -202,13 +202,15 @@ def with_effective_expected(db: Database, attempt: Attempt) -> Attempt:
 
 @dataclass
 class _Plan:
-    """A migration in flight: its attempts in order, what its verdicts are written with, each
-    attempt's result as its task comes back, and how many of its tasks are still out."""
+    """A migration in flight: its attempts in order, what its verdicts are written with (the
+    settings also as the JSON text each verification stores), each attempt's result as its task
+    comes back, and how many of its tasks are still out."""
 
     migration_id: int
     attempt_ids: list[int]
     settings: dict[str, Any]
     reference: Attempt | None
+    settings_json: str
     results: dict[int, AttemptResult] = field(default_factory=dict)
     out: int = 0
 
@@ -276,8 +278,9 @@ def verify_groups(db: Database, migrations: list[Migration], study: Study, revie
     with batch.Judges(db, workers, path, batch.POOL_MIN if pool_min is None else pool_min) as judges:
         for migration in migrations:
             attempts = verify_inputs.agent_attempts(db, migration.id, seq)
-            plan = _Plan(migration.id, [a.id for a in attempts], merge(queries.verify_settings(db, migration.id)),
-                         verify_inputs.reference_attempt(db, migration.id))
+            settings = merge(queries.verify_settings(db, migration.id))
+            plan = _Plan(migration.id, [a.id for a in attempts], settings, verify_inputs.reference_attempt(db, migration.id),
+                         json.dumps(settings, sort_keys=True))
             tasks = batch.tasks_of(migration, study, plan.settings, plan.reference, attempts, force)
             plan.out = len(tasks)
             open_plans.append(plan)
@@ -299,7 +302,7 @@ def _write(db: Database, reviewer: str, plan: _Plan, judged: list[Any]) -> list[
     return records.record_verifications(db, [
         {"attempt_id": j.attempt.id, "reference_attempt_id": plan.reference.id if plan.reference else None,
          "verifier": VERIFIER, "verifier_version": VERSION, "inputs_hash": j.digest, "inputs": j.inputs,
-         "settings": plan.settings, "judgement": j.judgement, "reviewer": reviewer}
+         "settings": plan.settings_json, "judgement": j.judgement, "reviewer": reviewer}
         for j in judged
     ]) if judged else []
 

@@ -42,13 +42,13 @@ class Task:
 class Judged:
     """One attempt as a task gives it back: with its effective expected level and either its
     current verification (`verification_id`, when its inputs are unchanged) or a new judgement
-    with the inputs it was hashed from, for the parent to write."""
+    with the inputs it was hashed from (JSON text), for the parent to write."""
 
     attempt: Attempt
     verification_id: int = 0
     judgement: Any = None
     digest: str = ""
-    inputs: dict[str, Any] | None = None
+    inputs: str = ""
 
 
 def default_workers() -> int:
