@@ -77,12 +77,10 @@ def verify(db: Path, slug: str | None, seq: int | None, assignments: tuple[str, 
                 seen, judged = seen + len(group), judged + sum(o.changed for o in group)
                 blind = hidden_attempts(sdb, config.reviewer(), [o.attempt.id for o in group])
                 hidden += len(blind)
-                for outcome in group:
-                    if (outcome.changed or not changed) and outcome.attempt.id not in blind:
-                        row = _row(sdb, outcome)
-                        rows.add(_json_row(*row) if as_json else _cells(*row))
-                        for line in _reasons(*row) if reasons and not as_json else []:
-                            said.add(line)
+                for row in _rows(sdb, [o for o in group if (o.changed or not changed) and o.attempt.id not in blind]):
+                    rows.add(_json_row(*row) if as_json else _cells(*row))
+                    for line in _reasons(*row) if reasons and not as_json else []:
+                        said.add(line)
                 if rerun_unknown:
                     unknown_l3 += unknown_at_level3(sdb, [o.attempt for o in group])
         _summary(seen, judged, time.perf_counter() - started)
@@ -160,13 +158,19 @@ def _record_settings(sdb: Any, migration: Any, assignments: tuple[str, ...]) -> 
                                 source="reviewer", reviewer=config.reviewer())
 
 
-def _row(sdb: Any, outcome: Any) -> tuple[Any, ...]:
+def _rows(sdb: Any, outcomes: list[Any]) -> Iterator[tuple[Any, ...]]:
+    """Each outcome's row as printed: one migration's attempts (a group), read in one go."""
     from storage import queries
 
-    a = outcome.attempt
-    migration = queries.migration_by_id(sdb, a.migration_id)
-    return (migration.slug if migration else "", a, queries.current_verification(sdb, a.id),
-            queries.verdicts(sdb, a.id), queries.current_failure(sdb, a.id), outcome.changed)
+    if not outcomes:
+        return
+    ids = [o.attempt.id for o in outcomes]
+    migration = queries.migration_by_id(sdb, outcomes[0].attempt.migration_id)
+    slug = migration.slug if migration else ""
+    verifications, verdicts = queries.current_verifications(sdb, ids), queries.current_verdicts(sdb, ids)
+    failures = queries.current_failures(sdb, ids)
+    for o, aid in zip(outcomes, ids):
+        yield slug, o.attempt, verifications.get(aid), verdicts.get(aid, []), failures.get(aid), o.changed
 
 
 def _json_row(slug_of: str, a: Any, v: Any, verdicts: Any, failure: Any, changed: bool) -> dict[str, Any]:

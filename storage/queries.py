@@ -402,10 +402,14 @@ def _verification(row: dict[str, Any]) -> Verification:
 
 
 def current_verification(db: Database, attempt_id: int) -> Verification | None:
-    rows = _rows(
-        db, "SELECT * FROM verification WHERE attempt_id = ? AND superseded_by IS NULL", [attempt_id]
-    )
-    return _verification(rows[0]) if rows else None
+    return current_verifications(db, [attempt_id]).get(attempt_id)
+
+
+def current_verifications(db: Database, attempt_ids: list[int]) -> dict[int, Verification]:
+    """attempt id -> its current verification, for many attempts in one read."""
+    rows = _rows(db, "SELECT * FROM verification WHERE attempt_id IN (SELECT value FROM json_each(?))"
+                 " AND superseded_by IS NULL", [json.dumps(attempt_ids)])
+    return {row["attempt_id"]: _verification(row) for row in rows}
 
 
 def verifications(db: Database, attempt_id: int) -> list[Verification]:
@@ -417,42 +421,54 @@ def verifications(db: Database, attempt_id: int) -> list[Verification]:
 
 def verdicts(db: Database, attempt_id: int, *, verification_id: int | None = None) -> list[Verdict]:
     """An attempt's current verdicts by level (or those of one verification), with overrides."""
-    from domain.verdicts import Verdict, VerdictOverride
-
     if verification_id is None:
-        rows = _rows(db, "SELECT * FROM verdict WHERE attempt_id = ? AND superseded_by IS NULL"
-                     " ORDER BY level", [attempt_id])
-    else:
-        rows = _rows(db, "SELECT * FROM verdict WHERE verification_id = ? ORDER BY level", [verification_id])
-    out = []
-    for row in rows:
-        overrides = tuple(
-            VerdictOverride(o["id"], o["verdict_id"], Outcome(o["outcome"]), o["justification"],
-                            o["reviewer"], o["at"])
-            for o in _rows(db, "SELECT * FROM verdict_override WHERE verdict_id = ? ORDER BY id", [row["id"]])
-        )
-        out.append(Verdict(
-            id=row["id"],
-            attempt_id=row["attempt_id"],
-            level=row["level"],
-            outcome=Outcome(row["outcome"]),
-            reason=row["reason"] or "",
-            evidence=_evidence(row["evidence"]),
-            verifier=row["verifier"],
-            verifier_version=row["verifier_version"],
-            overrides=overrides,
-            verification_id=row["verification_id"],
-        ))
+        return current_verdicts(db, [attempt_id]).get(attempt_id, [])
+    return _verdicts(db, _rows(db, "SELECT * FROM verdict WHERE verification_id = ? ORDER BY level", [verification_id]))
+
+
+def current_verdicts(db: Database, attempt_ids: list[int]) -> dict[int, list[Verdict]]:
+    """attempt id -> its current verdicts by level, with overrides, for many attempts in one read."""
+    out: dict[int, list[Verdict]] = {}
+    for verdict in _verdicts(db, _rows(db, "SELECT * FROM verdict WHERE attempt_id IN (SELECT value FROM json_each(?))"
+                                       " AND superseded_by IS NULL ORDER BY attempt_id, level", [json.dumps(attempt_ids)])):
+        out.setdefault(verdict.attempt_id, []).append(verdict)
     return out
 
 
+def _verdicts(db: Database, rows: list[dict[str, Any]]) -> list[Verdict]:
+    """Verdict rows as Verdicts, their overrides read in one query."""
+    from domain.verdicts import Verdict, VerdictOverride
+
+    overrides: dict[int, list[VerdictOverride]] = {}
+    if rows:
+        for o in _rows(db, "SELECT * FROM verdict_override WHERE verdict_id IN (SELECT value FROM json_each(?))"
+                       " ORDER BY id", [json.dumps([row["id"] for row in rows])]):
+            overrides.setdefault(o["verdict_id"], []).append(
+                VerdictOverride(o["id"], o["verdict_id"], Outcome(o["outcome"]), o["justification"], o["reviewer"], o["at"]))
+    return [Verdict(
+        id=row["id"],
+        attempt_id=row["attempt_id"],
+        level=row["level"],
+        outcome=Outcome(row["outcome"]),
+        reason=row["reason"] or "",
+        evidence=_evidence(row["evidence"]),
+        verifier=row["verifier"],
+        verifier_version=row["verifier_version"],
+        overrides=tuple(overrides.get(row["id"], ())),
+        verification_id=row["verification_id"],
+    ) for row in rows]
+
+
 def current_failure(db: Database, attempt_id: int) -> Failure | None:
-    rows = _rows(db, "SELECT * FROM failure WHERE attempt_id = ? AND superseded_by IS NULL", [attempt_id])
-    if not rows:
-        return None
-    row = rows[0]
-    return Failure(row["id"], row["attempt_id"], FailureCause(row["cause"]), bool(row["silent"]),
-                   row["note"] or "", _evidence(row["evidence"]))
+    return current_failures(db, [attempt_id]).get(attempt_id)
+
+
+def current_failures(db: Database, attempt_ids: list[int]) -> dict[int, Failure]:
+    """attempt id -> its current failure (none: absent), for many attempts in one read."""
+    rows = _rows(db, "SELECT * FROM failure WHERE attempt_id IN (SELECT value FROM json_each(?))"
+                 " AND superseded_by IS NULL", [json.dumps(attempt_ids)])
+    return {row["attempt_id"]: Failure(row["id"], row["attempt_id"], FailureCause(row["cause"]), bool(row["silent"]),
+                                       row["note"] or "", _evidence(row["evidence"])) for row in rows}
 
 
 def study_totals(db: Database) -> dict[str, int]:
