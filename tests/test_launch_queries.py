@@ -181,3 +181,36 @@ def test_the_override_index_is_used_for_the_latest_override(tmp_path: Path) -> N
         assert "idx_verdict_override_verdict" in plan
     finally:
         study.close()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_reads_of_many_attempts_give_each_attempt_its_own_rows(tmp_path: Path, seed: int) -> None:
+    """What `workbench verify` prints a migration's rows from (current verifications, verdicts
+    with their overrides, failures, in one read each) holds, for every attempt, the rows SQL
+    finds for it alone, and the effective outcome EFFECTIVE_VERDICTS counts."""
+    study = build_study(tmp_path / "study.db", seed)
+    db = study.db
+    try:
+        ids = [r[0] for r in db.execute("SELECT id FROM attempt ORDER BY id DESC").fetchall()]
+        verifications = queries.current_verifications(db, ids)
+        verdicts, failures = queries.current_verdicts(db, ids), queries.current_failures(db, ids)
+        effective = {(a, level): outcome for a, level, outcome in db.execute(
+            f"WITH {EFFECTIVE_VERDICTS} SELECT attempt_id, level, outcome FROM effective").fetchall()}
+        overridden = 0
+        for aid in ids:
+            one = db.execute("SELECT id FROM verification WHERE attempt_id = ? AND superseded_by IS NULL", [aid]).fetchone()
+            assert (verifications[aid].id if aid in verifications else None) == (one[0] if one else None)
+            one = db.execute("SELECT id FROM failure WHERE attempt_id = ? AND superseded_by IS NULL", [aid]).fetchone()
+            assert (failures[aid].id if aid in failures else None) == (one[0] if one else None)
+            rows = db.execute("SELECT id, level FROM verdict WHERE attempt_id = ? AND superseded_by IS NULL ORDER BY level",
+                              [aid]).fetchall()
+            got = verdicts.get(aid, [])
+            assert [(v.id, v.level) for v in got] == [tuple(r) for r in rows]
+            for v in got:
+                assert v.effective.value == effective[aid, v.level]
+                assert [o.id for o in v.overrides] == [r[0] for r in db.execute(
+                    "SELECT id FROM verdict_override WHERE verdict_id = ? ORDER BY id", [v.id]).fetchall()]
+                overridden += bool(v.overrides)
+        assert overridden and len(verdicts) > 3  # the study exercises both
+    finally:
+        study.close()
