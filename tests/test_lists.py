@@ -272,6 +272,14 @@ async def test_lists_follow_another_process_in_place(unverified: Path, tmp_path:
     from screens.study import StudyScreen
 
     app = WorkbenchApp(unverified)
+    toasts: list[str] = []  # every toast said, kept: a toast expires after 5 s, and a loaded machine is slower
+    notify = app.notify
+
+    def kept(message, *args, **kwargs):
+        toasts.append(str(message))
+        return notify(message, *args, **kwargs)
+
+    app.notify = kept
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         study = app.screen
@@ -280,7 +288,6 @@ async def test_lists_follow_another_process_in_place(unverified: Path, tmp_path:
         await asyncio.to_thread(workbench, "verify", str(unverified), "--migration", "bow-classifier")
         await until(pilot, lambda: column(app, "level")[0] == "L4" and "4 unverified" in screen_text(app))
         assert study.query_one("#migrations").cursor_row == 1  # the cursor stayed
-        toasts = [n.message for n in app._notifications]
         assert any(t.startswith("bow-classifier: new silent failure") for t in toasts)
         assert "bow-classifier" in study.fresh and "4 unverified" in screen_text(app)
         await pilot.press("enter")
@@ -293,7 +300,6 @@ async def test_lists_follow_another_process_in_place(unverified: Path, tmp_path:
         await until(pilot, lambda: "0 unverified" in str(app.screen.query_one("#migration-header").render()))
         screen = app.screen
         assert screen.current().attempt.seq == 2  # the cursor stayed on its attempt
-        toasts = [n.message for n in app._notifications]
         assert any(t.startswith("mlp-classifier #3: new silent failure") for t in toasts)
         assert any("#1: new over-claim" in t for t in toasts)
         assert {"#1", "#3"} <= {f"#{screen.summaries[k].attempt.seq}" for k in screen.fresh}
