@@ -738,6 +738,11 @@ def steps_only_suits(patterns: list[_Compiled], data: bytes) -> bool:
     return not _MARKERS[1].found(data)
 
 
+NEAR_END = 64
+"""A cited step line this near an end of its piece is found from that end; deeper in, all of the
+piece's are (`PointLines._nth_line`)."""
+
+
 class PointLines:
     """The log line a full extraction would cite for a metric point, found without extracting
     (issue 19): the last line that gives `name` at `step`, which is a step line of that step
@@ -753,16 +758,22 @@ class PointLines:
         self._plain = next(c for c in patterns if c.pattern.name == "plain").regex
         self._summary = next(c for c in patterns if c.pattern.name == "summary").regex
         self._extracted: LogFacts | None = None
+        self._all: dict[int, list[int]] = {}  # piece -> where each of its step lines starts
 
     def _nth_line(self, k: int, i: int) -> int:
-        """Where the i-th step line (from 0) of the k-th piece with step lines starts: counted
-        from the nearer end of the piece (a cited step is most often among the last), by the
-        regex engine alone. From the end, the search starts at a line start a guessed number of
-        lines back, and further back until it holds enough step lines: a search from a line start
-        finds the lines after it as the piece's scan did."""
+        """Where the i-th step line (from 0) of the k-th piece with step lines starts, by the
+        regex engine alone: near either end of the piece (a cited step is most often among the
+        last), from that end; from the end, the search starts at a line start a guessed number of
+        lines back, widened until it holds enough step lines (a search from a line start finds the
+        lines after it as the piece's scan did). Deeper in, every start of the piece is found
+        once and kept: a failed level 2 cites neighbouring steps."""
         offset, size, steps = self.step_lines[k]
         end = min(offset + size, len(self.data))
         back = len(steps) - i
+        if min(i, back) > NEAR_END:
+            if k not in self._all:
+                self._all[k] = [m.start() for m in _STEP_LINES.finditer(self.data, offset, end)]
+            return self._all[k][i]
         if i < back:
             return next(itertools.islice(_STEP_LINES.finditer(self.data, offset, end), i, None)).start()
         span = 2 * back * max(1, (end - offset) // len(steps))
