@@ -3,6 +3,9 @@
 Every read runs in a thread worker and opens the study for the length of that read, in
 that thread: sqlite3 connections must be used and closed in the thread that made them, and
 a thread worker's thread ends with the worker. Opening costs under a millisecond (WAL).
+
+The study screen's reads take a plain connection (`read_plain`): the first screen paints
+without importing sqlite-utils (about 50 ms, issue 19); `read` opens it as the writers do.
 """
 
 from __future__ import annotations
@@ -11,13 +14,15 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from domain.errors import WorkbenchError
 from domain.text import clean
 from screens.messages import LoadFailed
-from storage.database import open_study
-from storage.sqlite import Database
+
+if TYPE_CHECKING:
+    from storage.queries import Reader
+    from storage.sqlite import Database
 
 T = TypeVar("T")
 
@@ -25,6 +30,8 @@ T = TypeVar("T")
 @contextmanager
 def reading(path: Path) -> Iterator[Database]:
     """The study at `path`, open for this thread only; never creates a database."""
+    from storage.database import open_study
+
     study = open_study(path)
     try:
         yield study.db
@@ -47,5 +54,25 @@ def read(path: Path, query: Callable[[Database], T]) -> T | LoadFailed:
     try:
         with reading(path) as db:
             return query(db)
+    except (WorkbenchError, sqlite3.Error) as exc:
+        return LoadFailed(describe_error(exc))
+
+
+def read_plain(path: Path, query: Callable[[Reader], T]) -> T | LoadFailed:
+    """`read` for a query that takes a plain sqlite3 connection (storage.queries' `Reader`): on
+    a read-only connection of the standard module when the study is up to date
+    (storage.fastread.open_readonly, which refuses a newer, half-made or foreign file with the
+    full open's words); else (missing, empty, older, unreadable) through `read`, whose full open
+    upgrades the study or says what is wrong."""
+    from storage.fastread import open_readonly
+
+    try:
+        conn = open_readonly(path)
+        if conn is None:
+            return read(path, query)
+        try:
+            return query(conn)
+        finally:
+            conn.close()
     except (WorkbenchError, sqlite3.Error) as exc:
         return LoadFailed(describe_error(exc))

@@ -17,8 +17,6 @@ from textual.screen import Screen
 from domain import effort
 from domain.models import Migration
 from domain.text import clean
-from screens.widgets.effort_panel import EffortPanel
-from storage import records
 from storage.review import ChangeWatcher
 from workbench import config
 
@@ -62,6 +60,7 @@ class ReviewTracker:
         if not pieces:
             return
         from screens.data import reading
+        from storage import records
 
         with reading(self.path) as db:
             for piece in pieces:
@@ -142,6 +141,8 @@ class EffortHooks:
         self.app.run_worker(check, thread=True, exclusive=True, exit_on_error=False, group="effort-watch")
 
     def study_changed(self) -> None:
+        from screens.widgets.effort_panel import EffortPanel  # loaded with the first screen that has one
+
         for screen in self.app.screen_stack:
             for panel in screen.query(EffortPanel):
                 panel.reload()

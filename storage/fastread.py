@@ -15,6 +15,9 @@ from pathlib import Path
 from domain.errors import SchemaTooNew, WorkbenchError
 from storage import schema
 
+BUSY_TIMEOUT_S = 10.0
+"""How long a writer waits for another process's lock before giving up."""
+
 
 def companions(path: Path) -> tuple[Path, Path]:
     """SQLite's write-ahead log and shared-memory index beside the database."""
