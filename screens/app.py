@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,7 +15,7 @@ from domain.models import Migration, MigrationSummary
 from domain.text import clean
 from screens.base import PAGE_SIZE, scope_of
 from screens.commands import WorkbenchCommands
-from screens.data import read_plain
+from screens.data import after_first_page, read_plain
 from screens.live import LiveWatches
 from screens.messages import AttemptShown, FileWanted, LoadFailed
 from screens.presenters import palette
@@ -97,6 +98,10 @@ class WorkbenchApp(App[None]):
         """(slug, seq, attempt id, source) of every attempt, for the palette; loaded at start."""
         self.verifying: VerifyProgress | None = None
         """The progress dialog of the running (or last) verify run."""
+        self.first_page_shown = threading.Event()
+        """Set once the study screen has painted its first page (or failed to read it): reads the
+        first page does not need (the palette's names, the study's totals) wait for it in their
+        workers rather than compete with it (issue 19)."""
 
     @on(events.Mount)
     def _start_effort(self) -> None:
@@ -123,6 +128,7 @@ class WorkbenchApp(App[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="attempt-names")
     def _load_attempt_names(self, path: Path) -> None:
+        after_first_page(self)
         names = read_plain(path, queries.attempt_names)
         if not isinstance(names, LoadFailed):
             self.attempt_names = names

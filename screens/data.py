@@ -11,6 +11,7 @@ without importing sqlite-utils (about 50 ms, issue 19); `read` opens it as the w
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -76,3 +77,19 @@ def read_plain(path: Path, query: Callable[[Reader], T]) -> T | LoadFailed:
             conn.close()
     except (WorkbenchError, sqlite3.Error) as exc:
         return LoadFailed(describe_error(exc))
+
+
+FIRST_PAGE_WAIT_S = 5.0
+"""The longest a worker waits for the first page before it reads anyway."""
+
+
+def after_first_page(app) -> None:
+    """In a thread worker: wait until the study screen has painted its first page
+    (`app.first_page_shown`), at most FIRST_PAGE_WAIT_S, returning early if the worker is cancelled."""
+    from textual.worker import get_current_worker
+
+    worker = get_current_worker()
+    deadline = time.monotonic() + FIRST_PAGE_WAIT_S
+    while not app.first_page_shown.wait(0.02):
+        if worker.is_cancelled or time.monotonic() > deadline:
+            return

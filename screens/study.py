@@ -13,7 +13,7 @@ from textual.widgets import DataTable, Header, Static
 from domain.models import MigrationSummary
 from domain.text import clean
 from screens.base import PAGE_SIZE, FilteredList, Pager, Scope
-from screens.data import read_plain
+from screens.data import after_first_page, read_plain
 from screens.messages import FilterApplied, LoadFailed, MigrationsPage, StudyLoaded
 from screens.presenters import render
 from screens.widgets.filter_bar import FILTER_HELP, FilterBar
@@ -141,9 +141,10 @@ class StudyScreen(FilteredList):
             self.post_message(result)
             return
         study, total, rows = result
-        # The table first; the study's totals (a pass over every attempt) follow.
+        # The table first; the study's totals (a pass over every attempt) follow once it is painted.
         self.post_message(StudyLoaded(study, total, None))
         self.post_message(MigrationsPage(None, rows, len(rows) < self.pager.size))
+        after_first_page(self.app)
         counted = read_plain(path, self._counts)
         if isinstance(counted, LoadFailed):
             self.post_message(counted)
@@ -233,6 +234,8 @@ class StudyScreen(FilteredList):
         if message.after is None:
             self._show_detail(0)
         self._maybe_load_more(table)
+        if not self.app.first_page_shown.is_set():
+            self.call_after_refresh(self.app.first_page_shown.set)
 
     # --- records changed (another reviewer, a form, a verify run): counts read again ----------
     def study_changed(self) -> None:
@@ -304,6 +307,7 @@ class StudyScreen(FilteredList):
 
     def on_load_failed(self, message: LoadFailed) -> None:
         super().on_load_failed(message)
+        self.app.first_page_shown.set()  # no first page to wait for
         if not self.summaries:
             self.query_one(MigrationTable).display = False
             self.query_one("#migration-detail").display = False
