@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from sqlite_utils import Database
 
+from domain.errors import WorkbenchError
 from screens.data import read, read_plain
 from screens.messages import LoadFailed
 from screens.study import StudyScreen
@@ -147,3 +148,41 @@ def test_the_first_page_shows_without_sqlite_utils_or_the_other_screens(demo_db:
     assert "screens.study" in loaded and "screens.app" in loaded
     assert not loaded & {"sqlite_utils", "screens.migration", "screens.attempt", "screens.help",
                          "screens.verifying", "screens.forms", "screens.effort", "screens.widgets.effort_panel"}
+
+
+PREPARE = """
+import sys
+from pathlib import Path
+from cli.app import prepare
+prepare(Path(sys.argv[1]))
+print(sorted({m.split(".")[0] for m in sys.modules} & {"sqlite_utils", "textual"}), "workbench.rerun" in sys.modules)
+"""
+
+
+def test_workbench_open_checks_read_only_and_recovers_only_a_study_with_active_jobs(tmp_path: Path) -> None:
+    """`workbench open` (cli.app.prepare): a study with no queued or running re-run is checked on
+    the standard sqlite3 module; one with a re-run whose runner is gone has it marked interrupted,
+    as before; a missing or foreign file gets the full open's error."""
+    from cli.app import prepare
+    from tests.rerun_helpers import attempt, study_with_script
+    from workbench.rerun import jobs
+
+    study = study_with_script(tmp_path)
+    try:
+        check = subprocess.run([sys.executable, "-c", PREPARE, str(study.path)], capture_output=True, text=True,
+                               timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert check.returncode == 0, check.stderr
+        assert check.stdout.split() == ["[]", "False"]
+        job = jobs.create_job(study.db, study.path, jobs.spec_for(study.db, attempt(study, "toy", 1), "local"), "ana")
+        with study.db.conn:  # queued long ago, and no runner ever reported: abandoned
+            study.db.execute("UPDATE job SET created_at = '2026-01-01T00:00:00.000+00:00' WHERE id = ?", [job.id])
+        assert jobs.get_job(study.db, job.id).state is jobs.JobState.QUEUED
+        prepare(study.path)
+        assert jobs.get_job(study.db, job.id).state is jobs.JobState.INTERRUPTED
+    finally:
+        study.close()
+    with pytest.raises(WorkbenchError, match="no such study database"):
+        prepare(tmp_path / "missing.db")
+    _make("foreign", tmp_path / "foreign.db")
+    with pytest.raises(WorkbenchError, match="not a workbench study database"):
+        prepare(tmp_path / "foreign.db")
