@@ -235,7 +235,7 @@ class StudyScreen(FilteredList):
             self._show_detail(0)
         self._maybe_load_more(table)
         if not self.app.first_page_shown.is_set():
-            self.call_after_refresh(self.app.first_page_shown.set)
+            self.call_after_refresh(self.app.first_page_done)
 
     # --- records changed (another reviewer, a form, a verify run): counts read again ----------
     def study_changed(self) -> None:
@@ -307,7 +307,7 @@ class StudyScreen(FilteredList):
 
     def on_load_failed(self, message: LoadFailed) -> None:
         super().on_load_failed(message)
-        self.app.first_page_shown.set()  # no first page to wait for
+        self.app.first_page_done()  # no first page to wait for
         if not self.summaries:
             self.query_one(MigrationTable).display = False
             self.query_one("#migration-detail").display = False

@@ -186,3 +186,25 @@ def test_workbench_open_checks_read_only_and_recovers_only_a_study_with_active_j
     _make("foreign", tmp_path / "foreign.db")
     with pytest.raises(WorkbenchError, match="not a workbench study database"):
         prepare(tmp_path / "foreign.db")
+
+
+async def test_the_collector_runs_again_once_the_first_page_is_shown_or_cannot_be(demo_db: Path, tmp_path: Path) -> None:
+    """The app pauses the cyclic garbage collector from its start to its first page (or a
+    failure to read it), never beyond."""
+    import gc
+
+    from screens.app import WorkbenchApp
+
+    path = tmp_path / "demo.db"
+    shutil.copy(demo_db, path)
+    assert gc.isenabled()
+    for study in (path, tmp_path / "missing.db"):
+        app = WorkbenchApp(study, keymap_path=tmp_path / "no-keymap.toml")
+        async with app.run_test(size=(120, 40)) as pilot:
+            for _ in range(1000):
+                if app.first_page_shown.is_set():
+                    break
+                await pilot.pause(0.01)
+            await pilot.pause()
+            assert app.first_page_shown.is_set() and gc.isenabled()
+        assert gc.isenabled()
