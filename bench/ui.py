@@ -1,21 +1,27 @@
 """The review app on a large study: launch time, `j` latency and memory with a huge log open.
 
     .venv/bin/python bench/ui.py [--log-mb 1024] [--runs 7] [--presses 200] [--keep DIR]
+    .venv/bin/python bench/ui.py --launch-only [--against TREE] [--cached-bytecode] [--runs 15] [--keep DIR]
 
 Generates a study of 150 migrations and 15,150 attempts (bench/report.py's SQL generator: a
 reference and 100 verified attempts per migration) and streams a synthetic training log of
 --log-mb megabytes into the store chunk by chunk (never held in memory), attached to
 project-001's attempt #1. Then, each in fresh processes:
 
-- launch: from process start to the study screen showing its first page of migrations
-  (headless, 120x40), against a bare Textual app that shows one 100-row DataTable; medians of
-  --runs, and their ratio;
+- launch: from process start to the study screen showing its first page of migrations and
+  its footer's keys (headless, 120x40), against a bare Textual app that shows one 100-row
+  DataTable; medians of --runs, and their ratio;
 - `j`: on project-001's attempt table, the time from a `j` key event (posted to the app as the
   driver posts it; Pilot's `press` adds about 100 ms of its own waiting, measured) until the
   detail below the table names the next attempt and one more refresh has run; p50/p95 of
   --presses, beside the same on a bare app with a 101-row table and a Static;
 - memory: resident set size with the big log open in the attempt's log pane, at its last line,
   after the error/warning scan finished (VmRSS, and the peak VmHWM).
+
+`--launch-only` measures the launch alone; `--against TREE` launches the app from another
+checkout too (for example `git worktree add /tmp/before main`), on the same study, each round
+running this tree, the other and the bare app one after the other, so before and after share
+the machine's load.
 
 Prints a Markdown section for bench/RESULTS.md.
 """
@@ -121,8 +127,10 @@ from textual.widgets import DataTable
 app = WorkbenchApp(Path({db!r}), keymap_path=Path("/nonexistent"))
 app.effort.start = lambda: None
 
-def check():
-    if app.screen.query(DataTable) and app.screen.query_one(DataTable).row_count:
+def check():  # the first page in the table, and the footer's keys (Footer recomposes after mounting)
+    screen = app.screen
+    if (screen.query(DataTable) and screen.query_one(DataTable).row_count
+            and (not screen.query("Footer") or screen.query("FooterKey"))):
         app.exit(time.time())
 
 app.call_later(lambda: app.set_interval(0.002, check))
@@ -149,10 +157,10 @@ print(Bare().run(headless=True, size={size!r}))
 """
 
 
-def launch(script: str) -> float:
+def launch(script: str, env: dict[str, str] | None = None) -> float:
     started = time.time()
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT,
-                          env={**os.environ, "WORKBENCH_REVIEWER": "bench"})
+                          env=env or {**os.environ, "WORKBENCH_REVIEWER": "bench"})
     if done.returncode != 0:
         raise SystemExit(done.stderr[-2000:])
     return float(done.stdout.strip().splitlines()[-1]) - started
@@ -324,6 +332,40 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def launch_only(db: Path, runs: int, against: Path | None, cached_bytecode: bool) -> None:
+    """Launch medians of this tree, the bare app and (with `against`) another tree, alternated.
+
+    With `cached_bytecode`, every child reads and writes bytecode under one temporary
+    PYTHONPYCACHEPREFIX (a first round, not counted, fills it): as an installed app, whose
+    modules pip compiled, starts. Without it the children inherit PYTHONDONTWRITEBYTECODE if it
+    is set, and then compile the workbench's modules from source at every start while Textual's
+    come precompiled from site-packages."""
+    trees = {"this tree": ROOT} | ({f"{against}": against} if against else {})
+    times: dict[str, list[float]] = {name: [] for name in [*trees, "bare"]}
+    env = {**os.environ, "WORKBENCH_REVIEWER": "bench"}
+    if cached_bytecode:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = tempfile.mkdtemp(prefix="bench-ui-pyc-")
+    warmup = 1 if cached_bytecode else 0
+    load_before = os.getloadavg()
+    for n in range(warmup + runs):
+        for name, root in trees.items():
+            took = launch(LAUNCH_WORKBENCH.format(root=str(root), db=str(db), size=SIZE), env)
+            times[name] += [took] if n >= warmup else []
+        took = launch(LAUNCH_BARE.format(size=SIZE), env)
+        times["bare"] += [took] if n >= warmup else []
+    load_after = os.getloadavg()
+    bare = statistics.median(times["bare"])
+    bytecode = ("bytecode cached" if cached_bytecode
+                else "PYTHONDONTWRITEBYTECODE " + ("set" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "unset"))
+    print(f"launch to the first screen, medians of {runs} rounds ({bytecode}); load average"
+          f" {load_before[0]:.1f} before, {load_after[0]:.1f} after\n")
+    print("| app | median | min | max | ratio to bare |\n| --- | --- | --- | --- | --- |")
+    for name, got in times.items():
+        print(f"| {name} | {statistics.median(got) * 1000:.0f} ms | {min(got) * 1000:.0f} ms"
+              f" | {max(got) * 1000:.0f} ms | x{statistics.median(got) / bare:.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--log-mb", type=int, default=1024)
@@ -332,6 +374,11 @@ def main() -> None:
     parser.add_argument("--scan-limit", type=float, default=300.0,
                         help="Seconds to wait for the log pane's error/warning scan.")
     parser.add_argument("--keep", type=Path, help="Keep the study in this folder.")
+    parser.add_argument("--launch-only", action="store_true", help="Measure the launch only.")
+    parser.add_argument("--against", type=Path,
+                        help="With --launch-only: also launch the app of this other checkout, alternated.")
+    parser.add_argument("--cached-bytecode", action="store_true",
+                        help="With --launch-only: the children start with their bytecode cached (as installed).")
     args = parser.parse_args()
 
     folder = args.keep or Path(tempfile.mkdtemp(prefix="bench-ui-"))
@@ -342,6 +389,9 @@ def main() -> None:
         study_s, log_s = generate(db, args.log_mb)
         print(f"generated: study {study_s:.1f} s, {args.log_mb} MiB log {log_s:.1f} s,"
               f" file {db.stat().st_size / 2**20:.0f} MiB", file=sys.stderr)
+    if args.launch_only:
+        launch_only(db, args.runs, args.against and args.against.resolve(), args.cached_bytecode)
+        return
 
     workbench = [launch(LAUNCH_WORKBENCH.format(root=str(ROOT), db=str(db), size=SIZE)) for _ in range(args.runs)]
     bare = [launch(LAUNCH_BARE.format(size=SIZE)) for _ in range(args.runs)]

@@ -14,13 +14,35 @@ from workbench import config
 
 
 def run_app(path: Path) -> None:
-    with study_at(path) as study:  # refuse a missing or foreign database before the screen takes over
-        from workbench.rerun.jobs import recover
-
-        recover(study.db, config.reviewer())  # re-runs whose runner died while the app was away
+    prepare(path)
     from screens.app import WorkbenchApp
 
     WorkbenchApp(path).run()
+
+
+def prepare(path: Path) -> None:
+    """Before the screen takes over: refuse a missing or foreign database, and mark the re-runs
+    whose runner died while the app was away. An up-to-date study with no queued or running job
+    is only checked, read-only on the standard sqlite3 module (sqlite-utils and the re-run code
+    cost the launch 150-250 ms, issue 19); any other gets the full open, which also upgrades an
+    older study, and the recovery."""
+    import sqlite3
+
+    from storage.fastread import has_active_jobs, open_readonly
+
+    conn = open_readonly(path)  # a newer, half-made or foreign file: the full open's error
+    if conn is not None:
+        try:
+            if not has_active_jobs(conn):
+                return
+        except sqlite3.Error:
+            pass  # the full open says what is wrong
+        finally:
+            conn.close()
+    with study_at(path) as study:
+        from workbench.rerun.jobs import recover
+
+        recover(study.db, config.reviewer())
 
 
 def build_demo(path: Path) -> None:

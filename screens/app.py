@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import sqlite3
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,13 +14,11 @@ from textual.binding import Binding
 
 from domain.models import Migration, MigrationSummary
 from domain.text import clean
-from screens.base import PAGE_SIZE
+from screens.base import PAGE_SIZE, scope_of
 from screens.commands import WorkbenchCommands
-from screens.data import read
-from screens.help import HelpScreen
+from screens.data import after_first_page, read_plain
 from screens.live import LiveWatches
 from screens.messages import AttemptShown, FileWanted, LoadFailed
-from screens.migration import MigrationScreen
 from screens.presenters import palette
 from screens.review_time import EffortHooks
 from screens.study import StudyScreen
@@ -44,10 +44,10 @@ def default_keymap_path() -> Path:
 def load_keymap(path: Path) -> dict[str, str] | str:
     """`{binding id: keys}` from a TOML file's `[keymap]` table (for example
     `"attempt.next" = "ctrl+n"`); a problem comes back as one line to show."""
-    import tomllib
-
     if not path.is_file():
         return {}
+    import tomllib
+
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
@@ -99,6 +99,30 @@ class WorkbenchApp(App[None]):
         """(slug, seq, attempt id, source) of every attempt, for the palette; loaded at start."""
         self.verifying: VerifyProgress | None = None
         """The progress dialog of the running (or last) verify run."""
+        self.first_page_shown = threading.Event()
+        """Set once the study screen has painted its first page (or failed to read it): reads the
+        first page does not need (the palette's names, the study's totals) wait for it in their
+        workers rather than compete with it (issue 19)."""
+        self._gc_held = False
+        """The cyclic garbage collector is paused until the first page (`_hold_gc`)."""
+
+    @on(events.Load)
+    def _hold_gc(self) -> None:
+        """Pause the cyclic garbage collector from the start of the run to the first page: its
+        collections cost the launch 40-70 ms (300-odd collections while Textual builds the screen,
+        for little cyclic garbage). Only collection is put off; `first_page_done` (or the end of
+        the run) turns it back on."""
+        if gc.isenabled():
+            gc.disable()
+            self._gc_held = True
+
+    def first_page_done(self) -> None:
+        """The study screen painted its first page, or cannot: the reads that waited may start,
+        and garbage collection resumes."""
+        self.first_page_shown.set()
+        if self._gc_held:
+            self._gc_held = False
+            gc.enable()
 
     @on(events.Mount)
     def _start_effort(self) -> None:
@@ -106,6 +130,7 @@ class WorkbenchApp(App[None]):
 
     @on(events.Unmount)
     def _stop_effort(self) -> None:
+        self.first_page_done()  # an app closed before its first page leaves the collector on
         self.live.stop_all()
         self.effort.stop()
 
@@ -125,12 +150,15 @@ class WorkbenchApp(App[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="attempt-names")
     def _load_attempt_names(self, path: Path) -> None:
-        names = read(path, queries.attempt_names)
+        after_first_page(self)
+        names = read_plain(path, queries.attempt_names)
         if not isinstance(names, LoadFailed):
             self.attempt_names = names
 
     def open_attempt(self, slug: str, attempt_id: int) -> None:
         """Show one attempt (a jump from the palette): its migration, then the attempt."""
+        from screens.migration import MigrationScreen
+
         for screen in self.screen_stack:
             if isinstance(screen, MigrationScreen) and screen.migration.slug == slug:
                 summary = screen.follow(attempt_id)
@@ -144,6 +172,7 @@ class WorkbenchApp(App[None]):
 
     def on_attempt_shown(self, message: AttemptShown) -> None:
         """An attempt screen moved: the migration screen's (or the queue's) cursor follows it."""
+        from screens.migration import MigrationScreen
         from screens.queue import QueueScreen
 
         for screen in self.screen_stack:
@@ -166,9 +195,11 @@ class WorkbenchApp(App[None]):
 
     def _queue_cursor(self):
         """The queue an attempt screen opened from my queue steps through (else None)."""
+        cursor = getattr(self.screen, "cursor", None)
+        if cursor is None:  # the footer asks at every refresh: no import where no screen has one
+            return None
         from screens.navigation import QueueCursor
 
-        cursor = getattr(self.screen, "cursor", None)
         return cursor if isinstance(cursor, QueueCursor) and hasattr(self.screen, "show") else None
 
     async def action_next_left(self) -> None:
@@ -210,7 +241,7 @@ class WorkbenchApp(App[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="find-migration")
     def _find_migration(self, path: Path, slug: str) -> None:
-        migration = read(path, lambda db: queries.get_migration(db, slug))
+        migration = read_plain(path, lambda db: queries.get_migration(db, slug))
         if isinstance(migration, LoadFailed):
             self.call_from_thread(self.screen.post_message, migration)
         elif migration is None:
@@ -222,6 +253,8 @@ class WorkbenchApp(App[None]):
             self.call_from_thread(self._show_migration, migration)
 
     def _show_migration(self, migration: Migration) -> None:
+        from screens.migration import MigrationScreen
+
         while len(self.screen_stack) > 1:
             self.pop_screen()
         pending, self._pending_attempt = getattr(self, "_pending_attempt", None), None
@@ -236,13 +269,11 @@ class WorkbenchApp(App[None]):
         if action == "next_left":
             return self._queue_cursor() is not None
         if action == "verify":
-            from screens.verifying import scope_of
-
             return scope_of(self.screen) is not None
         return True
 
     def action_verify(self) -> None:
-        from screens.verifying import VerifyProgress, scope_of
+        from screens.verifying import VerifyProgress
 
         scope = scope_of(self.screen)
         if scope is None:
@@ -257,7 +288,6 @@ class WorkbenchApp(App[None]):
     def action_rerun_unknown(self) -> None:
         """`U`: re-run with the probe every attempt of this screen's scope whose level 3 is unknown."""
         from screens.rerun_unknown import open_rerun_unknown
-        from screens.verifying import scope_of
 
         scope = scope_of(self.screen)
         if scope is not None and scope[1] is None:
@@ -295,6 +325,8 @@ class WorkbenchApp(App[None]):
             self.pop_screen()
 
     def action_help(self) -> None:
+        from screens.help import HelpScreen
+
         if isinstance(self.screen, HelpScreen):
             return
         rows = []

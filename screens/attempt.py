@@ -22,11 +22,12 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import Footer, Header, OptionList, Static, TabbedContent, TabPane
+from textual.widgets import Header, OptionList, Static, TabbedContent, TabPane
 from textual.widgets.option_list import Option
 
 from domain.models import AttemptSource, AttemptSummary, Migration
-from screens.base import WorkbenchScreen
+from domain.text import clean
+from screens.base import Scope, WorkbenchScreen
 from screens.data import read
 from screens.effort import EffortActions
 from screens.messages import AttemptFacts, AttemptShown, EvidenceLogLineWanted, LoadFailed
@@ -35,6 +36,7 @@ from screens.presenters import render
 from screens.presenters.verdicts import verdict_options
 from screens.widgets.curves import CurvesPane
 from screens.widgets.diff_view import DiffPane
+from screens.widgets.footer import Footer
 from screens.widgets.log_view import LogPane
 from screens.widgets.verdict_list import VerdictList
 from workbench import config
@@ -121,6 +123,10 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
                                  reference.attempt.id if reference and reference.attempt.id != a.id else None,
                                  self.migration.id)
         yield Footer()
+
+    def verify_scope(self) -> Scope:
+        slug, seq = self.migration.slug, self.summary.attempt.seq
+        return slug, seq, f"{clean(slug)} #{seq}"
 
     def effort_target(self) -> tuple[Migration, int | None, str]:
         """For the effort keys (screens/effort.py): this attempt."""

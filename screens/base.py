@@ -18,6 +18,10 @@ from storage import review
 
 K = TypeVar("K")
 
+Scope = tuple[str | None, int | None, str]
+"""What `V` verifies: (migration slug or None for the study, attempt seq or None, what the
+verify dialog calls it)."""
+
 PAGE_SIZE = 100
 """Rows per page; the next page loads when the cursor comes within `PREFETCH` of the end."""
 PREFETCH = 20
@@ -55,6 +59,11 @@ class WorkbenchScreen(Screen):
         rank = {binding_id: n for n, binding_id in enumerate(self.FOOTER_FIRST)}
         return dict(sorted(found.items(), key=lambda item: rank.get(item[1].binding.id or "", len(rank))))
 
+    def verify_scope(self) -> Scope | None:
+        """What `V` verifies on this screen (the study, migration and attempt screens say); None
+        where it does not apply."""
+        return None
+
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state is WorkerState.ERROR and event.worker.error is not None:
             self.post_message(LoadFailed(describe_error(event.worker.error)))
@@ -63,6 +72,12 @@ class WorkbenchScreen(Screen):
         problem = self.query_one("#problem", Static)
         problem.update(Text(message.problem))
         problem.display = True
+
+
+def scope_of(screen: Screen) -> Scope | None:
+    """What `V` verifies on `screen`; None where it does not apply. The screens answer for
+    themselves, so checking imports no screen module (the footer asks at every refresh)."""
+    return screen.verify_scope() if isinstance(screen, WorkbenchScreen) else None
 
 
 class FilteredList(WorkbenchScreen):

@@ -10,7 +10,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import Footer, Header, Static, TabbedContent, TabPane
+from textual.widgets import Header, Static, TabbedContent, TabPane
 
 from domain.models import AttemptSummary, Migration
 from screens.base import WorkbenchScreen
@@ -21,6 +21,7 @@ from screens.presenters.compare import difference_table, facts
 from screens.text import text
 from screens.widgets.curves import CurvesPane
 from screens.widgets.diff_view import DiffPane
+from screens.widgets.footer import Footer
 from workbench import config
 
 PANES = ("differences", "curves", "diff")

@@ -7,12 +7,13 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from domain.text import clean
 from screens.messages import FileLoaded
 from screens.text import text
 from screens.widgets.file_view import FileView
+from screens.widgets.footer import Footer
 
 
 class FileScreen(Screen):

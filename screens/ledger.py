@@ -11,7 +11,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import Footer, Header, OptionList, Static
+from textual.widgets import Header, OptionList, Static
 from textual.widgets.option_list import Option
 
 from domain.models import Migration
@@ -22,6 +22,7 @@ from screens.presenters import render
 from screens.presenters.effort import ledger_counts_line, ledger_entry
 from screens.text import text
 from screens.widgets.filter_bar import FilterBar
+from screens.widgets.footer import Footer
 from storage import ledger, queries
 from storage.review import ListFilter
 from workbench import config

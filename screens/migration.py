@@ -8,10 +8,11 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 
 from domain.models import AttemptSource, AttemptSummary, Migration
-from screens.base import PAGE_SIZE, FilteredList, Pager
+from domain.text import clean
+from screens.base import PAGE_SIZE, FilteredList, Pager, Scope
 from screens.data import read
 from screens.effort import EffortActions
 from screens.messages import AttemptsPage, FilterApplied, LoadFailed
@@ -19,6 +20,7 @@ from screens.navigation import AttemptCursor
 from screens.presenters import render
 from screens.widgets.effort_panel import EffortBox, EffortPanel
 from screens.widgets.filter_bar import FILTER_HELP, FilterBar
+from screens.widgets.footer import Footer
 from screens.widgets.nav_table import NavTable
 from storage import queries, review
 from workbench import config
@@ -129,6 +131,9 @@ class MigrationScreen(EffortActions, FilteredList):
         with EffortBox():
             yield EffortPanel(self.migration.id)
         yield Footer()
+
+    def verify_scope(self) -> Scope:
+        return self.migration.slug, None, clean(self.migration.slug)
 
     def effort_target(self) -> tuple[Migration, int | None, str]:
         """For the effort keys (screens/effort.py): this migration and the highlighted attempt."""

@@ -13,7 +13,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 
 from domain.judgements import QueueItem
 from domain.models import AttemptSummary, Migration
@@ -23,6 +23,7 @@ from screens.messages import LoadFailed
 from screens.navigation import QueueCursor
 from screens.presenters.palette import tone
 from screens.text import text
+from screens.widgets.footer import Footer
 from screens.widgets.nav_table import NavTable
 from storage.sqlite import Database
 from workbench import config

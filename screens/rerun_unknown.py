@@ -16,13 +16,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, DataTable, Footer, Input, Label, ProgressBar, Select, Static
+from textual.widgets import Button, DataTable, Input, Label, ProgressBar, Select, Static
 
 from domain.costs import parse_time
 from domain.jobs import JobState
 from screens.data import describe_error, reading
 from screens.rerun import BACKENDS, JobScreen
 from screens.text import text
+from screens.widgets.footer import Footer
 
 
 class RerunUnknownDialog(ModalScreen[list[int] | None]):

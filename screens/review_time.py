@@ -11,28 +11,43 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual.screen import Screen
 
-from domain import effort
 from domain.models import Migration
 from domain.text import clean
-from screens.widgets.effort_panel import EffortPanel
-from storage import records
 from storage.review import ChangeWatcher
 from workbench import config
+
+if TYPE_CHECKING:  # domain.effort (about 10 ms of dataclasses) loads at the first input or tick, after the first page
+    from domain import effort
 
 
 class ReviewTracker:
     """Counts active review time per migration for this app's reviewer (docs/effort.md)."""
 
-    def __init__(self, path: Path, reviewer: str | None = None, *, idle_gap: float = effort.IDLE_GAP_SECONDS,
-                 segment: float = effort.SEGMENT_SECONDS, clock=time.monotonic) -> None:
+    def __init__(self, path: Path, reviewer: str | None = None, *, idle_gap: float | None = None,
+                 segment: float | None = None, clock=time.monotonic) -> None:
+        """`idle_gap` and `segment` default to domain.effort's IDLE_GAP_SECONDS and SEGMENT_SECONDS."""
         self.path = path
         self.reviewer = reviewer or config.reviewer()
-        self.sessions = effort.Sessionizer(idle_gap=idle_gap, segment=segment)
+        self._settings = (idle_gap, segment)
+        self._sessions: effort.Sessionizer | None = None
         self.clock = clock
         self._lock = threading.Lock()
+
+    @property
+    def sessions(self) -> effort.Sessionizer:
+        """The sessionizer, made on first use (under the lock, as every use is)."""
+        if self._sessions is None:
+            from domain import effort
+
+            idle_gap, segment = self._settings
+            self._sessions = effort.Sessionizer(
+                idle_gap=effort.IDLE_GAP_SECONDS if idle_gap is None else idle_gap,
+                segment=effort.SEGMENT_SECONDS if segment is None else segment)
+        return self._sessions
 
     @staticmethod
     def migration_in_view(screen_stack: list[Screen]) -> int | None:
@@ -62,6 +77,7 @@ class ReviewTracker:
         if not pieces:
             return
         from screens.data import reading
+        from storage import records
 
         with reading(self.path) as db:
             for piece in pieces:
@@ -88,7 +104,7 @@ class EffortHooks:
     POLL_SECONDS = 1.0
     """How often the data version is polled; other reviewers' records show within about this."""
 
-    def __init__(self, app, *, idle_gap: float = effort.IDLE_GAP_SECONDS) -> None:
+    def __init__(self, app, *, idle_gap: float | None = None) -> None:
         self.app = app
         self.review = ReviewTracker(app.db_path, idle_gap=idle_gap)
         self.watcher = ChangeWatcher(app.db_path)
@@ -142,6 +158,8 @@ class EffortHooks:
         self.app.run_worker(check, thread=True, exclusive=True, exit_on_error=False, group="effort-watch")
 
     def study_changed(self) -> None:
+        from screens.widgets.effort_panel import EffortPanel  # loaded with the first screen that has one
+
         for screen in self.app.screen_stack:
             for panel in screen.query(EffortPanel):
                 panel.reload()

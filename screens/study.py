@@ -8,15 +8,16 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 
 from domain.models import MigrationSummary
 from domain.text import clean
-from screens.base import PAGE_SIZE, FilteredList, Pager
-from screens.data import read
+from screens.base import PAGE_SIZE, FilteredList, Pager, Scope
+from screens.data import after_first_page, read_plain
 from screens.messages import FilterApplied, LoadFailed, MigrationsPage, StudyLoaded
 from screens.presenters import render
 from screens.widgets.filter_bar import FILTER_HELP, FilterBar
+from screens.widgets.footer import Footer
 from screens.widgets.nav_table import NavTable
 from storage import queries, review
 from workbench import config
@@ -77,6 +78,9 @@ class StudyScreen(FilteredList):
     """The table, not the hidden filter line."""
     help_title = "study"
 
+    def verify_scope(self) -> Scope:
+        return None, None, "the whole study"
+
     def action_ledger(self) -> None:
         from screens.ledger import LedgerScreen
 
@@ -128,7 +132,7 @@ class StudyScreen(FilteredList):
     def load_study(self, path: Path) -> None:
         """The study record, its totals and the first page of migrations."""
         size, wanted = self.pager.size, self.filter
-        result = read(path, lambda db: (
+        result = read_plain(path, lambda db: (
             queries.get_study(db),
             queries.count_migrations(db),
             self._page(db, wanted, None, size),
@@ -137,10 +141,11 @@ class StudyScreen(FilteredList):
             self.post_message(result)
             return
         study, total, rows = result
-        # The table first; the study's totals (a pass over every attempt) follow.
+        # The table first; the study's totals (a pass over every attempt) follow once it is painted.
         self.post_message(StudyLoaded(study, total, None))
         self.post_message(MigrationsPage(None, rows, len(rows) < self.pager.size))
-        counted = read(path, self._counts)
+        after_first_page(self.app)
+        counted = read_plain(path, self._counts)
         if isinstance(counted, LoadFailed):
             self.post_message(counted)
             return
@@ -150,7 +155,7 @@ class StudyScreen(FilteredList):
     @work(thread=True, exclusive=True, exit_on_error=False, group="migrations")
     def load_page(self, path: Path, after: str | None) -> None:
         size, wanted = self.pager.size, self.filter
-        rows = read(path, lambda db: self._page(db, wanted, after, size))
+        rows = read_plain(path, lambda db: self._page(db, wanted, after, size))
         if isinstance(rows, LoadFailed):
             self.post_message(rows)
         elif wanted == self.filter:  # else the filter changed while this page was read
@@ -229,6 +234,8 @@ class StudyScreen(FilteredList):
         if message.after is None:
             self._show_detail(0)
         self._maybe_load_more(table)
+        if not self.app.first_page_shown.is_set():
+            self.call_after_refresh(self.app.first_page_done)
 
     # --- records changed (another reviewer, a form, a verify run): counts read again ----------
     def study_changed(self) -> None:
@@ -255,7 +262,7 @@ class StudyScreen(FilteredList):
                     return (queries.get_study(db), queries.count_migrations(db), rows, *self._counts(db))
                 after = page[-1].migration.slug
 
-        result = read(path, gather)
+        result = read_plain(path, gather)
         if not isinstance(result, LoadFailed) and wanted == self.filter:
             self.app.call_from_thread(self._refreshed, *result)
 
@@ -300,6 +307,7 @@ class StudyScreen(FilteredList):
 
     def on_load_failed(self, message: LoadFailed) -> None:
         super().on_load_failed(message)
+        self.app.first_page_done()  # no first page to wait for
         if not self.summaries:
             self.query_one(MigrationTable).display = False
             self.query_one("#migration-detail").display = False

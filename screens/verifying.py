@@ -15,28 +15,10 @@ from textual.screen import ModalScreen
 from textual.widgets import ProgressBar, Static
 
 from domain.text import clean
+from screens.base import Scope
 from screens.data import read
 from screens.messages import LoadFailed
 from storage import review
-
-Scope = tuple[str | None, int | None, str]
-"""(migration slug or None for the study, attempt seq or None, what the dialog calls it)."""
-
-
-def scope_of(screen) -> Scope | None:
-    """What `V` verifies on this screen; None where it does not apply."""
-    from screens.attempt import AttemptScreen
-    from screens.migration import MigrationScreen
-    from screens.study import StudyScreen
-
-    if isinstance(screen, AttemptScreen):
-        slug, seq = screen.migration.slug, screen.summary.attempt.seq
-        return slug, seq, f"{clean(slug)} #{seq}"
-    if isinstance(screen, MigrationScreen):
-        return screen.migration.slug, None, clean(screen.migration.slug)
-    if isinstance(screen, StudyScreen):
-        return None, None, "the whole study"
-    return None
 
 
 def verify_each(path: Path, scope: Scope, step: Callable[[int, int, str], None]) -> tuple[int, int]:

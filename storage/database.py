@@ -12,11 +12,8 @@ from pathlib import Path
 
 from domain.errors import WorkbenchError
 from storage import schema
-from storage.fastread import check_study, companions, way_out
+from storage.fastread import BUSY_TIMEOUT_S, check_study, companions, way_out
 from storage.sqlite import Database
-
-BUSY_TIMEOUT_S = 10.0
-"""How long a writer waits for another process's lock before giving up."""
 
 
 def _connect(path: Path) -> Database:

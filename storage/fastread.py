@@ -15,6 +15,9 @@ from pathlib import Path
 from domain.errors import SchemaTooNew, WorkbenchError
 from storage import schema
 
+BUSY_TIMEOUT_S = 10.0
+"""How long a writer waits for another process's lock before giving up."""
+
 
 def companions(path: Path) -> tuple[Path, Path]:
     """SQLite's write-ahead log and shared-memory index beside the database."""
@@ -43,6 +46,16 @@ def check_study(path: Path, applied: list[str], tables: list[str]) -> None:
         )
     if not applied and tables:
         raise WorkbenchError(f"{path}: an SQLite file, but not a workbench study database")
+
+
+def has_active_jobs(conn: sqlite3.Connection) -> bool:
+    """Whether any re-run job is queued or running (domain.jobs.ACTIVE): only then can
+    workbench.rerun.jobs.recover find one whose runner died."""
+    from domain.jobs import ACTIVE
+
+    marks = ", ".join("?" * len(ACTIVE))
+    return bool(conn.execute(f"SELECT EXISTS (SELECT 1 FROM job WHERE state IN ({marks}))",
+                             [state.value for state in ACTIVE]).fetchone()[0])
 
 
 def open_readonly(path: Path | str) -> sqlite3.Connection | None:

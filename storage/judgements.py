@@ -150,7 +150,7 @@ def queue_counts(db: Database, reviewer: str) -> tuple[int, int]:
     return int(row[1]), int(row[0])
 
 
-def hidden_count(db: Database, reviewer: str) -> int:
+def hidden_count(db: Reader, reviewer: str) -> int:
     """How many attempts `reviewer` is blind to (`hidden_of`, over every agent attempt and re-run
     in one pass): while any is, study-wide lists that name attempts' verdicts stay closed to them."""
     row = db.execute(f"SELECT count(*) FROM attempt a WHERE {hidden_of('a.id')}",

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from storage.review import ListFilter, parse_filter
-from storage.sqlite import Database
+
+if TYPE_CHECKING:  # the effort panel's presenter loads this module with the app (issue 19)
+    from storage.sqlite import Database
 
 LEDGER_KINDS = ("intervention", "decision", "override", "budget")
 """What a ledger entry can be; `kind:` in the filter matches these or the record's own kind

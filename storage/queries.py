@@ -193,7 +193,7 @@ def _rows(db: Reader, sql: str, params: list[Any] | dict[str, Any]) -> list[dict
     return [dict(zip(keys, row)) for row in cursor]
 
 
-def get_study(db: Database) -> Study | None:
+def get_study(db: Reader) -> Study | None:
     rows = _rows(db, "SELECT * FROM study WHERE id = 1", [])
     return study_from_row(rows[0]) if rows else None
 
@@ -203,7 +203,7 @@ def get_migration(db: Reader, slug: str) -> Migration | None:
     return migration_from_row(rows[0]) if rows else None
 
 
-def count_migrations(db: Database) -> int:
+def count_migrations(db: Reader) -> int:
     return db.execute("SELECT count(*) FROM migration").fetchone()[0]
 
 
@@ -471,7 +471,7 @@ def current_failures(db: Database, attempt_ids: list[int]) -> dict[int, Failure]
                                        row["note"] or "", _evidence(row["evidence"])) for row in rows}
 
 
-def study_totals(db: Database) -> dict[str, int]:
+def study_totals(db: Reader) -> dict[str, int]:
     """The study's counts as the paper reports them: agent attempts, failed ones, silent
     failures, over-claims and (current) interventions, over every migration."""
     sql = f"""
@@ -495,7 +495,7 @@ def attempt_summary(db: Database, attempt_id: int) -> AttemptSummary | None:
     return rows[0] if rows and rows[0].attempt.id == attempt_id else None
 
 
-def attempt_names(db: Database, *, limit: int = 100_000) -> list[tuple[str, int, int, str]]:
+def attempt_names(db: Reader, *, limit: int = 100_000) -> list[tuple[str, int, int, str]]:
     """(migration slug, seq, attempt id, source) of every attempt, for the palette's jump."""
     return [tuple(r) for r in db.execute(
         "SELECT m.slug, a.seq, a.id, a.source FROM attempt a JOIN migration m ON m.id = a.migration_id"

@@ -10,10 +10,12 @@ import datetime
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from domain.models import DecisionKind, Outcome
-from storage.sqlite import Database
+
+if TYPE_CHECKING:  # the app's review-time hooks load this module before the first screen (issue 19)
+    from storage.sqlite import Database
 
 
 def now() -> str:

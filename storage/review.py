@@ -8,11 +8,14 @@ import threading
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from domain.models import AttemptSummary, MigrationSummary
-from storage.database import BUSY_TIMEOUT_S
-from storage.sqlite import Database
+from storage.fastread import BUSY_TIMEOUT_S
+
+if TYPE_CHECKING:  # the study screen reads on a plain sqlite3 connection, without sqlite-utils (issue 19)
+    from storage.queries import Reader
+    from storage.sqlite import Database
 
 ATTEMPT_CHOICES = 2000
 """At most this many attempts are offered in a form's attempt list."""
@@ -96,7 +99,7 @@ class LadderCounts:
         return sum(self.levels.values()) + self.unverified
 
 
-def ladder_counts(db: Database, migration_id: int | None = None) -> LadderCounts:
+def ladder_counts(db: Reader, migration_id: int | None = None) -> LadderCounts:
     """The ladder counts of one migration, or of the whole study when `migration_id` is None
     (one grouped pass over the agent attempts)."""
     from storage.queries import EFFECTIVE_VERDICTS, attempt_stats
@@ -256,7 +259,7 @@ def _migration_term(key: str, value: str) -> tuple[str, list[Any]]:
     return f"EXISTS (SELECT 1 {agent} AND {sql})", params
 
 
-def filtered_migrations(db: Database, f: ListFilter, *, after: str | None, limit: int,
+def filtered_migrations(db: Reader, f: ListFilter, *, after: str | None, limit: int,
                         blind_to: str | None = None) -> list[MigrationSummary]:
     """The migrations that meet `f`, by slug, a keyset page at a time, summed up as the
     unfiltered list shows them. A filter on verdicts leaves out those holding an attempt reviewer

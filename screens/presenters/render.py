@@ -13,7 +13,6 @@ from rich.text import Text
 
 from domain import blind
 from domain.costs import parse_time
-from domain.judgements import HumanJudgement
 from domain.models import (
     LADDER,
     AttemptSource,
@@ -32,6 +31,7 @@ from screens.text import text
 if TYPE_CHECKING:
     from rich.console import Group
 
+    from domain.judgements import HumanJudgement
     from storage.review import LadderCounts
 
 NONE = "–"
