@@ -40,7 +40,11 @@ def _same(log: bytes, engine: str, sizes=(1 << 18, 4096, 61)) -> None:
         chunks = [log[i : i + size] for i in range(0, len(log), size)]
         for extract in (True, False):
             want = _facts(reference_logscan, chunks, extract_metrics=extract)
-            assert _facts(logscan, chunks, extract_metrics=extract, markers=markers) == want, (engine, size, log[:60])
+            got = _facts(logscan, chunks, extract_metrics=extract, markers=markers)
+            if got != want:  # the facts of a long log: where they part, not pytest's diff of it all
+                at = next(i for i, (a, b) in enumerate(zip(got + "\0", want + "\0")) if a != b)
+                pytest.fail(f"{engine}, pieces of {size}, extract {extract}, {log[:60]!r}: "
+                            f"{got[max(0, at - 200) : at + 200]!r} != {want[max(0, at - 200) : at + 200]!r}")
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -176,3 +180,53 @@ LINE_PIECES = st.sampled_from([
 @given(log=st.lists(LINE_PIECES, max_size=40).map(b"".join))
 def test_the_log_panes_lines_are_the_re_patterns_lines_in_any_bytes(log) -> None:
     _same_lines(log, LINE_LOCAL_WARNING)
+
+
+def _long_log(seed: int, size: int, *, crlf: bool = False, last_newline: bool = True) -> bytes:
+    """Step lines with rare lines between them, some close together and some more than the numpy
+    newline count's threshold apart, a metrics report split across lines, and lines longer than a
+    small chunk: so that hits fall at every kind of piece boundary, whatever the chunking."""
+    import random
+
+    rng = random.Random(seed)
+    rare = [m + b" here\n" for m in logscan.MARKERS] + [
+        b"Traceback (most recent call last):\n", b'  File "x.py", line 1\n', b"RuntimeError: boom\n",
+        b"Metric: CompileTime\n  TotalSamples: 12\n", b"Counter: UncachedCompile\n  Value: 7\n",
+        b'workbench-probe {"device_kind": "TPU v5e", "devices_used": 4}\n', b"{devices=[4,1]0,1,2,3}\n",
+        b"Step: 7, loss=0.5\n", b"step 9/12 loss 0.25\n", b"x" * 5000 + b"\n", b"mark_step Step\n"]
+    out, step = [], 0
+    while sum(map(len, out)) < size:
+        for _ in range(rng.choice([0, 1, 3, 40, 400])):  # 400 step lines: about 20 KiB
+            step += 1
+            out.append(b"step %d/99999 loss 0.%d grad_norm 1.5\n" % (step, step % 97))
+        out.append(rng.choice(rare))
+    log = b"".join(out)
+    if crlf:
+        log = log.replace(b"\n", b"\r\n")
+    return log if last_newline else log.rstrip(b"\r\n")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_scanner_finds_what_the_old_one_found_in_long_logs_in_any_pieces(engine) -> None:
+    """Pieces of 1 MiB, 4 KiB and 333 bytes over logs of some MiB, with and without line ends
+    (one without any), and a head and tail smaller than the log, so that line numbers are counted
+    over long stretches and hits are passed over at the window's edge."""
+    logs = [_long_log(1, 3 << 19), _long_log(2, 1 << 20, crlf=True), _long_log(3, 600_000, last_newline=False),
+            b"Killed " + b"step 3/9 x " * 100_000]
+    for module in (logscan, reference_logscan):
+        module.FATAL_TAIL = module.HEAD = 700_000
+    try:
+        for log in logs:
+            _same(log, engine, sizes=(1 << 20, 4096, 333))
+    finally:
+        for module in (logscan, reference_logscan):
+            module.FATAL_TAIL = module.HEAD = 4 << 20
+
+
+@FAST
+@given(data=st.binary(max_size=200).map(lambda b: b * 300), start=st.integers(0, 70_000), length=st.integers(0, 70_000))
+def test_newline_counts_are_bytes_counts(data, start, length) -> None:
+    start = min(start, len(data))
+    end = min(start + length, len(data))
+    assert logscan._newlines(data, start, end) == data.count(b"\n", start, end)
+    assert logscan._newlines(bytearray(data), start, end) == data.count(b"\n", start, end)
