@@ -193,7 +193,9 @@ def _long_log(seed: int, size: int, *, crlf: bool = False, last_newline: bool = 
         b"Traceback (most recent call last):\n", b'  File "x.py", line 1\n', b"RuntimeError: boom\n",
         b"Metric: CompileTime\n  TotalSamples: 12\n", b"Counter: UncachedCompile\n  Value: 7\n",
         b'workbench-probe {"device_kind": "TPU v5e", "devices_used": 4}\n', b"{devices=[4,1]0,1,2,3}\n",
-        b"Step: 7, loss=0.5\n", b"step 9/12 loss 0.25\n", b"x" * 5000 + b"\n", b"mark_step Step\n"]
+        b"Step: 7, loss=0.5\n", b"step 9/12 loss 0.25\n", b"x" * 5000 + b"\n", b"mark_step Step\n",
+        # lines that mention a step but are no step lines, around the 64 a look back reads
+        b"mark_step\n" * 62, b"MarkStep\n" * 70, b"Counter: MarkStep\n  Value: 3\n" * 40]
     out, step = [], 0
     while sum(map(len, out)) < size:
         for _ in range(rng.choice([0, 1, 3, 40, 400])):  # 400 step lines: about 20 KiB
@@ -230,3 +232,15 @@ def test_newline_counts_are_bytes_counts(data, start, length) -> None:
     end = min(start + length, len(data))
     assert logscan._newlines(data, start, end) == data.count(b"\n", start, end)
     assert logscan._newlines(bytearray(data), start, end) == data.count(b"\n", start, end)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_hits_that_share_a_look_back_for_their_step_find_what_the_old_one_found(engine) -> None:
+    """A hit's step is the last step line's among the 64 lines before it that mention a step: two
+    hits with such lines between and before them, around that limit, in one piece and cut apart."""
+    for before in (0, 1, 30, 60, 62, 63, 64, 65):
+        for between in (0, 1, 2, 3, 4, 70):
+            for filler in (b"mark_step\n", b"MarkStep and step\n"):
+                log = (b"step 4/9 loss 1\nstep 5 loss 1\n" + filler * before + b"Compilation Cause\n" + filler * between
+                       + b"pt-xla-profiler: x\nCompilation Cause step 6\nstep 7 pt-xla-profiler: step 8\n")
+                _same(log, engine, sizes=(1 << 20, 333))

@@ -229,7 +229,19 @@ class LogScanner:
     # ------------------------------------------------------------------ feeding
     def feed(self, chunk: bytes | bytearray) -> None:
         self.facts.size += len(chunk)
-        data = self._carry + chunk if self._carry else chunk
+        carry = self._carry
+        if carry:
+            cut = chunk.rfind(b"\n")
+            if cut > 0:
+                before = chunk.rfind(b"\n", 0, cut)
+                if before != -1 and not chunk.startswith((b"Counter: ", b"Metric: "), before + 1):
+                    # what the lines below do, with the piece copied once rather than twice
+                    self._piece(b"".join((carry, memoryview(chunk)[: cut + 1])))
+                    self._carry = bytes(chunk[cut + 1 :])
+                    return
+            data = carry + chunk
+        else:
+            data = chunk
         cut = data.rfind(b"\n")
         if cut == -1:
             self._carry = data
@@ -294,11 +306,13 @@ class LogScanner:
                 self._recent_step = marks[-1][1]
         else:
             # no per-line work: a rare event's step is found by looking back for a step line
+            walks: dict[int, tuple[re.Match[bytes] | None, int]] = {}
+
             def step_at(pos: int) -> int | None:
-                found = self._step_before(piece, pos)
+                found = self._step_before(piece, pos, walks)
                 return before if found is None else found
 
-            last = self._step_before(piece, len(piece))
+            last = self._step_before(piece, len(piece), walks)
             if last is not None:
                 self._recent_step = last
             planned = self._planned_total(piece)
@@ -389,21 +403,29 @@ class LogScanner:
         """A hit at a byte position of the current piece; its line is set when the piece is done."""
         return self._lines.at(pos, Hit(0, text, step))
 
-    def _step_before(self, piece: bytes, pos: int) -> int | None:
+    def _step_before(self, piece: bytes, pos: int, walks: dict[int, tuple[re.Match[bytes] | None, int]]) -> int | None:
         """The step of the last step line that starts before pos in this piece, if any."""
-        m = self._step_line(piece, pos)
+        m = self._step_line(piece, pos, walks=walks)
         return None if m is None else int(m.group("step"))
 
-    def _step_line(self, piece: bytes, pos: int, *, total: bool = False) -> re.Match[bytes] | None:
+    def _step_line(self, piece: bytes, pos: int, *, total: bool = False,
+                   walks: dict[int, tuple[re.Match[bytes] | None, int]] | None = None) -> re.Match[bytes] | None:
         """The plain pattern's match on the last step line before pos in this piece (with `total`,
         the last that gives the planned `step N/M` total), looking back over at most 64 lines
-        that mention a step."""
+        that mention a step.
+
+        `walks` (without `total`) keeps, for the start of each line looked at that does not hold
+        `pos`, where the look back from that line ended: (the match, how many lines it read from
+        there, that line included), or (None, 0) where it found none; a later look back that reaches
+        the line ends there without reading the lines again (hits close together, a metrics report's
+        lines, share their look back)."""
         plain = self._plain
         if plain is None:
             return None
         end = pos
         gone: set[bytes] = set()  # words not found before `end`: not looked for again
-        for _ in range(64):
+        walked: list[tuple[int, int]] = []  # (line start, its place in this look back) of lines to remember
+        for n in range(1, 65):
             i = -1
             for word in (b"step", b"Step"):
                 if word not in gone:
@@ -412,11 +434,25 @@ class LogScanner:
                         gone.add(word)
                     i = max(i, at)
             if i == -1:
+                if walks is not None:
+                    for line, _ in walked:
+                        walks[line] = (None, 0)
                 return None
             start = piece.rfind(b"\n", 0, i) + 1
             stop = piece.find(b"\n", i)
+            if walks is not None and not total and stop != -1 and stop < pos:
+                known = walks.get(start)
+                if known is not None:
+                    m, more = known
+                    for line, place in walked:
+                        walks[line] = (m, 0 if m is None else n - 1 + more - place + 1)
+                    return m if m is not None and n - 1 + more <= 64 else None
+                walked.append((start, n))
             m = plain.search(piece, start, len(piece) if stop == -1 else stop)
             if m is not None and m.start("step") < pos and (not total or m.group("total") is not None):
+                if walks is not None:
+                    for line, place in walked:
+                        walks[line] = (m, n - place + 1)
                 return m
             end = start
         return None
