@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 import json
 import re
+import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -735,20 +736,29 @@ class _Deferred:
 _NUMPY_FROM = 8 << 10
 """Below this many bytes `bytes.count` counts newlines faster than numpy's call overhead allows;
 above, numpy's vectorised compare and count is about 2.5x faster (0.13 against 0.33 ms/MiB)."""
+_NUMPY_AFTER = 350 << 20
+"""Bytes counted with `bytes.count` in long stretches before numpy is imported for them, where no
+one imported it: the import (60-100 ms, in every verify worker) costs what numpy saves on about
+350 MiB, so a process pays for it once it has counted that much, and a short run never does."""
 _numpy: list[Any] = []
+_counted = [0]
 
 
 def _newlines(data: bytes | bytearray, start: int, end: int) -> int:
-    """The number of newlines in data[start:end]: with numpy for long stretches (imported at the
-    first, so that commands that never count a long log do not pay for it)."""
-    if end - start < _NUMPY_FROM:
-        return data.count(b"\n", start, end)
-    if not _numpy:
-        import numpy
-
-        _numpy.append(numpy)
-    np = _numpy[0]
-    return int(np.count_nonzero(np.frombuffer(data, np.uint8, end - start, start) == 10))
+    """The number of newlines in data[start:end]: with numpy for long stretches once it is
+    imported (see `_NUMPY_AFTER`)."""
+    if end - start >= _NUMPY_FROM:
+        if not _numpy:
+            np = sys.modules.get("numpy")
+            if np is None and _counted[0] >= _NUMPY_AFTER:
+                import numpy as np
+            if np is None:
+                _counted[0] += end - start
+                return data.count(b"\n", start, end)
+            _numpy.append(np)
+        np = _numpy[0]
+        return int(np.count_nonzero(np.frombuffer(data, np.uint8, end - start, start) == 10))
+    return data.count(b"\n", start, end)
 
 
 class _LineCounter:
