@@ -751,7 +751,10 @@ def _newlines(data: bytes | bytearray, start: int, end: int) -> int:
         if not _numpy:
             np = sys.modules.get("numpy")
             if np is None and _counted[0] >= _NUMPY_AFTER:
-                import numpy as np
+                try:
+                    import numpy as np
+                except ImportError:  # it comes with krippendorff; without it, bytes.count throughout
+                    _counted[0] = -(1 << 62)
             if np is None:
                 _counted[0] += end - start
                 return data.count(b"\n", start, end)
