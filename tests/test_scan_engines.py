@@ -6,6 +6,7 @@ log the tests have and on generated ones, for any chunking."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import re
 
@@ -40,7 +41,11 @@ def _same(log: bytes, engine: str, sizes=(1 << 18, 4096, 61)) -> None:
         chunks = [log[i : i + size] for i in range(0, len(log), size)]
         for extract in (True, False):
             want = _facts(reference_logscan, chunks, extract_metrics=extract)
-            assert _facts(logscan, chunks, extract_metrics=extract, markers=markers) == want, (engine, size, log[:60])
+            got = _facts(logscan, chunks, extract_metrics=extract, markers=markers)
+            if got != want:  # the facts of a long log: where they part, not pytest's diff of it all
+                at = next(i for i, (a, b) in enumerate(zip(got + "\0", want + "\0")) if a != b)
+                pytest.fail(f"{engine}, pieces of {size}, extract {extract}, {log[:60]!r}: "
+                            f"{got[max(0, at - 200) : at + 200]!r} != {want[max(0, at - 200) : at + 200]!r}")
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -176,3 +181,82 @@ LINE_PIECES = st.sampled_from([
 @given(log=st.lists(LINE_PIECES, max_size=40).map(b"".join))
 def test_the_log_panes_lines_are_the_re_patterns_lines_in_any_bytes(log) -> None:
     _same_lines(log, LINE_LOCAL_WARNING)
+
+
+def _long_log(seed: int, size: int, *, crlf: bool = False, last_newline: bool = True) -> bytes:
+    """Step lines with rare lines between them, some close together and some more than the numpy
+    newline count's threshold apart, a metrics report split across lines, and lines longer than a
+    small chunk: so that hits fall at every kind of piece boundary, whatever the chunking."""
+    import random
+
+    rng = random.Random(seed)
+    rare = [m + b" here\n" for m in logscan.MARKERS] + [
+        b"Traceback (most recent call last):\n", b'  File "x.py", line 1\n', b"RuntimeError: boom\n",
+        b"Metric: CompileTime\n  TotalSamples: 12\n", b"Counter: UncachedCompile\n  Value: 7\n",
+        b'workbench-probe {"device_kind": "TPU v5e", "devices_used": 4}\n', b"{devices=[4,1]0,1,2,3}\n",
+        b"Step: 7, loss=0.5\n", b"step 9/12 loss 0.25\n", b"x" * 5000 + b"\n", b"mark_step Step\n",
+        # lines that mention a step but are no step lines, around the 64 a look back reads
+        b"mark_step\n" * 62, b"MarkStep\n" * 70, b"Counter: MarkStep\n  Value: 3\n" * 40]
+    out, step = [], 0
+    while sum(map(len, out)) < size:
+        for _ in range(rng.choice([0, 1, 3, 40, 400])):  # 400 step lines: about 20 KiB
+            step += 1
+            out.append(b"step %d/99999 loss 0.%d grad_norm 1.5\n" % (step, step % 97))
+        out.append(rng.choice(rare))
+    log = b"".join(out)
+    if crlf:
+        log = log.replace(b"\n", b"\r\n")
+    return log if last_newline else log.rstrip(b"\r\n")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_scanner_finds_what_the_old_one_found_in_long_logs_in_any_pieces(engine) -> None:
+    """Pieces of 1 MiB, 4 KiB and 333 bytes over logs of some MiB, with and without line ends
+    (one without any), and a head and tail smaller than the log, so that line numbers are counted
+    over long stretches and hits are passed over at the window's edge."""
+    logs = [_long_log(1, 3 << 19), _long_log(2, 1 << 20, crlf=True), _long_log(3, 600_000, last_newline=False),
+            b"Killed " + b"step 3/9 x " * 100_000]
+    for module in (logscan, reference_logscan):
+        module.FATAL_TAIL = module.HEAD = 700_000
+    try:
+        for log in logs:
+            with _numpy_counts(False):
+                _same(log, engine, sizes=(1 << 20,))
+            with _numpy_counts(True):
+                _same(log, engine, sizes=(1 << 20, 4096, 333))
+    finally:
+        for module in (logscan, reference_logscan):
+            module.FATAL_TAIL = module.HEAD = 4 << 20
+
+
+@contextlib.contextmanager
+def _numpy_counts(on: bool):
+    """Newlines counted with numpy from the start, or with `bytes.count` alone (numpy is imported
+    only after some hundred MiB, and used at once where someone else imported it)."""
+    import numpy
+
+    saved = logscan._numpy[:], logscan._NUMPY_FROM
+    logscan._numpy[:] = [numpy] if on else []
+    if not on:
+        logscan._NUMPY_FROM = 1 << 62
+    try:
+        yield
+    finally:
+        logscan._numpy[:], logscan._NUMPY_FROM = saved
+
+
+def test_newline_counts_are_bytes_counts() -> None:
+    """On stretches short and long, that start and end on newlines and beside them."""
+    import random
+
+    rng = random.Random(5)
+    data = bytes(rng.choice(b"\n\nab\r\xff") for _ in range(300_000))
+    lines = [i for i, byte in enumerate(data) if byte == 10]
+    ranges = [(0, len(data)), (0, 0), (len(data), len(data))]
+    for _ in range(300):
+        start, length = rng.choice(lines), rng.choice([0, 1, 100, 8191, 8192, 8193, 20_000, 250_000])
+        ranges += [(start + a, min(start + length + b, len(data))) for a in (-1, 0, 1) for b in (0, 1) if start + a >= 0]
+    with _numpy_counts(True):
+        for start, end in ranges:
+            for buffer in (data, bytearray(data)):
+                assert logscan._newlines(buffer, start, end) == data.count(b"\n", start, end), (start, end)

@@ -16,6 +16,7 @@ import bisect
 import itertools
 import json
 import re
+import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -50,11 +51,12 @@ They are looked for in the log's last FATAL_TAIL bytes only: an error that kills
 its last words, and the same words earlier in a log that went on are not fatal."""
 
 TRACEBACK = b"Traceback (most recent call last)"
-_TRACEBACK, _COUNTER_AT, _COMPILE, _PROFILER, _PROBE, _DEVICES = range(6)
+_TRACEBACK, _COUNTER_AT, _COMPILE, _PROFILER, _PROBE, _DEVICES, _METRIC_AT = range(7)
 MARKERS: tuple[bytes, ...] = (TRACEBACK, b"Counter: ", b"Compilation Cause", b"pt-xla-profiler:",
-                              b"workbench-probe ", b"devices=[", *(m for m, _ in FATAL_MARKERS))
-"""Every literal the scan looks for, found in one pass (`markers.Markers`); the fatal ones last."""
-_FATAL_AT = 6
+                              b"workbench-probe ", b"devices=[", b"Metric: ", *(m for m, _ in FATAL_MARKERS))
+"""Every literal the scan looks for, found in one pass (`markers.Markers`); the fatal ones last.
+A metrics report's `Counter: ` and `Metric: ` lines are read only where these start."""
+_FATAL_AT = 7
 
 FATAL_TAIL = 4 << 20
 HEAD = 4 << 20
@@ -229,7 +231,19 @@ class LogScanner:
     # ------------------------------------------------------------------ feeding
     def feed(self, chunk: bytes | bytearray) -> None:
         self.facts.size += len(chunk)
-        data = self._carry + chunk if self._carry else chunk
+        carry = self._carry
+        if carry:
+            cut = chunk.rfind(b"\n")
+            if cut > 0:
+                before = chunk.rfind(b"\n", 0, cut)
+                if before != -1 and not chunk.startswith((b"Counter: ", b"Metric: "), before + 1):
+                    # what the lines below do, with the piece copied once rather than twice
+                    self._piece(b"".join((carry, memoryview(chunk)[: cut + 1])))
+                    self._carry = bytes(chunk[cut + 1 :])
+                    return
+            data = carry + chunk
+        else:
+            data = chunk
         cut = data.rfind(b"\n")
         if cut == -1:
             self._carry = data
@@ -294,11 +308,13 @@ class LogScanner:
                 self._recent_step = marks[-1][1]
         else:
             # no per-line work: a rare event's step is found by looking back for a step line
+            walks: dict[int, tuple[re.Match[bytes] | None, int]] = {}
+
             def step_at(pos: int) -> int | None:
-                found = self._step_before(piece, pos)
+                found = self._step_before(piece, pos, walks)
                 return before if found is None else found
 
-            last = self._step_before(piece, len(piece))
+            last = self._step_before(piece, len(piece), walks)
             if last is not None:
                 self._recent_step = last
             planned = self._planned_total(piece)
@@ -389,21 +405,29 @@ class LogScanner:
         """A hit at a byte position of the current piece; its line is set when the piece is done."""
         return self._lines.at(pos, Hit(0, text, step))
 
-    def _step_before(self, piece: bytes, pos: int) -> int | None:
+    def _step_before(self, piece: bytes, pos: int, walks: dict[int, tuple[re.Match[bytes] | None, int]]) -> int | None:
         """The step of the last step line that starts before pos in this piece, if any."""
-        m = self._step_line(piece, pos)
+        m = self._step_line(piece, pos, walks=walks)
         return None if m is None else int(m.group("step"))
 
-    def _step_line(self, piece: bytes, pos: int, *, total: bool = False) -> re.Match[bytes] | None:
+    def _step_line(self, piece: bytes, pos: int, *, total: bool = False,
+                   walks: dict[int, tuple[re.Match[bytes] | None, int]] | None = None) -> re.Match[bytes] | None:
         """The plain pattern's match on the last step line before pos in this piece (with `total`,
         the last that gives the planned `step N/M` total), looking back over at most 64 lines
-        that mention a step."""
+        that mention a step.
+
+        `walks` (without `total`) keeps, for the start of each line looked at that does not hold
+        `pos`, where the look back from that line ended: (the match, how many lines it read from
+        there, that line included), or (None, 0) where it found none; a later look back that reaches
+        the line ends there without reading the lines again (hits close together, a metrics report's
+        lines, share their look back)."""
         plain = self._plain
         if plain is None:
             return None
         end = pos
         gone: set[bytes] = set()  # words not found before `end`: not looked for again
-        for _ in range(64):
+        walked: list[tuple[int, int]] = []  # (line start, its place in this look back) of lines to remember
+        for n in range(1, 65):
             i = -1
             for word in (b"step", b"Step"):
                 if word not in gone:
@@ -412,11 +436,25 @@ class LogScanner:
                         gone.add(word)
                     i = max(i, at)
             if i == -1:
+                if walks is not None:
+                    for line, _ in walked:
+                        walks[line] = (None, 0)
                 return None
             start = piece.rfind(b"\n", 0, i) + 1
             stop = piece.find(b"\n", i)
+            if walks is not None and not total and stop != -1 and stop < pos:
+                known = walks.get(start)
+                if known is not None:
+                    m, more = known
+                    for line, place in walked:
+                        walks[line] = (m, 0 if m is None else n - 1 + more - place + 1)
+                    return m if m is not None and n - 1 + more <= 64 else None
+                walked.append((start, n))
             m = plain.search(piece, start, len(piece) if stop == -1 else stop)
             if m is not None and m.start("step") < pos and (not total or m.group("total") is not None):
+                if walks is not None:
+                    for line, place in walked:
+                        walks[line] = (m, n - place + 1)
                 return m
             end = start
         return None
@@ -589,13 +627,13 @@ class LogScanner:
     def _xla(self, piece: bytes, hits: list[list[int]], step_at) -> None:
         facts = self.facts
         if hits[_COUNTER_AT]:
-            for m in _COUNTER.finditer(piece):
+            for m in _matches_at(_COUNTER, piece, hits[_COUNTER_AT]):
                 name = m.group(1).decode("utf-8", "replace")
                 hit = self._hit(m.start(), m.group(2).decode(), step_at(m.start()))
                 facts.counters[name] = hit
                 if name == "UncachedCompile":
                     facts.counter_series.setdefault(name, []).append(hit)
-            for m in _METRIC.finditer(piece):
+            for m in _matches_at(_METRIC, piece, hits[_METRIC_AT]):
                 name = m.group(1).decode("utf-8", "replace")
                 if name in ("CompileTime", "ExecuteTime", "ExecuteReplicatedTime"):
                     hit = self._hit(m.start(), m.group(2).decode(), step_at(m.start()))
@@ -623,6 +661,19 @@ class LogScanner:
                 record = None
             if isinstance(record, dict):
                 self.facts.probes.append((Hit(counter.at(pos), _clip(text.encode())), record))
+
+
+def _matches_at(regex: re.Pattern[bytes], piece: bytes, positions: list[int]) -> Iterator[re.Match[bytes]]:
+    """`regex.finditer(piece)` for a regex whose every match starts at one of `positions`
+    (ascending; where its leading literal occurs): tried there alone, past the last match's end."""
+    end = 0
+    match = regex.match
+    for pos in positions:
+        if pos >= end:
+            m = match(piece, pos)
+            if m is not None:
+                yield m
+                end = m.end()
 
 
 def _first_on_lines(piece: bytes, positions: list[int], start: int = 0) -> Iterator[int]:
@@ -674,12 +725,44 @@ class _Deferred:
     def resolve(self, piece: bytes, base: int) -> int:
         """Sets each hit's line; returns the number of newlines in the piece."""
         line, last = base, 0
-        for pos, hit in sorted(self.hits, key=lambda item: item[0]):
-            line += piece.count(b"\n", last, pos)
-            last = pos
-            hit.line = line
-        self.hits.clear()
-        return line - base + piece.count(b"\n", last)
+        if self.hits:
+            for pos, hit in sorted(self.hits, key=lambda item: item[0]):
+                line += _newlines(piece, last, pos)
+                last = pos
+                hit.line = line
+            self.hits.clear()
+        return line - base + _newlines(piece, last, len(piece))
+
+
+_NUMPY_FROM = 8 << 10
+"""Below this many bytes `bytes.count` counts newlines faster than numpy's call overhead allows;
+above, numpy's vectorised compare and count is about 2.5x faster (0.13 against 0.33 ms/MiB)."""
+_NUMPY_AFTER = 350 << 20
+"""Bytes counted with `bytes.count` in long stretches before numpy is imported for them, where no
+one imported it: the import (60-100 ms, in every verify worker) costs what numpy saves on about
+350 MiB, so a process pays for it once it has counted that much, and a short run never does."""
+_numpy: list[Any] = []
+_counted = [0]
+
+
+def _newlines(data: bytes | bytearray, start: int, end: int) -> int:
+    """The number of newlines in data[start:end]: with numpy for long stretches once it is
+    imported (see `_NUMPY_AFTER`)."""
+    if end - start >= _NUMPY_FROM:
+        if not _numpy:
+            np = sys.modules.get("numpy")
+            if np is None and _counted[0] >= _NUMPY_AFTER:
+                try:
+                    import numpy as np
+                except ImportError:  # it comes with krippendorff; without it, bytes.count throughout
+                    _counted[0] = -(1 << 62)
+            if np is None:
+                _counted[0] += end - start
+                return data.count(b"\n", start, end)
+            _numpy.append(np)
+        np = _numpy[0]
+        return int(np.count_nonzero(np.frombuffer(data, np.uint8, end - start, start) == 10))
+    return data.count(b"\n", start, end)
 
 
 class _LineCounter:
@@ -692,9 +775,9 @@ class _LineCounter:
 
     def at(self, pos: int) -> int:
         if pos < self.pos:
-            self.line -= self.data.count(b"\n", pos, self.pos)
+            self.line -= _newlines(self.data, pos, self.pos)
         else:
-            self.line += self.data.count(b"\n", self.pos, pos)
+            self.line += _newlines(self.data, self.pos, pos)
         self.pos = pos
         return self.line
 

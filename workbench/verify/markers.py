@@ -80,6 +80,7 @@ def _hyperscan(markers: Markers):
     db.compile(expressions=[re.escape(lit) for lit in literals], ids=list(range(len(literals))),
                elements=len(literals), flags=[0] * len(literals))
     lengths = [len(lit) for lit in literals]
+    buffers = _scans_buffers(db)
 
     def scan(data: bytes | bytearray) -> list[list[int]]:
         found: list[list[int]] = [[] for _ in literals]
@@ -88,7 +89,7 @@ def _hyperscan(markers: Markers):
             found[pattern].append(end - lengths[pattern])
 
         if data:  # matches come by where they end: for one literal, by where they start too
-            db.scan(bytes(data) if isinstance(data, bytearray) else data, match_event_handler=on_match)
+            db.scan(data if buffers else bytes(data), match_event_handler=on_match)
         return found
 
     def stop(pattern: int, start: int, end: int, flags: int, context: object) -> bool:
@@ -102,6 +103,16 @@ def _hyperscan(markers: Markers):
         return False
 
     return scan, found_any
+
+
+def _scans_buffers(db) -> bool:
+    """Whether this build of the bindings scans a bytearray in place (0.9 does), so a block read
+    into one is not copied first."""
+    try:
+        db.scan(bytearray(b"x"), match_event_handler=lambda *_: None)
+    except TypeError:
+        return False
+    return True
 
 
 def _re2(markers: Markers):
