@@ -160,7 +160,7 @@ def inputs_for(migration: Migration, study: Study, attempt: Attempt, inputs: ver
         from workbench.verify.tensors import backend
 
         tensor_backend = backend() or "absent"
-    inputs = {
+    hashed = {
         "verifier": VERIFIER,
         "version": VERSION,
         "settings": settings,
@@ -175,7 +175,7 @@ def inputs_for(migration: Migration, study: Study, attempt: Attempt, inputs: ver
         },
         "prices": study.prices,
     }
-    text = json.dumps(inputs, sort_keys=True, default=str)
+    text = json.dumps(hashed, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest(), text
 
 
