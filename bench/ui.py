@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/ui.py [--log-mb 1024] [--runs 7] [--presses 200] [--keep DIR]
     .venv/bin/python bench/ui.py --launch-only [--against TREE] [--cached-bytecode] [--runs 15] [--keep DIR]
+    .venv/bin/python bench/ui.py --pauses [--against TREE] [--log-mb 16] [--runs 5] [--presses 60] [--keep DIR]
 
 Generates a study of 150 migrations and 15,150 attempts (bench/report.py's SQL generator: a
 reference and 100 verified attempts per migration) and streams a synthetic training log of
@@ -16,12 +17,17 @@ project-001's attempt #1. Then, each in fresh processes:
   detail below the table names the next attempt and one more refresh has run; p50/p95 of
   --presses, beside the same on a bare app with a 101-row table and a Static;
 - memory: resident set size with the big log open in the attempt's log pane, at its last line,
-  after the error/warning scan finished (VmRSS, and the peak VmHWM).
+  after the error/warning scan finished (VmRSS, and the peak VmHWM);
+- garbage collection: every collection's generation and duration (`gc.callbacks`) during the
+  `j` presses and in the log pane (opening the attempt, the scan, opening the pane, the jump to
+  the last line), and the objects the collector tracks after the presses, by type.
 
-`--launch-only` measures the launch alone; `--against TREE` launches the app from another
+`--pauses` runs the `j` and log pane child alone, --runs times, and prints the garbage
+collector's pauses with the latencies they land on; `--launch-only` measures the launch alone; `--against TREE` launches the app from another
 checkout too (for example `git worktree add /tmp/before main`), on the same study, each round
 running this tree, the other and the bare app one after the other, so before and after share
-the machine's load.
+the machine's load; with `--pauses`, it alternates this tree's app and the other's under this
+tree's child script.
 
 Prints a Markdown section for bench/RESULTS.md.
 """
@@ -168,7 +174,7 @@ def launch(script: str, env: dict[str, str] | None = None) -> float:
 
 # --- j latency and memory (in a child: Pilot) ------------------------------------------------------------
 PILOT = """
-import asyncio, sys, time, json
+import asyncio, collections, gc, sys, time, json
 sys.path.insert(0, {root!r})
 from pathlib import Path
 from screens.app import WorkbenchApp
@@ -179,6 +185,20 @@ def rss():
     fields = dict(line.split(":", 1) for line in open("/proc/self/status"))
     return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
 
+pauses, marks, clock = [], {{}}, [0.0]
+
+def on_gc(phase, info):  # (generation, start, seconds) of every collection
+    if phase == "start":
+        clock[0] = time.perf_counter()
+    else:
+        pauses.append((info["generation"], clock[0], time.perf_counter() - clock[0]))
+
+gc.callbacks.append(on_gc)
+
+def tracked():
+    objects = gc.get_objects()
+    return len(objects), collections.Counter(type(o).__name__ for o in objects).most_common(6)
+
 async def settle(pilot):
     await pilot.app.workers.wait_for_complete()
     await pilot.pause()
@@ -186,7 +206,7 @@ async def settle(pilot):
 async def main():
     app = WorkbenchApp(Path({db!r}), keymap_path=Path("/nonexistent"))
     app.effort.start = lambda: None
-    out = {{}}
+    out = {{"gc": pauses, "marks": marks}}
     async with app.run_test(size={size!r}) as pilot:
         await settle(pilot)
         out["rss_study"] = rss()
@@ -197,7 +217,8 @@ async def main():
         screen = app.screen
         table = screen.query_one(AttemptTable)
         detail = screen.query_one("#attempt-detail")
-        times = []
+        times, starts = [], []
+        marks["j"] = time.perf_counter()
         for n in range({presses}):
             if table.cursor_row >= table.row_count - 1:
                 await pilot.press("g")
@@ -212,12 +233,15 @@ async def main():
                     raise SystemExit(f"no detail for #{{want}} after 10 s")
             await pilot.pause(0)  # the refresh that paints it
             times.append(time.perf_counter() - started)
-        out["j"] = times
+            starts.append(started)
+        marks["j_end"] = time.perf_counter()
+        out["j"], out["j_starts"] = times, starts
+        out["tracked_after_j"] = tracked()
         # the big log: project-001 attempt #1; its error/warning scan starts as the attempt opens
         from screens.widgets.log_view import LogPane, LogView
         await pilot.press("g", "j")
         await settle(pilot)
-        started = time.perf_counter()
+        started = marks["log"] = time.perf_counter()
         await pilot.press("enter")
         while not app.screen.query(LogPane):
             await pilot.pause(0.01)
@@ -238,15 +262,17 @@ async def main():
         await pilot.pause(0)
         out["log_open_s"] = time.perf_counter() - started
         await settle(pilot)
-        started = time.perf_counter()
+        started = marks["log_end"] = time.perf_counter()
         app.post_message(events.Key("G", "G"))
         while view.scroll_y < view.max_scroll_y or not view.max_scroll_y:
             await asyncio.sleep(0.0005)
         await pilot.pause(0)
         out["log_end_s"] = time.perf_counter() - started
+        marks["log_done"] = time.perf_counter()
         out["rss_log_open"] = rss()
         out["log_lines"] = view.line_count
         out["log_end_text"] = view.raw_line(out["log_lines"] - 1)[:60]
+        out["tracked_at_log_end"] = tracked()
     print(json.dumps(out))
 
 asyncio.run(main())
@@ -310,11 +336,11 @@ def bare_j(presses: int) -> list[float]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def pilot_run(db: Path, presses: int, scan_limit: float) -> dict:
+def pilot_run(db: Path, presses: int, scan_limit: float, root: Path = ROOT) -> dict:
     import json
 
     done = subprocess.run(
-        [sys.executable, "-c", PILOT.format(root=str(ROOT), db=str(db), size=SIZE, presses=presses,
+        [sys.executable, "-c", PILOT.format(root=str(root), db=str(db), size=SIZE, presses=presses,
                                             scan_limit=scan_limit)],
         capture_output=True, text=True, cwd=ROOT, env={**os.environ, "WORKBENCH_REVIEWER": "bench"})
     if done.returncode != 0:
@@ -366,6 +392,73 @@ def launch_only(db: Path, runs: int, against: Path | None, cached_bytecode: bool
               f" | {max(got) * 1000:.0f} ms | x{statistics.median(got) / bare:.2f} |")
 
 
+def full_collections(result: dict, start: str, end: str) -> list[float]:
+    """The durations (ms) of the generation-2 collections between two of the child's marks."""
+    since, until = result["marks"][start], result["marks"][end]
+    return [took * 1000 for generation, at, took in result["gc"] if generation == 2 and since <= at < until]
+
+
+def pause_summary(result: dict) -> dict:
+    """One child run's full collections: in the `j` presses, in the log pane, in its jump to the
+    last line, and how many presses one started in."""
+    return {
+        "j": full_collections(result, "j", "j_end"),
+        "log": full_collections(result, "log", "log_done"),
+        "end": full_collections(result, "log_end", "log_done"),
+        "hit": sum(any(generation == 2 and start <= at < start + took for generation, at, _ in result["gc"])
+                   for start, took in zip(result["j_starts"], result["j"])),
+    }
+
+
+def gc_rows(result: dict) -> str:
+    """Table rows on the collector's pauses in one child run."""
+    got = pause_summary(result)
+    count, types = result["tracked_after_j"]
+    return (
+        f"| full (generation 2) collections during the {len(result['j'])} `j` presses: count, max |"
+        f" {len(got['j'])}, {max(got['j'], default=0):.0f} ms ({got['hit']} presses waited on one) | |\n"
+        f"| the same from opening the attempt to the log's last line (scan, pane, jump): count, max |"
+        f" {len(got['log'])}, {max(got['log'], default=0):.0f} ms ({len(got['end'])} in the jump) | |\n"
+        f"| objects the collector tracks after the presses (most common types) | {count:,}"
+        f" ({', '.join(f'{name} {n:,}' for name, n in types)}) | |")
+
+
+def pauses_only(db: Path, runs: int, presses: int, scan_limit: float, against: Path | None) -> None:
+    """The `j` and log pane child --runs times for this tree and (with `against`) the other,
+    alternated; one line per run, then each tree's pooled `j` p95 and pauses."""
+    trees = {"this tree": ROOT} | ({f"{against}": against} if against else {})
+    results: dict[str, list[dict]] = {name: [] for name in trees}
+    load_before = os.getloadavg()
+    print("| tree | run | load | `j` p50 / p95 / max | full collections in the presses: count, max |"
+          " presses that waited on one | log pane: full collections, max / in the jump | jump to the"
+          " last line | tracked objects after the presses |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for n in range(runs):
+        for name, root in trees.items():
+            result = pilot_run(db, presses, scan_limit, root)
+            results[name].append(result)
+            times = sorted(result["j"])
+            got = pause_summary(result)
+            print(f"| {name} | {n + 1} | {os.getloadavg()[0]:.1f} | {statistics.median(times) * 1000:.1f} /"
+                  f" {times[int(0.95 * (len(times) - 1))] * 1000:.1f} / {times[-1] * 1000:.0f} ms"
+                  f" | {len(got['j'])}, {max(got['j'], default=0):.0f} ms | {got['hit']}"
+                  f" | {len(got['log'])}, {max(got['log'], default=0):.0f} ms / {len(got['end'])}"
+                  f" | {result['log_end_s'] * 1000:.0f} ms | {result['tracked_after_j'][0]:,} |", flush=True)
+    load_after = os.getloadavg()
+    print(f"\nload average {load_before[0]:.1f} before, {load_after[0]:.1f} after\n")
+    print("| tree | `j` p95 (all runs' presses) | full collections in the presses: total, max |"
+          " jumps to the last line: median, max | full collections in the log pane: total, max |")
+    print("| --- | --- | --- | --- | --- |")
+    for name, got in results.items():
+        times = sorted(t for result in got for t in result["j"])
+        j_pauses = [p for result in got for p in pause_summary(result)["j"]]
+        log_pauses = [p for result in got for p in pause_summary(result)["log"]]
+        ends = [result["log_end_s"] * 1000 for result in got]
+        print(f"| {name} | {times[int(0.95 * (len(times) - 1))] * 1000:.1f} ms | {len(j_pauses)},"
+              f" {max(j_pauses, default=0):.0f} ms | {statistics.median(ends):.0f}, {max(ends):.0f} ms"
+              f" | {len(log_pauses)}, {max(log_pauses, default=0):.0f} ms |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--log-mb", type=int, default=1024)
@@ -375,8 +468,10 @@ def main() -> None:
                         help="Seconds to wait for the log pane's error/warning scan.")
     parser.add_argument("--keep", type=Path, help="Keep the study in this folder.")
     parser.add_argument("--launch-only", action="store_true", help="Measure the launch only.")
+    parser.add_argument("--pauses", action="store_true",
+                        help="Measure `j`, the log pane and the garbage collector's pauses only, --runs times.")
     parser.add_argument("--against", type=Path,
-                        help="With --launch-only: also launch the app of this other checkout, alternated.")
+                        help="With --launch-only or --pauses: also run the app of this other checkout, alternated.")
     parser.add_argument("--cached-bytecode", action="store_true",
                         help="With --launch-only: the children start with their bytecode cached (as installed).")
     args = parser.parse_args()
@@ -391,6 +486,9 @@ def main() -> None:
               f" file {db.stat().st_size / 2**20:.0f} MiB", file=sys.stderr)
     if args.launch_only:
         launch_only(db, args.runs, args.against and args.against.resolve(), args.cached_bytecode)
+        return
+    if args.pauses:
+        pauses_only(db, args.runs, args.presses, args.scan_limit, args.against and args.against.resolve())
         return
 
     workbench = [launch(LAUNCH_WORKBENCH.format(root=str(ROOT), db=str(db), size=SIZE)) for _ in range(args.runs)]
@@ -428,6 +526,7 @@ processes each; `j` over {len(times)} presses.
 | RSS, {args.log_mb:,} MiB log open at its last line | {result['rss_log_open'][0]:.0f} MiB | under 200 MiB |
 | RSS after the log's error/warning scan (done {scan} after opening the attempt; peak) | {result['rss_log_scanned'][0]:.0f} MiB (peak {result['rss_log_scanned'][1]:.0f} MiB) | under 200 MiB |
 | open the log pane / jump to the last line | {result['log_open_s'] * 1000:.0f} ms / {result['log_end_s'] * 1000:.0f} ms | 100 ms / 50 ms |
+{gc_rows(result)}
 """)
 
 
