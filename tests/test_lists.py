@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_app import screen_text, settle, workers_done
+from conftest import BundleBuilder
+from test_app import build, screen_text, settle, table, workers_done
 
 from screens.app import WorkbenchApp
 from screens.migration import MigrationScreen
@@ -310,3 +311,45 @@ async def test_lists_follow_another_process_in_place(unverified: Path, tmp_path:
                                 "--command", "python train.py")
         await until(pilot, lambda: len(column(app, "seq")) == 6)  # a new reference run, pinned first
         assert column(app, "source")[:2] == ["ref", "ref"] and screen.current().attempt.seq == 2
+
+
+async def test_a_tables_render_caches_stay_within_two_screens_and_draw_the_same(
+        bundle: BundleBuilder, tmp_path: Path) -> None:
+    """DataTable's render caches (1,000 rows and lines, 10,000 cells) filled up as the cursor moved
+    and kept ~100,000 objects for the garbage collector (issue 19); NavTable keeps two screens'
+    worth, also after the terminal shrinks, and the rows look as they did."""
+    folder, shas = bundle.add_migration("many", commits=2)
+    bundle.write_attempts(folder, [bundle.attempt(seq, shas[1]) for seq in range(80)])
+    app = WorkbenchApp(build(bundle, tmp_path))
+
+    def within_two_screens() -> None:
+        t = table(app)
+        lines = 2 * max(t.size.height, 20)
+        for cache in (t._row_render_cache, t._line_cache, t._row_renderable_cache):
+            assert len(cache) <= lines
+        assert len(t._cell_render_cache) <= lines * max(len(t.columns) + 1, 16)
+
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, MigrationScreen) and table(app).row_count == 80
+        first = screen_text(app)
+        for _ in range(4):
+            await pilot.press(*"j" * 19)
+            await settle(pilot)
+        await pilot.press(*"k" * 40)
+        await settle(pilot)
+        within_two_screens()
+        await pilot.press("g")
+        await settle(pilot)
+        assert screen_text(app) == first
+        await pilot.resize_terminal(120, 24)
+        await settle(pilot)
+        await pilot.press(*"j" * 30)
+        await settle(pilot)
+        within_two_screens()
+        await pilot.resize_terminal(120, 40)
+        await pilot.press("g")
+        await settle(pilot)
+        assert screen_text(app) == first
