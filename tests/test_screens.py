@@ -633,3 +633,38 @@ def test_compare_shortens_long_commands_around_the_change() -> None:
                                    width=80))
     rows = [line for line in console.export_text().splitlines() if "command" in line]
     assert len(rows) == 1 and "--seed 3" in rows[0] and "--seed 4" in rows[0]
+
+
+async def test_the_log_pane_keeps_a_few_screens_of_lines_and_draws_them_the_same(
+        bundle: BundleBuilder, tmp_path: Path) -> None:
+    """Paging through a log keeps at most 512 rendered lines (and wrapped lines): 2,000 kept 20,000
+    objects more for the garbage collector (issue 19). Back at the top, the pane shows
+    what it showed at first, wrapped or not (the lines are alike in width, so that the horizontal
+    scroll bar, which follows the widest line drawn so far, stays as it was)."""
+    folder, shas = bundle.add_migration("long", commits=1)
+    (folder / "logs").mkdir(exist_ok=True)
+    (folder / "logs" / "1.log").write_text("".join(
+        f"step {n:04d} loss {1 / (n + 1):.6f}" + (" lr 0.001 tokens_per_second 1834" * 6 if n % 7 == 0 else "") + "\n"
+        for n in range(3000)))
+    bundle.write_attempts(folder, [bundle.attempt(0, shas[0]), bundle.attempt(1, shas[0], log="logs/1.log")])
+    app = WorkbenchApp(build(bundle, tmp_path))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_attempt(pilot, 0, 1)
+        await pilot.press("3")
+        await settle(pilot)
+        view = app.screen.query_one(LogView)
+        assert view.line_count == 3000
+        for wrap in (False, True):
+            first = screen_text(app)
+            for _ in range(4):
+                await pilot.press(*["pagedown"] * 30)
+                await settle(pilot)
+            assert view.cursor > 2000
+            assert len(view._cache) <= 512 and len(view._wraps) <= 512
+            await pilot.press("g")
+            await settle(pilot)
+            assert screen_text(app) == first
+            if not wrap:
+                await pilot.press("w")
+                await settle(pilot)
+        assert view.wrap and len(view._wraps) > 0

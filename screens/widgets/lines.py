@@ -20,7 +20,10 @@ from textual.strip import Strip
 
 from screens.messages import CursorMoved
 
-CACHED_LINES = 2000
+CACHED_LINES = 512
+"""Rendered lines kept: a few screens of a tall terminal. Each is a dozen objects for the garbage
+collector (a Strip and its caches, its segments), so 2,000 kept 20,000 more after paging through
+a log, and made every full collection longer (issue 19)."""
 
 
 class VirtualLines(ScrollView, can_focus=True):

@@ -25,7 +25,7 @@ from textual.worker import get_current_worker
 from screens.data import reading
 from screens.messages import CursorMoved
 from screens.text import ansi_text
-from screens.widgets.lines import VirtualLines
+from screens.widgets.lines import CACHED_LINES, VirtualLines
 
 BLOCK = 256
 """Lines read and cached together."""
@@ -178,7 +178,7 @@ class LogView(VirtualLines):
         parts = self.line_text(line).wrap(console, body, overflow="fold", no_wrap=False)
         found = [Strip(list(part.render(console))).crop(0, body) for part in parts] or [Strip([])]
         self._wraps[key] = found
-        if len(self._wraps) > 2000:
+        if len(self._wraps) > CACHED_LINES:
             self._wraps.popitem(last=False)
         return found
 
