@@ -29,6 +29,10 @@ if TYPE_CHECKING:
     from screens.verifying import VerifyProgress
 
 
+GC_THRESHOLDS = (7000, 10, 10)
+"""The collector's thresholds once the first page is shown (Python's defaults: 700, 10, 10)."""
+
+
 def default_keymap_path() -> Path:
     """`WORKBENCH_KEYMAP`, else keymap.toml in the user config dir."""
     import os
@@ -105,6 +109,8 @@ class WorkbenchApp(App[None]):
         workers rather than compete with it (issue 19)."""
         self._gc_held = False
         """The cyclic garbage collector is paused until the first page (`_hold_gc`)."""
+        self._gc_restore: tuple[int, ...] | None = None
+        """The collector's thresholds before `_tune_gc`, while it is tuned."""
 
     @on(events.Load)
     def _hold_gc(self) -> None:
@@ -118,11 +124,29 @@ class WorkbenchApp(App[None]):
 
     def first_page_done(self) -> None:
         """The study screen painted its first page, or cannot: the reads that waited may start,
-        and garbage collection resumes."""
+        and garbage collection resumes, tuned for the rest of the run (`_tune_gc`)."""
         self.first_page_shown.set()
         if self._gc_held:
             self._gc_held = False
+            self._tune_gc()
             gc.enable()
+
+    def _tune_gc(self) -> None:
+        """Freeze what the launch built (modules, classes, the study screen: 75,000-odd objects
+        with no cyclic garbage among them) so full collections no longer walk it, and collect the
+        youngest generation after GC_THRESHOLDS[0] allocations rather than 700, so that what a
+        key press draws is mostly freed before a collection promotes it. Moving through a
+        migration's attempts then went from 2-3 full collections of 50-120 ms per 100 `j`s to
+        none in 600 (issue 19; bench/ui.py --pauses). The end of the run puts both back."""
+        self._gc_restore = gc.get_threshold()
+        gc.freeze()
+        gc.set_threshold(*GC_THRESHOLDS)
+
+    def _restore_gc(self) -> None:
+        if self._gc_restore is not None:
+            gc.unfreeze()
+            gc.set_threshold(*self._gc_restore)
+            self._gc_restore = None
 
     @on(events.Mount)
     def _start_effort(self) -> None:
@@ -131,6 +155,7 @@ class WorkbenchApp(App[None]):
     @on(events.Unmount)
     def _stop_effort(self) -> None:
         self.first_page_done()  # an app closed before its first page leaves the collector on
+        self._restore_gc()
         self.live.stop_all()
         self.effort.stop()
 

@@ -190,14 +190,16 @@ def test_workbench_open_checks_read_only_and_recovers_only_a_study_with_active_j
 
 async def test_the_collector_runs_again_once_the_first_page_is_shown_or_cannot_be(demo_db: Path, tmp_path: Path) -> None:
     """The app pauses the cyclic garbage collector from its start to its first page (or a
-    failure to read it), never beyond."""
+    failure to read it), never beyond; from then on what the launch built is frozen and the
+    thresholds are the app's, and its end leaves the collector as it found it."""
     import gc
 
-    from screens.app import WorkbenchApp
+    from screens.app import GC_THRESHOLDS, WorkbenchApp
 
     path = tmp_path / "demo.db"
     shutil.copy(demo_db, path)
-    assert gc.isenabled()
+    found = gc.get_threshold()
+    assert gc.isenabled() and gc.get_freeze_count() == 0 and found != GC_THRESHOLDS
     for study in (path, tmp_path / "missing.db"):
         app = WorkbenchApp(study, keymap_path=tmp_path / "no-keymap.toml")
         async with app.run_test(size=(120, 40)) as pilot:
@@ -207,4 +209,5 @@ async def test_the_collector_runs_again_once_the_first_page_is_shown_or_cannot_b
                 await pilot.pause(0.01)
             await pilot.pause()
             assert app.first_page_shown.is_set() and gc.isenabled()
-        assert gc.isenabled()
+            assert gc.get_freeze_count() > 0 and gc.get_threshold() == GC_THRESHOLDS
+        assert gc.isenabled() and gc.get_freeze_count() == 0 and gc.get_threshold() == found
