@@ -392,10 +392,11 @@ def launch_only(db: Path, runs: int, against: Path | None, cached_bytecode: bool
               f" | {max(got) * 1000:.0f} ms | x{statistics.median(got) / bare:.2f} |")
 
 
-def full_collections(result: dict, start: str, end: str) -> list[float]:
-    """The durations (ms) of the generation-2 collections between two of the child's marks."""
+def full_collections(result: dict, start: str, end: str, generations: tuple[int, ...] = (2,)) -> list[float]:
+    """The durations (ms) of the collections of `generations` (the full ones unless told) between
+    two of the child's marks."""
     since, until = result["marks"][start], result["marks"][end]
-    return [took * 1000 for generation, at, took in result["gc"] if generation == 2 and since <= at < until]
+    return [took * 1000 for generation, at, took in result["gc"] if generation in generations and since <= at < until]
 
 
 def pause_summary(result: dict) -> dict:
@@ -403,6 +404,7 @@ def pause_summary(result: dict) -> dict:
     last line, and how many presses one started in."""
     return {
         "j": full_collections(result, "j", "j_end"),
+        "young": full_collections(result, "j", "j_end", (0, 1)),
         "log": full_collections(result, "log", "log_done"),
         "end": full_collections(result, "log_end", "log_done"),
         "hit": sum(any(generation == 2 and start <= at < start + took for generation, at, _ in result["gc"])
@@ -417,6 +419,8 @@ def gc_rows(result: dict) -> str:
     return (
         f"| full (generation 2) collections during the {len(result['j'])} `j` presses: count, max |"
         f" {len(got['j'])}, {max(got['j'], default=0):.0f} ms ({got['hit']} presses waited on one) | |\n"
+        f"| younger (generation 0 and 1) collections during the presses: count, max | {len(got['young'])},"
+        f" {max(got['young'], default=0):.1f} ms | |\n"
         f"| the same from opening the attempt to the log's last line (scan, pane, jump): count, max |"
         f" {len(got['log'])}, {max(got['log'], default=0):.0f} ms ({len(got['end'])} in the jump) | |\n"
         f"| objects the collector tracks after the presses (most common types) | {count:,}"
@@ -430,9 +434,9 @@ def pauses_only(db: Path, runs: int, presses: int, scan_limit: float, against: P
     results: dict[str, list[dict]] = {name: [] for name in trees}
     load_before = os.getloadavg()
     print("| tree | run | load | `j` p50 / p95 / max | full collections in the presses: count, max |"
-          " presses that waited on one | log pane: full collections, max / in the jump | jump to the"
-          " last line | tracked objects after the presses |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          " presses that waited on one | younger collections in the presses: count, max | log pane: full"
+          " collections, max / in the jump | jump to the last line | tracked objects after the presses |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for n in range(runs):
         for name, root in trees.items():
             result = pilot_run(db, presses, scan_limit, root)
@@ -442,6 +446,7 @@ def pauses_only(db: Path, runs: int, presses: int, scan_limit: float, against: P
             print(f"| {name} | {n + 1} | {os.getloadavg()[0]:.1f} | {statistics.median(times) * 1000:.1f} /"
                   f" {times[int(0.95 * (len(times) - 1))] * 1000:.1f} / {times[-1] * 1000:.0f} ms"
                   f" | {len(got['j'])}, {max(got['j'], default=0):.0f} ms | {got['hit']}"
+                  f" | {len(got['young'])}, {max(got['young'], default=0):.1f} ms"
                   f" | {len(got['log'])}, {max(got['log'], default=0):.0f} ms / {len(got['end'])}"
                   f" | {result['log_end_s'] * 1000:.0f} ms | {result['tracked_after_j'][0]:,} |", flush=True)
     load_after = os.getloadavg()
