@@ -29,8 +29,11 @@ if TYPE_CHECKING:
     from screens.verifying import VerifyProgress
 
 
-GC_THRESHOLDS = (7000, 10, 10)
-"""The collector's thresholds once the first page is shown (Python's defaults: 700, 10, 10)."""
+GC_THRESHOLDS = (4000, 10, 10)
+"""The collector's thresholds once the first page is shown (Python's defaults: 700, 10, 10). A
+young collection frees what a few key presses left in reference cycles (Textual's strips cache
+themselves), about 800 objects a `j`: at 7,000 each took 15-50 ms on a loaded machine, at 4,000
+10-30 ms, and neither let a full collection happen in 300 presses; at 700 seven did."""
 
 
 def default_keymap_path() -> Path:
@@ -137,7 +140,7 @@ class WorkbenchApp(App[None]):
         youngest generation after GC_THRESHOLDS[0] allocations rather than 700, so that what a
         key press draws is mostly freed before a collection promotes it. Moving through a
         migration's attempts then went from 2-3 full collections of 50-120 ms per 100 `j`s to
-        none in 600 (issue 19; bench/ui.py --pauses). The end of the run puts both back."""
+        none in 300 (issue 19; bench/ui.py --pauses). The end of the run puts both back."""
         self._gc_restore = gc.get_threshold()
         gc.freeze()
         gc.set_threshold(*GC_THRESHOLDS)
