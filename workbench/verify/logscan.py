@@ -552,8 +552,8 @@ class LogScanner:
         regex = compiled.regex
         middle = piece.find(b"\n", len(piece) // 2) + 1  # a typical line: the piece's first may be a header
         m = regex.search(piece, middle) if middle else None
-        if m is None:
-            m = regex.search(piece)
+        if m is None:  # the first half (a line that starts there ends there)
+            m = regex.search(piece, 0, middle or len(piece))
         if m is None:
             return None  # no step line
         start = piece.rfind(b"\n", 0, m.start()) + 1
