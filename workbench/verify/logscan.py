@@ -190,11 +190,13 @@ def _gate_markers(literals: tuple[bytes, ...]) -> Markers | None:
     """Gate literals found in one pass of the markers' engine rather than a `bytes.find` pass each
     (the default patterns' nine took 6 ms/MiB, a third of a plain log's extraction once its lines
     went by shape); None where there are none, or an empty one, found everywhere. Kept per set."""
-    if literals not in _GATES:
+    try:
+        return _GATES[literals]
+    except KeyError:  # read once: another thread may clear the dict meanwhile
         if len(_GATES) >= 256:
             _GATES.clear()
-        _GATES[literals] = Markers(literals) if literals and all(literals) else None
-    return _GATES[literals]
+        gate = _GATES[literals] = Markers(literals) if literals and all(literals) else None
+        return gate
 
 
 def compile_patterns(extra: Iterable[dict[str, Any] | Pattern] = (), *, defaults: bool = True) -> list[_Compiled]:
@@ -957,11 +959,12 @@ def _shape_of(line: bytes, plain: re.Pattern[bytes]) -> _Shape | None:
         last = kv.end(2)
     parts.append(_digits(body[last:]))
     source = b"(?m)^(?:" + b"".join(parts) + rb"|([^\n]*+))$"
-    if source not in _SHAPES:
+    shape = _SHAPES.get(source)
+    if shape is None:
         if len(_SHAPES) >= 256:
             _SHAPES.clear()
-        _SHAPES[source] = _Shape(re.compile(source), m.start(), total, tuple(values), tuple(names))
-    return _SHAPES[source]
+        shape = _SHAPES[source] = _Shape(re.compile(source), m.start(), total, tuple(values), tuple(names))
+    return shape
 
 
 class _Marks:
