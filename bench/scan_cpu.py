@@ -1,6 +1,6 @@
 """CPU time of the verifier's errors-and-counters log scan against `grep -c`'s, best of five.
 
-    .venv/bin/python bench/scan_cpu.py [--mb 256] [--scale 0.05] [--keep DIR]
+    .venv/bin/python bench/scan_cpu.py [--mb 256] [--scale 0.05] [--keep DIR] [--extract]
 
 CPU seconds (this process's, and grep's from the children's rusage) rather than wall time, so
 that other work on a shared machine moves the ratio less. Writes bench/log_parse.py's synthetic
@@ -8,6 +8,7 @@ log of --mb MiB and stores it in a study database's chunk store, generates a ben
 study at --scale and imports it (or reuses DIR's), then times the scan of the big log from the
 file in 1 MiB blocks (its first scan in the process, before numpy counts newlines, and the best
 later one), from the chunk store, and of every stored log of the study, as verify reads them.
+`--extract` times the scan with metric extraction instead (verify's, for runs without stored series).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ def main() -> None:
     parser.add_argument("--mb", type=int, default=256)
     parser.add_argument("--scale", type=float, default=0.05)
     parser.add_argument("--keep", type=Path)
+    parser.add_argument("--extract", action="store_true", help="time the scan with metric extraction")
     args = parser.parse_args()
     from sqlite_utils import Database
 
@@ -85,7 +87,7 @@ def main() -> None:
 
         def scan(source):
             def run() -> None:
-                scanner = LogScanner(patterns, extract_metrics=False)
+                scanner = LogScanner(patterns, extract_metrics=args.extract)
                 for chunk in source():
                     scanner.feed(chunk)
                 scanner.finish()
@@ -93,7 +95,7 @@ def main() -> None:
 
         def study_scan() -> None:
             for i in logs:
-                scanner = LogScanner(patterns, extract_metrics=False)
+                scanner = LogScanner(patterns, extract_metrics=args.extract)
                 for chunk in log_chunks(study.db, i):
                     scanner.feed(chunk)
                 scanner.finish()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import json
+import operator
 import re
 import sys
 from collections import deque
@@ -175,6 +176,27 @@ class _Compiled:
         self.regex = re.compile(pattern.regex.encode())
         self.groups = self.regex.groupindex
         self.gate = tuple(g.encode() for g in pattern.gate)
+        self._gate = _gate_markers(self.gate)
+
+    def opens(self, piece: bytes) -> bool:
+        """Whether one of the gate's literals is in the piece."""
+        return self._gate is None or self._gate.found(piece)
+
+
+_GATES: dict[tuple[bytes, ...], Markers | None] = {}
+
+
+def _gate_markers(literals: tuple[bytes, ...]) -> Markers | None:
+    """Gate literals found in one pass of the markers' engine rather than a `bytes.find` pass each
+    (the default patterns' nine took 6 ms/MiB, a third of a plain log's extraction once its lines
+    went by shape); None where there are none, or an empty one, found everywhere. Kept per set."""
+    try:
+        return _GATES[literals]
+    except KeyError:  # read once: another thread may clear the dict meanwhile
+        if len(_GATES) >= 256:
+            _GATES.clear()
+        gate = _GATES[literals] = Markers(literals) if literals and all(literals) else None
+        return gate
 
 
 def compile_patterns(extra: Iterable[dict[str, Any] | Pattern] = (), *, defaults: bool = True) -> list[_Compiled]:
@@ -227,6 +249,12 @@ class LogScanner:
         self._head_end_line = 0
         plain = [p for p in self.patterns if p.pattern.name == "plain"]
         self._plain = plain[0].regex if plain else None
+        first = self.patterns[0] if self.patterns else None
+        self._shapes = first if SHAPES and first is not None and first.pattern == DEFAULT_PATTERNS[0] else None
+        """The plain pattern, read by line shape (`_shaped`): where it runs first, so that every
+        point its lines give is written after the earlier pieces' and before the other patterns'."""
+        self._gates = _gate_markers(tuple(g for c in self.patterns for g in c.gate))
+        self._shape: _Shape | None = None  # the last piece's
 
     # ------------------------------------------------------------------ feeding
     def feed(self, chunk: bytes | bytearray) -> None:
@@ -287,25 +315,23 @@ class LogScanner:
             step_at, last = self._steps_only(piece)
         elif self.extract:
             marks: list[tuple[int, int]] = []  # (position, step) of step-bearing lines in this piece
-            self._metrics(piece, base, marks)
-            marks.sort()
-            positions = [p for p, _ in marks]
-
+            step_lines = _Marks(piece, marks, self._metrics(piece, base, marks))
             recent = self._recent_step
 
             def step_at(pos: int) -> int | None:
+                positions, at = step_lines.lists()
                 i = bisect.bisect_left(positions, pos)
-                return marks[i - 1][1] if i else recent
+                return at[i - 1] if i else recent
 
             if self._standing is not None:
-                self._credit_standing(marks)
+                self._credit_standing(step_lines.pairs())
             for name, value, line, pos in self._pending:
                 step = step_at(pos)
                 _keep_later(self.facts.points.setdefault(name, {}), 0 if step is None else step, value, line)
             self._pending.clear()
-            last = max((s for _, s in marks), default=None)
-            if marks:
-                self._recent_step = marks[-1][1]
+            last = step_lines.highest()
+            if last is not None:
+                self._recent_step = step_lines.last()
         else:
             # no per-line work: a rare event's step is found by looking back for a step line
             walks: dict[int, tuple[re.Match[bytes] | None, int]] = {}
@@ -478,11 +504,20 @@ class LogScanner:
                 m = None
         return None if m is None else int(m.group("total"))
 
-    def _metrics(self, piece: bytes, base: int, marks: list[tuple[int, int]]) -> None:
+    def _metrics(self, piece: bytes, base: int, marks: list[tuple[int, int]]) -> _Shaped | None:
+        """Each pattern's points, pattern after pattern (a later pattern's point on the same line
+        wins). The default plain pattern, when it runs first, goes by shape (`_shaped`) and gives
+        its step lines back by line rather than in `marks`."""
+        shaped = None
+        gates = self._gates
+        open_gates = gates is None or gates.found(piece)
         for compiled in self.patterns:
-            if compiled.gate and not any(g in piece for g in compiled.gate):
+            if compiled.gate and not (open_gates and compiled.opens(piece)):
                 continue
             pattern = compiled.pattern
+            if compiled is self._shapes:
+                shaped = self._shaped(compiled, piece, base, marks)
+                continue
             if not pattern.json:
                 self._fields(compiled, piece, base, marks)
                 continue
@@ -508,6 +543,63 @@ class LogScanner:
                 line = counter.at(start)
                 for name, value in pairs:
                     self._point(name, value, step, line, start, pattern.sequential)
+        return shaped
+
+    def _shaped(self, compiled: _Compiled, piece: bytes, base: int, marks: list[tuple[int, int]]) -> _Shaped | None:
+        """The plain pattern's points by the shape of a typical step line (`_Shape`): one `findall`
+        gives every line of the piece, the shape's lines as columns of steps and values, converted
+        a column at a time; any other line that holds a step line is read alone by `_fields`. Points
+        are written in line order, as `_fields` over the piece writes them: the same dicts, in the
+        same order. Where no line has a shape, the piece goes to `_fields` whole."""
+        regex = compiled.regex
+        middle = piece.find(b"\n", len(piece) // 2) + 1  # a typical line: the piece's first may be a header
+        m = regex.search(piece, middle) if middle else None
+        if m is None:  # the first half (a line that starts there ends there)
+            m = regex.search(piece, 0, middle or len(piece))
+        if m is None:
+            return None  # no step line
+        start = piece.rfind(b"\n", 0, m.start()) + 1
+        end = piece.find(b"\n", m.start())
+        line = piece[start : len(piece) if end == -1 else end]
+        shape = self._shape
+        if shape is None or not shape.covers(line):
+            shape = _shape_of(line, regex) if len(piece) >= SHAPE_FROM else None
+            if shape is None:
+                self._fields(compiled, piece, base, marks)
+                return None
+            self._shape = shape
+        rows = shape.regex.findall(piece)
+        found = list(map(operator.itemgetter(0), rows))  # a shape line's step, else b""
+        at = list(itertools.compress(range(len(rows)), found))
+        steps = list(map(int, itertools.compress(found, found)))
+        # a column at a time (not zip(*rows): its thousands of live iterators cost collections)
+        values = [list(map(float, itertools.compress(map(operator.itemgetter(k), rows), found))) for k in shape.values]
+        lines = list(map(base.__add__, at))
+        others = list(map(operator.itemgetter(-1), rows))
+        alone: list[tuple[int, int, int]] = []  # (line in piece, position on it, step) of other step lines
+        facts, points, total = self.facts, self.facts.points, shape.total
+        done = 0
+        for i in [*itertools.compress(range(len(rows)), others), len(rows)]:
+            if i < len(rows) and regex.search(others[i]) is None:
+                continue
+            upto = bisect.bisect_left(at, i, done)
+            if upto > done:  # the shape's lines before line i
+                whole = done == 0 and upto == len(at)
+                keys = steps if whole else steps[done:upto]
+                where = lines if whole else lines[done:upto]
+                for name, column in zip(shape.names, values):
+                    dest = points.get(name)
+                    if dest is None:
+                        dest = points[name] = {}
+                    dest.update(zip(keys, zip(column if whole else column[done:upto], where)))
+                if total:
+                    facts.total_steps = int(rows[at[upto - 1]][1])
+                done = upto
+            if i < len(rows):
+                found_alone: list[tuple[int, int]] = []
+                self._fields(compiled, others[i], base + i, found_alone)
+                alone += [(i, pos, step) for pos, step in found_alone]
+        return _Shaped(at, steps, shape.offset, alone)
 
     def _point(self, name: str, value: float, step: int | None, line: int, start: int, sequential: bool) -> None:
         if step is not None:
@@ -780,6 +872,168 @@ class _LineCounter:
             self.line += _newlines(self.data, self.pos, pos)
         self.pos = pos
         return self.line
+
+
+SHAPES = True
+"""The plain pattern's lines read by shape (`LogScanner._shaped`); False reads every line by the
+general path (`_fields`), which tests compare it with."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """A step line's shape: its text with the step, the total and each value a group, the other
+    digit runs outside names any run of digits (before the step, one as long, so the step is
+    `offset` bytes into every line). `regex` matches each line of a piece: a line of the shape
+    gives its groups, any other its text in the last group.
+
+    Why a line of the shape gives what `_fields` reads from it: it is the sample line with digit
+    runs of other lengths, and neither the plain pattern nor `_KV` tells one digit from another or
+    runs of different lengths apart (every class either holds all digits or none; a digit only
+    ever meets a loop that takes the whole run, and nothing gives a run back), so both match the
+    same way at the same places: one step line, the same names, values in the same groups.
+    Built from possessive pieces and literals, tried at line starts only: linear."""
+
+    regex: re.Pattern[bytes]
+    offset: int
+    total: bool
+    values: tuple[int, ...]
+    """Columns of the values kept (SKIP_NAMES' are matched, not kept)."""
+    names: tuple[str, ...]
+
+    def covers(self, line: bytes) -> bool:
+        m = self.regex.match(line)
+        return m is not None and bool(m.group(1))
+
+
+@dataclass(frozen=True, slots=True)
+class _Shaped:
+    """The step lines a piece gave by shape: lines (index in the piece) and steps of the shape's,
+    and (line, position on it, step) of the others."""
+
+    at: list[int]
+    steps: list[int]
+    offset: int
+    alone: list[tuple[int, int, int]]
+
+
+_DIGIT_RUN = re.compile(rb"\d++")
+_SHAPES: dict[bytes, _Shape] = {}
+SHAPE_LINE = 2048
+"""Longest sample line that is given a shape (the regex grows with it)."""
+SHAPE_FROM = 8 << 10
+"""Shortest piece a new shape is made for: making one (about 0.2-0.3 ms, mostly compiling its
+regex) costs what the general path takes on some 100 step lines; a known shape is used on any."""
+
+
+def _digits(text: bytes, *, fixed: bool = False) -> bytes:
+    """`text` as a regex: literal, but each digit run any run of digits (`fixed`: as long)."""
+    out: list[bytes] = []
+    last = 0
+    for m in _DIGIT_RUN.finditer(text):
+        out += (re.escape(text[last : m.start()]), b"\\d{%d}" % (m.end() - m.start()) if fixed else rb"\d++")
+        last = m.end()
+    out.append(re.escape(text[last:]))
+    return b"".join(out)
+
+
+def _shape_of(line: bytes, plain: re.Pattern[bytes]) -> _Shape | None:
+    """The shape of a step line (without its newline), if it has one; kept (the last 256)."""
+    m = plain.search(line) if len(line) <= SHAPE_LINE else None
+    if m is None:
+        return None
+    body = m.group("body")
+    total = m.group("total") is not None
+    parts = [_digits(line[: m.start("step")], fixed=True), rb"(\d++)", rb"/(\d++)" if total else b""]
+    names: list[str] = []
+    values: list[int] = []
+    last = 0
+    for kv in _KV.finditer(body):
+        key, value = kv.group(1), _digits(kv.group(2))
+        parts += (_digits(body[last : kv.start(1)]), re.escape(key), re.escape(body[kv.end(1) : kv.start(2)]))
+        if key in _SKIP_BYTES:
+            parts.append(b"(?:" + value + b")")
+        else:
+            values.append(1 + total + len(values))
+            names.append(key.decode("utf-8", "replace"))
+            parts.append(b"(" + value + b")")
+        last = kv.end(2)
+    parts.append(_digits(body[last:]))
+    source = b"(?m)^(?:" + b"".join(parts) + rb"|([^\n]*+))$"
+    shape = _SHAPES.get(source)
+    if shape is None:
+        if len(_SHAPES) >= 256:
+            _SHAPES.clear()
+        shape = _SHAPES[source] = _Shape(re.compile(source), m.start(), total, tuple(values), tuple(names))
+    return shape
+
+
+class _Marks:
+    """A piece's step lines, for `step_at` and the steps to credit: (position, step) pairs found by
+    the general path and the lines `_Shaped` gave by their index in the piece, given positions
+    only when a position is asked for (a marker's hit, a step-less point, several processes)."""
+
+    __slots__ = ("piece", "found", "shaped", "_sorted", "_lists")
+
+    def __init__(self, piece: bytes, found: list[tuple[int, int]], shaped: _Shaped | None) -> None:
+        self.piece, self.found, self.shaped = piece, found, shaped
+        self._sorted: list[tuple[int, int]] | None = None
+        self._lists: tuple[list[int], list[int]] | None = None
+
+    def pairs(self) -> list[tuple[int, int]]:
+        """All of them, in position order (and step order at one position)."""
+        if self._sorted is None:
+            pairs, shaped = self.found, self.shaped
+            if shaped is not None:
+                starts = _line_starts(self.piece)
+                pairs += zip(self._positions(starts), shaped.steps)
+                pairs += [(starts[i] + pos, step) for i, pos, step in shaped.alone]
+            pairs.sort()
+            self._sorted = pairs
+        return self._sorted
+
+    def _positions(self, starts: list[int]) -> list[int]:
+        shaped = self.shaped
+        assert shaped is not None
+        return list(map(operator.add, map(starts.__getitem__, shaped.at), itertools.repeat(shaped.offset)))
+
+    def lists(self) -> tuple[list[int], list[int]]:
+        """Positions and steps, in that order."""
+        if self._lists is None:
+            shaped = self.shaped
+            if shaped is not None and not self.found and not shaped.alone:
+                self._lists = (self._positions(_line_starts(self.piece)), shaped.steps)
+            else:
+                pairs = self.pairs()
+                self._lists = ([p for p, _ in pairs], [s for _, s in pairs])
+        return self._lists
+
+    def highest(self) -> int | None:
+        """The highest step, None where there is none."""
+        shaped = self.shaped
+        steps = [s for _, s in self.found]
+        if shaped is not None:
+            steps += [s for _, _, s in shaped.alone]
+            if shaped.steps:
+                steps.append(max(shaped.steps))
+        return max(steps, default=None)
+
+    def last(self) -> int:
+        """The step of the last of them (by position, then step)."""
+        shaped = self.shaped
+        if shaped is not None and not self.found:  # one step line a line at most: the last line's
+            if shaped.at and (not shaped.alone or shaped.at[-1] > shaped.alone[-1][0]):
+                return shaped.steps[-1]
+            return shaped.alone[-1][2]
+        return self.pairs()[-1][1]
+
+
+def _line_starts(piece: bytes) -> list[int]:
+    """Where each line of the piece starts: with numpy where `_newlines` counts with it, else
+    from the lengths of the lines."""
+    if _numpy and len(piece) >= _NUMPY_FROM:
+        np = _numpy[0]
+        return [0, *(np.flatnonzero(np.frombuffer(piece, np.uint8) == 10) + 1).tolist()]
+    return list(itertools.accumulate(map((1).__add__, map(len, piece.split(b"\n"))), initial=0))
 
 
 def _keep_later(series: dict[int, tuple[float, int]], step: int, value: float, line: int) -> None:
