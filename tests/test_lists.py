@@ -26,6 +26,34 @@ def unverified(tmp_path: Path) -> Path:
     return tmp_path / "fresh.db"
 
 
+def test_the_app_verifies_a_scope_as_the_cli_does(unverified: Path, tmp_path: Path) -> None:
+    """`V` runs the batch verifier over its scope: the verdicts `workbench verify` writes, progress
+    counted in attempts with the migration being verified, nothing judged twice."""
+    import shutil
+
+    from screens.verifying import verify_each
+    from storage import queries
+    from workbench.verify import verify_study
+
+    shutil.copy(unverified, tmp_path / "cli.db")
+    steps: list[tuple[int, int, str]] = []
+    assert verify_each(unverified, (None, None, "the whole study"), lambda *step: steps.append(step)) == (6, 6)
+    cli = open_study(tmp_path / "cli.db")
+    verify_study(cli.db, "ana")
+
+    def verdicts(db) -> dict:
+        ids = [r[0] for r in db.execute("SELECT id FROM attempt ORDER BY id")]
+        return {aid: [(d.level, d.outcome, d.reason, d.evidence) for d in queries.verdicts(db, aid)] for aid in ids}
+
+    app = open_study(unverified)
+    assert verdicts(app.db) == verdicts(cli.db) and any(verdicts(app.db).values())
+    slugs = {r[0] for r in app.db.execute("SELECT slug FROM migration")}
+    assert steps[-1] == (6, 6, "done") and all(total == 6 for _, total, _ in steps)
+    assert [done for done, _, _ in steps] == sorted(done for done, _, _ in steps)
+    assert {label for _, _, label in steps[:-1]} <= slugs and len(steps) > 1
+    assert verify_each(unverified, ("mlp-classifier", None, "mlp-classifier"), lambda *step: None)[0] == 0
+
+
 def test_ladder_counts_group_verified_attempts_by_highest_level(demo_db: Path) -> None:
     db = open_study(demo_db).db
     counts = ladder_counts(db)
