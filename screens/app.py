@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import sqlite3
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -295,7 +294,6 @@ class WorkbenchApp(App[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="verify")
     def _verify(self, path: Path, scope) -> None:
-        from domain.errors import WorkbenchError
         from screens.data import describe_error
         from screens.verifying import verify_each
 
@@ -307,7 +305,7 @@ class WorkbenchApp(App[None]):
 
         try:
             changed, total = verify_each(path, scope, step)
-        except (WorkbenchError, OSError, sqlite3.Error) as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever stopped it, the dialog goes and says so
             self.call_from_thread(self._verified, f"Verify failed: {describe_error(exc)}", "error")
             return
         self.call_from_thread(self._verified, f"Verified {scope[2]}: {total} attempt(s), "

@@ -316,6 +316,7 @@ class MigrationScreen(EffortActions, FilteredList):
         width = max(12, self.app.size.width - FIXED_WIDTH)
         keys = [key for _, key in COLUMNS]
         added = False
+        said: list[tuple[str, str]] = []
         with self.app.batch_update():
             for summary in rows:
                 key = str(summary.attempt.id)
@@ -326,8 +327,7 @@ class MigrationScreen(EffortActions, FilteredList):
                 news = render.news_of(old, summary)
                 if news:
                     self.fresh.add(key)
-                    self.app.notify(f"{self.migration.slug} #{summary.attempt.seq}: {news}",
-                                    severity="warning", markup=False)
+                    said.append((f"{self.migration.slug} #{summary.attempt.seq}", news))
                 cells = self._cells(summary, width)
                 if old is None:
                     table.add_row(*cells, key=key)
@@ -337,6 +337,8 @@ class MigrationScreen(EffortActions, FilteredList):
                         table.update_cell(key, column, cell)
             if added:
                 self._keep_cursor(table, lambda: table.sort("seq", "source", key=_pin_key))
+        for toast in render.news_toasts(said, "attempts"):
+            self.app.notify(toast, severity="warning", markup=False)
         self._sync_cursor()
         self._show_detail(table.cursor_row)
 

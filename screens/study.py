@@ -272,6 +272,7 @@ class StudyScreen(FilteredList):
         table = self.query_one(MigrationTable)
         keys = [key for _, key in COLUMNS]
         added = False
+        said: list[tuple[str, str]] = []
         with self.app.batch_update():
             for summary in rows:
                 slug = summary.migration.slug
@@ -282,7 +283,7 @@ class StudyScreen(FilteredList):
                 news = render.migration_news(old, summary) if old is not None else ""
                 if news:
                     self.fresh.add(slug)
-                    self.app.notify(f"{slug}: {news}", severity="warning", markup=False)
+                    said.append((slug, news))
                 cells = render.migration_row(summary)
                 if slug in self.fresh:
                     cells[0].stylize(render.FRESH)
@@ -294,6 +295,8 @@ class StudyScreen(FilteredList):
                         table.update_cell(slug, key, cell)
             if added:
                 self._sorted(table)
+        for toast in render.news_toasts(said, "migrations"):
+            self.app.notify(toast, severity="warning", markup=False)
         self.on_study_loaded(StudyLoaded(study, total, totals))
         self._show_detail(table.cursor_row)
 

@@ -22,11 +22,13 @@ def verify_each(path: Path, scope: Scope, step: Callable[[int, int, str], None])
     """Verify every attempt in `scope` as `workbench verify` does, a migration at a time (its
     reference run loaded once, its verdicts written a batch per transaction; unchanged inputs are
     skipped), calling `step(done, total, label)` as attempts are settled, with the migration being
-    verified; returns (attempts verified again, attempts). One attempt at a time, each its own
-    run, cost about three times as much per attempt (issue 19)."""
+    verified; returns (attempts verified again, attempts). Judged over the cores, in processes
+    (workbench/verify/batch.py), so the app's thread only reads and writes. One attempt at a time,
+    each its own run, cost about three times as much per attempt (issue 19)."""
     from storage.database import open_study
     from workbench import config
     from workbench.verify import study_targets, verify_groups
+    from workbench.verify.batch import default_workers
 
     slug, seq, _ = scope
     study = open_study(path)
@@ -40,7 +42,8 @@ def verify_each(path: Path, scope: Scope, step: Callable[[int, int, str], None])
             if done < of:  # then the migration after the last finished one is not finished yet
                 step(done, of, clean(migrations[finished].slug))
 
-        for group in verify_groups(study.db, migrations, study_of, config.reviewer(), seq=seq, progress=progress):
+        for group in verify_groups(study.db, migrations, study_of, config.reviewer(), seq=seq,
+                                   workers=default_workers(), progress=progress):
             finished += 1
             changed += sum(o.changed for o in group)
     finally:

@@ -54,6 +54,14 @@ def test_the_app_verifies_a_scope_as_the_cli_does(unverified: Path, tmp_path: Pa
     assert verify_each(unverified, ("mlp-classifier", None, "mlp-classifier"), lambda *step: None)[0] == 0
 
 
+def test_many_rows_with_news_in_one_refresh_are_said_in_one_toast() -> None:
+    news = [(f"m-{i}", "new silent failure") for i in range(render.NEWS_TOASTS + 2)]
+    assert render.news_toasts(news[:2], "migrations") == ["m-0: new silent failure", "m-1: new silent failure"]
+    (one,) = render.news_toasts(news, "migrations")
+    assert one.startswith(f"{len(news)} migrations with a new silent failure") and "m-4, …" in one
+    assert render.news_toasts([], "attempts") == []
+
+
 def test_ladder_counts_group_verified_attempts_by_highest_level(demo_db: Path) -> None:
     db = open_study(demo_db).db
     counts = ladder_counts(db)
