@@ -271,13 +271,18 @@ class WorkbenchApp(App[None]):
             return scope_of(self.screen) is not None
         return True
 
+    @property
+    def verify_running(self) -> bool:
+        """A `V` run of this app is going on."""
+        return any(w.group == "verify" and not w.is_finished for w in self.workers)
+
     def action_verify(self) -> None:
         from screens.verifying import VerifyProgress
 
         scope = scope_of(self.screen)
         if scope is None:
             return
-        if any(w.group == "verify" and not w.is_finished for w in self.workers):
+        if self.verify_running:
             self.notify("A verify run is going on already", severity="warning", markup=False)
             return
         self.verifying = VerifyProgress(scope[2])

@@ -12,7 +12,7 @@ from textual.widgets import DataTable, Header, Static
 
 from domain.models import AttemptSource, AttemptSummary, Migration
 from domain.text import clean
-from screens.base import PAGE_SIZE, FilteredList, Pager, Scope
+from screens.base import PAGE_SIZE, FilteredList, NewsToasts, Pager, Scope
 from screens.data import read
 from screens.effort import EffortActions
 from screens.messages import AttemptsPage, FilterApplied, LoadFailed
@@ -113,6 +113,7 @@ class MigrationScreen(EffortActions, FilteredList):
         self.filter = review.ListFilter()
         """The `/` filter the table shows (kept while attempts are opened and closed)."""
         self.fresh: set[str] = set()
+        self.news = NewsToasts(self, "attempts")
         """Rows (attempt ids) that became a silent failure or an over-claim while shown."""
         """An attempt to open once its page has loaded (a jump from the palette)."""
 
@@ -337,8 +338,7 @@ class MigrationScreen(EffortActions, FilteredList):
                         table.update_cell(key, column, cell)
             if added:
                 self._keep_cursor(table, lambda: table.sort("seq", "source", key=_pin_key))
-        for toast in render.news_toasts(said, "attempts"):
-            self.app.notify(toast, severity="warning", markup=False)
+        self.news.add(said)
         self._sync_cursor()
         self._show_detail(table.cursor_row)
 
