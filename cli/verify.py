@@ -77,7 +77,8 @@ def verify(db: Path, slug: str | None, seq: int | None, assignments: tuple[str, 
                 seen, judged = seen + len(group), judged + sum(o.changed for o in group)
                 blind = hidden_attempts(sdb, config.reviewer(), [o.attempt.id for o in group])
                 hidden += len(blind)
-                for row in _rows(sdb, [o for o in group if (o.changed or not changed) and o.attempt.id not in blind]):
+                listed = [o for o in group if (o.changed or not changed) and o.attempt.id not in blind]
+                for row in _rows(sdb, listed, evidence=reasons or as_json):
                     rows.add(_json_row(*row) if as_json else _cells(*row))
                     for line in _reasons(*row) if reasons and not as_json else []:
                         said.add(line)
@@ -158,8 +159,9 @@ def _record_settings(sdb: Any, migration: Any, assignments: tuple[str, ...]) -> 
                                 source="reviewer", reviewer=config.reviewer())
 
 
-def _rows(sdb: Any, outcomes: list[Any]) -> Iterator[tuple[Any, ...]]:
-    """Each outcome's row as printed: one migration's attempts (a group), read in one go."""
+def _rows(sdb: Any, outcomes: list[Any], evidence: bool) -> Iterator[tuple[Any, ...]]:
+    """Each outcome's row as printed: one migration's attempts (a group), read in one go; the
+    verdicts' evidence only where it is printed (`evidence`)."""
     from storage import queries
 
     if not outcomes:
@@ -167,7 +169,7 @@ def _rows(sdb: Any, outcomes: list[Any]) -> Iterator[tuple[Any, ...]]:
     ids = [o.attempt.id for o in outcomes]
     migration = queries.migration_by_id(sdb, outcomes[0].attempt.migration_id)
     slug = migration.slug if migration else ""
-    verifications, verdicts = queries.current_verifications(sdb, ids), queries.current_verdicts(sdb, ids)
+    verifications, verdicts = queries.current_verifications(sdb, ids), queries.current_verdicts(sdb, ids, evidence=evidence)
     failures = queries.current_failures(sdb, ids)
     for o, aid in zip(outcomes, ids):
         yield slug, o.attempt, verifications.get(aid), verdicts.get(aid, []), failures.get(aid), o.changed

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import sqlite3
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -300,13 +299,18 @@ class WorkbenchApp(App[None]):
             return scope_of(self.screen) is not None
         return True
 
+    @property
+    def verify_running(self) -> bool:
+        """A `V` run of this app is going on."""
+        return any(w.group == "verify" and not w.is_finished for w in self.workers)
+
     def action_verify(self) -> None:
         from screens.verifying import VerifyProgress
 
         scope = scope_of(self.screen)
         if scope is None:
             return
-        if any(w.group == "verify" and not w.is_finished for w in self.workers):
+        if self.verify_running:
             self.notify("A verify run is going on already", severity="warning", markup=False)
             return
         self.verifying = VerifyProgress(scope[2])
@@ -323,7 +327,6 @@ class WorkbenchApp(App[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="verify")
     def _verify(self, path: Path, scope) -> None:
-        from domain.errors import WorkbenchError
         from screens.data import describe_error
         from screens.verifying import verify_each
 
@@ -335,7 +338,7 @@ class WorkbenchApp(App[None]):
 
         try:
             changed, total = verify_each(path, scope, step)
-        except (WorkbenchError, OSError, sqlite3.Error) as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever stopped it, the dialog goes and says so
             self.call_from_thread(self._verified, f"Verify failed: {describe_error(exc)}", "error")
             return
         self.call_from_thread(self._verified, f"Verified {scope[2]}: {total} attempt(s), "

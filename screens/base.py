@@ -9,6 +9,7 @@ from typing import Generic, TypeVar
 from rich.text import Text
 from textual.binding import ActiveBinding
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import DataTable, OptionList, Static
 from textual.worker import Worker, WorkerState
 
@@ -78,6 +79,44 @@ def scope_of(screen: Screen) -> Scope | None:
     """What `V` verifies on `screen`; None where it does not apply. The screens answer for
     themselves, so checking imports no screen module (the footer asks at every refresh)."""
     return screen.verify_scope() if isinstance(screen, WorkbenchScreen) else None
+
+
+class NewsToasts:
+    """A list's news (rows that newly show a silent failure or an over-claim, from any process),
+    said once they stop coming: QUIET_S after the last, or LONGEST_S after the first while they keep
+    coming. A study verified whole, here or by a colleague, reaches the list over many refreshes:
+    said as they came, it stacked a toast per migration; gathered, more than
+    `render.NEWS_TOASTS` rows are one toast. The rows themselves are marked at once."""
+
+    QUIET_S = 1.0
+    LONGEST_S = 10.0
+
+    def __init__(self, screen: Screen, rows: str) -> None:
+        self.screen, self.rows = screen, rows
+        self.pending: dict[str, str] = {}
+        self.first = 0.0
+        self.timer: Timer | None = None
+
+    def add(self, news: list[tuple[str, str]]) -> None:
+        import time
+
+        if not news:
+            return
+        now = time.monotonic()
+        if not self.pending:
+            self.first = now
+        self.pending.update(news)
+        if self.timer is not None:
+            self.timer.stop()
+        self.timer = self.screen.set_timer(max(0.0, min(self.QUIET_S, self.first + self.LONGEST_S - now)), self.say)
+
+    def say(self) -> None:
+        from screens.presenters import render
+
+        for toast in render.news_toasts(list(self.pending.items()), self.rows):
+            self.screen.app.notify(toast, severity="warning", markup=False)
+        self.pending.clear()
+        self.timer = None
 
 
 class FilteredList(WorkbenchScreen):

@@ -12,7 +12,7 @@ from textual.widgets import DataTable, Header, Static
 
 from domain.models import AttemptSource, AttemptSummary, Migration
 from domain.text import clean
-from screens.base import PAGE_SIZE, FilteredList, Pager, Scope
+from screens.base import PAGE_SIZE, FilteredList, NewsToasts, Pager, Scope
 from screens.data import read
 from screens.effort import EffortActions
 from screens.messages import AttemptsPage, FilterApplied, LoadFailed
@@ -113,6 +113,7 @@ class MigrationScreen(EffortActions, FilteredList):
         self.filter = review.ListFilter()
         """The `/` filter the table shows (kept while attempts are opened and closed)."""
         self.fresh: set[str] = set()
+        self.news = NewsToasts(self, "attempts")
         """Rows (attempt ids) that became a silent failure or an over-claim while shown."""
         """An attempt to open once its page has loaded (a jump from the palette)."""
 
@@ -316,6 +317,7 @@ class MigrationScreen(EffortActions, FilteredList):
         width = max(12, self.app.size.width - FIXED_WIDTH)
         keys = [key for _, key in COLUMNS]
         added = False
+        said: list[tuple[str, str]] = []
         with self.app.batch_update():
             for summary in rows:
                 key = str(summary.attempt.id)
@@ -326,8 +328,7 @@ class MigrationScreen(EffortActions, FilteredList):
                 news = render.news_of(old, summary)
                 if news:
                     self.fresh.add(key)
-                    self.app.notify(f"{self.migration.slug} #{summary.attempt.seq}: {news}",
-                                    severity="warning", markup=False)
+                    said.append((f"{self.migration.slug} #{summary.attempt.seq}", news))
                 cells = self._cells(summary, width)
                 if old is None:
                     table.add_row(*cells, key=key)
@@ -337,6 +338,7 @@ class MigrationScreen(EffortActions, FilteredList):
                         table.update_cell(key, column, cell)
             if added:
                 self._keep_cursor(table, lambda: table.sort("seq", "source", key=_pin_key))
+        self.news.add(said)
         self._sync_cursor()
         self._show_detail(table.cursor_row)
 

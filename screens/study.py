@@ -12,7 +12,7 @@ from textual.widgets import DataTable, Header, Static
 
 from domain.models import MigrationSummary
 from domain.text import clean
-from screens.base import PAGE_SIZE, FilteredList, Pager, Scope
+from screens.base import PAGE_SIZE, FilteredList, NewsToasts, Pager, Scope
 from screens.data import after_first_page, read_plain
 from screens.messages import FilterApplied, LoadFailed, MigrationsPage, StudyLoaded
 from screens.presenters import render
@@ -107,6 +107,7 @@ class StudyScreen(FilteredList):
         self.filter = review.ListFilter()
         """The `/` filter the table shows (applied in SQL, so paging still works)."""
         self.fresh: set[str] = set()
+        self.news = NewsToasts(self, "migrations")
         """Rows (slugs) whose silent failures or over-claims went up while shown."""
         self.ladder: review.LadderCounts | None = None
         """Attempts per highest level; set by the worker just before it posts the totals."""
@@ -272,6 +273,7 @@ class StudyScreen(FilteredList):
         table = self.query_one(MigrationTable)
         keys = [key for _, key in COLUMNS]
         added = False
+        said: list[tuple[str, str]] = []
         with self.app.batch_update():
             for summary in rows:
                 slug = summary.migration.slug
@@ -282,7 +284,7 @@ class StudyScreen(FilteredList):
                 news = render.migration_news(old, summary) if old is not None else ""
                 if news:
                     self.fresh.add(slug)
-                    self.app.notify(f"{slug}: {news}", severity="warning", markup=False)
+                    said.append((slug, news))
                 cells = render.migration_row(summary)
                 if slug in self.fresh:
                     cells[0].stylize(render.FRESH)
@@ -294,6 +296,7 @@ class StudyScreen(FilteredList):
                         table.update_cell(slug, key, cell)
             if added:
                 self._sorted(table)
+        self.news.add(said)
         self.on_study_loaded(StudyLoaded(study, total, totals))
         self._show_detail(table.cursor_row)
 

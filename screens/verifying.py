@@ -1,6 +1,6 @@
 """Verify from the app (issue 20): `V` on the study, migration and attempt screens runs the
-verifier over what that screen shows, one attempt at a time in a thread worker, with progress in
-a dialog that `escape` hides (the run goes on; a toast says when it is done)."""
+verifier over what that screen shows in a thread worker, with progress in a dialog that `escape`
+hides (the run goes on; a toast says when it is done)."""
 
 from __future__ import annotations
 
@@ -16,33 +16,40 @@ from textual.widgets import ProgressBar, Static
 
 from domain.text import clean
 from screens.base import Scope
-from screens.data import read
-from screens.messages import LoadFailed
-from storage import review
 
 
 def verify_each(path: Path, scope: Scope, step: Callable[[int, int, str], None]) -> tuple[int, int]:
-    """Verify every attempt in `scope` (unchanged inputs are skipped by the verifier), calling
-    `step(done, total, label)` before each; returns (attempts verified again, attempts)."""
-    from domain.errors import WorkbenchError
+    """Verify every attempt in `scope` as `workbench verify` does, a migration at a time (its
+    reference run loaded once, its verdicts written a batch per transaction; unchanged inputs are
+    skipped), calling `step(done, total, label)` as attempts are settled, with the migration being
+    verified; returns (attempts verified again, attempts). Judged over the cores, in processes
+    (workbench/verify/batch.py), so the app's thread only reads and writes. One attempt at a time,
+    each its own run, cost about three times as much per attempt (issue 19)."""
     from storage.database import open_study
     from workbench import config
-    from workbench.verify import verify_study
+    from workbench.verify import study_targets, verify_groups
+    from workbench.verify.batch import default_workers
 
     slug, seq, _ = scope
-    targets = read(path, lambda db: review.verify_targets(db, slug, seq))
-    if isinstance(targets, LoadFailed):
-        raise WorkbenchError(targets.problem)
-    reviewer, changed = config.reviewer(), 0
     study = open_study(path)
+    finished, changed, total = 0, 0, 0
     try:
-        for done, (m, s) in enumerate(targets):
-            step(done, len(targets), f"{clean(m)} #{s}")
-            changed += verify_study(study.db, reviewer, slug=m, seq=s).changed
+        study_of, migrations = study_targets(study.db, slug)
+
+        def progress(done: int, of: int) -> None:
+            nonlocal total
+            total = of
+            if done < of:  # then the migration after the last finished one is not finished yet
+                step(done, of, clean(migrations[finished].slug))
+
+        for group in verify_groups(study.db, migrations, study_of, config.reviewer(), seq=seq,
+                                   workers=default_workers(), progress=progress):
+            finished += 1
+            changed += sum(o.changed for o in group)
     finally:
         study.close()
-    step(len(targets), len(targets), "done")
-    return changed, len(targets)
+    step(total, total, "done")
+    return changed, total
 
 
 class VerifyProgress(ModalScreen[None]):
@@ -81,5 +88,5 @@ class VerifyProgress(ModalScreen[None]):
         assert self.progress is not None
         done, total, label = self.progress
         self.query_one(ProgressBar).update(total=total, progress=done)
-        shown = "done" if done >= total else f"{done + 1} of {total}: {label}"
+        shown = "done" if done >= total else f"{done} of {total} attempts · {label}"
         self.query_one("#verify-step", Static).update(Text(shown))

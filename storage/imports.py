@@ -3,8 +3,6 @@ the reads of what they wrote."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from domain.transcript import Edit
@@ -74,18 +72,6 @@ def link_spawned_agent(db: Database, migration_id: int, tool_use_id: str, agent_
         " AND attempt_id IN (SELECT id FROM attempt WHERE migration_id = ?)",
         [agent_id, tool_use_id, migration_id],
     )
-
-
-@contextmanager
-def relaxed_sync(db: Database) -> Iterator[None]:
-    """synchronous=NORMAL for a long import: in WAL mode the database stays safe from corruption
-    and skips an fsync per commit (a power cut may lose the last groups, never half of one)."""
-    previous = int(db.execute("PRAGMA synchronous").fetchone()[0])
-    db.execute("PRAGMA synchronous=NORMAL")
-    try:
-        yield
-    finally:
-        db.execute(f"PRAGMA synchronous={previous}")
 
 
 def in_transaction(db: Database) -> bool:

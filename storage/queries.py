@@ -405,17 +405,23 @@ def current_verification(db: Database, attempt_id: int) -> Verification | None:
     return current_verifications(db, [attempt_id]).get(attempt_id)
 
 
+_VERIFICATION_COLUMNS = ("id, attempt_id, verifier, verifier_version, inputs_hash, at, highest_level, cause, silent,"
+                         " over_claim, reference_attempt_id, wall_seconds, cost_dollars, time_ratio, cost_ratio,"
+                         " superseded_by")
+"""What `Verification` holds: not the hashed inputs and settings (about 2 KB of JSON a row)."""
+
+
 def current_verifications(db: Database, attempt_ids: list[int]) -> dict[int, Verification]:
     """attempt id -> its current verification, for many attempts in one read."""
-    rows = _rows(db, "SELECT * FROM verification WHERE attempt_id IN (SELECT value FROM json_each(?))"
-                 " AND superseded_by IS NULL", [json.dumps(attempt_ids)])
+    rows = _rows(db, f"SELECT {_VERIFICATION_COLUMNS} FROM verification"
+                 " WHERE attempt_id IN (SELECT value FROM json_each(?)) AND superseded_by IS NULL", [json.dumps(attempt_ids)])
     return {row["attempt_id"]: _verification(row) for row in rows}
 
 
 def verifications(db: Database, attempt_id: int) -> list[Verification]:
     """Every verification of an attempt, oldest first: the history."""
     return [_verification(r) for r in _rows(
-        db, "SELECT * FROM verification WHERE attempt_id = ? ORDER BY id", [attempt_id]
+        db, f"SELECT {_VERIFICATION_COLUMNS} FROM verification WHERE attempt_id = ? ORDER BY id", [attempt_id]
     )]
 
 
@@ -426,16 +432,19 @@ def verdicts(db: Database, attempt_id: int, *, verification_id: int | None = Non
     return _verdicts(db, _rows(db, "SELECT * FROM verdict WHERE verification_id = ? ORDER BY level", [verification_id]))
 
 
-def current_verdicts(db: Database, attempt_ids: list[int]) -> dict[int, list[Verdict]]:
-    """attempt id -> its current verdicts by level, with overrides, for many attempts in one read."""
+def current_verdicts(db: Database, attempt_ids: list[int], *, evidence: bool = True) -> dict[int, list[Verdict]]:
+    """attempt id -> its current verdicts by level, with overrides, for many attempts in one read.
+    Without `evidence`, their evidence is left empty: a table of outcomes (`workbench verify`)
+    need not decode six JSON lists an attempt."""
     out: dict[int, list[Verdict]] = {}
-    for verdict in _verdicts(db, _rows(db, "SELECT * FROM verdict WHERE attempt_id IN (SELECT value FROM json_each(?))"
-                                       " AND superseded_by IS NULL ORDER BY attempt_id, level", [json.dumps(attempt_ids)])):
+    rows = _rows(db, "SELECT * FROM verdict WHERE attempt_id IN (SELECT value FROM json_each(?))"
+                 " AND superseded_by IS NULL ORDER BY attempt_id, level", [json.dumps(attempt_ids)])
+    for verdict in _verdicts(db, rows, evidence):
         out.setdefault(verdict.attempt_id, []).append(verdict)
     return out
 
 
-def _verdicts(db: Database, rows: list[dict[str, Any]]) -> list[Verdict]:
+def _verdicts(db: Database, rows: list[dict[str, Any]], evidence: bool = True) -> list[Verdict]:
     """Verdict rows as Verdicts, their overrides read in one query."""
     from domain.verdicts import Verdict, VerdictOverride
 
@@ -451,7 +460,7 @@ def _verdicts(db: Database, rows: list[dict[str, Any]]) -> list[Verdict]:
         level=row["level"],
         outcome=Outcome(row["outcome"]),
         reason=row["reason"] or "",
-        evidence=_evidence(row["evidence"]),
+        evidence=_evidence(row["evidence"]) if evidence else (),
         verifier=row["verifier"],
         verifier_version=row["verifier_version"],
         overrides=tuple(overrides.get(row["id"], ())),

@@ -27,6 +27,63 @@ def unverified(tmp_path: Path) -> Path:
     return tmp_path / "fresh.db"
 
 
+def test_the_app_verifies_a_scope_as_the_cli_does(unverified: Path, tmp_path: Path) -> None:
+    """`V` runs the batch verifier over its scope: the verdicts `workbench verify` writes, progress
+    counted in attempts with the migration being verified, nothing judged twice."""
+    import shutil
+
+    from screens.verifying import verify_each
+    from storage import queries
+    from workbench.verify import verify_study
+
+    shutil.copy(unverified, tmp_path / "cli.db")
+    steps: list[tuple[int, int, str]] = []
+    assert verify_each(unverified, (None, None, "the whole study"), lambda *step: steps.append(step)) == (6, 6)
+    cli = open_study(tmp_path / "cli.db")
+    verify_study(cli.db, "ana")
+
+    def verdicts(db) -> dict:
+        ids = [r[0] for r in db.execute("SELECT id FROM attempt ORDER BY id")]
+        return {aid: [(d.level, d.outcome, d.reason, d.evidence) for d in queries.verdicts(db, aid)] for aid in ids}
+
+    app = open_study(unverified)
+    assert verdicts(app.db) == verdicts(cli.db) and any(verdicts(app.db).values())
+    slugs = {r[0] for r in app.db.execute("SELECT slug FROM migration")}
+    assert steps[-1] == (6, 6, "done") and all(total == 6 for _, total, _ in steps)
+    assert [done for done, _, _ in steps] == sorted(done for done, _, _ in steps)
+    assert {label for _, _, label in steps[:-1]} <= slugs and len(steps) > 1
+    assert verify_each(unverified, ("mlp-classifier", None, "mlp-classifier"), lambda *step: None)[0] == 0
+
+
+async def test_news_are_said_once_they_stop_coming_each_row_once(unverified: Path, monkeypatch) -> None:
+    """A whole study verified from the app: the rows are marked as their verdicts come, and the
+    toasts wait for the news to stop (one per row, or one for them all when there are many)."""
+    from screens.base import NewsToasts
+
+    monkeypatch.setattr(NewsToasts, "QUIET_S", 0.5)
+    app = WorkbenchApp(unverified)
+    toasts: list[str] = []
+    notify = app.notify
+    app.notify = lambda message, *args, **kwargs: (toasts.append(str(message)), notify(message, *args, **kwargs))[1]
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        study = app.screen
+        await pilot.press("V")
+        await workers_done(app)
+        await until(pilot, lambda: bool(study.fresh) and not study.news.pending)
+        news = [t for t in toasts if "new silent failure" in t or "new over-claim" in t]
+        assert any("Verified the whole study: 6 attempt(s), 6 with new verdicts" in t for t in toasts)
+        assert sorted(t.split(":")[0] for t in news) == sorted(study.fresh)  # each marked row said once
+
+
+def test_many_rows_with_news_in_one_refresh_are_said_in_one_toast() -> None:
+    news = [(f"m-{i}", "new silent failure") for i in range(render.NEWS_TOASTS + 2)]
+    assert render.news_toasts(news[:2], "migrations") == ["m-0: new silent failure", "m-1: new silent failure"]
+    (one,) = render.news_toasts(news, "migrations")
+    assert one.startswith(f"{len(news)} migrations with a new silent failure") and "m-4, …" in one
+    assert render.news_toasts([], "attempts") == []
+
+
 def test_ladder_counts_group_verified_attempts_by_highest_level(demo_db: Path) -> None:
     db = open_study(demo_db).db
     counts = ladder_counts(db)
@@ -289,7 +346,7 @@ async def test_lists_follow_another_process_in_place(unverified: Path, tmp_path:
         await asyncio.to_thread(workbench, "verify", str(unverified), "--migration", "bow-classifier")
         await until(pilot, lambda: column(app, "level")[0] == "L4" and "4 unverified" in screen_text(app))
         assert study.query_one("#migrations").cursor_row == 1  # the cursor stayed
-        assert any(t.startswith("bow-classifier: new silent failure") for t in toasts)
+        await until(pilot, lambda: any(t.startswith("bow-classifier: new silent failure") for t in toasts))
         assert "bow-classifier" in study.fresh and "4 unverified" in screen_text(app)
         await pilot.press("enter")
         await settle(pilot)
@@ -301,7 +358,7 @@ async def test_lists_follow_another_process_in_place(unverified: Path, tmp_path:
         await until(pilot, lambda: "0 unverified" in str(app.screen.query_one("#migration-header").render()))
         screen = app.screen
         assert screen.current().attempt.seq == 2  # the cursor stayed on its attempt
-        assert any(t.startswith("mlp-classifier #3: new silent failure") for t in toasts)
+        await until(pilot, lambda: any(t.startswith("mlp-classifier #3: new silent failure") for t in toasts))
         assert any("#1: new over-claim" in t for t in toasts)
         assert {"#1", "#3"} <= {f"#{screen.summaries[k].attempt.seq}" for k in screen.fresh}
         assert "0 unverified" in str(screen.query_one("#migration-header").render())

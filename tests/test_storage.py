@@ -112,6 +112,29 @@ def test_every_connection_is_per_thread_with_wal_foreign_keys_and_busy_timeout(t
     study.close()
 
 
+def test_group_commits_skip_the_fsync_and_an_open_transaction_keeps_its_level(tmp_path: Path) -> None:
+    """`relaxed_sync` (imports and verify runs) sets synchronous=NORMAL and puts the level back;
+    inside a transaction, where SQLite refuses the change, it leaves the level alone."""
+    study = open_study(tmp_path / "s.db", create=True)
+    db = study.db
+
+    def level() -> int:
+        return db.execute("PRAGMA synchronous").fetchone()[0]
+
+    db.execute("PRAGMA synchronous=FULL")
+    with records.relaxed_sync(db):
+        assert level() == 1
+        with records.immediate(db):
+            with records.relaxed_sync(db):
+                assert level() == 1
+    assert level() == 2
+    with records.immediate(db):
+        with records.relaxed_sync(db):
+            assert level() == 2
+    assert level() == 2
+    study.close()
+
+
 def test_human_records_are_append_only_and_corrections_are_new_records(
     small_bundle, tmp_path: Path
 ) -> None:

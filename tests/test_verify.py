@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from domain.models import FailureCause, Outcome
+from domain.text import clean
 from storage import queries, records
 from storage.database import open_study
 from workbench.bundle import import_bundle
@@ -182,6 +183,16 @@ def test_cli_verify_prints_the_table_and_json(tmp_path: Path):
                                           "--json"], check=True, capture_output=True, text=True).stdout)
     assert data[0]["changed"] is False and data[0]["verification"]["silent"] is True
     assert [lv["outcome"] for lv in data[0]["levels"]][:2] == ["pass", "fail"]
+    study = open_study(db)
+    attempt_id = study.db.execute("SELECT a.id FROM attempt a JOIN migration m ON m.id = a.migration_id"
+                                  " WHERE m.slug = 'mlp-classifier' AND a.seq = 3").fetchone()[0]
+    stored = queries.verdicts(study.db, attempt_id)
+    assert any(d.evidence for d in stored)  # the table reads no evidence; --json and --reasons show it all
+    assert [[e["ref"] for e in lv["evidence"]] for lv in data[0]["levels"]] == [[e.ref for e in d.evidence] for d in stored]
+    said = subprocess.run(wb + ["verify", str(db), "--migration", "mlp-classifier", "--attempt", "3", "--reasons"],
+                          check=True, capture_output=True, text=True).stdout
+    assert [line for line in said.splitlines() if line.startswith("      ")] == \
+        [clean(f"      {e.kind} {e.ref}: {e.text}") for d in stored for e in d.evidence[:4]]
     bad = subprocess.run(wb + ["verify", str(db), "--migration", "mlp-classifier", "--set", "nope=1"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "unknown verify setting" in bad.stderr

@@ -12,6 +12,7 @@ from storage.database import open_study
 from workbench.bundle import import_bundle
 from workbench.config import DEMO_BUNDLE
 from workbench.verify import VERIFIER, VERSION, batch, study_targets, verify_groups, verify_study
+from workbench.verify.settings import merge
 
 
 def _study(path: Path):
@@ -56,6 +57,34 @@ def test_the_pool_gives_the_serial_verdicts(tmp_path: Path):
     assert seen[0] == (0, two.changed) and seen[-1] == (two.changed, two.changed)
     serial.close()
     pooled.close()
+
+
+def test_a_caller_with_threads_gets_its_workers_from_a_fork_server(tmp_path: Path):
+    """The app verifies in a thread worker: its judges are not forked from the threaded process
+    (a lock another thread holds would be copied held) but from a fork server, with the same
+    judgements as in-process."""
+    study = _study(tmp_path / "s.db")
+    db = study.db
+    whole, migrations = study_targets(db)
+    tasks = [task for m in migrations for task in batch.tasks_of(
+        m, whole, merge(queries.verify_settings(db, m.id)), verify_inputs.reference_attempt(db, m.id),
+        verify_inputs.agent_attempts(db, m.id, None))]
+    here = [batch.judge_task(db, task, {}) for task in tasks]
+    seen: dict[str, object] = {}
+
+    def judge_in_a_thread() -> None:
+        with batch.Judges(open_study(tmp_path / "s.db").db, 2, str(tmp_path / "s.db"), pool_min=0) as judges:
+            done = [pair for task in tasks for pair in judges.submit(task)] + list(judges.drain())
+            seen["method"], seen["done"] = judges.start_method, done
+
+    thread = threading.Thread(target=judge_in_a_thread)
+    thread.start()
+    thread.join()
+    assert seen["method"] == "forkserver"
+    pooled = {task.attempts[0].id: judged for task, judged in seen["done"]}  # type: ignore[attr-defined]
+    assert [[(j.attempt.id, j.digest, j.judgement) for j in js] for js in here] == \
+        [[(j.attempt.id, j.digest, j.judgement) for j in pooled[task.attempts[0].id]] for task in tasks]
+    study.close()
 
 
 def test_a_migration_is_planned_and_judged_only_when_the_ones_before_are_given_back(tmp_path: Path):

@@ -31,6 +31,9 @@ TRICKY = [
     b"STEP 7 loss 1e-3 test_acc 0.5\ntest_acc 0.6\ntest_acc nan\nval_loss 0.2\nstep 8/9 val_loss 0.1 lr 0.1\n",
     # `valid_` names: the summary pattern reads them only in a piece that holds one of its gates
     b"step 5 loss 0.2\neval_acc 0.8\nvalid_acc 0.7\n" + b"x\n" * (CHUNK // 2) + b"valid_acc 0.75\n",
+    # the planned total on an earlier step line only, and on a step line further than 64 lines from the end
+    b"step 1/50 loss 0.5\nstep 2/60 loss 0.4\n" + b"note\n" * 70 + b"step 3 loss 0.3\nStep 4/x\n",
+    b"step 4/70 loss 0.2\n" + b"note\n" * 70,
     # Trainer dicts, JSON lines and progress bars: extracted in full
     b"{'loss': 0.69, 'epoch': 0.1}\n",
     b'{"step": 3, "loss": 0.41}\n',

@@ -167,6 +167,20 @@ def news_of(old: AttemptSummary | None, new: AttemptSummary) -> str:
     return ", ".join(said)
 
 
+NEWS_TOASTS = 5
+"""Toasts for one refresh's news at most: more are said in one, since a study verified whole
+would otherwise stack a toast per migration."""
+
+
+def news_toasts(news: list[tuple[str, str]], rows: str) -> list[str]:
+    """(row name, its news) as toasts: one each, or one for all of them when there are more than
+    NEWS_TOASTS (`rows` names what they are: "migrations", "attempts"); the list marks them all."""
+    if len(news) <= NEWS_TOASTS:
+        return [f"{name}: {said}" for name, said in news]
+    first = ", ".join(name for name, _ in news[:NEWS_TOASTS])
+    return [f"{len(news)} {rows} with a new silent failure or over-claim, marked in the list: {first}, …"]
+
+
 def migration_news(old: MigrationSummary | None, new: MigrationSummary) -> str:
     """As `news_of`, for a study row: its silent failures or over-claims went up."""
     if old is not None and old.hidden:

@@ -785,7 +785,7 @@ class ClaudeCodeImporter:
     def run(self, paths: list[Path]) -> TranscriptReport:
         report = TranscriptReport()
         files, report.problems = discover(paths)
-        with imports.relaxed_sync(self.db):  # attempts are committed in groups
+        with records.relaxed_sync(self.db):  # attempts are committed in groups
             try:
                 for path in files:
                     session = SessionImporter(self, path)
@@ -800,7 +800,7 @@ class ClaudeCodeImporter:
         """One round of a long-lived importer (`workbench watch`): written in groups, committed at
         the end; sequence numbers another writer took meanwhile are not given again."""
         self.next_seq = max(self.next_seq, queries.next_seq(self.db, self.migration.id))
-        with imports.relaxed_sync(self.db):
+        with records.relaxed_sync(self.db):
             try:
                 yield
             finally:

@@ -234,14 +234,15 @@ def verify_groups(db: Database, migrations: list[Migration], study: Study, revie
     """Verify the migrations' attempts as one batch job (workbench/verify/batch.py) and give each
     migration's results, in order, once its verdicts are written. Each attempt is hashed and,
     unless its inputs are unchanged, judged, both over `workers` processes; the parent reads the
-    attempts and writes verdicts a task per transaction. A migration is read only when the pool
-    has room for its tasks, so memory holds the migrations in flight, not the study.
+    attempts and writes verdicts a task per transaction, without an fsync each (`relaxed_sync`: a
+    power cut may lose the last verdicts, which a new run writes again). A migration is read only
+    when the pool has room for its tasks, so memory holds the migrations in flight, not the study.
     `progress(done, total)` counts the attempts settled (skipped as unchanged or judged) of all the
     migrations'. Attempts whose verdicts could not be written are left out and named in the
     WorkbenchError raised at the end (the others are written)."""
     from collections import deque
 
-    from storage import queries
+    from storage import queries, records
     from workbench.verify import batch
     from workbench.verify.settings import merge
 
@@ -275,7 +276,8 @@ def verify_groups(db: Database, migrations: list[Migration], study: Study, revie
             yield [plan.results[aid] for aid in plan.attempt_ids if aid in plan.results]
 
     path = verify_inputs.database_file(db)
-    with batch.Judges(db, workers, path, batch.POOL_MIN if pool_min is None else pool_min) as judges:
+    pool_min = batch.POOL_MIN if pool_min is None else pool_min
+    with records.relaxed_sync(db), batch.Judges(db, workers, path, pool_min) as judges:
         for migration in migrations:
             attempts = verify_inputs.agent_attempts(db, migration.id, seq)
             settings = merge(queries.verify_settings(db, migration.id))

@@ -5,8 +5,9 @@ that open the study file themselves (reads only; WAL lets the parent write meanw
 reference run once per migration, and send back judgements. The parent writes each batch in one
 transaction and hands over new tasks only while few are in flight (`Judges.WINDOW`), so what it
 holds is bounded by the pool, not by the study. A handful of attempts is judged in-process:
-starting workers costs more. Workers are forked, and only from a single-threaded process (the
-CLI): a caller with threads (the app) judges in-process.
+starting workers costs more. Workers are forked from a single-threaded process (the CLI); a
+caller with threads (the app's verify worker) gets them from a fork server, since forking a
+process with threads can copy a lock another thread holds.
 """
 
 from __future__ import annotations
@@ -115,21 +116,19 @@ class Judges:
     """Judges tasks as they are handed over and gives them back as they finish, with at most
     `WINDOW` tasks per worker in flight: a study of 150,000 attempts never has more than a few
     migrations' attempts in memory. Tasks wait here until `pool_min` attempts have come: then a
-    process pool starts, else (few attempts, one worker, no file, or threads in this process)
-    they are judged here, in order."""
+    process pool starts, else (few attempts, one worker, or no file) they are judged here, in
+    order."""
 
     WINDOW = 4
 
     def __init__(self, db: Database, workers: int, path: str | None, pool_min: int = POOL_MIN) -> None:
-        import threading
-
         self.db, self.workers, self.path, self.pool_min = db, workers, path, pool_min
-        # fork only a single-threaded process (the CLI): forking one with threads (the app's workers)
-        # can copy a held lock; spawn and forkserver re-run an unguarded __main__ in every worker
-        self.here = workers <= 1 or path is None or threading.active_count() > 1
+        self.here = workers <= 1 or path is None
         self.waiting: list[Task] = []
         self.cache: dict[Any, Any] = {}
         self.pool: Any = None
+        self.start_method: str | None = None
+        """How the pool's workers start ("fork", "forkserver"); None while tasks are judged here."""
         self.futures: dict[Any, Task] = {}
 
     def submit(self, task: Task) -> Iterator[tuple[Task, list[Judged]]]:
@@ -143,9 +142,15 @@ class Judges:
             return
         if self.pool is None:
             import multiprocessing
+            import threading
             from concurrent.futures import ProcessPoolExecutor
 
-            self.pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("fork"))
+            # the fork server imports the main module as spawn does: cli/__main__.py is guarded
+            self.start_method = "fork" if threading.active_count() == 1 else "forkserver"
+            if self.start_method == "forkserver":
+                _start_resource_tracker()
+            self.pool = ProcessPoolExecutor(max_workers=self.workers,
+                                            mp_context=multiprocessing.get_context(self.start_method))
         for waiting in self.waiting:
             self.futures[self.pool.submit(_in_worker, self.path, waiting)] = waiting
         self.waiting.clear()
@@ -174,6 +179,22 @@ class Judges:
         """A failed task or write drops the tasks not started yet."""
         if self.pool is not None:
             self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _start_resource_tracker() -> None:
+    """Start the process that a fork server's pool needs (it cleans up the pool's semaphores)
+    with the real standard error: it is handed `sys.stderr`'s descriptor, and in the app
+    Textual's capture of `sys.stderr` has none."""
+    import sys
+    from multiprocessing import resource_tracker
+
+    captured = sys.stderr
+    if sys.__stderr__ is not None:
+        sys.stderr = sys.__stderr__
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        sys.stderr = captured
 
 
 def tasks_of(migration: Migration, study: Study, settings: dict[str, Any], reference: Attempt | None,

@@ -118,6 +118,10 @@ DEFAULT_PATTERNS: tuple[Pattern, ...] = (
 _STEP_LINES = re.compile(DEFAULT_PATTERNS[0].regex.replace("(?P<body>[^\\n]*)", "[^\\n]*").encode())
 """The plain pattern without its body: the same matches, read for their step and total alone."""
 assert _STEP_LINES.pattern != DEFAULT_PATTERNS[0].regex.encode() and _STEP_LINES.groups == 2
+_STEPS = re.compile(_STEP_LINES.pattern.replace(rb"(?:/(?P<total>\d+))?", rb"(?:/\d+)?"))
+"""The same matches again, for their step alone: `findall` gives a list of the steps' bytes
+instead of a tuple per line, a quarter faster."""
+assert _STEPS.groups == 1
 
 SKIP_NAMES = frozenset({"step", "epoch", "total", "it", "v_num", "global_step", "learning_rate", "lr"})
 """Numbers on a metric line that are not metrics of the run (kept out of comparisons)."""
@@ -368,15 +372,20 @@ class LogScanner:
         step a hit at a position belongs to and the piece's highest step, as extraction has them.
         The steps come from one `findall`; a hit's step is looked for on its line and the lines
         before it, each line read once per piece."""
-        found = _STEP_LINES.findall(piece)
         recent = self._recent_step
-        if not found:
-            return (lambda pos: recent), None
-        steps = [int(step) for step, _ in found]
-        for _, total in reversed(found):
-            if total:
-                self.facts.total_steps = int(total)
-                break
+        last = _last_step_line(piece)
+        if last is not None and last.group("total") is not None:  # the planned total: the last line's
+            steps = list(map(int, _STEPS.findall(piece)))
+            self.facts.total_steps = int(last.group("total"))
+        else:
+            found = _STEP_LINES.findall(piece)
+            if not found:
+                return (lambda pos: recent), None
+            steps = [int(step) for step, _ in found]
+            for _, total in reversed(found):
+                if total:
+                    self.facts.total_steps = int(total)
+                    break
         self._recent_step = steps[-1]
         self.step_lines.append((self._offset, len(piece), steps))
         before: dict[int, int | None] = {}  # line start -> step of the last step line before it
@@ -781,6 +790,22 @@ def _first_on_lines(piece: bytes, positions: list[int], start: int = 0) -> Itera
 
 
 _MARKERS: list[Markers] = []
+
+
+def _last_step_line(piece: bytes) -> re.Match[bytes] | None:
+    """The plain pattern's match on the piece's last step line, if one of its last 64 lines is one
+    (a step line cannot span lines, so a search from a line's start finds what a pass over the
+    whole piece finds on that line)."""
+    end = len(piece)
+    for _ in range(64):
+        if end <= 0:
+            return None
+        start = piece.rfind(b"\n", 0, end - 1) + 1
+        m = _STEP_LINES.search(piece, start, end)
+        if m is not None:
+            return m
+        end = start
+    return None
 
 
 def _markers() -> Markers:
