@@ -328,7 +328,7 @@ class WorkbenchApp(App[None]):
     @work(thread=True, exclusive=True, exit_on_error=False, group="verify")
     def _verify(self, path: Path, scope) -> None:
         from screens.data import describe_error
-        from screens.verifying import verify_each
+        from screens.verifying import verify_scope
 
         dialog = self.verifying
 
@@ -337,7 +337,7 @@ class WorkbenchApp(App[None]):
                 self.call_from_thread(dialog.step, done, total, label)
 
         try:
-            changed, total = verify_each(path, scope, step)
+            changed, total = verify_scope(path, scope, step)
         except Exception as exc:  # noqa: BLE001 - whatever stopped it, the dialog goes and says so
             self.call_from_thread(self._verified, f"Verify failed: {describe_error(exc)}", "error")
             return

@@ -32,13 +32,13 @@ def test_the_app_verifies_a_scope_as_the_cli_does(unverified: Path, tmp_path: Pa
     counted in attempts with the migration being verified, nothing judged twice."""
     import shutil
 
-    from screens.verifying import verify_each
+    from screens.verifying import verify_scope
     from storage import queries
     from workbench.verify import verify_study
 
     shutil.copy(unverified, tmp_path / "cli.db")
     steps: list[tuple[int, int, str]] = []
-    assert verify_each(unverified, (None, None, "the whole study"), lambda *step: steps.append(step)) == (6, 6)
+    assert verify_scope(unverified, (None, None, "the whole study"), lambda *step: steps.append(step)) == (6, 6)
     cli = open_study(tmp_path / "cli.db")
     verify_study(cli.db, "ana")
 
@@ -52,7 +52,7 @@ def test_the_app_verifies_a_scope_as_the_cli_does(unverified: Path, tmp_path: Pa
     assert steps[-1] == (6, 6, "done") and all(total == 6 for _, total, _ in steps)
     assert [done for done, _, _ in steps] == sorted(done for done, _, _ in steps)
     assert {label for _, _, label in steps[:-1]} <= slugs and len(steps) > 1
-    assert verify_each(unverified, ("mlp-classifier", None, "mlp-classifier"), lambda *step: None)[0] == 0
+    assert verify_scope(unverified, ("mlp-classifier", None, "mlp-classifier"), lambda *step: None)[0] == 0
 
 
 async def test_news_are_said_once_they_stop_coming_each_row_once(unverified: Path, monkeypatch) -> None:
