@@ -264,12 +264,10 @@ async def test_the_rerun_dialog_shows_its_command_and_scrolls_fields_into_view(s
         assert visible(command)  # the command is what to read: on screen as the dialog opens
         keep = dialog.query_one("#rerun-keep")
         assert not visible(keep)
-        keep.focus()
-        await settle(pilot)
-        assert visible(keep) and not visible(command)
+        keep.focus()  # focus scrolls the field into view, animated: waited for, a busy machine is slow
+        await until(pilot, lambda: visible(keep) and not visible(command))
         command.focus()
-        await settle(pilot)
-        assert visible(command)
+        await until(pilot, lambda: visible(command))
 
 
 async def test_a_long_title_takes_one_line_and_t_shows_it_whole(study_path: Path) -> None:
