@@ -71,7 +71,7 @@ class VerifyProgress(ModalScreen[None]):
             box.border_title = "Verify"
             box.border_subtitle = "escape hides · the run goes on"
             yield Static(Text(f"Verifying {self.label}…"), id="verify-what")
-            yield ProgressBar(total=None, show_eta=False, id="verify-bar")
+            yield ProgressBar(total=None, id="verify-bar")  # with the time left: a study takes a while
             yield Static(Text("Listing the attempts…", style="dim"), id="verify-step")
 
     def step(self, done: int, total: int, label: str) -> None:
