@@ -28,7 +28,7 @@ _MARK = {"pass": "✓", "fail": "✗", "unknown": "?"}
 @click.option("--force", is_flag=True, help="Verify again even when the evidence is unchanged.")
 @click.option("--changed", is_flag=True,
               help="List only attempts whose evidence or settings changed (the others are skipped by their inputs hash).")
-@click.option("--workers", type=click.IntRange(min=1), help="Processes judging attempts. Default: the cores.")
+@click.option("--workers", type=click.IntRange(min=1), help="Processes judging attempts. Default: the cores, at most 8.")
 @click.option("--rerun-unknown", is_flag=True,
               help="Then re-run with the probe every attempt whose level 3 is unknown (needs --backend).")
 @click.option("--backend", type=click.Choice(["local", "ssh", "gcloud", "skypilot"]),

@@ -52,11 +52,19 @@ class Judged:
     inputs: str = ""
 
 
+MAX_WORKERS = 8
+"""Workers by default at most: the parent reads and writes about 0.4-0.6 ms of CPU an attempt and
+a worker judges one in 2-2.5 ms, so past about four workers the parent is what waits, and a TPU
+VM's hundreds of cores would each start a process (about 50 MiB) for nothing."""
+
+
 def default_workers() -> int:
+    """The cores this process may run on, at most MAX_WORKERS."""
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    return min(cores, MAX_WORKERS)
 
 
 def judge_task(db: Database, task: Task, cache: dict[Any, Any]) -> list[Judged]:
