@@ -55,6 +55,34 @@ def test_the_app_verifies_a_scope_as_the_cli_does(unverified: Path, tmp_path: Pa
     assert verify_scope(unverified, ("mlp-classifier", None, "mlp-classifier"), lambda *step: None)[0] == 0
 
 
+async def test_the_app_judges_a_big_scope_in_worker_processes(bundle, tmp_path: Path, monkeypatch) -> None:
+    """Enough attempts for a pool (batch.POOL_MIN), from the app's thread worker under Textual,
+    whose capture of stderr has no descriptor: the pool's processes come from a fork server, and
+    every attempt gets its verdicts."""
+    from storage import queries
+    from workbench.verify import batch
+
+    folder, shas = bundle.add_migration("mlp-xla")
+    n = batch.POOL_MIN + 6
+    bundle.write_attempts(folder, [bundle.attempt(0, shas[0])] + [bundle.attempt(i, shas[1]) for i in range(1, n + 1)])
+    study = open_study(tmp_path / "big.db", create=True)
+    assert not import_bundle(study, bundle.root, "ana").problems
+    study.close()
+    monkeypatch.setattr(batch, "default_workers", lambda: 2)  # a pool even on one core
+    app = WorkbenchApp(tmp_path / "big.db")
+    toasts: list[str] = []
+    notify = app.notify
+    app.notify = lambda message, *args, **kwargs: (toasts.append(str(message)), notify(message, *args, **kwargs))[1]
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("V")
+        await until(pilot, lambda: any(t.startswith(("Verified", "Verify failed")) for t in toasts), timeout=60)
+        assert f"Verified the whole study: {n} attempt(s), {n} with new verdicts" in toasts
+    db = open_study(tmp_path / "big.db").db
+    ids = [r[0] for r in db.execute("SELECT id FROM attempt WHERE source = 'agent'")]
+    assert len(ids) == n and all(len(queries.verdicts(db, aid)) == 5 for aid in ids)
+
+
 async def test_news_are_said_once_they_stop_coming_each_row_once(unverified: Path, monkeypatch) -> None:
     """A whole study verified from the app: the rows are marked as their verdicts come, and the
     toasts wait for the news to stop (one per row, or one for them all when there are many)."""
