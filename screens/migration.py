@@ -113,9 +113,8 @@ class MigrationScreen(EffortActions, FilteredList):
         self.filter = review.ListFilter()
         """The `/` filter the table shows (kept while attempts are opened and closed)."""
         self.fresh: set[str] = set()
-        self.news = NewsToasts(self, "attempts")
         """Rows (attempt ids) that became a silent failure or an over-claim while shown."""
-        """An attempt to open once its page has loaded (a jump from the palette)."""
+        self.news = NewsToasts(self, "attempts")
 
     def compose(self) -> ComposeResult:
         yield Header()

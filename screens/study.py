@@ -107,8 +107,8 @@ class StudyScreen(FilteredList):
         self.filter = review.ListFilter()
         """The `/` filter the table shows (applied in SQL, so paging still works)."""
         self.fresh: set[str] = set()
-        self.news = NewsToasts(self, "migrations")
         """Rows (slugs) whose silent failures or over-claims went up while shown."""
+        self.news = NewsToasts(self, "migrations")
         self.ladder: review.LadderCounts | None = None
         """Attempts per highest level; set by the worker just before it posts the totals."""
 
