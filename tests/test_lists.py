@@ -398,6 +398,42 @@ async def test_lists_follow_another_process_in_place(unverified: Path, tmp_path:
         assert column(app, "source")[:2] == ["ref", "ref"] and screen.current().attempt.seq == 2
 
 
+async def test_a_table_draws_from_its_cache_after_a_move_what_it_draws_afresh(
+        bundle: BundleBuilder, tmp_path: Path) -> None:
+    """NavTable asks DataTable for a row the cursor is not on with one location for "elsewhere",
+    so a move of the cursor redraws two rows, not all of them (issue 19): every line, with its
+    styles (cursor, hover, zebra stripes), is what the table draws with its caches emptied."""
+    from textual.geometry import Region
+
+    from screens.widgets.nav_table import NavTable
+
+    folder, shas = bundle.add_migration("many", commits=2)
+    bundle.write_attempts(folder, [bundle.attempt(seq, shas[1]) for seq in range(40)])
+    app = WorkbenchApp(build(bundle, tmp_path))
+
+    def drawn(t) -> list:
+        return [[(seg.text, seg.style) for seg in strip] for strip in t.render_lines(Region(0, 0, *t.size))]
+
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot)
+        t = table(app)
+        await pilot.hover(NavTable, offset=(4, 6))
+        for keys in ("jjjjj", "kk", "j" * 20, "g", "jjj"):
+            await pilot.press(*keys)
+            await settle(pilot)
+            kept = drawn(t)
+            t._clear_caches()
+            assert drawn(t) == kept, keys
+        before = len(t._row_render_cache)
+        await pilot.press("j")
+        await settle(pilot)
+        t.refresh()  # every line drawn again, as when the detail below the table changes height
+        drawn(t)
+        assert 0 < len(t._row_render_cache) - before <= 2  # the rows the cursor left and reached
+
+
 async def test_a_tables_render_caches_stay_within_two_screens_and_draw_the_same(
         bundle: BundleBuilder, tmp_path: Path) -> None:
     """DataTable's render caches (1,000 rows and lines, 10,000 cells) filled up as the cursor moved

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual import events
 from textual.binding import Binding
+from textual.coordinate import Coordinate
 from textual.widgets import DataTable
+
+ELSEWHERE = Coordinate(-2, -2)
+"""A cursor on no row (the header is row -1)."""
 
 
 class NavTable(DataTable):
-    """A row-cursor DataTable with vim keys, whose render caches hold about two screens."""
+    """A row-cursor DataTable with vim keys, whose render caches hold about two screens and
+    survive a move of the cursor."""
 
     BINDINGS = [
         Binding("j", "cursor_down", "Down", show=False, id="table.down",
@@ -26,6 +33,20 @@ class NavTable(DataTable):
         kwargs.setdefault("zebra_stripes", True)
         super().__init__(**kwargs)
         self._size_caches(0)
+
+    def _render_line_in_row(self, row_key: Any, line_no: int, base_style: Any, cursor_location: Coordinate,
+                            hover_location: Coordinate) -> Any:
+        """DataTable keeps a row's drawn lines by where the cursor is, so each move of the cursor
+        drew every visible row again: about half of a `j` (issue 19). With a row cursor, a row the
+        cursor is not on is drawn alike wherever the cursor is (and so for the hover), so it is
+        asked for with one location for all of them, ELSEWHERE, and comes from the cache."""
+        if self.cursor_type == "row":
+            row = self._row_locations.get(row_key) if row_key in self._row_locations else -1
+            if cursor_location.row != row:
+                cursor_location = ELSEWHERE
+            if hover_location.row != row:
+                hover_location = ELSEWHERE
+        return super()._render_line_in_row(row_key, line_no, base_style, cursor_location, hover_location)
 
     def on_resize(self, event: events.Resize) -> None:
         self._size_caches(event.size.height)
