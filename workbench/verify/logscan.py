@@ -792,20 +792,19 @@ def _first_on_lines(piece: bytes, positions: list[int], start: int = 0) -> Itera
 _MARKERS: list[Markers] = []
 
 
-def _last_step_line(piece: bytes) -> re.Match[bytes] | None:
-    """The plain pattern's match on the piece's last step line, if one of its last 64 lines is one
-    (a step line cannot span lines, so a search from a line's start finds what a pass over the
-    whole piece finds on that line)."""
-    end = len(piece)
-    for _ in range(64):
-        if end <= 0:
-            return None
-        start = piece.rfind(b"\n", 0, end - 1) + 1
-        m = _STEP_LINES.search(piece, start, end)
-        if m is not None:
-            return m
+def _lines_back(data: bytes, offset: int, end: int) -> Iterator[re.Match[bytes] | None]:
+    """For each line between `offset` and `end` (line starts), last first, the plain pattern's
+    step-line match on it, else None (a step line cannot span lines, so a search from a line's
+    start finds what a pass over the whole piece finds on that line)."""
+    while end > offset:
+        start = max(data.rfind(b"\n", offset, end - 1) + 1, offset)
+        yield _STEP_LINES.search(data, start, end)
         end = start
-    return None
+
+
+def _last_step_line(piece: bytes) -> re.Match[bytes] | None:
+    """The plain pattern's match on the piece's last step line, if one of its last 64 lines is one."""
+    return next(filter(None, itertools.islice(_lines_back(piece, 0, len(piece)), 64)), None)
 
 
 def _markers() -> Markers:
@@ -1149,16 +1148,6 @@ class PointLines:
                 raise AssertionError("fewer step lines than the scan counted")
             span *= 4
 
-    def _lines_back(self, offset: int, end: int) -> Iterator[re.Match[bytes]]:
-        """The step lines between `offset` and `end` (line starts), last first."""
-        data = self.data
-        while end > offset:
-            start = max(data.rfind(b"\n", offset, end - 1) + 1, offset)
-            m = _STEP_LINES.search(data, start, end)
-            if m is not None:
-                yield m
-            end = start
-
     def line(self, name: str, step: int) -> int | None:
         if name in SKIP_NAMES or not name.isascii():
             return None  # never a pair's name: pairs and summary names are ASCII words
@@ -1209,7 +1198,7 @@ class PointLines:
         offset, size, steps = self.step_lines[k]
         if pos >= offset + size:
             return steps[-1]
-        for m in self._lines_back(offset, pos):
+        for m in filter(None, _lines_back(self.data, offset, pos)):
             return int(m.group(1))
         return self.step_lines[k - 1][2][-1] if k else 0
 
