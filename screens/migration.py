@@ -18,6 +18,7 @@ from screens.effort import EffortActions
 from screens.messages import AttemptsPage, FilterApplied, LoadFailed
 from screens.navigation import AttemptCursor
 from screens.presenters import render
+from screens.widgets.detail import Detail
 from screens.widgets.effort_panel import EffortBox, EffortPanel
 from screens.widgets.filter_bar import FILTER_HELP, FilterBar
 from screens.widgets.footer import Footer
@@ -126,8 +127,7 @@ class MigrationScreen(EffortActions, FilteredList):
         for label, key in COLUMNS:
             table.add_column(label, key=key)
         yield table
-        yield Static(Text("Loading the attempts…", style="dim"), id="attempt-detail",
-                     classes="detail")
+        yield Detail(Text("Loading the attempts…", style="dim"), id="attempt-detail", classes="detail")
         with EffortBox():
             yield EffortPanel(self.migration.id)
         yield Footer()
@@ -272,7 +272,7 @@ class MigrationScreen(EffortActions, FilteredList):
             if table.row_count:
                 self._show_detail(table.cursor_row)
             else:
-                self.query_one("#attempt-detail", Static).update(
+                self.query_one("#attempt-detail", Detail).show(
                     Text("No attempt meets the filter (/ then escape clears it)." if self.filter
                          else "No attempts recorded for this migration.", style="dim")
                 )
@@ -381,7 +381,7 @@ class MigrationScreen(EffortActions, FilteredList):
 
     def _show_detail(self, row: int) -> None:
         table = self.query_one(AttemptTable)
-        detail = self.query_one("#attempt-detail", Static)
+        detail = self.query_one("#attempt-detail", Detail)
         if not 0 <= row < table.row_count:
             return
         key = table.coordinate_to_cell_key((row, 0)).row_key.value
@@ -393,7 +393,7 @@ class MigrationScreen(EffortActions, FilteredList):
                 if marked is not None:
                     out.append(f"\nmarked for comparison: #{marked.attempt.seq} (c on another compares)",
                                style="bold")
-            detail.update(out)
+            detail.show(out)
 
     # --- order, neighbours and failures, for this screen and the attempt screen --------------------
     def ordered(self) -> list[AttemptSummary]:

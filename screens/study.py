@@ -16,6 +16,7 @@ from screens.base import PAGE_SIZE, FilteredList, NewsToasts, Pager, Scope
 from screens.data import after_first_page, read_plain
 from screens.messages import FilterApplied, LoadFailed, MigrationsPage, StudyLoaded
 from screens.presenters import render
+from screens.widgets.detail import Detail
 from screens.widgets.filter_bar import FILTER_HELP, FilterBar
 from screens.widgets.footer import Footer
 from screens.widgets.nav_table import NavTable
@@ -121,7 +122,7 @@ class StudyScreen(FilteredList):
         for label, key in COLUMNS:
             table.add_column(label, key=key)
         yield table
-        yield Static(id="migration-detail", classes="detail")
+        yield Detail(id="migration-detail", classes="detail")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -345,14 +346,14 @@ class StudyScreen(FilteredList):
         self.query_one("#migration-detail").display = not empty
 
     def _show_detail(self, row: int) -> None:
-        detail = self.query_one("#migration-detail", Static)
+        detail = self.query_one("#migration-detail", Detail)
         table = self.query_one(MigrationTable)
         if not 0 <= row < table.row_count:
-            detail.update("")
+            detail.show("")
             return
         key = table.coordinate_to_cell_key((row, 0)).row_key.value
         summary = self.summaries.get(key or "")
-        detail.update(render.migration_detail(summary) if summary else "")
+        detail.show(render.migration_detail(summary) if summary else "")
 
     def _maybe_load_more(self, table: DataTable) -> None:
         if self.pager.after is not None and self.pager.wants_more(table.cursor_row, table.row_count):

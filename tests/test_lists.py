@@ -474,3 +474,35 @@ async def test_a_tables_render_caches_stay_within_two_screens_and_draw_the_same(
         await pilot.press("g")
         await settle(pilot)
         assert screen_text(app) == first
+
+
+async def test_the_detail_under_a_list_only_grows_and_draws_what_a_layout_would(
+        bundle: BundleBuilder, tmp_path: Path) -> None:
+    """The attempt detail keeps the most lines it has shown, so a move to an attempt with a
+    shorter detail draws the detail and two rows instead of laying the screen out again (issue
+    19): the table never grows back, the detail always names the highlighted attempt, and the
+    screen is what a full layout pass draws."""
+    folder, shas = bundle.add_migration("varied", commits=2)
+    claims = ["short", "a claim long enough to wrap at this width " * 4, "", "two\nlines", "short"]
+    bundle.write_attempts(folder, [bundle.attempt(seq, shas[1], claim=claims[seq % len(claims)])
+                                   for seq in range(12)])
+    app = WorkbenchApp(build(bundle, tmp_path))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot)
+        detail = app.screen.query_one("#attempt-detail")
+        heights, rows = [detail.size.height], [table(app).size.height]
+        for _ in range(11):
+            await pilot.press("j")
+            await settle(pilot)
+            seq = app.screen.current().attempt.seq
+            assert screen_text(app).count(f"#{seq} ") >= 1 and str(detail.render()).startswith(f"#{seq} ")
+            heights.append(detail.size.height)
+            rows.append(table(app).size.height)
+            drawn = screen_text(app)
+            app.screen.refresh(layout=True)
+            await settle(pilot)
+            assert screen_text(app) == drawn and detail.size.height == heights[-1]
+        assert heights == sorted(heights) and rows == sorted(rows, reverse=True)
+        assert len(set(heights)) > 1  # the long claim made it grow
