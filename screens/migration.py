@@ -164,6 +164,8 @@ class MigrationScreen(EffortActions, FilteredList):
         self.pager.loading = True
         self.load_page(self.app.db_path, None)
         self.load_ladder(self.app.db_path)
+        # the detail follows the cursor in the same refresh as the table (not a message later)
+        self.watch(self.query_one(AttemptTable), "cursor_coordinate", lambda at: self._show_detail(at.row), init=False)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="migration-ladder")
     def load_ladder(self, path: Path) -> None:
@@ -476,5 +478,4 @@ class MigrationScreen(EffortActions, FilteredList):
 
     @on(DataTable.RowHighlighted, "#attempts")
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
-        self._show_detail(event.cursor_row)
         self._maybe_load_more(event.data_table)

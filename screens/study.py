@@ -129,6 +129,9 @@ class StudyScreen(FilteredList):
         self.query_one("#problem").display = False
         self.pager.loading = True
         self.load_study(self.app.db_path)
+        # the detail follows the cursor in the same refresh as the table (not a message later)
+        self.watch(self.query_one(MigrationTable), "cursor_coordinate", lambda at: self._show_detail(at.row),
+                   init=False)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="study")
     def load_study(self, path: Path) -> None:
@@ -362,7 +365,6 @@ class StudyScreen(FilteredList):
 
     @on(DataTable.RowHighlighted, "#migrations")
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
-        self._show_detail(event.cursor_row)
         self._maybe_load_more(event.data_table)
 
     @on(DataTable.RowSelected, "#migrations")

@@ -506,3 +506,20 @@ async def test_the_detail_under_a_list_only_grows_and_draws_what_a_layout_would(
             assert screen_text(app) == drawn and detail.size.height == heights[-1]
         assert heights == sorted(heights) and rows == sorted(rows, reverse=True)
         assert len(set(heights)) > 1  # the long claim made it grow
+
+
+async def test_the_detail_follows_the_cursor_before_any_message_is_handled(demo_db: Path) -> None:
+    """The study and migration screens' details change as the cursor moves, not when the
+    table's RowHighlighted message arrives: both are drawn in one refresh (issue 19: the second
+    refresh cost every `j` a pass over the whole screen)."""
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        t, detail = table(app), app.screen.query_one("#migration-detail")
+        t.move_cursor(row=1)
+        assert str(detail.render()).startswith(str(t.get_row_at(1)[0]))
+        await pilot.press("enter")
+        await settle(pilot)
+        t, detail = table(app), app.screen.query_one("#attempt-detail")
+        t.move_cursor(row=2)
+        assert str(detail.render()).startswith(f"#{app.screen.current().attempt.seq} ")
