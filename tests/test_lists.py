@@ -405,7 +405,7 @@ async def test_a_table_draws_from_its_cache_after_a_move_what_it_draws_afresh(
     styles (cursor, hover, zebra stripes), is what the table draws with its caches emptied."""
     from textual.geometry import Region
 
-    from screens.widgets.nav_table import NavTable
+    from screens.widgets.nav_table import ELSEWHERE, NavTable
 
     folder, shas = bundle.add_migration("many", commits=2)
     bundle.write_attempts(folder, [bundle.attempt(seq, shas[1]) for seq in range(40)])
@@ -426,12 +426,22 @@ async def test_a_table_draws_from_its_cache_after_a_move_what_it_draws_afresh(
             kept = drawn(t)
             t._clear_caches()
             assert drawn(t) == kept, keys
-        before = len(t._row_render_cache)
+        def kept_lines() -> set:
+            return {k for k in t._line_cache.keys() if k[0] == ELSEWHERE}
+
+        before, lines = len(t._row_render_cache), kept_lines()
         await pilot.press("j")
         await settle(pilot)
         t.refresh()  # every line drawn again, as when the detail below the table changes height
         drawn(t)
         assert 0 < len(t._row_render_cache) - before <= 2  # the rows the cursor left and reached
+        assert 0 < len(kept_lines() - lines) <= 2
+        await pilot.press(*"j" * 30)  # the table scrolls a row each press
+        await settle(pilot)
+        lines = kept_lines()
+        await pilot.press("j")
+        await settle(pilot)
+        assert t.scroll_y > 0 and 0 < len(kept_lines() - lines) <= 3  # and the row scrolled into view
 
 
 async def test_a_tables_render_caches_stay_within_two_screens_and_draw_the_same(
@@ -446,8 +456,9 @@ async def test_a_tables_render_caches_stay_within_two_screens_and_draw_the_same(
     def within_two_screens() -> None:
         t = table(app)
         lines = 2 * max(t.size.height, 20)
-        for cache in (t._row_render_cache, t._line_cache, t._row_renderable_cache):
+        for cache in (t._row_render_cache, t._row_renderable_cache):
             assert len(cache) <= lines
+        assert len(t._line_cache) <= 2 * lines  # DataTable's entry and NavTable's for each line
         assert len(t._cell_render_cache) <= lines * max(len(t.columns) + 1, 16)
 
     async with app.run_test(size=(120, 40)) as pilot:

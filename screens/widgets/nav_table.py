@@ -48,6 +48,27 @@ class NavTable(DataTable):
                 hover_location = ELSEWHERE
         return super()._render_line_in_row(row_key, line_no, base_style, cursor_location, hover_location)
 
+    def _render_line(self, y: int, x1: int, x2: int, base_style: Any) -> Any:
+        """DataTable keeps a drawn line by where the cursor is too, so when `j` scrolls the table
+        every visible line was cut and joined again from its row's cells (issue 19). A line whose
+        row the cursor and the hover are not on is kept under ELSEWHERE, in the same cache, so
+        whatever clears DataTable's lines clears these."""
+        if self.cursor_type != "row":
+            return super()._render_line(y, x1, x2, base_style)
+        try:
+            row_key, _ = self._get_offsets(y)
+        except LookupError:
+            return super()._render_line(y, x1, x2, base_style)
+        row = self._row_locations.get(row_key) if row_key in self._row_locations else -1
+        cursor, hover = self.cursor_coordinate, self.hover_coordinate
+        key = (ELSEWHERE, y, x1, x2, self.size.width, cursor if cursor.row == row else ELSEWHERE,
+               hover if hover.row == row else ELSEWHERE, base_style, self._show_hover_cursor, self._update_count,
+               self._pseudo_class_state)
+        strip = self._line_cache.get(key)
+        if strip is None:
+            strip = self._line_cache[key] = super()._render_line(y, x1, x2, base_style)
+        return strip
+
     def on_resize(self, event: events.Resize) -> None:
         self._size_caches(event.size.height)
 
@@ -57,10 +78,11 @@ class NavTable(DataTable):
         hold the cursor: after a few hundred `j`s they kept about 100,000 objects for the garbage
         collector, and its full collections took 100-350 ms (issue 19). A smaller screen drops
         the surplus entry by entry: `clear` would leave the cache's ring of entries to the
-        collector."""
+        collector. The line cache is twice that: DataTable also files each line NavTable keeps
+        under the cursor's location."""
         lines = 2 * max(height, 20)
         caches = (self._row_render_cache, self._line_cache, self._row_renderable_cache, self._cell_render_cache)
-        for cache, size in zip(caches, (lines, lines, lines, lines * max(len(self.columns) + 1, 16))):
+        for cache, size in zip(caches, (lines, 2 * lines, lines, lines * max(len(self.columns) + 1, 16))):
             cache.maxsize = size
             for key in list(cache.keys())[size:]:
                 cache.discard(key)
