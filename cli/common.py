@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import IO, Any, NoReturn, TypeVar
 
 import click
 
@@ -134,12 +135,15 @@ class Spooled:
     attempts), spooled to a temporary file that stays in memory up to 8 MiB: as a table's cleaned
     cells with the column widths kept as they grow, or with no headers as a JSON array's items."""
 
-    def __init__(self, headers: list[str] | None = None) -> None:
-        import tempfile
+    IN_MEMORY = 8 << 20
+    """Characters held in memory before the rows move to a temporary file."""
 
+    def __init__(self, headers: list[str] | None = None) -> None:
         self.headers = headers
         self.widths = [len(h) for h in headers or ()]
-        self.file = tempfile.SpooledTemporaryFile(8 << 20, mode="w+", encoding="utf-8")
+        # tempfile.SpooledTemporaryFile's rollover, written out: tempfile (with shutil, random,
+        # bz2 and lzma) is imported only by a list that outgrows memory, not at every start (issue 19)
+        self.file: IO[str] = io.StringIO()
         self.count = 0
 
     def add(self, row: Any) -> None:
@@ -148,6 +152,12 @@ class Spooled:
             self.widths = [max(w, len(v)) for w, v in zip(self.widths, row)]
         self.file.write(json.dumps(row) + "\n")
         self.count += 1
+        if isinstance(self.file, io.StringIO) and self.file.tell() > self.IN_MEMORY:
+            import tempfile
+
+            spool = tempfile.TemporaryFile(mode="w+", encoding="utf-8")
+            spool.write(self.file.getvalue())
+            self.file = spool
 
     def items(self) -> Iterator[Any]:
         """What was added, in order (a table's rows as cleaned cells)."""

@@ -4,13 +4,21 @@ Frozen dataclasses only; storage/ maps them to rows and back. Nothing here impor
 Textual, Rich, git or torch. The CLI's lists load this module at every start, and each dataclass
 costs its creation (issue 19): records the lists never read live beside their topic
 (domain/verdicts.py, domain/effort.py, domain/transcript.py), and every class has a docstring
-(dataclass otherwise works one out from its signature at every import).
+(dataclass otherwise works one out from its signature at every import). An attempt's records
+(domain/attempts.py) and the study's settings (domain/study.py) are still imported from here, but
+created only when first asked for: `workbench migrations` reads neither.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # re-exported below, created on first use
+    from domain.attempts import Attempt, AttemptSummary, Command, Evidence, Failure, Hardware  # noqa: F401
+    from domain.study import Study  # noqa: F401
 
 
 class MigrationStatus(StrEnum):
@@ -123,20 +131,6 @@ class Budgets:
 
 
 @dataclass(frozen=True, slots=True)
-class Study:
-    """One study: its price table, staff rate, reviewers and intervention kinds."""
-
-    slug: str
-    title: str
-    prices: dict[str, float] = field(default_factory=dict)
-    """Dollars per chip-hour by accelerator kind."""
-    staff_hourly_rate: float = 0.0
-    reviewers: tuple[str, ...] = ()
-    intervention_kinds: dict[str, str] = field(default_factory=dict)
-    """The study's own intervention kinds (name to description) beside the built-in ones."""
-
-
-@dataclass(frozen=True, slots=True)
 class Migration:
     """One project's migration from GPU to TPU code, with its target, goal and budgets."""
 
@@ -152,85 +146,6 @@ class Migration:
     budgets: Budgets
     status: MigrationStatus
     acceptance_level: int = 4
-
-
-@dataclass(frozen=True, slots=True)
-class Command:
-    """How a run was started: its argv, working directory and the environment that matters."""
-
-    argv: tuple[str, ...]
-    cwd: str = "."
-    env: dict[str, str] = field(default_factory=dict)
-    """Only the environment that matters to the run (PJRT_DEVICE and the like)."""
-
-    def display(self) -> str:
-        import shlex
-
-        prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
-        line = shlex.join(self.argv)
-        return f"{prefix} {line}" if prefix else line
-
-
-@dataclass(frozen=True, slots=True)
-class Hardware:
-    """Accelerators of one kind and how many."""
-
-    kind: str
-    count: int
-
-    def describe(self) -> str:
-        return f"{self.kind} x {self.count}"
-
-
-@dataclass(frozen=True, slots=True)
-class Attempt:
-    """One execution of the project: the agent's, a re-run of one, or the reference run."""
-
-    id: int
-    migration_id: int
-    seq: int
-    source: AttemptSource
-    commit: str
-    command: Command
-    status: AttemptStatus
-    started_at: str | None = None
-    ended_at: str | None = None
-    exit_code: int | None = None
-    exit_code_source: str | None = None
-    """Where the exit code came from: process, transcript, task_output, task_notification."""
-    expected_level: int | None = None
-    """The ladder level the agent said it expected; None when it said nothing checkable."""
-    claim: str = ""
-    intended_hardware: Hardware | None = None
-    observed_hardware: Hardware | None = None
-    log_id: int | None = None
-    rerun_of: int | None = None
-    """Id of the attempt this one re-ran."""
-
-
-@dataclass(frozen=True, slots=True)
-class Evidence:
-    """A pointer into what a verdict rests on: a log line, a metric point or a probe field."""
-
-    kind: str
-    """`log_line`, `metric`, `probe`, `record` (a field of the attempt record) or `tensor`."""
-    ref: str
-    """1-based line number, `name@step`, field name or tensor name."""
-    text: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Failure:
-    """Why an attempt failed, by the taxonomy (docs/failure-taxonomy.md)."""
-
-    id: int
-    attempt_id: int
-    cause: FailureCause
-    silent: bool
-    """True when the run raised no error: exit 0 and no traceback, yet it failed."""
-    note: str = ""
-    evidence: tuple[Evidence, ...] = ()
-    """The log lines or metric points behind the cause."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,27 +167,18 @@ class MigrationSummary:
     attempt they judge blind, so its verdict counts are blanked."""
 
 
-@dataclass(frozen=True, slots=True)
-class AttemptSummary:
-    """One row of the migration screen and of `workbench attempts`."""
+_ELSEWHERE = {
+    "Attempt": "domain.attempts", "AttemptSummary": "domain.attempts", "Command": "domain.attempts",
+    "Evidence": "domain.attempts", "Failure": "domain.attempts", "Hardware": "domain.attempts",
+    "Study": "domain.study",
+}
+"""The records this module hands out from the modules that define them (PEP 562)."""
 
-    attempt: Attempt
-    ladder: tuple[Outcome | None, ...]
-    """Effective outcome per level 1-5; None where no verdict exists yet."""
-    failure: Failure | None
-    interventions: int
-    over_claim: bool | None = None
-    """From the current verification: the agent expected more than was verified."""
-    hidden: bool = False
-    """Blinded for the reviewer reading it (domain.blind.blinded): the claim, expected level,
-    outcomes and cause are blanked, not absent."""
 
-    @property
-    def highest_level(self) -> int:
-        """The highest L for which levels 1 to L all pass; 0 when level 1 does not."""
-        level = 0
-        for outcome in self.ladder:
-            if outcome is not Outcome.PASS:
-                break
-            level += 1
-        return level
+def __getattr__(name: str) -> Any:
+    module = _ELSEWHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value

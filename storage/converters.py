@@ -6,26 +6,31 @@ storage/jobs.py).
 
 from __future__ import annotations
 
+import functools
 import json
-from typing import Any
+from importlib import import_module
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from domain.models import (
-    Attempt,
     AttemptSource,
     AttemptStatus,
     Budgets,
-    Command,
     Direction,
     Goal,
-    Hardware,
     Migration,
     MigrationStatus,
-    Study,
     Target,
 )
 
+if TYPE_CHECKING:  # created on first use (domain.models): the migration list reads none of them
+    from domain.attempts import Attempt, Hardware
+    from domain.study import Study
+
 
 def study_from_row(row: dict[str, Any]) -> Study:
+    from domain.study import Study
+
     return Study(
         slug=row["slug"],
         title=row["title"],
@@ -96,18 +101,26 @@ def migration_to_row(m: Migration) -> dict[str, Any]:
     }
 
 
+@functools.cache
+def _attempts() -> ModuleType:
+    """domain.attempts, imported on the first attempt read (an import statement per row would cost
+    more than the row's other work)."""
+    return import_module("domain.attempts")
+
+
 def _hardware(kind: str | None, count: int | None) -> Hardware | None:
-    return Hardware(kind, count) if kind is not None and count is not None else None
+    return _attempts().Hardware(kind, count) if kind is not None and count is not None else None
 
 
 def attempt_from_row(row: dict[str, Any]) -> Attempt:
-    return Attempt(
+    records = _attempts()
+    return records.Attempt(
         id=row["id"],
         migration_id=row["migration_id"],
         seq=row["seq"],
         source=AttemptSource(row["source"]),
         commit=row["commit_sha"],
-        command=Command(
+        command=records.Command(
             argv=tuple(json.loads(row["argv"])),
             cwd=row["cwd"] or ".",
             env=json.loads(row["env"] or "{}"),

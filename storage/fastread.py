@@ -8,7 +8,6 @@ live here, and storage.database's full open runs the same ones.
 
 from __future__ import annotations
 
-import shlex
 import sqlite3
 from pathlib import Path
 
@@ -26,6 +25,8 @@ def companions(path: Path) -> tuple[Path, Path]:
 
 def way_out(path: Path) -> str:
     """The shell line that removes a study file and its companions."""
+    import shlex
+
     return "rm -f " + " ".join(shlex.quote(str(p)) for p in (path, *companions(path)))
 
 

@@ -12,24 +12,24 @@ import sqlite3
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Union
 
-if TYPE_CHECKING:  # the effort, verdict and assist types load with the reads that return them (issue 19)
+# The effort, verdict and assist types load with the reads that return them (issue 19); an
+# attempt's records and the study's are created on first use (domain.models): the migration list
+# reads none of them.
+if TYPE_CHECKING:
     from sqlite_utils import Database
 
     from domain.assist import ClaimExtraction, ClaimReview, CostTotal, ExpectedLevel, LlmCall
+    from domain.attempts import Attempt, AttemptSummary, Evidence, Failure
     from domain.effort import BudgetChange, Decision, EffortInputs, Intervention, ReviewSession, Standing
+    from domain.study import Study
     from domain.verdicts import MetricPoint, Verdict, Verification
 from domain.models import (
-    Attempt,
-    AttemptSummary,
     Budgets,
     DecisionKind,
-    Evidence,
-    Failure,
     FailureCause,
     Migration,
     MigrationSummary,
     Outcome,
-    Study,
 )
 from storage.converters import attempt_from_row, migration_from_row, study_from_row
 
@@ -276,6 +276,8 @@ def attempt_summaries(
     WHERE a.migration_id = :migration AND (:after IS NULL OR a.seq > :after)
     ORDER BY a.seq LIMIT :limit
     """
+    from domain.attempts import AttemptSummary, Failure
+
     out = []
     for row in _rows(db, sql, {"migration": migration_id, "after": after, "limit": limit}):
         levels = json.loads(row["ladder"] or "{}")
@@ -361,6 +363,8 @@ def iter_attempt_summaries(db: Reader, migration_id: int, page: int = 500) -> It
 
 
 def _evidence(text: str | None) -> tuple[Evidence, ...]:
+    from domain.attempts import Evidence
+
     return tuple(Evidence(e["kind"], e["ref"], e.get("text", "")) for e in json.loads(text or "[]"))
 
 
@@ -474,6 +478,8 @@ def current_failure(db: Database, attempt_id: int) -> Failure | None:
 
 def current_failures(db: Database, attempt_ids: list[int]) -> dict[int, Failure]:
     """attempt id -> its current failure (none: absent), for many attempts in one read."""
+    from domain.attempts import Failure
+
     rows = _rows(db, "SELECT * FROM failure WHERE attempt_id IN (SELECT value FROM json_each(?))"
                  " AND superseded_by IS NULL", [json.dumps(attempt_ids)])
     return {row["attempt_id"]: Failure(row["id"], row["attempt_id"], FailureCause(row["cause"]), bool(row["silent"]),

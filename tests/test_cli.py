@@ -253,6 +253,27 @@ def test_spooled_rows_print_as_echo_json_prints_them(items, capsys) -> None:
     assert out[: len(out) // 2] == out[len(out) // 2 :] == json.dumps(items, indent=2) + "\n"
 
 
+def test_spooled_rows_moved_to_a_file_read_back_as_they_were_added() -> None:
+    """Rows past the in-memory limit move to a temporary file (tempfile.SpooledTemporaryFile's
+    rollover, done by hand so that a short list never imports tempfile); every row, table or
+    JSON, reads back the same on either side of the move."""
+    import io
+
+    from cli.common import Spooled
+
+    rows = [[n, "x" * (n % 37), None if n % 5 == 0 else f"\u00e9\n{n}"] for n in range(400)]
+    for headers in (None, ["n", "text", "other"]):
+        kept, moved = Spooled(headers), Spooled(headers)
+        moved.IN_MEMORY = 1000
+        for row in rows:
+            kept.add(row)
+            moved.add(row)
+        assert isinstance(kept.file, io.StringIO) and not isinstance(moved.file, io.StringIO)
+        assert list(moved.items()) == list(kept.items()) and len(list(kept.items())) == 400
+        if headers:
+            assert list(moved.lines()) == list(kept.lines())
+
+
 def test_a_table_is_cleaned_cells_in_columns_as_wide_as_their_widest() -> None:
     from cli.common import table
 

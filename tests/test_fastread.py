@@ -31,6 +31,7 @@ print("loaded:", heavy, file=sys.stderr)
 print("commands:", sorted(m for m in sys.modules if m.startswith("cli.")), file=sys.stderr)
 print("records:", sorted({"domain.verdicts", "domain.effort", "domain.transcript", "domain.agreement"} & set(sys.modules)),
       file=sys.stderr)
+print("unread:", sorted({"domain.attempts", "domain.study", "domain.blind", "tempfile"} & set(sys.modules)), file=sys.stderr)
 """
 
 
@@ -75,6 +76,28 @@ def test_a_listing_loads_only_its_own_command_module_and_records(demo_copy: Path
         assert done.returncode == 0, done.stderr
         assert f"commands: {sorted(['cli.common', 'cli.main', own])}" in done.stderr, (args, done.stderr)
         assert "records: []" in done.stderr, (args, done.stderr)
+
+def test_the_migration_list_creates_no_attempt_records_and_spools_in_memory(demo_copy: Path) -> None:
+    """`workbench migrations` creates none of an attempt's dataclasses nor the study's (domain.models
+    hands them out on first use), loads domain.blind only for a row it blanks, and keeps its short
+    table in memory without importing tempfile (issue 19)."""
+    for args in (["migrations", str(demo_copy)], ["migrations", str(demo_copy), "--json"]):
+        done = run_cli(*args)
+        assert done.returncode == 0, done.stderr
+        assert "unread: []" in done.stderr, (args, done.stderr)
+
+
+def test_the_records_domain_models_hands_out_later_are_the_defining_modules_own() -> None:
+    import domain.attempts
+    import domain.models
+    import domain.study
+
+    for name, module in domain.models._ELSEWHERE.items():
+        assert getattr(domain.models, name) is getattr(sys.modules[module], name)
+    assert domain.models.Attempt is domain.attempts.Attempt and domain.models.Study is domain.study.Study
+    with pytest.raises(AttributeError):
+        domain.models.NoSuchRecord  # noqa: B018
+
 
 def test_the_readonly_connection_lists_what_the_full_open_lists(demo_copy: Path) -> None:
     study = open_study(demo_copy)

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from domain.blind import AttemptView, blinded, blinded_migration
 from domain.errors import WorkbenchError
-from domain.models import AttemptSummary, MigrationSummary
 
+# domain.blind (two dataclasses to create) loads only when a row is blinded or an attempt viewed.
 if TYPE_CHECKING:  # `workbench attempts` reads through the standard sqlite3 module, without sqlite-utils
     from sqlite_utils import Database
 
+    from domain.blind import AttemptView
+    from domain.models import AttemptSummary, MigrationSummary
     from storage.queries import Reader
 
 HIDDEN_FIELDS = ("claim", "expected_level", "ladder", "highest_level", "failure")
@@ -34,6 +35,10 @@ def as_seen_by(db: Reader, reviewer: str, summaries: list[AttemptSummary]) -> li
     Reference runs are never blinded (the rule says so). Every screen and command that lists or
     shows attempts reads its rows through this."""
     hidden = hidden_attempts(db, reviewer, [s.attempt.id for s in summaries]) if summaries else set()
+    if not hidden:
+        return list(summaries)
+    from domain.blind import blinded
+
     return [blinded(s) if s.attempt.id in hidden else s for s in summaries]
 
 
@@ -43,12 +48,17 @@ def migrations_seen_by(db: Reader, reviewer: str, summaries: list[MigrationSumma
     from storage.queries import hidden_migrations
 
     hidden = hidden_migrations(db, reviewer) if summaries else set()
+    if not hidden:
+        return list(summaries)
+    from domain.blind import blinded_migration
+
     return [blinded_migration(s) if s.migration.id in hidden else s for s in summaries]
 
 
 def attempt_seen_by(db: Database, reviewer: str, attempt_id: int) -> AttemptView | None:
     """One attempt as `reviewer` may see it now: blinded with no verification or verdicts while
     they judge it blind, else all of it beside their current judgement (for the reveal)."""
+    from domain.blind import AttemptView
     from storage.judgements import judgement_history
     from storage.queries import attempt_summary, current_verification, verdicts
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import getpass
 import os
 from pathlib import Path
 
@@ -42,6 +41,8 @@ def reviewer() -> str:
     name = os.environ.get("WORKBENCH_REVIEWER")
     if name:
         return name
+    import getpass  # (and termios) only when the variable is not set
+
     try:
         return getpass.getuser()
     except (KeyError, OSError):
