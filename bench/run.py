@@ -92,7 +92,7 @@ def startup(ctx) -> list[tuple]:
 
 def ui(ctx) -> list[tuple]:
     done = sh([PY, str(BENCH / "ui.py"), "--log-mb", str(max(16, int(1024 * ctx.scale))), "--runs", "3",
-               "--presses", "40"], timeout=900)
+               "--presses", "120"], timeout=900)
     if done.returncode != 0:
         raise RuntimeError(done.stderr[-400:] or done.stdout[-400:])
     ctx.notes.append("bench/ui.py printed:\n\n" + "\n".join(l for l in done.stdout.splitlines() if l.startswith("|")))
