@@ -34,8 +34,17 @@ def _facts(chunks: list[bytes], shapes_on: bool, standing: bool = False, shape_f
         facts = scanner.finish()
     finally:
         logscan.SHAPES, logscan.SHAPE_FROM = saved
-    # repr keeps the order of every dict (names, then steps) and tells NaNs and -0.0 apart
-    return repr((vars(facts), scanner._recent_step, scanner._sequence))
+    # The points as their columns give them, before `points` is built: a few points alone, then
+    # every series, then every point. repr keeps the order of every dict (names, then steps) and
+    # tells NaNs and -0.0 apart.
+    ends = {name: (facts.point(name, min(ops[0].steps if type(ops[0]) is logscan._Run else [ops[0][0]])),
+                   facts.point(name, -1))
+            for name, ops in facts.metrics.ops.items()}
+    series = facts.point_series()
+    points = facts.points
+    assert repr(facts.point_series()) == repr(series)  # now from the dict built
+    assert all(facts.has_metric(name) for name in points)
+    return repr((vars(facts), points, series, ends, scanner._recent_step, scanner._sequence))
 
 
 def _same(log: bytes, sizes=(1 << 20, 4096, 333, 61, 7), standing: bool = False) -> None:
@@ -199,3 +208,20 @@ def test_shape_regexes_are_linear_on_hostile_lines(sample) -> None:
     slow = [kind for kind in [*shapes(10), *near]
             if not grows_linearly(lambda n, k=kind: shape.regex.findall(line(n, k)), 10_000)]
     assert not slow, slow
+
+
+def test_points_are_built_once_and_keep_changes_until_the_next_write() -> None:
+    """`points` is built from the columns when asked; changes to it (topology's remap of lines)
+    are what `point` and `point_series` read after; a later write builds it again."""
+    log = b"".join(b"step %d/99 loss 0.%d grad_norm 0.5\n" % (i, i) for i in range(1, 3000))
+    scanner = LogScanner(compile_patterns())
+    scanner.feed(log)
+    facts = scanner.facts
+    assert facts.points is facts.points and facts.point("loss", 7) == (0.7, 7)
+    facts.points["loss"][7] = (0.7, 70)
+    assert facts.point("loss", 7) == (0.7, 70) and facts.point_series()["loss"][7] == 0.7
+    scanner.feed(b"step 7/99 loss 0.25\n")
+    assert facts.point("loss", 7) == (0.25, 3000) and facts.point("grad_norm", 7) == (0.5, 7)
+    assert facts.point("nothing", 7) is None and not facts.has_metric("nothing")
+    facts.points = {"a": {1: (2.0, 3)}}
+    assert facts.point_series() == {"a": {1: 2.0}} and facts.point("a", 1) == (2.0, 3)

@@ -67,8 +67,9 @@ class Run:
         line = None
         if self.point_line is not None:
             line = self.point_line(name, step)
-        elif self.facts is not None and name in self.facts.points and step in self.facts.points[name]:
-            line = self.facts.points[name][step][1]
+        elif self.facts is not None:
+            found = self.facts.point(name, step)
+            line = None if found is None else found[1]
         text = f"{name} = {value:.6g}" if value is not None else f"{name}: none"
         if line is not None:
             text += f" (log line {line})"

@@ -151,8 +151,6 @@ class LogFacts:
     """The exception line that ends each traceback (`RuntimeError: ...`)."""
     fatal: list[tuple[str, Hit]] = field(default_factory=list)
     """(kind, line): fatal, oom, killed, timeout."""
-    points: dict[str, dict[int, tuple[float, int]]] = field(default_factory=dict)
-    """name -> step -> (value, line)."""
     total_steps: int | None = None
     last_step: int | None = None
     counters: dict[str, Hit] = field(default_factory=dict)
@@ -170,8 +168,138 @@ class LogFacts:
     reports: int = 0
     """How many metrics reports (blocks with `Counter:` lines) the log holds."""
 
+    # The metric points live in `metrics` (`MetricColumns`), outside the instance's __dict__, so
+    # that `vars(facts)` holds what it held before, less `points`, which is built on demand.
+    __slots__ = ("__dict__", "metrics")
+
+    def __post_init__(self) -> None:
+        self.metrics = MetricColumns()
+
+    @property
+    def points(self) -> dict[str, dict[int, tuple[float, int]]]:
+        """name -> step -> (value, line): built from `metrics` when first asked after a write
+        (about 0.2 us a point), then kept; changes made to it are kept until the next write."""
+        return self.metrics.points()
+
+    @points.setter
+    def points(self, points: dict[str, dict[int, tuple[float, int]]]) -> None:
+        self.metrics = MetricColumns(points)
+
     def point_series(self) -> dict[str, dict[int, float]]:
-        return {name: {s: v for s, (v, _) in steps.items()} for name, steps in self.points.items()}
+        """name -> step -> value, the values of `points`."""
+        return self.metrics.series()
+
+    def point(self, name: str, step: int) -> tuple[float, int] | None:
+        """(value, line) of one point, reading only `name`'s columns."""
+        return self.metrics.point(name, step)
+
+    def has_metric(self, name: str) -> bool:
+        return name in self.metrics.ops
+
+
+
+class _Run:
+    """Points one piece's lines of one shape wrote, in line order: the steps, the lines
+    (`base` + `at`, a line's index in the piece) and each value column's text as read, joined by
+    spaces (a value is never empty and holds no space), converted to floats when first asked."""
+
+    __slots__ = ("steps", "base", "at", "raw", "_floats")
+
+    def __init__(self, steps: Any, base: int, at: Any, raw: bytes) -> None:
+        self.steps, self.base, self.at, self.raw = steps, base, at, raw
+        self._floats: list[float] | None = None
+
+    def floats(self) -> list[float]:
+        if self._floats is None:
+            self._floats = list(map(float, self.raw.split(b" ")))
+            self.raw = b""
+        return self._floats
+
+    def lines(self) -> Iterator[int]:
+        return map(self.base.__add__, self.at)
+
+
+class MetricColumns:
+    """The extracted points as they were written, by metric: each metric's writes in order, a
+    `_Run` for a stretch of shaped lines (written as with `dict.update`), a (step, value, line)
+    tuple for a point that replaces an earlier one of its step only from a later line
+    (a step logged twice keeps its later line, whatever order the patterns ran in), a
+    (step, value, line, None) tuple for one that replaces it anyway (a
+    sequential pattern's). `ops`' order is the order in which metrics were first written, as
+    `points`' keys were; `points()` replays the writes, so it is the dict the writes would have
+    built, to the order of every key. No object is made per point of a shaped line while scanning."""
+
+    __slots__ = ("ops", "_points")
+
+    def __init__(self, points: dict[str, dict[int, tuple[float, int]]] | None = None) -> None:
+        self.ops: dict[str, list[Any]] = {}
+        self._points = points
+        if points is not None:
+            for name, steps in points.items():
+                self.ops[name] = [(step, value, line, None) for step, (value, line) in steps.items()]
+
+    def changed(self) -> None:
+        self._points = None
+
+    def keep_later(self, name: str, step: int, value: float, line: int) -> None:
+        self._points = None
+        ops = self.ops.get(name)
+        if ops is None:
+            ops = self.ops[name] = []
+        ops.append((step, value, line))
+
+    def put(self, name: str, step: int, value: float, line: int) -> None:
+        self._points = None
+        ops = self.ops.get(name)
+        if ops is None:
+            ops = self.ops[name] = []
+        ops.append((step, value, line, None))
+
+    def points(self) -> dict[str, dict[int, tuple[float, int]]]:
+        if self._points is None:
+            self._points = {name: self._replay(ops) for name, ops in self.ops.items()}
+        return self._points
+
+    def metric(self, name: str) -> dict[int, tuple[float, int]] | None:
+        """One metric's step -> (value, line), replaying its writes alone (None: never written)."""
+        if self._points is not None:
+            return self._points.get(name)
+        ops = self.ops.get(name)
+        return None if ops is None else self._replay(ops)
+
+    def point(self, name: str, step: int) -> tuple[float, int] | None:
+        steps = self.metric(name)
+        return None if steps is None else steps.get(step)
+
+    def series(self) -> dict[str, dict[int, float]]:
+        """name -> step -> value; where a metric has only runs of shaped lines, straight from the
+        columns (the last write of a step wins, at its first write's place: `dict.update`'s)."""
+        if self._points is not None:
+            return {name: {s: v for s, (v, _) in steps.items()} for name, steps in self._points.items()}
+        out: dict[str, dict[int, float]] = {}
+        for name, ops in self.ops.items():
+            if all(type(op) is _Run for op in ops):
+                steps: dict[int, float] = {}
+                for op in ops:
+                    steps.update(zip(op.steps, op.floats()))
+                out[name] = steps
+            else:
+                out[name] = {s: v for s, (v, _) in self._replay(ops).items()}
+        return out
+
+    @staticmethod
+    def _replay(ops: list[Any]) -> dict[int, tuple[float, int]]:
+        steps: dict[int, tuple[float, int]] = {}
+        for op in ops:
+            if type(op) is _Run:
+                steps.update(zip(op.steps, zip(op.floats(), op.lines())))
+            elif len(op) == 3:
+                old = steps.get(op[0])
+                if old is None or old[1] <= op[2]:
+                    steps[op[0]] = (op[1], op[2])
+            else:
+                steps[op[0]] = (op[1], op[2])
+        return steps
 
 
 class _Compiled:
@@ -331,7 +459,7 @@ class LogScanner:
                 self._credit_standing(step_lines.pairs())
             for name, value, line, pos in self._pending:
                 step = step_at(pos)
-                _keep_later(self.facts.points.setdefault(name, {}), 0 if step is None else step, value, line)
+                self.facts.metrics.keep_later(name, 0 if step is None else step, value, line)
             self._pending.clear()
             last = step_lines.highest()
             if last is not None:
@@ -429,7 +557,7 @@ class LogScanner:
                 i += 1
             step = standing.only()
             if step is not None:
-                _keep_later(self.facts.points.setdefault(name, {}), step, value, line)
+                self.facts.metrics.keep_later(name, step, value, line)
         for pos, step in marks[i:]:
             if pos != previous:
                 standing.advance(step)
@@ -581,12 +709,13 @@ class LogScanner:
         found = list(map(operator.itemgetter(0), rows))  # a shape line's step, else b""
         at = list(itertools.compress(range(len(rows)), found))
         steps = list(map(int, itertools.compress(found, found)))
-        # a column at a time (not zip(*rows): its thousands of live iterators cost collections)
-        values = [list(map(float, itertools.compress(map(operator.itemgetter(k), rows), found))) for k in shape.values]
-        lines = list(map(base.__add__, at))
+        # a column at a time (not zip(*rows): its thousands of live iterators cost collections),
+        # kept as text until a value is asked for (`_Run`)
+        values = [list(itertools.compress(map(operator.itemgetter(k), rows), found)) for k in shape.values]
         others = list(map(operator.itemgetter(-1), rows))
         alone: list[tuple[int, int, int]] = []  # (line in piece, position on it, step) of other step lines
-        facts, points, total = self.facts, self.facts.points, shape.total
+        facts, ops, total = self.facts, self.facts.metrics.ops, shape.total
+        join = b" ".join
         done = 0
         for i in [*itertools.compress(range(len(rows)), others), len(rows)]:
             if i < len(rows) and regex.search(others[i]) is None:
@@ -595,12 +724,12 @@ class LogScanner:
             if upto > done:  # the shape's lines before line i
                 whole = done == 0 and upto == len(at)
                 keys = steps if whole else steps[done:upto]
-                where = lines if whole else lines[done:upto]
+                where = at if whole else at[done:upto]
                 for name, column in zip(shape.names, values):
-                    dest = points.get(name)
+                    dest = ops.get(name)
                     if dest is None:
-                        dest = points[name] = {}
-                    dest.update(zip(keys, zip(column if whole else column[done:upto], where)))
+                        dest = ops[name] = []
+                    dest.append(_Run(keys, base, where, join(column if whole else column[done:upto])))
                 if total:
                     facts.total_steps = int(rows[at[upto - 1]][1])
                 done = upto
@@ -608,15 +737,16 @@ class LogScanner:
                 found_alone: list[tuple[int, int]] = []
                 self._fields(compiled, others[i], base + i, found_alone)
                 alone += [(i, pos, step) for pos, step in found_alone]
+        facts.metrics.changed()
         return _Shaped(at, steps, shape.offset, alone)
 
     def _point(self, name: str, value: float, step: int | None, line: int, start: int, sequential: bool) -> None:
         if step is not None:
-            _keep_later(self.facts.points.setdefault(name, {}), step, value, line)
+            self.facts.metrics.keep_later(name, step, value, line)
         elif sequential:
             n = self._sequence.get(name, 0) + 1
             self._sequence[name] = n
-            self.facts.points.setdefault(name, {})[n] = (value, line)
+            self.facts.metrics.put(name, n, value, line)
         else:
             self._pending.append((name, value, line, start))
 
@@ -624,7 +754,8 @@ class LogScanner:
         """A regex pattern's matches: the per-line loop of metric extraction, kept lean (no
         Python call per metric beyond `float`; names decoded once)."""
         facts = self.facts
-        points = facts.points
+        facts.metrics.changed()
+        ops = facts.metrics.ops
         groups = compiled.groups
         pattern = compiled.pattern
         sequential = pattern.sequential
@@ -670,12 +801,10 @@ class LogScanner:
                 except ValueError:
                     continue
                 if step is not None:
-                    dest = points.get(name)
+                    dest = ops.get(name)
                     if dest is None:
-                        dest = points[name] = {}
-                    old = dest.get(step)
-                    if old is None or old[1] <= line:
-                        dest[step] = (value, line)
+                        dest = ops[name] = []
+                    dest.append((step, value, line))  # kept if from a later line (`MetricColumns`)
                 else:
                     self._point(name, value, step, line, start, sequential)
 
@@ -1060,13 +1189,6 @@ def _line_starts(piece: bytes) -> list[int]:
     return list(itertools.accumulate(map((1).__add__, map(len, piece.split(b"\n"))), initial=0))
 
 
-def _keep_later(series: dict[int, tuple[float, int]], step: int, value: float, line: int) -> None:
-    """A step logged twice keeps its later line, whatever order the patterns ran in."""
-    old = series.get(step)
-    if old is None or old[1] <= line:
-        series[step] = (value, line)
-
-
 def _line_end(piece: bytes, start: int) -> int:
     end = piece.find(b"\n", start)
     return len(piece) if end == -1 else end
@@ -1154,7 +1276,7 @@ class PointLines:
         if self._gated(name):
             if self._extracted is None:
                 self._extracted = self._extract()
-            found = self._extracted.points.get(name, {}).get(step)
+            found = self._extracted.point(name, step)
             return None if found is None else found[1]
         best = max(self._step_line(name, step), self._summary_line(name, step))
         return None if best < 0 else self.line_of(best)
