@@ -132,72 +132,6 @@ _SHARDING = re.compile(rb"devices=\[([\d,]+)\]([\d,]+)")
 _EXCEPTION = re.compile(rb"^([A-Za-z_][\w.]*)(?::|$)")
 
 
-@dataclass
-class Hit:
-    line: int
-    text: str
-    step: int | None = None
-
-
-@dataclass
-class LogFacts:
-    """What one pass over a log found."""
-
-    size: int = 0
-    lines: int = 0
-    tracebacks: list[Hit] = field(default_factory=list)
-    """The `Traceback (most recent call last):` lines."""
-    exceptions: list[Hit] = field(default_factory=list)
-    """The exception line that ends each traceback (`RuntimeError: ...`)."""
-    fatal: list[tuple[str, Hit]] = field(default_factory=list)
-    """(kind, line): fatal, oom, killed, timeout."""
-    total_steps: int | None = None
-    last_step: int | None = None
-    counters: dict[str, Hit] = field(default_factory=dict)
-    """Last value of each metrics-report counter (`text` is the value)."""
-    counter_series: dict[str, list[Hit]] = field(default_factory=dict)
-    """UncachedCompile and CompileTime samples each time a report printed them, with the step."""
-    compile_causes: list[Hit] = field(default_factory=list)
-    """`Compilation Analysis: Compilation Cause` blocks (PT_XLA_DEBUG_LEVEL), with the step."""
-    profiler: list[Hit] = field(default_factory=list)
-    """`pt-xla-profiler:` lines (PT_XLA_DEBUG=1): too-frequent compiles or transfers, ops not lowered."""
-    probes: list[tuple[Hit, dict[str, Any]]] = field(default_factory=list)
-    """`workbench-probe {json}` lines written by the probe (workbench/probe)."""
-    sharding: list[Hit] = field(default_factory=list)
-    """Sharding specs `{devices=[4,1]0,1,2,3}`; `text` is the number of devices named."""
-    reports: int = 0
-    """How many metrics reports (blocks with `Counter:` lines) the log holds."""
-
-    # The metric points live in `metrics` (`MetricColumns`), outside the instance's __dict__, so
-    # that `vars(facts)` holds what it held before, less `points`, which is built on demand.
-    __slots__ = ("__dict__", "metrics")
-
-    def __post_init__(self) -> None:
-        self.metrics = MetricColumns()
-
-    @property
-    def points(self) -> dict[str, dict[int, tuple[float, int]]]:
-        """name -> step -> (value, line): built from `metrics` when first asked after a write
-        (about 0.2 us a point), then kept; changes made to it are kept until the next write."""
-        return self.metrics.points()
-
-    @points.setter
-    def points(self, points: dict[str, dict[int, tuple[float, int]]]) -> None:
-        self.metrics = MetricColumns(points)
-
-    def point_series(self) -> dict[str, dict[int, float]]:
-        """name -> step -> value, the values of `points`."""
-        return self.metrics.series()
-
-    def point(self, name: str, step: int) -> tuple[float, int] | None:
-        """(value, line) of one point, reading only `name`'s columns."""
-        return self.metrics.point(name, step)
-
-    def has_metric(self, name: str) -> bool:
-        return name in self.metrics.ops
-
-
-
 class _Run:
     """Points one piece's lines of one shape wrote, in line order: the steps, the lines
     (`base` + `at`, a line's index in the piece) and each value column's text as read, joined by
@@ -300,6 +234,77 @@ class MetricColumns:
             else:
                 steps[op[0]] = (op[1], op[2])
         return steps
+
+
+@dataclass
+class Hit:
+    line: int
+    text: str
+    step: int | None = None
+
+
+@dataclass
+class LogFacts:
+    """What one pass over a log found."""
+
+    size: int = 0
+    lines: int = 0
+    tracebacks: list[Hit] = field(default_factory=list)
+    """The `Traceback (most recent call last):` lines."""
+    exceptions: list[Hit] = field(default_factory=list)
+    """The exception line that ends each traceback (`RuntimeError: ...`)."""
+    fatal: list[tuple[str, Hit]] = field(default_factory=list)
+    """(kind, line): fatal, oom, killed, timeout."""
+    points: dict[str, dict[int, tuple[float, int]]] = field(default_factory=lambda: MetricColumns())  # type: ignore[assignment]
+    """name -> step -> (value, line). Reading it builds the dict from the columns the scan wrote
+    (`MetricColumns`, kept in `vars(facts)["points"]`) when first asked after a write, then
+    keeps it (changes made to it hold until the next write); assigning a dict replaces them."""
+    total_steps: int | None = None
+    last_step: int | None = None
+    counters: dict[str, Hit] = field(default_factory=dict)
+    """Last value of each metrics-report counter (`text` is the value)."""
+    counter_series: dict[str, list[Hit]] = field(default_factory=dict)
+    """UncachedCompile and CompileTime samples each time a report printed them, with the step."""
+    compile_causes: list[Hit] = field(default_factory=list)
+    """`Compilation Analysis: Compilation Cause` blocks (PT_XLA_DEBUG_LEVEL), with the step."""
+    profiler: list[Hit] = field(default_factory=list)
+    """`pt-xla-profiler:` lines (PT_XLA_DEBUG=1): too-frequent compiles or transfers, ops not lowered."""
+    probes: list[tuple[Hit, dict[str, Any]]] = field(default_factory=list)
+    """`workbench-probe {json}` lines written by the probe (workbench/probe)."""
+    sharding: list[Hit] = field(default_factory=list)
+    """Sharding specs `{devices=[4,1]0,1,2,3}`; `text` is the number of devices named."""
+    reports: int = 0
+    """How many metrics reports (blocks with `Counter:` lines) the log holds."""
+
+    @property
+    def metrics(self) -> MetricColumns:
+        """The points as the scan wrote them."""
+        return self.__dict__["points"]
+
+    def point_series(self) -> dict[str, dict[int, float]]:
+        """name -> step -> value, the values of `points`."""
+        return self.metrics.series()
+
+    def point(self, name: str, step: int) -> tuple[float, int] | None:
+        """(value, line) of one point, reading only `name`'s columns."""
+        return self.metrics.point(name, step)
+
+    def has_metric(self, name: str) -> bool:
+        return name in self.metrics.ops
+
+
+
+def _get_points(facts: LogFacts) -> dict[str, dict[int, tuple[float, int]]]:
+    return facts.__dict__["points"].points()
+
+
+def _set_points(facts: LogFacts, points: Any) -> None:
+    facts.__dict__["points"] = points if isinstance(points, MetricColumns) else MetricColumns(points)
+
+
+LogFacts.points = property(_get_points, _set_points, doc="name -> step -> (value, line), built on demand")  # type: ignore[assignment]
+"""Set after the class is made, so that the dataclass keeps `points` as a field (in `vars(facts)`,
+at its place) and `__init__` assigns it through the setter."""
 
 
 class _Compiled:
@@ -451,9 +456,7 @@ class LogScanner:
             recent = self._recent_step
 
             def step_at(pos: int) -> int | None:
-                positions, at = step_lines.lists()
-                i = bisect.bisect_left(positions, pos)
-                return at[i - 1] if i else recent
+                return step_lines.step_before(pos, recent)
 
             if self._standing is not None:
                 self._credit_standing(step_lines.pairs())
@@ -730,8 +733,8 @@ class LogScanner:
                     if dest is None:
                         dest = ops[name] = []
                     dest.append(_Run(keys, base, where, join(column if whole else column[done:upto])))
-                if total:
-                    facts.total_steps = int(rows[at[upto - 1]][1])
+                if total:  # the planned total of the last of them (not a column: read from its line)
+                    facts.total_steps = _total_on(piece, at[upto - 1], len(rows))
                 done = upto
             if i < len(rows):
                 found_alone: list[tuple[int, int]] = []
@@ -1096,7 +1099,7 @@ def _shape_of(line: bytes, plain: re.Pattern[bytes]) -> _Shape | None:
         return None
     body = m.group("body")
     total = m.group("total") is not None
-    parts = [_digits(line[: m.start("step")], fixed=True), rb"(\d++)", rb"/(\d++)" if total else b""]
+    parts = [_digits(line[: m.start("step")], fixed=True), rb"(\d++)", rb"/\d++" if total else b""]
     names: list[str] = []
     values: list[int] = []
     last = 0
@@ -1106,7 +1109,7 @@ def _shape_of(line: bytes, plain: re.Pattern[bytes]) -> _Shape | None:
         if key in _SKIP_BYTES:
             parts.append(b"(?:" + value + b")")
         else:
-            values.append(1 + total + len(values))
+            values.append(1 + len(values))
             names.append(key.decode("utf-8", "replace"))
             parts.append(b"(" + value + b")")
         last = kv.end(2)
@@ -1125,12 +1128,37 @@ class _Marks:
     the general path and the lines `_Shaped` gave by their index in the piece, given positions
     only when a position is asked for (a marker's hit, a step-less point, several processes)."""
 
-    __slots__ = ("piece", "found", "shaped", "_sorted", "_lists")
+    __slots__ = ("piece", "found", "shaped", "_sorted", "_lists", "_counter", "_counted")
 
     def __init__(self, piece: bytes, found: list[tuple[int, int]], shaped: _Shaped | None) -> None:
         self.piece, self.found, self.shaped = piece, found, shaped
         self._sorted: list[tuple[int, int]] | None = None
         self._lists: tuple[list[int], list[int]] | None = None
+        self._counter: _LineCounter | None = None
+        self._counted = 0
+
+    def step_before(self, pos: int, recent: int | None) -> int | None:
+        """The step of the last of them that starts before `pos` (none: `recent`). Where the
+        shape's lines are all there are, by the line `pos` is on: its index (newlines counted
+        from the last position asked) among the shape's lines, and on that line whether the step
+        starts before `pos`; the positions of all of them are made only once the counting has
+        read twice the piece (hits far apart, asked in no order)."""
+        shaped = self.shaped
+        if (self._lists is None and shaped is not None and not self.found and not shaped.alone
+                and self._counted <= 2 * len(self.piece)):
+            counter = self._counter
+            if counter is None:
+                counter = self._counter = _LineCounter(self.piece, 0)
+            self._counted += abs(pos - counter.pos)
+            line = counter.at(pos)
+            at = shaped.at
+            i = bisect.bisect_left(at, line)
+            if i < len(at) and at[i] == line and pos - (self.piece.rfind(b"\n", 0, pos) + 1) > shaped.offset:
+                i += 1
+            return shaped.steps[i - 1] if i else recent
+        positions, steps = self.lists()
+        i = bisect.bisect_left(positions, pos)
+        return steps[i - 1] if i else recent
 
     def pairs(self) -> list[tuple[int, int]]:
         """All of them, in position order (and step order at one position)."""
@@ -1178,6 +1206,23 @@ class _Marks:
                 return shaped.steps[-1]
             return shaped.alone[-1][2]
         return self.pairs()[-1][1]
+
+
+def _total_on(piece: bytes, index: int, rows: int) -> int:
+    """The `step N/M` total on the piece's line `index` (from 0), a step line of a shape with a
+    total, as the plain pattern reads it; `rows` is how many lines a shape's `findall` gave (a
+    piece that ends with a newline has an empty last one). Found from the piece's end where the
+    line is among its last 64, else from the starts of all its lines."""
+    back = rows - 1 - index
+    if piece.endswith(b"\n") and back <= 64:
+        start = len(piece)
+        for _ in range(back):
+            start = piece.rfind(b"\n", 0, start - 1) + 1
+    else:
+        start = _line_starts(piece)[index]
+    m = _STEP_LINES.search(piece, start, _line_end(piece, start))
+    assert m is not None and m.group(2) is not None, "a shape with a total gave a line without one"
+    return int(m.group(2))
 
 
 def _line_starts(piece: bytes) -> list[int]:
