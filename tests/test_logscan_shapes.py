@@ -34,13 +34,12 @@ def _facts(chunks: list[bytes], shapes_on: bool, standing: bool = False, shape_f
         facts = scanner.finish()
     finally:
         logscan.SHAPES, logscan.SHAPE_FROM = saved
-    # The points as their columns give them, before `points` is built: a few points alone, then
-    # every series, then every point. repr keeps the order of every dict (names, then steps) and
+    # The points as their columns give them, before `points` is built: every series, then a few
+    # points alone, then every point. repr keeps the order of every dict (names, then steps) and
     # tells NaNs and -0.0 apart.
-    ends = {name: (facts.point(name, min(ops[0].steps if type(ops[0]) is logscan._Run else [ops[0][0]])),
-                   facts.point(name, -1))
-            for name, ops in facts.metrics.ops.items()}
     series = facts.point_series()
+    ends = {name: (facts.point(name, min(steps)), facts.point(name, max(steps)), facts.point(name, -1))
+            for name, steps in series.items()}
     points = facts.points
     assert repr(facts.point_series()) == repr(series)  # now from the dict built
     assert all(facts.has_metric(name) for name in points)
