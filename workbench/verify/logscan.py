@@ -448,12 +448,15 @@ class LogScanner:
     def _piece(self, piece: bytes) -> None:
         base = self._line
         before = self.facts.last_step
+        known: tuple[dict[int, int], int] | tuple[()] = ()
         if self.steps_only:
             step_at, last = self._steps_only(piece)
         elif self.extract:
             marks: list[tuple[int, int]] = []  # (position, step) of step-bearing lines in this piece
             step_lines = _Marks(piece, marks, self._metrics(piece, base, marks))
             recent = self._recent_step
+            if step_lines.shaped is not None:  # lines counted already
+                known = (step_lines.known, step_lines.shaped.newlines)
 
             def step_at(pos: int) -> int | None:
                 return step_lines.step_before(pos, recent)
@@ -495,7 +498,7 @@ class LogScanner:
             self._sharding(piece, base, hits[_DEVICES])
         if last is not None:
             self.facts.last_step = last if before is None else max(before, last)
-        self._line = base + self._lines.resolve(piece, base)
+        self._line = base + self._lines.resolve(piece, base, *known)
         self._offset += len(piece)
 
     def _steps_only(self, piece: bytes) -> tuple[Callable[[int], int | None], int | None]:
@@ -741,7 +744,7 @@ class LogScanner:
                 self._fields(compiled, others[i], base + i, found_alone)
                 alone += [(i, pos, step) for pos, step in found_alone]
         facts.metrics.changed()
-        return _Shaped(at, steps, shape.offset, alone)
+        return _Shaped(at, steps, shape.offset, alone, len(rows) - 1)
 
     def _point(self, name: str, value: float, step: int | None, line: int, start: int, sequential: bool) -> None:
         if step is not None:
@@ -970,16 +973,18 @@ class _Deferred:
         self.hits.append((pos, hit))
         return hit
 
-    def resolve(self, piece: bytes, base: int) -> int:
-        """Sets each hit's line; returns the number of newlines in the piece."""
+    def resolve(self, piece: bytes, base: int, known: dict[int, int] | None = None, newlines: int | None = None) -> int:
+        """Sets each hit's line; returns the number of newlines in the piece. `known` gives the
+        newlines before some positions and `newlines` the piece's, where they were counted."""
         line, last = base, 0
         if self.hits:
             for pos, hit in sorted(self.hits, key=lambda item: item[0]):
-                line += _newlines(piece, last, pos)
+                before = known.get(pos) if known else None
+                line = base + before if before is not None else line + _newlines(piece, last, pos)
                 last = pos
                 hit.line = line
             self.hits.clear()
-        return line - base + _newlines(piece, last, len(piece))
+        return newlines if newlines is not None else line - base + _newlines(piece, last, len(piece))
 
 
 _NUMPY_FROM = 8 << 10
@@ -1070,6 +1075,8 @@ class _Shaped:
     steps: list[int]
     offset: int
     alone: list[tuple[int, int, int]]
+    newlines: int
+    """How many newlines the piece holds: the shape's `findall` gives one row a line start."""
 
 
 _DIGIT_RUN = re.compile(rb"\d++")
@@ -1128,7 +1135,7 @@ class _Marks:
     the general path and the lines `_Shaped` gave by their index in the piece, given positions
     only when a position is asked for (a marker's hit, a step-less point, several processes)."""
 
-    __slots__ = ("piece", "found", "shaped", "_sorted", "_lists", "_counter", "_counted")
+    __slots__ = ("piece", "found", "shaped", "_sorted", "_lists", "_counter", "_counted", "known")
 
     def __init__(self, piece: bytes, found: list[tuple[int, int]], shaped: _Shaped | None) -> None:
         self.piece, self.found, self.shaped = piece, found, shaped
@@ -1136,6 +1143,8 @@ class _Marks:
         self._lists: tuple[list[int], list[int]] | None = None
         self._counter: _LineCounter | None = None
         self._counted = 0
+        self.known: dict[int, int] = {}
+        """Positions asked for, and the newlines before each (the hits' lines, for `_Deferred`)."""
 
     def step_before(self, pos: int, recent: int | None) -> int | None:
         """The step of the last of them that starts before `pos` (none: `recent`). Where the
@@ -1150,7 +1159,7 @@ class _Marks:
             if counter is None:
                 counter = self._counter = _LineCounter(self.piece, 0)
             self._counted += abs(pos - counter.pos)
-            line = counter.at(pos)
+            line = self.known[pos] = counter.at(pos)
             at = shaped.at
             i = bisect.bisect_left(at, line)
             if i < len(at) and at[i] == line and pos - (self.piece.rfind(b"\n", 0, pos) + 1) > shaped.offset:
