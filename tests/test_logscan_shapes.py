@@ -24,16 +24,17 @@ PLAIN = re.compile(DEFAULT_PATTERNS[0].regex.encode())
 
 
 def _facts(chunks: list[bytes], shapes_on: bool, standing: bool = False, shape_from: int = 0) -> str:
-    """With shapes made for pieces of any size (`SHAPE_FROM`), so that tiny pieces take them too."""
-    saved = logscan.SHAPES, logscan.SHAPE_FROM
-    logscan.SHAPES, logscan.SHAPE_FROM = shapes_on, shape_from
+    """With shapes made for pieces of any size (`SHAPE_FROM`), so that tiny pieces take them too;
+    `shapes_on` also tries the summary pattern at its lines' starts alone (`SUMMARY_AT_LEADS`)."""
+    saved = logscan.SHAPES, logscan.SHAPE_FROM, logscan.SUMMARY_AT_LEADS
+    logscan.SHAPES, logscan.SHAPE_FROM, logscan.SUMMARY_AT_LEADS = shapes_on, shape_from, shapes_on
     try:
         scanner = LogScanner(compile_patterns(), standing=topology.Standing() if standing else None)
         for chunk in chunks:
             scanner.feed(chunk)
         facts = scanner.finish()
     finally:
-        logscan.SHAPES, logscan.SHAPE_FROM = saved
+        logscan.SHAPES, logscan.SHAPE_FROM, logscan.SUMMARY_AT_LEADS = saved
     # The points as their columns give them, before `points` is built: every series, then a few
     # points alone, then every point. repr keeps the order of every dict (names, then steps) and
     # tells NaNs and -0.0 apart.
@@ -86,6 +87,7 @@ OTHER = [
     b"{'loss': %(f)s, 'grad_norm': %(g)s, 'epoch': 0.%(i)d}", b'{"step": %(s)d, "loss": %(f)s}', b'{"loss": %(f)s}',
     b"Epoch %(i)d:  50%%|###  | %(s)d/%(t)d [00:01<00:00, 12.3it/s, loss=%(f)s, v_num=0]",
     b"eval_accuracy %(f)s", b"val_loss: %(g)s", b"valid_acc %(f)s", b"test/acc = %(e)s", b"final_loss %(f)s",
+    b"evaluation %(f)s", b"  eval_loss %(f)s", b"xval_loss %(f)s", b"val/x: %(g)s\r", b"finalist_x 1", b"test_%(i)d",
     b"UserWarning: something about step sizes", b"Training for step 0/100", b"", b"x" * 300,
     b"Traceback (most recent call last):", b"ValueError: step 3 failed", b"Compilation Analysis: Compilation Cause",
     b"Counter: UncachedCompile", b"  Value: %(i)d", b"Metric: CompileTime", b"  TotalSamples: %(i)d",
