@@ -39,7 +39,7 @@ def _facts(chunks: list[bytes], shapes_on: bool, standing: bool = False, shape_f
     # points alone, then every point. repr keeps the order of every dict (names, then steps) and
     # tells NaNs and -0.0 apart.
     series = facts.point_series()
-    ends = {name: (facts.point(name, min(steps)), facts.point(name, max(steps)), facts.point(name, -1))
+    ends = {name: [facts.point(name, step) for step in [*sorted(steps)[:: max(1, len(steps) // 40)], max(steps), -1]]
             for name, steps in series.items()}
     points = facts.points
     assert repr(facts.point_series()) == repr(series)  # now from the dict built
@@ -226,3 +226,19 @@ def test_points_are_built_once_and_keep_changes_until_the_next_write() -> None:
     assert facts.point("nothing", 7) is None and not facts.has_metric("nothing")
     facts.points = {"a": {1: (2.0, 3)}}
     assert facts.point_series() == {"a": {1: 2.0}} and facts.point("a", 1) == (2.0, 3)
+
+
+def test_a_sequential_point_replaces_a_later_line_of_its_step() -> None:
+    """Trainer dicts are numbered in order and written after the piece's step lines: the second
+    dict's point at 2 replaces the step line's though that line comes later; `point` agrees."""
+    for shapes_on in (False, True):
+        saved = logscan.SHAPES, logscan.SHAPE_FROM
+        logscan.SHAPES, logscan.SHAPE_FROM = shapes_on, 0
+        try:
+            scanner = LogScanner(compile_patterns())
+            scanner.feed(b"{'loss': 0.1}\n{'loss': 0.2}\n" + b"".join(b"step %d loss 0.5\n" % i for i in range(2, 40)))
+            facts = scanner.finish()
+        finally:
+            logscan.SHAPES, logscan.SHAPE_FROM = saved
+        assert facts.point("loss", 2) == (0.2, 2) and facts.point("loss", 3) == (0.5, 4)
+        assert facts.points["loss"][2] == (0.2, 2) and facts.point("loss", 2) == (0.2, 2)

@@ -149,6 +149,9 @@ class _Run:
             self.raw = b""
         return self._floats
 
+    def value(self, i: int) -> float:
+        return self._floats[i] if self._floats is not None else float(self.raw.split(b" ")[i])
+
     def lines(self) -> Iterator[int]:
         return map(self.base.__add__, self.at)
 
@@ -194,16 +197,22 @@ class MetricColumns:
             self._points = {name: self._replay(ops) for name, ops in self.ops.items()}
         return self._points
 
-    def metric(self, name: str) -> dict[int, tuple[float, int]] | None:
-        """One metric's step -> (value, line), replaying its writes alone (None: never written)."""
-        if self._points is not None:
-            return self._points.get(name)
-        ops = self.ops.get(name)
-        return None if ops is None else self._replay(ops)
-
     def point(self, name: str, step: int) -> tuple[float, int] | None:
-        steps = self.metric(name)
-        return None if steps is None else steps.get(step)
+        """`points()[name][step]` (None where there is none), from the writes of that step alone:
+        a run's last line of the step (a search of its steps), the tuples by their rule."""
+        if self._points is not None:
+            steps = self._points.get(name)
+            return None if steps is None else steps.get(step)
+        found = None
+        for op in self.ops.get(name, ()):
+            if type(op) is _Run:
+                keys = op.steps
+                if step in keys:
+                    i = len(keys) - 1 - keys[::-1].index(step)
+                    found = (op.value(i), op.base + op.at[i])
+            elif op[0] == step and (len(op) == 4 or found is None or found[1] <= op[2]):
+                found = (op[1], op[2])
+        return found
 
     def series(self) -> dict[str, dict[int, float]]:
         """name -> step -> value; where a metric has only runs of shaped lines, straight from the
