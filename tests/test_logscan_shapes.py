@@ -35,10 +35,13 @@ def _facts(chunks: list[bytes], shapes_on: bool, standing: bool = False, shape_f
         facts = scanner.finish()
     finally:
         logscan.SHAPES, logscan.SHAPE_FROM, logscan.SUMMARY_AT_LEADS = saved
-    # The points as their columns give them, before `points` is built: every series, then a few
-    # points alone, then every point. repr keeps the order of every dict (names, then steps) and
+    # The points as their columns give them, before `points` is built: each series alone, every
+    # series, a few points alone, then every point. repr keeps the order of every dict (names, then steps) and
     # tells NaNs and -0.0 apart.
+    view = facts.series_view()  # its metrics built one at a time, the last first
+    one_by_one = {name: view[name] for name in reversed(list(view))}
     series = facts.point_series()
+    assert list(view) == list(series) and repr({n: one_by_one[n] for n in series}) == repr(series)
     ends = {name: [facts.point(name, step) for step in [*sorted(steps)[:: max(1, len(steps) // 40)], max(steps), -1]]
             for name, steps in series.items()}
     points = facts.points

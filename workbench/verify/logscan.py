@@ -19,7 +19,7 @@ import operator
 import re
 import sys
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -132,6 +132,38 @@ _SHARDING = re.compile(rb"devices=\[([\d,]+)\]([\d,]+)")
 _EXCEPTION = re.compile(rb"^([A-Za-z_][\w.]*)(?::|$)")
 
 
+class SeriesView(Mapping[str, dict[int, float]]):
+    """`point_series()` as a mapping that builds a metric's step -> value dict when it is first
+    read (its floats converted then), for a reader of a few metrics of a finished scan (verify's
+    ladder); its names are the columns' as they are when asked."""
+
+    __slots__ = ("_columns", "_built")
+
+    def __init__(self, columns: MetricColumns) -> None:
+        self._columns = columns
+        self._built: dict[str, dict[int, float]] = {}
+
+    def __getitem__(self, name: str) -> dict[int, float]:
+        steps = self._built.get(name)
+        if steps is None:
+            if name not in self._columns.ops:
+                raise KeyError(name)
+            steps = self._built[name] = self._columns.metric_series(name)
+        return steps
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._columns.ops
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._columns.ops)
+
+    def __len__(self) -> int:
+        return len(self._columns.ops)
+
+    def __repr__(self) -> str:
+        return f"SeriesView({dict(self)!r})"
+
+
 class _Run:
     """Points one piece's lines of one shape wrote, in line order: the steps, the lines
     (`base` + `at`, a line's index in the piece) and each value column's text as read, joined by
@@ -215,20 +247,21 @@ class MetricColumns:
         return found
 
     def series(self) -> dict[str, dict[int, float]]:
-        """name -> step -> value; where a metric has only runs of shaped lines, straight from the
+        """name -> step -> value."""
+        return {name: self.metric_series(name) for name in self.ops}
+
+    def metric_series(self, name: str) -> dict[int, float]:
+        """One metric's step -> value; where it has only runs of shaped lines, straight from the
         columns (the last write of a step wins, at its first write's place: `dict.update`'s)."""
         if self._points is not None:
-            return {name: {s: v for s, (v, _) in steps.items()} for name, steps in self._points.items()}
-        out: dict[str, dict[int, float]] = {}
-        for name, ops in self.ops.items():
-            if all(type(op) is _Run for op in ops):
-                steps: dict[int, float] = {}
-                for op in ops:
-                    steps.update(zip(op.steps, op.floats()))
-                out[name] = steps
-            else:
-                out[name] = {s: v for s, (v, _) in self._replay(ops).items()}
-        return out
+            return {s: v for s, (v, _) in self._points[name].items()}
+        ops = self.ops[name]
+        if all(type(op) is _Run for op in ops):
+            steps: dict[int, float] = {}
+            for op in ops:
+                steps.update(zip(op.steps, op.floats()))
+            return steps
+        return {s: v for s, (v, _) in self._replay(ops).items()}
 
     @staticmethod
     def _replay(ops: list[Any]) -> dict[int, tuple[float, int]]:
@@ -293,6 +326,10 @@ class LogFacts:
     def point_series(self) -> dict[str, dict[int, float]]:
         """name -> step -> value, the values of `points`."""
         return self.metrics.series()
+
+    def series_view(self) -> SeriesView:
+        """`point_series()`, each metric built when first read."""
+        return SeriesView(self.metrics)
 
     def point(self, name: str, step: int) -> tuple[float, int] | None:
         """(value, line) of one point, reading only `name`'s columns."""
