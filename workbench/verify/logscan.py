@@ -736,10 +736,11 @@ class LogScanner:
 
     def _shaped(self, compiled: _Compiled, piece: bytes, base: int, marks: list[tuple[int, int]]) -> _Shaped | None:
         """The plain pattern's points by the shape of a typical step line (`_Shape`): one `findall`
-        gives every line of the piece, the shape's lines as columns of steps and values, converted
-        a column at a time; any other line that holds a step line is read alone by `_fields`. Points
-        are written in line order, as `_fields` over the piece writes them: the same dicts, in the
-        same order. Where no line has a shape, the piece goes to `_fields` whole."""
+        gives every line of the piece, the shape's lines as columns: steps converted a column at a
+        time, values kept as text (`_Run`); any other line that holds a step line is read alone by
+        `_fields`. Points are written in line order, as `_fields` over the piece writes them, so
+        `MetricColumns` builds the same dicts, in the same order. Where no line has a shape, the
+        piece goes to `_fields` whole."""
         regex = compiled.regex
         middle = piece.find(b"\n", len(piece) // 2) + 1  # a typical line: the piece's first may be a header
         m = regex.search(piece, middle) if middle else None
@@ -1114,8 +1115,9 @@ general path (`_fields`), which tests compare it with."""
 
 @dataclass(frozen=True, slots=True)
 class _Shape:
-    """A step line's shape: its text with the step, the total and each value a group, the other
-    digit runs outside names any run of digits (before the step, one as long, so the step is
+    """A step line's shape: its text with the step and each value a group (the `/total`, where
+    there is one, matched but not kept: `_total_on` reads it), the other digit runs outside names
+    any run of digits (before the step, one as long, so the step is
     `offset` bytes into every line). `regex` matches each line of a piece: a line of the shape
     gives its groups, any other its text in the last group.
 
