@@ -24,18 +24,30 @@ PLAIN = re.compile(DEFAULT_PATTERNS[0].regex.encode())
 
 
 def _facts(chunks: list[bytes], shapes_on: bool, standing: bool = False, shape_from: int = 0) -> str:
-    """With shapes made for pieces of any size (`SHAPE_FROM`), so that tiny pieces take them too."""
-    saved = logscan.SHAPES, logscan.SHAPE_FROM
-    logscan.SHAPES, logscan.SHAPE_FROM = shapes_on, shape_from
+    """With shapes made for pieces of any size (`SHAPE_FROM`), so that tiny pieces take them too;
+    `shapes_on` also tries the summary pattern at its lines' starts alone (`SUMMARY_AT_LEADS`)."""
+    saved = logscan.SHAPES, logscan.SHAPE_FROM, logscan.SUMMARY_AT_LEADS
+    logscan.SHAPES, logscan.SHAPE_FROM, logscan.SUMMARY_AT_LEADS = shapes_on, shape_from, shapes_on
     try:
         scanner = LogScanner(compile_patterns(), standing=topology.Standing() if standing else None)
         for chunk in chunks:
             scanner.feed(chunk)
         facts = scanner.finish()
     finally:
-        logscan.SHAPES, logscan.SHAPE_FROM = saved
-    # repr keeps the order of every dict (names, then steps) and tells NaNs and -0.0 apart
-    return repr((vars(facts), scanner._recent_step, scanner._sequence))
+        logscan.SHAPES, logscan.SHAPE_FROM, logscan.SUMMARY_AT_LEADS = saved
+    # The points as their columns give them, before `points` is built: each series alone, every
+    # series, a few points alone, then every point. repr keeps the order of every dict (names, then steps) and
+    # tells NaNs and -0.0 apart.
+    view = facts.series_view()  # its metrics built one at a time, the last first
+    one_by_one = {name: view[name] for name in reversed(list(view))}
+    series = facts.point_series()
+    assert list(view) == list(series) and repr({n: one_by_one[n] for n in series}) == repr(series)
+    ends = {name: [facts.point(name, step) for step in [*sorted(steps)[:: max(1, len(steps) // 40)], max(steps), -1]]
+            for name, steps in series.items()}
+    points = facts.points
+    assert repr(facts.point_series()) == repr(series)  # now from the dict built
+    assert all(facts.has_metric(name) for name in points)
+    return repr(({**vars(facts), "points": points}, series, ends, scanner._recent_step, scanner._sequence))
 
 
 def _same(log: bytes, sizes=(1 << 20, 4096, 333, 61, 7), standing: bool = False) -> None:
@@ -78,6 +90,7 @@ OTHER = [
     b"{'loss': %(f)s, 'grad_norm': %(g)s, 'epoch': 0.%(i)d}", b'{"step": %(s)d, "loss": %(f)s}', b'{"loss": %(f)s}',
     b"Epoch %(i)d:  50%%|###  | %(s)d/%(t)d [00:01<00:00, 12.3it/s, loss=%(f)s, v_num=0]",
     b"eval_accuracy %(f)s", b"val_loss: %(g)s", b"valid_acc %(f)s", b"test/acc = %(e)s", b"final_loss %(f)s",
+    b"evaluation %(f)s", b"  eval_loss %(f)s", b"xval_loss %(f)s", b"val/x: %(g)s\r", b"finalist_x 1", b"test_%(i)d",
     b"UserWarning: something about step sizes", b"Training for step 0/100", b"", b"x" * 300,
     b"Traceback (most recent call last):", b"ValueError: step 3 failed", b"Compilation Analysis: Compilation Cause",
     b"Counter: UncachedCompile", b"  Value: %(i)d", b"Metric: CompileTime", b"  TotalSamples: %(i)d",
@@ -166,7 +179,7 @@ def test_a_shape_covers_its_lines_and_no_others() -> None:
     rows = shape.regex.findall(b"step 3/9 loss 10.5 lr 3e-10 grad_norm 0.2 step_time 7.0\n"
                                b"step 3/9 loss 10.5 lr 3e-10 grad_norm 0.2 step_time 7.0 x\n"
                                b"step 3/9 loss 1e-5 lr 3e-10 grad_norm 0.2 step_time 7.0\n")
-    assert rows[0][:5] == (b"3", b"9", b"10.5", b"0.2", b"7.0") and not rows[1][0] and not rows[2][0]
+    assert rows[0][:4] == (b"3", b"10.5", b"0.2", b"7.0") and not rows[1][0] and not rows[2][0]  # no total column
     assert logscan._shape_of(b"no step here", PLAIN) is None
     assert logscan._shape_of(b"step 1 " + b"a 1 " * 1000, PLAIN) is None  # too long to be worth a regex
 
@@ -199,3 +212,36 @@ def test_shape_regexes_are_linear_on_hostile_lines(sample) -> None:
     slow = [kind for kind in [*shapes(10), *near]
             if not grows_linearly(lambda n, k=kind: shape.regex.findall(line(n, k)), 10_000)]
     assert not slow, slow
+
+
+def test_points_are_built_once_and_keep_changes_until_the_next_write() -> None:
+    """`points` is built from the columns when asked; changes to it (topology's remap of lines)
+    are what `point` and `point_series` read after; a later write builds it again."""
+    log = b"".join(b"step %d/99 loss 0.%d grad_norm 0.5\n" % (i, i) for i in range(1, 3000))
+    scanner = LogScanner(compile_patterns())
+    scanner.feed(log)
+    facts = scanner.facts
+    assert facts.points is facts.points and facts.point("loss", 7) == (0.7, 7)
+    facts.points["loss"][7] = (0.7, 70)
+    assert facts.point("loss", 7) == (0.7, 70) and facts.point_series()["loss"][7] == 0.7
+    scanner.feed(b"step 7/99 loss 0.25\n")
+    assert facts.point("loss", 7) == (0.25, 3000) and facts.point("grad_norm", 7) == (0.5, 7)
+    assert facts.point("nothing", 7) is None and not facts.has_metric("nothing")
+    facts.points = {"a": {1: (2.0, 3)}}
+    assert facts.point_series() == {"a": {1: 2.0}} and facts.point("a", 1) == (2.0, 3)
+
+
+def test_a_sequential_point_replaces_a_later_line_of_its_step() -> None:
+    """Trainer dicts are numbered in order and written after the piece's step lines: the second
+    dict's point at 2 replaces the step line's though that line comes later; `point` agrees."""
+    for shapes_on in (False, True):
+        saved = logscan.SHAPES, logscan.SHAPE_FROM
+        logscan.SHAPES, logscan.SHAPE_FROM = shapes_on, 0
+        try:
+            scanner = LogScanner(compile_patterns())
+            scanner.feed(b"{'loss': 0.1}\n{'loss': 0.2}\n" + b"".join(b"step %d loss 0.5\n" % i for i in range(2, 40)))
+            facts = scanner.finish()
+        finally:
+            logscan.SHAPES, logscan.SHAPE_FROM = saved
+        assert facts.point("loss", 2) == (0.2, 2) and facts.point("loss", 3) == (0.5, 4)
+        assert facts.points["loss"][2] == (0.2, 2) and facts.point("loss", 2) == (0.2, 2)

@@ -277,7 +277,7 @@ def reference_points(sdb: StudyDatabase, migration: Migration, log: Path,
     settings = queries.verify_settings(sdb.db, migration.id)
     patterns = compile_patterns(settings.get("patterns") or (), defaults=settings.get("default_patterns", True))
     facts = scan_chunks(file_chunks(log), patterns=patterns)
-    if goal not in facts.points:
+    if not facts.has_metric(goal):
         raise WorkbenchError(f"--log: {log}: the goal metric {goal!r} is not in the reference's log"
                              " (give --metrics FILE, or a pattern with `workbench verify --set patterns=...`)")
     return []

@@ -78,7 +78,7 @@ def load_run(db: Database, attempt: Attempt, settings: dict[str, Any], inputs: v
                                 standing=untangler.standing if untangler else None)
         if untangler is not None:
             facts = untangler.remap(facts)
-    series = stored or (facts.point_series() if facts else {})
+    series = stored or (facts.series_view() if facts else {})
     return Run(attempt, facts, series, "stored" if stored else "log", inputs.probe_reports, topo, point_line)
 
 

@@ -11,7 +11,7 @@ import math
 import re
 import statistics
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,8 +41,9 @@ class Run:
 
     attempt: Attempt
     facts: LogFacts | None
-    series: dict[str, dict[int, float]]
-    """name -> step -> value: the stored series when present, else extracted from the log."""
+    series: Mapping[str, dict[int, float]]
+    """name -> step -> value: the stored series when present, else extracted from the log (a
+    `SeriesView`, which builds a metric's dict when it is first read)."""
     series_source: str = "stored"
     """`stored` (from the bundle) or `log` (extracted by the scan)."""
     probe_reports: list[dict[str, Any]] = field(default_factory=list)
@@ -67,8 +68,9 @@ class Run:
         line = None
         if self.point_line is not None:
             line = self.point_line(name, step)
-        elif self.facts is not None and name in self.facts.points and step in self.facts.points[name]:
-            line = self.facts.points[name][step][1]
+        elif self.facts is not None:
+            found = self.facts.point(name, step)
+            line = None if found is None else found[1]
         text = f"{name} = {value:.6g}" if value is not None else f"{name}: none"
         if line is not None:
             text += f" (log line {line})"
@@ -127,7 +129,7 @@ def _expected_steps(run: Run, reference: Run | None, settings: dict[str, Any]) -
 
 
 def _last_step(run: Run) -> int | None:
-    candidates = [max(points) for name, points in run.series.items() if points and name in ("loss", "grad_norm")]
+    candidates = [max(points) for name in ("loss", "grad_norm") if (points := run.series.get(name))]
     if not candidates:
         candidates = [max(points) for points in run.series.values() if points]
     if run.facts is not None and run.facts.last_step is not None:

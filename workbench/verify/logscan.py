@@ -19,7 +19,7 @@ import operator
 import re
 import sys
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -132,6 +132,152 @@ _SHARDING = re.compile(rb"devices=\[([\d,]+)\]([\d,]+)")
 _EXCEPTION = re.compile(rb"^([A-Za-z_][\w.]*)(?::|$)")
 
 
+class SeriesView(Mapping[str, dict[int, float]]):
+    """`point_series()` as a mapping that builds a metric's step -> value dict when it is first
+    read (its floats converted then), for a reader of a few metrics of a finished scan (verify's
+    ladder); its names are the columns' as they are when asked."""
+
+    __slots__ = ("_columns", "_built")
+
+    def __init__(self, columns: MetricColumns) -> None:
+        self._columns = columns
+        self._built: dict[str, dict[int, float]] = {}
+
+    def __getitem__(self, name: str) -> dict[int, float]:
+        steps = self._built.get(name)
+        if steps is None:
+            if name not in self._columns.ops:
+                raise KeyError(name)
+            steps = self._built[name] = self._columns.metric_series(name)
+        return steps
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._columns.ops
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._columns.ops)
+
+    def __len__(self) -> int:
+        return len(self._columns.ops)
+
+    def __repr__(self) -> str:
+        return f"SeriesView({dict(self)!r})"
+
+
+class _Run:
+    """Points one piece's lines of one shape wrote, in line order: the steps, the lines
+    (`base` + `at`, a line's index in the piece) and each value column's text as read, joined by
+    spaces (a value is never empty and holds no space), converted to floats when first asked."""
+
+    __slots__ = ("steps", "base", "at", "raw", "_floats")
+
+    def __init__(self, steps: Any, base: int, at: Any, raw: bytes) -> None:
+        self.steps, self.base, self.at, self.raw = steps, base, at, raw
+        self._floats: list[float] | None = None
+
+    def floats(self) -> list[float]:
+        if self._floats is None:
+            self._floats = list(map(float, self.raw.split(b" ")))
+            self.raw = b""
+        return self._floats
+
+    def value(self, i: int) -> float:
+        return self._floats[i] if self._floats is not None else float(self.raw.split(b" ")[i])
+
+    def lines(self) -> Iterator[int]:
+        return map(self.base.__add__, self.at)
+
+
+class MetricColumns:
+    """The extracted points as they were written, by metric: each metric's writes in order, a
+    `_Run` for a stretch of shaped lines (written as with `dict.update`), a (step, value, line)
+    tuple for a point that replaces an earlier one of its step only from a later line
+    (a step logged twice keeps its later line, whatever order the patterns ran in), a
+    (step, value, line, None) tuple for one that replaces it anyway (a
+    sequential pattern's). `ops`' order is the order in which metrics were first written, as
+    `points`' keys were; `points()` replays the writes, so it is the dict the writes would have
+    built, to the order of every key. No object is made per point of a shaped line while scanning."""
+
+    __slots__ = ("ops", "_points")
+
+    def __init__(self, points: dict[str, dict[int, tuple[float, int]]] | None = None) -> None:
+        self.ops: dict[str, list[Any]] = {}
+        self._points = points
+        if points is not None:
+            for name, steps in points.items():
+                self.ops[name] = [(step, value, line, None) for step, (value, line) in steps.items()]
+
+    def changed(self) -> None:
+        self._points = None
+
+    def keep_later(self, name: str, step: int, value: float, line: int) -> None:
+        self._points = None
+        ops = self.ops.get(name)
+        if ops is None:
+            ops = self.ops[name] = []
+        ops.append((step, value, line))
+
+    def put(self, name: str, step: int, value: float, line: int) -> None:
+        self._points = None
+        ops = self.ops.get(name)
+        if ops is None:
+            ops = self.ops[name] = []
+        ops.append((step, value, line, None))
+
+    def points(self) -> dict[str, dict[int, tuple[float, int]]]:
+        if self._points is None:
+            self._points = {name: self._replay(ops) for name, ops in self.ops.items()}
+        return self._points
+
+    def point(self, name: str, step: int) -> tuple[float, int] | None:
+        """`points()[name][step]` (None where there is none), from the writes of that step alone:
+        a run's last line of the step (a search of its steps), the tuples by their rule."""
+        if self._points is not None:
+            steps = self._points.get(name)
+            return None if steps is None else steps.get(step)
+        found = None
+        for op in self.ops.get(name, ()):
+            if type(op) is _Run:
+                keys = op.steps
+                if step in keys:
+                    i = len(keys) - 1 - keys[::-1].index(step)
+                    found = (op.value(i), op.base + op.at[i])
+            elif op[0] == step and (len(op) == 4 or found is None or found[1] <= op[2]):
+                found = (op[1], op[2])
+        return found
+
+    def series(self) -> dict[str, dict[int, float]]:
+        """name -> step -> value."""
+        return {name: self.metric_series(name) for name in self.ops}
+
+    def metric_series(self, name: str) -> dict[int, float]:
+        """One metric's step -> value; where it has only runs of shaped lines, straight from the
+        columns (the last write of a step wins, at its first write's place: `dict.update`'s)."""
+        if self._points is not None:
+            return {s: v for s, (v, _) in self._points[name].items()}
+        ops = self.ops[name]
+        if all(type(op) is _Run for op in ops):
+            steps: dict[int, float] = {}
+            for op in ops:
+                steps.update(zip(op.steps, op.floats()))
+            return steps
+        return {s: v for s, (v, _) in self._replay(ops).items()}
+
+    @staticmethod
+    def _replay(ops: list[Any]) -> dict[int, tuple[float, int]]:
+        steps: dict[int, tuple[float, int]] = {}
+        for op in ops:
+            if type(op) is _Run:
+                steps.update(zip(op.steps, zip(op.floats(), op.lines())))
+            elif len(op) == 3:
+                old = steps.get(op[0])
+                if old is None or old[1] <= op[2]:
+                    steps[op[0]] = (op[1], op[2])
+            else:
+                steps[op[0]] = (op[1], op[2])
+        return steps
+
+
 @dataclass
 class Hit:
     line: int
@@ -151,8 +297,10 @@ class LogFacts:
     """The exception line that ends each traceback (`RuntimeError: ...`)."""
     fatal: list[tuple[str, Hit]] = field(default_factory=list)
     """(kind, line): fatal, oom, killed, timeout."""
-    points: dict[str, dict[int, tuple[float, int]]] = field(default_factory=dict)
-    """name -> step -> (value, line)."""
+    points: dict[str, dict[int, tuple[float, int]]] = field(default_factory=lambda: MetricColumns())  # type: ignore[assignment]
+    """name -> step -> (value, line). Reading it builds the dict from the columns the scan wrote
+    (`MetricColumns`, kept in `vars(facts)["points"]`) when first asked after a write, then
+    keeps it (changes made to it hold until the next write); assigning a dict replaces them."""
     total_steps: int | None = None
     last_step: int | None = None
     counters: dict[str, Hit] = field(default_factory=dict)
@@ -170,8 +318,39 @@ class LogFacts:
     reports: int = 0
     """How many metrics reports (blocks with `Counter:` lines) the log holds."""
 
+    @property
+    def metrics(self) -> MetricColumns:
+        """The points as the scan wrote them."""
+        return self.__dict__["points"]
+
     def point_series(self) -> dict[str, dict[int, float]]:
-        return {name: {s: v for s, (v, _) in steps.items()} for name, steps in self.points.items()}
+        """name -> step -> value, the values of `points`."""
+        return self.metrics.series()
+
+    def series_view(self) -> SeriesView:
+        """`point_series()`, each metric built when first read."""
+        return SeriesView(self.metrics)
+
+    def point(self, name: str, step: int) -> tuple[float, int] | None:
+        """(value, line) of one point, reading only `name`'s columns."""
+        return self.metrics.point(name, step)
+
+    def has_metric(self, name: str) -> bool:
+        return name in self.metrics.ops
+
+
+
+def _get_points(facts: LogFacts) -> dict[str, dict[int, tuple[float, int]]]:
+    return facts.__dict__["points"].points()
+
+
+def _set_points(facts: LogFacts, points: Any) -> None:
+    facts.__dict__["points"] = points if isinstance(points, MetricColumns) else MetricColumns(points)
+
+
+LogFacts.points = property(_get_points, _set_points, doc="name -> step -> (value, line), built on demand")  # type: ignore[assignment]
+"""Set after the class is made, so that the dataclass keeps `points` as a field (in `vars(facts)`,
+at its place) and `__init__` assigns it through the setter."""
 
 
 class _Compiled:
@@ -315,23 +494,24 @@ class LogScanner:
     def _piece(self, piece: bytes) -> None:
         base = self._line
         before = self.facts.last_step
+        known: tuple[dict[int, int], int] | tuple[()] = ()
         if self.steps_only:
             step_at, last = self._steps_only(piece)
         elif self.extract:
             marks: list[tuple[int, int]] = []  # (position, step) of step-bearing lines in this piece
             step_lines = _Marks(piece, marks, self._metrics(piece, base, marks))
             recent = self._recent_step
+            if step_lines.shaped is not None:  # lines counted already
+                known = (step_lines.known, step_lines.shaped.newlines)
 
             def step_at(pos: int) -> int | None:
-                positions, at = step_lines.lists()
-                i = bisect.bisect_left(positions, pos)
-                return at[i - 1] if i else recent
+                return step_lines.step_before(pos, recent)
 
             if self._standing is not None:
                 self._credit_standing(step_lines.pairs())
             for name, value, line, pos in self._pending:
                 step = step_at(pos)
-                _keep_later(self.facts.points.setdefault(name, {}), 0 if step is None else step, value, line)
+                self.facts.metrics.keep_later(name, 0 if step is None else step, value, line)
             self._pending.clear()
             last = step_lines.highest()
             if last is not None:
@@ -364,7 +544,7 @@ class LogScanner:
             self._sharding(piece, base, hits[_DEVICES])
         if last is not None:
             self.facts.last_step = last if before is None else max(before, last)
-        self._line = base + self._lines.resolve(piece, base)
+        self._line = base + self._lines.resolve(piece, base, *known)
         self._offset += len(piece)
 
     def _steps_only(self, piece: bytes) -> tuple[Callable[[int], int | None], int | None]:
@@ -429,7 +609,7 @@ class LogScanner:
                 i += 1
             step = standing.only()
             if step is not None:
-                _keep_later(self.facts.points.setdefault(name, {}), step, value, line)
+                self.facts.metrics.keep_later(name, step, value, line)
         for pos, step in marks[i:]:
             if pos != previous:
                 standing.advance(step)
@@ -556,10 +736,11 @@ class LogScanner:
 
     def _shaped(self, compiled: _Compiled, piece: bytes, base: int, marks: list[tuple[int, int]]) -> _Shaped | None:
         """The plain pattern's points by the shape of a typical step line (`_Shape`): one `findall`
-        gives every line of the piece, the shape's lines as columns of steps and values, converted
-        a column at a time; any other line that holds a step line is read alone by `_fields`. Points
-        are written in line order, as `_fields` over the piece writes them: the same dicts, in the
-        same order. Where no line has a shape, the piece goes to `_fields` whole."""
+        gives every line of the piece, the shape's lines as columns: steps converted a column at a
+        time, values kept as text (`_Run`); any other line that holds a step line is read alone by
+        `_fields`. Points are written in line order, as `_fields` over the piece writes them, so
+        `MetricColumns` builds the same dicts, in the same order. Where no line has a shape, the
+        piece goes to `_fields` whole."""
         regex = compiled.regex
         middle = piece.find(b"\n", len(piece) // 2) + 1  # a typical line: the piece's first may be a header
         m = regex.search(piece, middle) if middle else None
@@ -581,12 +762,13 @@ class LogScanner:
         found = list(map(operator.itemgetter(0), rows))  # a shape line's step, else b""
         at = list(itertools.compress(range(len(rows)), found))
         steps = list(map(int, itertools.compress(found, found)))
-        # a column at a time (not zip(*rows): its thousands of live iterators cost collections)
-        values = [list(map(float, itertools.compress(map(operator.itemgetter(k), rows), found))) for k in shape.values]
-        lines = list(map(base.__add__, at))
+        # a column at a time (not zip(*rows): its thousands of live iterators cost collections),
+        # kept as text until a value is asked for (`_Run`)
+        values = [list(itertools.compress(map(operator.itemgetter(k), rows), found)) for k in shape.values]
         others = list(map(operator.itemgetter(-1), rows))
         alone: list[tuple[int, int, int]] = []  # (line in piece, position on it, step) of other step lines
-        facts, points, total = self.facts, self.facts.points, shape.total
+        facts, ops, total = self.facts, self.facts.metrics.ops, shape.total
+        join = b" ".join
         done = 0
         for i in [*itertools.compress(range(len(rows)), others), len(rows)]:
             if i < len(rows) and regex.search(others[i]) is None:
@@ -595,28 +777,29 @@ class LogScanner:
             if upto > done:  # the shape's lines before line i
                 whole = done == 0 and upto == len(at)
                 keys = steps if whole else steps[done:upto]
-                where = lines if whole else lines[done:upto]
+                where = at if whole else at[done:upto]
                 for name, column in zip(shape.names, values):
-                    dest = points.get(name)
+                    dest = ops.get(name)
                     if dest is None:
-                        dest = points[name] = {}
-                    dest.update(zip(keys, zip(column if whole else column[done:upto], where)))
-                if total:
-                    facts.total_steps = int(rows[at[upto - 1]][1])
+                        dest = ops[name] = []
+                    dest.append(_Run(keys, base, where, join(column if whole else column[done:upto])))
+                if total:  # the planned total of the last of them (not a column: read from its line)
+                    facts.total_steps = _total_on(piece, at[upto - 1], len(rows))
                 done = upto
             if i < len(rows):
                 found_alone: list[tuple[int, int]] = []
                 self._fields(compiled, others[i], base + i, found_alone)
                 alone += [(i, pos, step) for pos, step in found_alone]
-        return _Shaped(at, steps, shape.offset, alone)
+        facts.metrics.changed()
+        return _Shaped(at, steps, shape.offset, alone, len(rows) - 1)
 
     def _point(self, name: str, value: float, step: int | None, line: int, start: int, sequential: bool) -> None:
         if step is not None:
-            _keep_later(self.facts.points.setdefault(name, {}), step, value, line)
+            self.facts.metrics.keep_later(name, step, value, line)
         elif sequential:
             n = self._sequence.get(name, 0) + 1
             self._sequence[name] = n
-            self.facts.points.setdefault(name, {})[n] = (value, line)
+            self.facts.metrics.put(name, n, value, line)
         else:
             self._pending.append((name, value, line, start))
 
@@ -624,7 +807,8 @@ class LogScanner:
         """A regex pattern's matches: the per-line loop of metric extraction, kept lean (no
         Python call per metric beyond `float`; names decoded once)."""
         facts = self.facts
-        points = facts.points
+        facts.metrics.changed()
+        ops = facts.metrics.ops
         groups = compiled.groups
         pattern = compiled.pattern
         sequential = pattern.sequential
@@ -638,7 +822,11 @@ class LogScanner:
         names = _NAMES
         count = piece.count
         line, last = base, 0
-        for m in compiled.regex.finditer(piece):
+        if SUMMARY_AT_LEADS and pattern == _SUMMARY:
+            matches: Iterable[re.Match[bytes]] = _matches_at(compiled.regex, piece, _summary_starts(piece))
+        else:
+            matches = compiled.regex.finditer(piece)
+        for m in matches:
             start = m.start()
             step = None
             if has_step:
@@ -670,12 +858,10 @@ class LogScanner:
                 except ValueError:
                     continue
                 if step is not None:
-                    dest = points.get(name)
+                    dest = ops.get(name)
                     if dest is None:
-                        dest = points[name] = {}
-                    old = dest.get(step)
-                    if old is None or old[1] <= line:
-                        dest[step] = (value, line)
+                        dest = ops[name] = []
+                    dest.append((step, value, line))  # kept if from a later line (`MetricColumns`)
                 else:
                     self._point(name, value, step, line, start, sequential)
 
@@ -838,16 +1024,18 @@ class _Deferred:
         self.hits.append((pos, hit))
         return hit
 
-    def resolve(self, piece: bytes, base: int) -> int:
-        """Sets each hit's line; returns the number of newlines in the piece."""
+    def resolve(self, piece: bytes, base: int, known: dict[int, int] | None = None, newlines: int | None = None) -> int:
+        """Sets each hit's line; returns the number of newlines in the piece. `known` gives the
+        newlines before some positions and `newlines` the piece's, where they were counted."""
         line, last = base, 0
         if self.hits:
             for pos, hit in sorted(self.hits, key=lambda item: item[0]):
-                line += _newlines(piece, last, pos)
+                before = known.get(pos) if known else None
+                line = base + before if before is not None else line + _newlines(piece, last, pos)
                 last = pos
                 hit.line = line
             self.hits.clear()
-        return line - base + _newlines(piece, last, len(piece))
+        return newlines if newlines is not None else line - base + _newlines(piece, last, len(piece))
 
 
 _NUMPY_FROM = 8 << 10
@@ -898,6 +1086,28 @@ class _LineCounter:
         return self.line
 
 
+SUMMARY_AT_LEADS = True
+"""The default summary pattern tried only at the line starts that `_summary_starts` finds, where
+`finditer` ran it over the piece (a regex pass, some 5 ms/MiB, in every piece whose gate opens:
+a study's logs end with `eval_accuracy`); False runs `finditer`, which tests compare it with."""
+_SUMMARY = DEFAULT_PATTERNS[4]
+assert _SUMMARY.regex.startswith("(?m)^(?P<name>(?:eval|val|valid|test|final)[_/]")
+_SUMMARY_LEADS: list[Markers] = []
+
+
+def _summary_starts(piece: bytes) -> list[int]:
+    """The starts of the lines that begin with `eval`, `val` (`valid` too), `test` or `final`, in
+    order: where the summary pattern (`(?m)^` then one of these) can match. One pass of the
+    markers' engine over the piece for the four words after a newline, plus the piece's start."""
+    if not _SUMMARY_LEADS:
+        _SUMMARY_LEADS.append(Markers([b"\neval", b"\nval", b"\ntest", b"\nfinal"]))
+    starts = [p + 1 for found in _SUMMARY_LEADS[0].scan(piece) for p in found]
+    starts.sort()
+    if piece.startswith((b"eval", b"val", b"test", b"final")):
+        starts.insert(0, 0)
+    return starts
+
+
 SHAPES = True
 """The plain pattern's lines read by shape (`LogScanner._shaped`); False reads every line by the
 general path (`_fields`), which tests compare it with."""
@@ -905,8 +1115,9 @@ general path (`_fields`), which tests compare it with."""
 
 @dataclass(frozen=True, slots=True)
 class _Shape:
-    """A step line's shape: its text with the step, the total and each value a group, the other
-    digit runs outside names any run of digits (before the step, one as long, so the step is
+    """A step line's shape: its text with the step and each value a group (the `/total`, where
+    there is one, matched but not kept: `_total_on` reads it), the other digit runs outside names
+    any run of digits (before the step, one as long, so the step is
     `offset` bytes into every line). `regex` matches each line of a piece: a line of the shape
     gives its groups, any other its text in the last group.
 
@@ -938,6 +1149,8 @@ class _Shaped:
     steps: list[int]
     offset: int
     alone: list[tuple[int, int, int]]
+    newlines: int
+    """How many newlines the piece holds: the shape's `findall` gives one row a line start."""
 
 
 _DIGIT_RUN = re.compile(rb"\d++")
@@ -967,7 +1180,7 @@ def _shape_of(line: bytes, plain: re.Pattern[bytes]) -> _Shape | None:
         return None
     body = m.group("body")
     total = m.group("total") is not None
-    parts = [_digits(line[: m.start("step")], fixed=True), rb"(\d++)", rb"/(\d++)" if total else b""]
+    parts = [_digits(line[: m.start("step")], fixed=True), rb"(\d++)", rb"/\d++" if total else b""]
     names: list[str] = []
     values: list[int] = []
     last = 0
@@ -977,7 +1190,7 @@ def _shape_of(line: bytes, plain: re.Pattern[bytes]) -> _Shape | None:
         if key in _SKIP_BYTES:
             parts.append(b"(?:" + value + b")")
         else:
-            values.append(1 + total + len(values))
+            values.append(1 + len(values))
             names.append(key.decode("utf-8", "replace"))
             parts.append(b"(" + value + b")")
         last = kv.end(2)
@@ -996,12 +1209,39 @@ class _Marks:
     the general path and the lines `_Shaped` gave by their index in the piece, given positions
     only when a position is asked for (a marker's hit, a step-less point, several processes)."""
 
-    __slots__ = ("piece", "found", "shaped", "_sorted", "_lists")
+    __slots__ = ("piece", "found", "shaped", "_sorted", "_lists", "_counter", "_counted", "known")
 
     def __init__(self, piece: bytes, found: list[tuple[int, int]], shaped: _Shaped | None) -> None:
         self.piece, self.found, self.shaped = piece, found, shaped
         self._sorted: list[tuple[int, int]] | None = None
         self._lists: tuple[list[int], list[int]] | None = None
+        self._counter: _LineCounter | None = None
+        self._counted = 0
+        self.known: dict[int, int] = {}
+        """Positions asked for, and the newlines before each (the hits' lines, for `_Deferred`)."""
+
+    def step_before(self, pos: int, recent: int | None) -> int | None:
+        """The step of the last of them that starts before `pos` (none: `recent`). Where the
+        shape's lines are all there are, by the line `pos` is on: its index (newlines counted
+        from the last position asked) among the shape's lines, and on that line whether the step
+        starts before `pos`; the positions of all of them are made only once the counting has
+        read twice the piece (hits far apart, asked in no order)."""
+        shaped = self.shaped
+        if (self._lists is None and shaped is not None and not self.found and not shaped.alone
+                and self._counted <= 2 * len(self.piece)):
+            counter = self._counter
+            if counter is None:
+                counter = self._counter = _LineCounter(self.piece, 0)
+            self._counted += abs(pos - counter.pos)
+            line = self.known[pos] = counter.at(pos)
+            at = shaped.at
+            i = bisect.bisect_left(at, line)
+            if i < len(at) and at[i] == line and pos - (self.piece.rfind(b"\n", 0, pos) + 1) > shaped.offset:
+                i += 1
+            return shaped.steps[i - 1] if i else recent
+        positions, steps = self.lists()
+        i = bisect.bisect_left(positions, pos)
+        return steps[i - 1] if i else recent
 
     def pairs(self) -> list[tuple[int, int]]:
         """All of them, in position order (and step order at one position)."""
@@ -1051,6 +1291,23 @@ class _Marks:
         return self.pairs()[-1][1]
 
 
+def _total_on(piece: bytes, index: int, rows: int) -> int:
+    """The `step N/M` total on the piece's line `index` (from 0), a step line of a shape with a
+    total, as the plain pattern reads it; `rows` is how many lines a shape's `findall` gave (a
+    piece that ends with a newline has an empty last one). Found from the piece's end where the
+    line is among its last 64, else from the starts of all its lines."""
+    back = rows - 1 - index
+    if piece.endswith(b"\n") and back <= 64:
+        start = len(piece)
+        for _ in range(back):
+            start = piece.rfind(b"\n", 0, start - 1) + 1
+    else:
+        start = _line_starts(piece)[index]
+    m = _STEP_LINES.search(piece, start, _line_end(piece, start))
+    assert m is not None and m.group(2) is not None, "a shape with a total gave a line without one"
+    return int(m.group(2))
+
+
 def _line_starts(piece: bytes) -> list[int]:
     """Where each line of the piece starts: with numpy where `_newlines` counts with it, else
     from the lengths of the lines."""
@@ -1058,13 +1315,6 @@ def _line_starts(piece: bytes) -> list[int]:
         np = _numpy[0]
         return [0, *(np.flatnonzero(np.frombuffer(piece, np.uint8) == 10) + 1).tolist()]
     return list(itertools.accumulate(map((1).__add__, map(len, piece.split(b"\n"))), initial=0))
-
-
-def _keep_later(series: dict[int, tuple[float, int]], step: int, value: float, line: int) -> None:
-    """A step logged twice keeps its later line, whatever order the patterns ran in."""
-    old = series.get(step)
-    if old is None or old[1] <= line:
-        series[step] = (value, line)
 
 
 def _line_end(piece: bytes, start: int) -> int:
@@ -1154,7 +1404,7 @@ class PointLines:
         if self._gated(name):
             if self._extracted is None:
                 self._extracted = self._extract()
-            found = self._extracted.points.get(name, {}).get(step)
+            found = self._extracted.point(name, step)
             return None if found is None else found[1]
         best = max(self._step_line(name, step), self._summary_line(name, step))
         return None if best < 0 else self.line_of(best)
