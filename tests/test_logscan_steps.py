@@ -1,6 +1,7 @@
 """The steps-only scan's step lines (issue 19): the possessive forms of the plain pattern find what
 its greedy form finds, and a cited step line found by its step (`PointLines._only_line_of`) is
-the one found among all of its piece's step lines."""
+the one found among all of its piece's step lines; the topology's cue for rank prefixes is the
+substring test it replaced."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from test_fuzz import FAST
 from test_verify_skip import STEP_PIECES, _chunks, every_log
 
 from storage.logs import CHUNK
-from workbench.verify import logscan
+from workbench.verify import logscan, topology
 from workbench.verify.logscan import LogScanner, PointLines, compile_patterns
 
 GREEDY_LINES = re.compile(logscan._STEP_LINES_PLAIN)
@@ -102,3 +103,28 @@ def test_uneven_lines_and_repeated_steps(monkeypatch) -> None:
 def test_a_step_line_found_by_its_step_on_any_log(log, size) -> None:
     with pytest.MonkeyPatch.context() as monkeypatch:
         _every_step_line(log, _chunks(log, size), monkeypatch)
+
+
+RANK_PIECES = st.sampled_from([b"[rank", b"[rank0]: ", b"[default", b"[default1]:", b"[", b"[[rank", b"rank",
+                               b"default", b"[Rank", b"\n", b"x", b"[ rank"])
+
+
+def _rank_cue_as_before(head: bytes) -> None:
+    assert (topology._RANK_CUE.search(head) is not None) == (b"[rank" in head or b"[default" in head)
+
+
+def test_the_rank_cue_is_the_substring_test_it_replaces(tmp_path) -> None:
+    for log in every_log(tmp_path):
+        _rank_cue_as_before(log)
+        _rank_cue_as_before(log + b"[rank")
+        _rank_cue_as_before(b"[default" + log)
+
+
+@FAST
+@given(head=st.lists(RANK_PIECES | st.binary(max_size=6), max_size=30).map(b"".join))
+def test_the_rank_cue_on_any_head(head) -> None:
+    _rank_cue_as_before(head)
+
+
+def test_the_rank_cue_runs_in_linear_time() -> None:
+    assert grows_linearly(lambda n: topology._RANK_CUE.search(b"[ran" * n + b"[defaul" * n), 50_000)

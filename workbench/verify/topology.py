@@ -52,6 +52,9 @@ _ERROR = re.compile(rb"(?i)error|exception|traceback|failed|abort|invalid|mismat
 `RendezvousKey{... global_devices=[0,1,2,3] ...}` when a collective is stuck)."""
 _RANK_PREFIX = re.compile(rb"^\[(?:rank|default) ?([0-9]{1,5})\]:")
 _RANKS = re.compile(rb"(?m)^\[(?:rank|default) ?([0-9]{1,5})\]:")
+_RANK_CUE = re.compile(rb"\[(?:rank|default)")
+"""Whether `_RANKS` is worth running: `b"[rank" in head or b"[default" in head` in one pass that
+stops only at a `[` (three to four times faster on the bench's logs, which have none)."""
 _STEP = re.compile(rb"step[ :=#]{1,3}([0-9]{1,9})")
 _STEP_TITLE = re.compile(rb"Step[ :=#]{1,3}([0-9]{1,9})")
 _CUES = Expressions([cue + rb"['\"]?[ \t]{0,3}[=:]" for cue in (
@@ -186,7 +189,7 @@ def read(head: bytes, argv: Iterable[str] = ()) -> Topology:
         last = start
         end = head.find(b"\n", start)
         topo.statements += _statements(head[start : len(head) if end == -1 else end], line)
-    if b"[rank" in head or b"[default" in head:
+    if _RANK_CUE.search(head):
         topo.ranks = {int(r) for r in set(_RANKS.findall(head))}
     _repeats(head[:STEP_SAMPLE], topo)
     return topo
