@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from domain.models import AttemptSource, AttemptStatus, FailureCause, Outcome
+from domain.models import AttemptSource, AttemptStatus, FailureCause, Outcome, pickled_by_fields
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,3 +116,6 @@ class AttemptSummary:
                 break
             level += 1
         return level
+
+
+pickled_by_fields(Command, Hardware, Attempt, Evidence, Failure, AttemptSummary)

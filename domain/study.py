@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from domain.models import pickled_by_fields
+
 
 @dataclass(frozen=True, slots=True)
 class Study:
@@ -21,3 +23,5 @@ class Study:
     reviewers: tuple[str, ...] = ()
     intervention_kinds: dict[str, str] = field(default_factory=dict)
     """The study's own intervention kinds (name to description) beside the built-in ones."""
+
+pickled_by_fields(Study)
