@@ -202,7 +202,7 @@ print(time.perf_counter() - t0, total)
 
 def verification(ctx) -> list[tuple]:
     t0 = time.perf_counter()
-    done = sh([PY, "-m", "cli", "verify", str(ctx.db), "--json"], timeout=3600)
+    done = sh([PY, "-m", "cli", "verify", str(ctx.db), "--json", "--force"], timeout=3600)  # all judged, also on a kept study
     seconds = time.perf_counter() - t0
     if done.returncode != 0:
         raise RuntimeError(done.stderr[-400:])
