@@ -41,12 +41,14 @@ class NavTable(DataTable):
         cursor is not on is drawn alike wherever the cursor is (and so for the hover), so it is
         asked for with one location for all of them, ELSEWHERE, and comes from the cache."""
         if self.cursor_type == "row":
-            row = self._row_locations.get(row_key) if row_key in self._row_locations else -1
-            if cursor_location.row != row:
-                cursor_location = ELSEWHERE
-            if hover_location.row != row:
-                hover_location = ELSEWHERE
+            cursor_location, hover_location = self._seen_from(row_key, cursor_location, hover_location)
         return super()._render_line_in_row(row_key, line_no, base_style, cursor_location, hover_location)
+
+    def _seen_from(self, row_key: Any, cursor: Coordinate, hover: Coordinate) -> tuple[Coordinate, Coordinate]:
+        """The cursor's and the hover's locations as a row's drawing depends on them: ELSEWHERE
+        for one not on the row (the header's row is -1)."""
+        row = self._row_locations.get(row_key) if row_key in self._row_locations else -1
+        return (cursor if cursor.row == row else ELSEWHERE, hover if hover.row == row else ELSEWHERE)
 
     def _render_line(self, y: int, x1: int, x2: int, base_style: Any) -> Any:
         """DataTable keeps a drawn line by where the cursor is too, so when `j` scrolls the table
@@ -59,11 +61,9 @@ class NavTable(DataTable):
             row_key, _ = self._get_offsets(y)
         except LookupError:
             return super()._render_line(y, x1, x2, base_style)
-        row = self._row_locations.get(row_key) if row_key in self._row_locations else -1
-        cursor, hover = self.cursor_coordinate, self.hover_coordinate
-        key = (ELSEWHERE, y, x1, x2, self.size.width, cursor if cursor.row == row else ELSEWHERE,
-               hover if hover.row == row else ELSEWHERE, base_style, self._show_hover_cursor, self._update_count,
-               self._pseudo_class_state)
+        cursor, hover = self._seen_from(row_key, self.cursor_coordinate, self.hover_coordinate)
+        key = (ELSEWHERE, y, x1, x2, self.size.width, cursor, hover, base_style, self._show_hover_cursor,
+               self._update_count, self._pseudo_class_state)
         strip = self._line_cache.get(key)
         if strip is None:
             strip = self._line_cache[key] = super()._render_line(y, x1, x2, base_style)
