@@ -218,17 +218,11 @@ class MetricColumns:
 
     def keep_later(self, name: str, step: int, value: float, line: int) -> None:
         self._points = None
-        ops = self.ops.get(name)
-        if ops is None:
-            ops = self.ops[name] = []
-        ops.append((step, value, line))
+        self.ops.setdefault(name, []).append((step, value, line))
 
     def put(self, name: str, step: int, value: float, line: int) -> None:
         self._points = None
-        ops = self.ops.get(name)
-        if ops is None:
-            ops = self.ops[name] = []
-        ops.append((step, value, line, None))
+        self.ops.setdefault(name, []).append((step, value, line, None))
 
     def points(self) -> dict[str, dict[int, tuple[float, int]]]:
         if self._points is None:
@@ -343,7 +337,6 @@ class LogFacts:
 
     def has_metric(self, name: str) -> bool:
         return name in self.metrics.ops
-
 
 
 def _get_points(facts: LogFacts) -> dict[str, dict[int, tuple[float, int]]]:
