@@ -429,6 +429,7 @@ async def test_a_table_draws_from_its_cache_after_a_move_what_it_draws_afresh(
         def kept_lines() -> set:
             return {k for k in t._line_cache.keys() if k[0] == ELSEWHERE}
 
+        t._draw_ahead = lambda *_: None  # what a move itself draws (its caches emptied above)
         before, lines = len(t._row_render_cache), kept_lines()
         await pilot.press("j")
         await settle(pilot)
@@ -442,6 +443,41 @@ async def test_a_table_draws_from_its_cache_after_a_move_what_it_draws_afresh(
         await pilot.press("j")
         await settle(pilot)
         assert t.scroll_y > 0 and 0 < len(kept_lines() - lines) <= 3  # and the row scrolled into view
+
+
+async def test_a_move_draws_ahead_what_the_next_move_the_same_way_shows(
+        bundle: BundleBuilder, tmp_path: Path) -> None:
+    """Once a move is on screen, the rows the next move the same way shows are drawn (issue 19),
+    so that move draws no cell, and shows what the table draws with its caches emptied."""
+    from textual.geometry import Region
+    from textual.widgets import DataTable
+
+    folder, shas = bundle.add_migration("many", commits=2)
+    bundle.write_attempts(folder, [bundle.attempt(seq, shas[1]) for seq in range(60)])
+    app = WorkbenchApp(build(bundle, tmp_path))
+
+    def drawn(t) -> list:
+        return [[(seg.text, seg.style) for seg in strip] for strip in t.render_lines(Region(0, 0, *t.size))]
+
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot)
+        t = table(app)
+        cells: list = []
+        for keys in ("j", "j" * 30, "k", "k" * 25):
+            await pilot.press(*keys)  # the table scrolls in the middle two
+            await settle(pilot)
+            t._draw_ahead = lambda *_: None
+            t._render_cell = lambda *args, **kw: cells.append(args) or DataTable._render_cell(t, *args, **kw)
+            row = t.cursor_row
+            await pilot.press(keys[-1])
+            await settle(pilot)
+            assert t.cursor_row != row and cells == [], keys
+            del t._draw_ahead, t._render_cell
+            kept = drawn(t)
+            t._clear_caches()
+            assert drawn(t) == kept, keys
 
 
 async def test_a_tables_render_caches_stay_within_two_screens_and_draw_the_same(

@@ -69,6 +69,27 @@ class NavTable(DataTable):
             strip = self._line_cache[key] = super()._render_line(y, x1, x2, base_style)
         return strip
 
+    def watch_cursor_coordinate(self, old: Coordinate, new: Coordinate) -> None:
+        super().watch_cursor_coordinate(old, new)
+        if self.cursor_type == "row" and old.row != new.row:
+            self.call_after_refresh(self._draw_ahead, new, 1 if new.row > old.row else -1)
+
+    def _draw_ahead(self, cursor: Coordinate, step: int) -> None:
+        """Once the screen shows a move of the cursor, draw the rows the next move the same way
+        will draw: the row after, with the cursor on it; this row without it; and the row after
+        that, which the table scrolls into view. A move drew them when it came, about a third of
+        a `j` (issue 19); now they wait in the row cache. Nothing is drawn if the cursor moved on
+        in between, and a row already in the cache costs a lookup."""
+        if cursor != self.cursor_coordinate:
+            return
+        ahead = Coordinate(cursor.row + step, cursor.column)
+        style, hover = self.rich_style, self.hover_coordinate
+        for row, at in ((ahead.row, ahead), (cursor.row, ELSEWHERE), (ahead.row + step, ELSEWHERE)):
+            if 0 <= row < self.row_count:
+                row_key = self._row_locations.get_key(row)
+                for line_no in range(self.rows[row_key].height):
+                    self._render_line_in_row(row_key, line_no, style, at, hover)
+
     def on_resize(self, event: events.Resize) -> None:
         self._size_caches(event.size.height)
 
