@@ -14,8 +14,9 @@ project-001's attempt #1. Then, each in fresh processes:
   DataTable; medians of --runs, and their ratio;
 - `j`: on project-001's attempt table, the time from a `j` key event (posted to the app as the
   driver posts it; Pilot's `press` adds about 100 ms of its own waiting, measured) until the
-  detail below the table names the next attempt and one more refresh has run; p50/p95 of
-  --presses, beside the same on a bare app with a 101-row table and a Static;
+  frame in which the detail below the table names the next attempt is handed to the terminal
+  driver (`App._display`); p50/p95 of --presses, beside the same on a bare app with a 101-row
+  table and a Static. Work the app does after that frame is not in it;
 - memory: resident set size with the big log open in the attempt's log pane, at its last line,
   after the error/warning scan finished (VmRSS, and the peak VmHWM);
 - garbage collection: every collection's generation and duration (`gc.callbacks`) during the
@@ -173,6 +174,34 @@ def launch(script: str, env: dict[str, str] | None = None) -> float:
 
 
 # --- j latency and memory (in a child: Pilot) ------------------------------------------------------------
+FRAME_CLOCK = """
+class FrameClock:
+    \"\"\"Times a key to the frame that shows its effect: the first one handed to the terminal
+    driver (App._display) in which `widget` starts with the wanted text.\"\"\"
+
+    def __init__(self, app, widget):
+        self.app, self.want, self.at = app, None, None
+        display = app._display
+
+        def timed(screen, renderable):
+            display(screen, renderable)
+            if self.at is None and self.want and str(widget.render()).startswith(self.want):
+                self.at = time.perf_counter()
+
+        app._display = timed
+
+    async def press(self, key, character, want):
+        \"\"\"(when the key was posted, seconds to the frame)\"\"\"
+        self.want, self.at = want, None
+        started = time.perf_counter()
+        self.app.post_message(events.Key(key, character))  # as the terminal driver delivers it
+        while self.at is None:
+            await asyncio.sleep(0.0005)
+            if time.perf_counter() - started > 10:
+                raise SystemExit(f"no frame with {want!r} after 10 s")
+        return started, self.at - started
+"""
+
 PILOT = """
 import asyncio, collections, gc, sys, time, json
 sys.path.insert(0, {root!r})
@@ -180,7 +209,7 @@ from pathlib import Path
 from screens.app import WorkbenchApp
 from screens.migration import AttemptTable
 from textual import events
-
+{frame_clock}
 def rss():
     fields = dict(line.split(":", 1) for line in open("/proc/self/status"))
     return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
@@ -218,6 +247,7 @@ async def main():
         table = screen.query_one(AttemptTable)
         detail = screen.query_one("#attempt-detail")
         times, starts = [], []
+        clock = FrameClock(app, detail)
         marks["j"] = time.perf_counter()
         for n in range({presses}):
             if table.cursor_row >= table.row_count - 1:
@@ -225,14 +255,8 @@ async def main():
                 await settle(pilot)
             want = screen.ordered()[table.cursor_row + 1].attempt.seq
             await pilot.pause()
-            started = time.perf_counter()
-            app.post_message(events.Key("j", "j"))  # as the terminal driver delivers it
-            while not str(detail.render()).startswith(f"#{{want}} "):
-                await asyncio.sleep(0.0005)
-                if time.perf_counter() - started > 10:
-                    raise SystemExit(f"no detail for #{{want}} after 10 s")
-            await pilot.pause(0)  # the refresh that paints it
-            times.append(time.perf_counter() - started)
+            started, took = await clock.press("j", "j", f"#{{want}} ")
+            times.append(took)
             starts.append(started)
         marks["j_end"] = time.perf_counter()
         out["j"], out["j_starts"] = times, starts
@@ -284,7 +308,7 @@ import asyncio, json, time
 from textual import events
 from textual.app import App
 from textual.widgets import DataTable, Static
-
+{frame_clock}
 class Bare(App):
     def compose(self):
         yield DataTable(cursor_type="row", zebra_stripes=True)
@@ -305,21 +329,14 @@ async def main():
     async with app.run_test(size={size!r}) as pilot:
         await pilot.pause()
         table, detail = app.query_one(DataTable), app.query_one("#detail")
-        times = []
+        times, clock = [], FrameClock(app, detail)
         for n in range({presses}):
             if table.cursor_row >= table.row_count - 1:
                 table.move_cursor(row=0)
                 await pilot.pause()
             want = table.cursor_row + 1
             await pilot.pause()
-            started = time.perf_counter()
-            app.post_message(events.Key("down", None))
-            while not str(detail.render()).startswith(f"#{{want}} "):
-                await asyncio.sleep(0.0005)
-                if time.perf_counter() - started > 10:
-                    raise SystemExit(f"no detail for #{{want}} after 10 s")
-            await pilot.pause(0)
-            times.append(time.perf_counter() - started)
+            times.append((await clock.press("down", None, f"#{{want}} "))[1])
     print(json.dumps(times))
 
 asyncio.run(main())
@@ -329,7 +346,7 @@ asyncio.run(main())
 def bare_j(presses: int) -> list[float]:
     import json
 
-    done = subprocess.run([sys.executable, "-c", BARE_J.format(size=SIZE, presses=presses)],
+    done = subprocess.run([sys.executable, "-c", BARE_J.format(size=SIZE, presses=presses, frame_clock=FRAME_CLOCK)],
                           capture_output=True, text=True, cwd=ROOT)
     if done.returncode != 0:
         raise SystemExit(done.stderr[-3000:])
@@ -340,7 +357,7 @@ def pilot_run(db: Path, presses: int, scan_limit: float, root: Path = ROOT) -> d
     import json
 
     done = subprocess.run(
-        [sys.executable, "-c", PILOT.format(root=str(root), db=str(db), size=SIZE, presses=presses,
+        [sys.executable, "-c", PILOT.format(root=str(root), db=str(db), size=SIZE, presses=presses, frame_clock=FRAME_CLOCK,
                                             scan_limit=scan_limit)],
         capture_output=True, text=True, cwd=ROOT, env={**os.environ, "WORKBENCH_REVIEWER": "bench"})
     if done.returncode != 0:
