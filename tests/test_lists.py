@@ -555,6 +555,30 @@ async def test_the_detail_under_a_list_only_grows_and_draws_what_a_layout_would(
         assert len(set(heights)) > 1  # the long claim made it grow
 
 
+async def test_the_cursor_stays_in_view_when_the_detail_grows_under_a_burst_of_keys(
+        bundle: BundleBuilder, tmp_path: Path) -> None:
+    """Keys as a held `j` delivers them, all queued at once: the detail grows on the way (a long
+    claim), the table shrinks, and its last scroll must still show the cursor's row."""
+    from textual import events
+
+    folder, shas = bundle.add_migration("burst", commits=2)
+    bundle.write_attempts(folder, [bundle.attempt(seq, shas[1], claim="a long claim that wraps " * 8 if seq == 14
+                                                  else "short") for seq in range(40)])
+    app = WorkbenchApp(build(bundle, tmp_path))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot)
+        t = table(app)
+        before = t.size.height
+        for _ in range(18):
+            app.post_message(events.Key("j", "j"))
+        await settle(pilot)
+        shown = t.scrollable_content_region.height - t.header_height  # rows between header and scrollbar
+        assert t.size.height < before and t.cursor_row == 18  # the detail grew
+        assert t.scroll_y <= t.cursor_row < t.scroll_y + shown
+
+
 async def test_the_detail_follows_the_cursor_before_any_message_is_handled(demo_db: Path) -> None:
     """The study and migration screens' details change as the cursor moves, not when the
     table's RowHighlighted message arrives: both are drawn in one refresh (issue 19: the second

@@ -91,7 +91,11 @@ class NavTable(DataTable):
                     self._render_line_in_row(row_key, line_no, style, at, hover)
 
     def on_resize(self, event: events.Resize) -> None:
+        """Keep the cursor in view: the detail under a list grows, and a table it shrinks kept its
+        scroll, so after a burst of `j`s the cursor's row could sit below the last one shown."""
         self._size_caches(event.size.height)
+        if self.row_count:
+            self._scroll_cursor_into_view()
 
     def _size_caches(self, height: int) -> None:
         """Size DataTable's render caches to two screens of the table. Its own sizes (1,000 rows
