@@ -283,3 +283,40 @@ def test_a_table_is_cleaned_cells_in_columns_as_wide_as_their_widest() -> None:
         "1          \u241b[31mred\u241b[0m",  # control characters shown, never sent to the terminal
         "wide cell                7",
     ]
+
+
+def _json_values(seed: int, count: int) -> list:
+    """Random JSON-able values, nested: every scalar type json writes (NaN, infinities, big ints,
+    non-ASCII and control characters), empty containers, tuples, and keys that are not strings."""
+    import random
+
+    rng = random.Random(seed)
+    scalars = [None, True, False, 0, -7, 2**70, 1.5, -0.0, 1e-310, 1e300, float("nan"), float("inf"),
+               float("-inf"), "", "plain", "é\u2603\U0001f600", "tab\tnew\nline\x00\x1b[31m\"\\", ]
+    keys = ["k", "", "é", "\n", 3, 2.5, True, None, False]
+
+    def value(depth: int):
+        kind = rng.randrange(5 if depth < 4 else 1)
+        if kind == 0 or kind == 1:
+            return rng.choice(scalars)
+        if kind == 2:
+            return [value(depth + 1) for _ in range(rng.randrange(4))]
+        if kind == 3:
+            return tuple(value(depth + 1) for _ in range(rng.randrange(3)))
+        return {rng.choice(keys): value(depth + 1) for _ in range(rng.randrange(4))}
+
+    return [value(0) for _ in range(count)]
+
+
+def test_indented_json_is_json_dumps_with_indent_2() -> None:
+    """`indented` (what `--json` prints, without json's generators) writes json.dumps(value,
+    indent=2) character for character, with each newline as asked."""
+    from cli.common import indented
+
+    for item in _json_values(19, 3000):
+        expected = json.dumps(item, indent=2)
+        assert indented(item) == expected
+        assert indented(item, "\n  ") == expected.replace("\n", "\n  ")
+    for bad in ({"set": {1}}, [object()], {(1, 2): 1}):
+        with pytest.raises(TypeError):
+            indented(bad)

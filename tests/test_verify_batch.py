@@ -136,3 +136,28 @@ def test_one_attempt_failing_leaves_the_rest_of_its_batch(tmp_path: Path):
     kept = queries.current_verification(db, bad.attempt.id)  # the failed one rolled back whole
     assert kept.id == bad.verification_id and len(queries.verdicts(db, bad.attempt.id)) == 5
     study.close()
+
+
+def test_json_rows_are_the_records_as_asdict_gives_them(tmp_path: Path):
+    """`verify --json` builds each row from the records' fields directly: the same as
+    `jsonable(asdict(...))` of the verification, each verdict's evidence and the failure, on
+    every attempt of the demo study."""
+    from dataclasses import asdict
+
+    from cli.common import jsonable
+    from cli.verify import _json_row, _rows
+
+    study = _study(tmp_path / "s.db")
+    db = study.db
+    report = verify_study(db, "ana", force=True)
+    rows = list(_rows(db, report.outcomes, evidence=True))
+    assert len(rows) == len(report.outcomes) and any(row[4] is not None for row in rows)
+    for slug, a, v, verdicts, failure, changed in rows:
+        assert _json_row(slug, a, v, verdicts, failure, changed) == {
+            "migration": slug, "seq": a.seq, "changed": changed, "verification": jsonable(asdict(v)),
+            "levels": [{"level": d.level, "outcome": d.outcome.value, "effective": d.effective.value, "reason": d.reason,
+                        "evidence": [asdict(e) for e in d.evidence]} for d in verdicts],
+            "failure": jsonable(asdict(failure)) if failure else None, "expected_level": a.expected_level,
+        }
+    study.close()
+
