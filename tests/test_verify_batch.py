@@ -161,3 +161,20 @@ def test_json_rows_are_the_records_as_asdict_gives_them(tmp_path: Path):
         }
     study.close()
 
+
+def test_each_verdict_is_audited_with_its_id_level_and_outcome(tmp_path: Path):
+    """The five verdicts of a run go in with one INSERT ... RETURNING: each audit row of a
+    verdict names that verdict's id, level and outcome, in the order of the ids, twice over
+    (the second run supersedes the first)."""
+    import json
+
+    study = _study(tmp_path / "s.db")
+    db = study.db
+    for _ in range(2):
+        verify_study(db, "ana", force=True)
+    audited = [(row[0], json.loads(row[1])) for row in db.execute(
+        "SELECT entity_id, detail FROM audit WHERE action = 'insert' AND entity = 'verdict' ORDER BY id").fetchall()]
+    stored = db.execute("SELECT id, attempt_id, level, outcome FROM verdict ORDER BY id").fetchall()
+    assert len(stored) == len(audited) > 0
+    assert [(vid, d["attempt_id"], d["level"], d["outcome"]) for vid, d in audited] == [tuple(row) for row in stored]
+    study.close()
