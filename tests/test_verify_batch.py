@@ -3,7 +3,6 @@ that cannot be written leaves the others of its batch written."""
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from pathlib import Path
 
@@ -82,8 +81,8 @@ def test_a_caller_with_threads_gets_its_workers_from_a_fork_server(tmp_path: Pat
     thread.join()
     assert seen["method"] == "forkserver"
     pooled = {task.attempts[0].id: judged for task, judged in seen["done"]}  # type: ignore[attr-defined]
-    assert [[(j.attempt.id, j.digest, j.judgement) for j in js] for js in here] == \
-        [[(j.attempt.id, j.digest, j.judgement) for j in pooled[task.attempts[0].id]] for task in tasks]
+    assert [[(j.attempt.id, j.digest, j.rows) for j in js] for js in here] == \
+        [[(j.attempt.id, j.digest, j.rows) for j in pooled[task.attempts[0].id]] for task in tasks]
     study.close()
 
 
@@ -122,14 +121,14 @@ def test_one_attempt_failing_leaves_the_rest_of_its_batch(tmp_path: Path):
     db = study.db
     report = verify_study(db, "ana", force=True)
     good, bad = report.outcomes[0], report.outcomes[1]
-    judged = {j.attempt.id: j.judgement for j in batch.judge_task(
+    judged = {j.attempt.id: j.rows for j in batch.judge_task(
         db, batch.tasks_of(*_task_inputs(db, good.attempt.migration_id), [good.attempt, bad.attempt], force=True)[0], {})}
-    broken = dataclasses.replace(judged[bad.attempt.id], levels=[*judged[bad.attempt.id].levels[:2], None])  # fails mid-write
+    broken = judged[bad.attempt.id]._replace(verdicts=[*judged[bad.attempt.id].verdicts[:2], None])  # fails mid-write
     before = db.execute("SELECT count(*) FROM verification").fetchone()[0]
     item = {"reference_attempt_id": None, "verifier": VERIFIER, "verifier_version": VERSION,
             "inputs_hash": "x", "inputs": "{}", "settings": "{}", "reviewer": "ana"}
-    ids = records.record_verifications(db, [{**item, "attempt_id": good.attempt.id, "judgement": judged[good.attempt.id]},
-                                            {**item, "attempt_id": bad.attempt.id, "judgement": broken}])
+    ids = records.record_verifications(db, [{**item, "attempt_id": good.attempt.id, "rows": judged[good.attempt.id]},
+                                            {**item, "attempt_id": bad.attempt.id, "rows": broken}])
     assert isinstance(ids[0], int) and isinstance(ids[1], Exception)
     assert db.execute("SELECT count(*) FROM verification").fetchone()[0] == before + 1
     assert queries.current_verification(db, good.attempt.id).id == ids[0]

@@ -258,14 +258,14 @@ def verify_groups(db: Database, migrations: list[Migration], study: Study, revie
         nonlocal done
         for task, judged in finished:
             plan = by_migration[task.migration.id]
-            new = [j for j in judged if j.judgement is not None]
+            new = [j for j in judged if j.rows is not None]
             written = dict(zip((j.attempt.id for j in new), _write(db, reviewer, plan, new)))
             for j in judged:
                 vid = written.get(j.attempt.id, j.verification_id)
                 if isinstance(vid, Exception):
                     errors.append(f"{j.attempt.migration_id}#{j.attempt.seq} ({type(vid).__name__}: {vid})")
                 else:
-                    plan.results[j.attempt.id] = AttemptResult(j.attempt, vid, j.judgement is not None)
+                    plan.results[j.attempt.id] = AttemptResult(j.attempt, vid, j.rows is not None)
             plan.out -= 1
             done += len(judged)
             if progress:
@@ -304,7 +304,7 @@ def _write(db: Database, reviewer: str, plan: _Plan, judged: list[Any]) -> list[
     return records.record_verifications(db, [
         {"attempt_id": j.attempt.id, "reference_attempt_id": plan.reference.id if plan.reference else None,
          "verifier": VERIFIER, "verifier_version": VERSION, "inputs_hash": j.digest, "inputs": j.inputs,
-         "settings": plan.settings_json, "judgement": j.judgement, "reviewer": reviewer}
+         "settings": plan.settings_json, "rows": j.rows, "reviewer": reviewer}
         for j in judged
     ]) if judged else []
 
