@@ -9,6 +9,7 @@ verdicts and keeps the old ones in history. docs/verification.md is the specific
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import hashlib
 import json
@@ -89,8 +90,8 @@ Off, the log is extracted as before (tests compare the two)."""
 
 
 COUNT_LINES_BELOW = 1 << 16
-"""A cited line this near the log's start is numbered by counting its newlines (microseconds),
-not by asking the stored line index (a query)."""
+"""A cited line this near the log's start, or a line cited before, is numbered by counting the
+newlines between (microseconds), not by asking the stored line index (a query)."""
 
 
 def _joined(chunks: Iterable[bytes]) -> tuple[bytes, list[int]]:
@@ -123,11 +124,25 @@ def _without_extraction(db: Database, log_id: int, data: bytes, bounds: list[int
     if not cite:
         return facts, None
 
+    known_at, known_line = [0], [1]  # offsets numbered so far, ascending, and their lines' numbers
+
     def line_of(offset: int) -> int:
-        if offset < COUNT_LINES_BELOW:
-            return data.count(b"\n", 0, offset) + 1
-        line, start = indexed_line_before(db, log_id, offset)
-        return line + data.count(b"\n", start, offset) + 1
+        """The number of the line holding `offset`, its newlines counted from the nearest offset
+        numbered before (a verdict cites 2-4 lines, often neighbours), the log's start or the
+        stored line index's entry before it."""
+        k = bisect.bisect_right(known_at, offset)
+        below = known_at[k - 1]
+        above = known_at[k] if k < len(known_at) else len(data) + COUNT_LINES_BELOW
+        if above - offset < min(offset - below, COUNT_LINES_BELOW):
+            line = known_line[k] - data.count(b"\n", offset, above)
+        elif offset - below < COUNT_LINES_BELOW:
+            line = known_line[k - 1] + data.count(b"\n", below, offset)
+        else:
+            indexed, start = indexed_line_before(db, log_id, offset)
+            line = indexed + data.count(b"\n", start, offset) + 1
+        known_at.insert(k, offset)
+        known_line.insert(k, line)
+        return line
 
     def extract():
         return scan_chunks(_slices(data, bounds), patterns=patterns)
