@@ -161,7 +161,8 @@ def _record_settings(sdb: Any, migration: Any, assignments: tuple[str, ...]) -> 
 
 def _rows(sdb: Any, outcomes: list[Any], evidence: bool) -> Iterator[tuple[Any, ...]]:
     """Each outcome's row as printed: one migration's attempts (a group), read in one go; the
-    verdicts' evidence only where it is printed (`evidence`)."""
+    verdicts' evidence and the failures only where they are printed (`evidence`: the table has
+    neither, and its failure column is the verification's cause)."""
     from storage import queries
 
     if not outcomes:
@@ -170,7 +171,7 @@ def _rows(sdb: Any, outcomes: list[Any], evidence: bool) -> Iterator[tuple[Any, 
     migration = queries.migration_by_id(sdb, outcomes[0].attempt.migration_id)
     slug = migration.slug if migration else ""
     verifications, verdicts = queries.current_verifications(sdb, ids), queries.current_verdicts(sdb, ids, evidence=evidence)
-    failures = queries.current_failures(sdb, ids)
+    failures = queries.current_failures(sdb, ids) if evidence else {}
     for o, aid in zip(outcomes, ids):
         yield slug, o.attempt, verifications.get(aid), verdicts.get(aid, []), failures.get(aid), o.changed
 
