@@ -132,8 +132,8 @@ def _without_extraction(db: Database, log_id: int, data: bytes, bounds: list[int
         stored line index's entry before it."""
         k = bisect.bisect_right(known_at, offset)
         below = known_at[k - 1]
-        above = known_at[k] if k < len(known_at) else len(data) + COUNT_LINES_BELOW
-        if above - offset < min(offset - below, COUNT_LINES_BELOW):
+        above = known_at[k] if k < len(known_at) else None
+        if above is not None and above - offset < min(offset - below, COUNT_LINES_BELOW):
             line = known_line[k] - data.count(b"\n", offset, above)
         elif offset - below < COUNT_LINES_BELOW:
             line = known_line[k - 1] + data.count(b"\n", below, offset)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from domain.models import Attempt, Migration, Study
+from storage.records import VerificationRows
 from storage.sqlite import Database
 
 POOL_MIN = 24
@@ -48,7 +49,7 @@ class Judged:
 
     attempt: Attempt
     verification_id: int = 0
-    rows: Any = None
+    rows: VerificationRows | None = None
     digest: str = ""
     inputs: str = ""
 
