@@ -7,10 +7,11 @@ inserted: the schema's triggers refuse updates and deletes, so a correction is a
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from domain.models import DecisionKind, Outcome
 
@@ -233,6 +234,37 @@ def _evidence_json(evidence: Any) -> str:
     return json.dumps([{"kind": e.kind, "ref": e.ref, "text": e.text} for e in evidence])
 
 
+class VerificationRows(NamedTuple):
+    """What `write_verification` stores of a judgement, as plain values. A verify run's workers
+    make them (`verification_rows`), so its parent unpickles strings rather than a judgement's
+    evidence objects and encodes none of them."""
+
+    columns: dict[str, Any]
+    """The verification's judged columns (highest level, cause, flags, time and cost)."""
+    verdicts: list[tuple[int, str, str, str]]
+    """Each level's (level, outcome, reason, evidence as JSON)."""
+    failure: tuple[str, int, str, str] | None
+    """(cause, silent, note, evidence as JSON); None without a cause."""
+
+
+def verification_rows(judgement: Any) -> VerificationRows:
+    """The rows of a judgement (`workbench.verify.ladder.Judgement`)."""
+    columns = {
+        "highest_level": judgement.highest_level,
+        "cause": judgement.cause.value if judgement.cause else None,
+        "silent": int(judgement.silent),
+        "over_claim": None if judgement.over_claim is None else int(judgement.over_claim),
+        "wall_seconds": judgement.wall_seconds,
+        "cost_dollars": judgement.cost_dollars,
+        "time_ratio": judgement.time_ratio,
+        "cost_ratio": judgement.cost_ratio,
+    }
+    verdicts = [(r.level, r.outcome.value, r.reason, _evidence_json(r.evidence)) for r in judgement.levels]
+    failure = None if judgement.cause is None else (
+        judgement.cause.value, int(judgement.silent), judgement.cause_note, _evidence_json(judgement.cause_evidence))
+    return VerificationRows(columns, verdicts, failure)
+
+
 def record_verification(db: Database, **item: Any) -> int:
     """Store one verification run: its five verdicts, the failure (if any) and the derived facts.
 
@@ -251,8 +283,13 @@ def record_verifications(db: Database, items: list[dict[str, Any]]) -> list[int 
     returned in its place, and the others of the batch stay. One commit per batch instead of
     one per attempt is what makes verifying a whole study cheap on SQLite.
     """
-    out: list[int | Exception] = []
     with immediate(db):
+        try:
+            with db.atomic():  # the whole batch in one savepoint: two statements, not two a run
+                return [write_verification(db, **item) for item in items]
+        except Exception:  # noqa: BLE001 - rolled back: again a run at a time, to keep the others
+            pass
+        out: list[int | Exception] = []
         for item in items:
             try:
                 with db.atomic():
@@ -272,12 +309,13 @@ def write_verification(
     inputs_hash: str,
     inputs: str,
     settings: str,
-    judgement: Any,
+    rows: VerificationRows,
     reviewer: str,
 ) -> int:
-    """One verification run's rows, inside the caller's transaction. `inputs` is the JSON text
-    `inputs_hash` hashes, stored as it was hashed; `settings` is JSON text too (a verify run
-    writes one migration's many verdicts with the same settings)."""
+    """One verification run's rows (`verification_rows` of its judgement), inside the caller's
+    transaction. `inputs` is the JSON text `inputs_hash` hashes, stored as it was hashed;
+    `settings` is JSON text too (a verify run writes one migration's many verdicts with the same
+    settings)."""
     previous = db.execute(
         "SELECT id FROM verification WHERE attempt_id = ? AND superseded_by IS NULL", [attempt_id]
     ).fetchone()
@@ -291,14 +329,7 @@ def write_verification(
         "settings": settings,
         "at": now(),
         "reviewer": reviewer,
-        "highest_level": judgement.highest_level,
-        "cause": judgement.cause.value if judgement.cause else None,
-        "silent": int(judgement.silent),
-        "over_claim": None if judgement.over_claim is None else int(judgement.over_claim),
-        "wall_seconds": judgement.wall_seconds,
-        "cost_dollars": judgement.cost_dollars,
-        "time_ratio": judgement.time_ratio,
-        "cost_ratio": judgement.cost_ratio,
+        **rows.columns,
     }
     if previous is not None:
         # free the "current" slot first (pointing at itself); the new row's id is set below
@@ -308,7 +339,7 @@ def write_verification(
         ("insert", "verification", verification_id, {k: v for k, v in row.items() if k not in ("inputs", "settings")})]
     if previous is not None:
         audited += _supersede(db, attempt_id, previous[0], verification_id)
-    audited += _insert_results(db, attempt_id, verification_id, judgement, verifier, verifier_version)
+    audited += _insert_results(db, attempt_id, verification_id, rows, verifier, verifier_version)
     audits(db, reviewer, audited)
     return verification_id
 
@@ -330,33 +361,29 @@ def _supersede(db: Database, attempt_id: int, previous_id: int, verification_id:
     return [*audited, ("supersede", "verification", previous_id, {"superseded_by": verification_id})]
 
 
-def _insert_results(db: Database, attempt_id: int, verification_id: int, judgement: Any, verifier: str,
+@functools.cache
+def _verdicts_insert(count: int) -> str:
+    """One INSERT of `count` verdicts giving back their (id, level, outcome): a statement fewer
+    an attempt than an `executemany` and a read of the ids."""
+    return ("INSERT INTO verdict (attempt_id, level, outcome, reason, evidence, verifier, verifier_version,"
+            " verification_id) VALUES " + ", ".join(["(?,?,?,?,?,?,?,?)"] * count) + " RETURNING id, level, outcome")
+
+
+def _insert_results(db: Database, attempt_id: int, verification_id: int, rows: VerificationRows, verifier: str,
                     verifier_version: str) -> list[Any]:
-    """The run's five verdicts (one `executemany`) and its failure (if any); gives the audit rows."""
-    db.conn.executemany(
-        "INSERT INTO verdict (attempt_id, level, outcome, reason, evidence, verifier, verifier_version,"
-        " verification_id) VALUES (?,?,?,?,?,?,?,?)",
-        [(attempt_id, r.level, r.outcome.value, r.reason, _evidence_json(r.evidence), verifier, verifier_version,
-          verification_id) for r in judgement.levels],
-    )
-    written = db.execute(
-        "SELECT id, level, outcome FROM verdict WHERE attempt_id = ? AND superseded_by IS NULL ORDER BY id",
-        [attempt_id],
-    ).fetchall()  # the current-verdict index finds them: the previous ones are superseded already
+    """The run's five verdicts (one statement) and its failure (if any); gives the audit rows."""
+    written = sorted(db.conn.execute(_verdicts_insert(len(rows.verdicts)), [
+        value for level, outcome, reason, evidence in rows.verdicts
+        for value in (attempt_id, level, outcome, reason, evidence, verifier, verifier_version, verification_id)
+    ]).fetchall())  # RETURNING gives its rows in no set order
     audited: list[Any] = [("insert", "verdict", verdict_id, {"attempt_id": attempt_id, "level": level, "outcome": outcome})
                           for verdict_id, level, outcome in written]
-    if judgement.cause is not None:
-        failure = {
-            "attempt_id": attempt_id,
-            "cause": judgement.cause.value,
-            "silent": int(judgement.silent),
-            "note": judgement.cause_note,
-            "evidence": _evidence_json(judgement.cause_evidence),
-            "verification_id": verification_id,
-        }
+    if rows.failure is not None:
+        cause, silent, note, evidence = rows.failure
+        failure = {"attempt_id": attempt_id, "cause": cause, "silent": silent, "note": note, "evidence": evidence,
+                   "verification_id": verification_id}
         failure_id = insert_row(db, "failure", failure)
-        audited.append(("insert", "failure", failure_id,
-                        {"attempt_id": attempt_id, "cause": judgement.cause.value, "silent": judgement.silent}))
+        audited.append(("insert", "failure", failure_id, {"attempt_id": attempt_id, "cause": cause, "silent": bool(silent)}))
     return audited
 
 

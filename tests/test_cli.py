@@ -238,19 +238,46 @@ def test_bad_paths_ports_and_values_give_one_line_each(small_bundle, tmp_path: P
     assert json.loads(workbench("migrations", db, "--json").stdout)[1]["interventions"] == 0  # nothing written
 
 
-@pytest.mark.parametrize("items", [[], [{"a": [1, {"b": None}], "c": "x\ny", "e": []}], [1, "two", {"3": [3, []]}, {}]])
-def test_spooled_rows_print_as_echo_json_prints_them(items, capsys) -> None:
-    """`workbench verify` spools its rows (150,000 of them stay off the heap) and prints what
-    echo_json prints for the list."""
+def _json_values(seed: int, count: int) -> list:
+    """Random JSON-able values, nested: every scalar type json writes (NaN, infinities, big ints,
+    non-ASCII and control characters), empty containers, tuples, and keys that are not strings."""
+    import random
+
+    rng = random.Random(seed)
+    scalars = [None, True, False, 0, -7, 2**70, 1.5, -0.0, 1e-310, 1e300, float("nan"), float("inf"),
+               float("-inf"), "", "plain", "é\u2603\U0001f600", "tab\tnew\nline\x00\x1b[31m\"\\", ]
+    keys = ["k", "", "é", "\n", 3, 2.5, True, None, False]
+
+    def value(depth: int):
+        kind = rng.randrange(5 if depth < 4 else 1)
+        if kind == 0 or kind == 1:
+            return rng.choice(scalars)
+        if kind == 2:
+            return [value(depth + 1) for _ in range(rng.randrange(4))]
+        if kind == 3:
+            return tuple(value(depth + 1) for _ in range(rng.randrange(3)))
+        return {rng.choice(keys): value(depth + 1) for _ in range(rng.randrange(4))}
+
+    return [value(0) for _ in range(count)]
+
+
+@pytest.mark.parametrize("items", [[], [{"a": [1, {"b": None}], "c": "x\ny\r\nz\r", "e": []}],
+                                   [1, "two", {"3": [3, []]}, {}], _json_values(7, 300)])
+@pytest.mark.parametrize("in_memory", [8 << 20, 200])
+def test_spooled_rows_print_as_echo_json_prints_them(items, in_memory, capsys) -> None:
+    """`workbench verify` spools its rows (150,000 of them stay off the heap), in memory or in a
+    file, and prints what echo_json prints for the list; its items read back as they were added."""
     from cli.common import Spooled, echo_json
 
     spooled = Spooled()
+    spooled.IN_MEMORY = in_memory
     for item in items:
         spooled.add(item)
     spooled.echo()
     echo_json(items)
     out = capsys.readouterr().out
     assert out[: len(out) // 2] == out[len(out) // 2 :] == json.dumps(items, indent=2) + "\n"
+    assert json.dumps(list(spooled.items())) == json.dumps(items)  # NaN is not NaN: compared as text
 
 
 def test_spooled_rows_moved_to_a_file_read_back_as_they_were_added() -> None:
@@ -283,3 +310,17 @@ def test_a_table_is_cleaned_cells_in_columns_as_wide_as_their_widest() -> None:
         "1          \u241b[31mred\u241b[0m",  # control characters shown, never sent to the terminal
         "wide cell                7",
     ]
+
+
+def test_indented_json_is_json_dumps_with_indent_2() -> None:
+    """`indented` (what `--json` prints, without json's generators) writes json.dumps(value,
+    indent=2) character for character, with each newline as asked."""
+    from cli.common import indented
+
+    for item in _json_values(19, 3000):
+        expected = json.dumps(item, indent=2)
+        assert indented(item) == expected
+        assert indented(item, "\n  ") == expected.replace("\n", "\n  ")
+    for bad in ({"set": {1}}, [object()], {(1, 2): 1}):
+        with pytest.raises(TypeError):
+            indented(bad)

@@ -48,14 +48,14 @@ def fails_cleanly(result: subprocess.CompletedProcess[str], *expected: str) -> N
 
 
 def _verify(db, attempt_id: int, outcomes: tuple[Outcome, ...]) -> None:
-    from storage.records import record_verification
+    from storage.records import record_verification, verification_rows
     from workbench.verify.ladder import Judgement, LevelResult
 
     levels = [LevelResult(n, o, "test") for n, o in enumerate(outcomes, start=1)]
     judgement = Judgement(levels=levels, highest_level=0, cause=None, cause_evidence=[], cause_note="",
                           silent=False, over_claim=None, raised_error=False)
     record_verification(db, attempt_id=attempt_id, reference_attempt_id=None, verifier="test",
-                        verifier_version="1", inputs_hash="h", inputs="{}", settings="{}", judgement=judgement,
+                        verifier_version="1", inputs_hash="h", inputs="{}", settings="{}", rows=verification_rows(judgement),
                         reviewer="ana")
 
 

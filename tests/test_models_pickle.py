@@ -84,7 +84,7 @@ def test_what_a_verify_task_sends_back_round_trips(tmp_path) -> None:
                                        verify_inputs.reference_attempt(db, m.id), verify_inputs.agent_attempts(db, m.id), True):
                 _round_trips(task)
                 judged += batch.judge_task(db, task, cache)
-        assert judged and all(j.judgement is not None for j in judged)
+        assert judged and all(j.rows is not None for j in judged)
         for j in judged:
             _round_trips(j)
     finally:

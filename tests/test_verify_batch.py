@@ -3,7 +3,6 @@ that cannot be written leaves the others of its batch written."""
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from pathlib import Path
 
@@ -82,8 +81,8 @@ def test_a_caller_with_threads_gets_its_workers_from_a_fork_server(tmp_path: Pat
     thread.join()
     assert seen["method"] == "forkserver"
     pooled = {task.attempts[0].id: judged for task, judged in seen["done"]}  # type: ignore[attr-defined]
-    assert [[(j.attempt.id, j.digest, j.judgement) for j in js] for js in here] == \
-        [[(j.attempt.id, j.digest, j.judgement) for j in pooled[task.attempts[0].id]] for task in tasks]
+    assert [[(j.attempt.id, j.digest, j.rows) for j in js] for js in here] == \
+        [[(j.attempt.id, j.digest, j.rows) for j in pooled[task.attempts[0].id]] for task in tasks]
     study.close()
 
 
@@ -122,17 +121,59 @@ def test_one_attempt_failing_leaves_the_rest_of_its_batch(tmp_path: Path):
     db = study.db
     report = verify_study(db, "ana", force=True)
     good, bad = report.outcomes[0], report.outcomes[1]
-    judged = {j.attempt.id: j.judgement for j in batch.judge_task(
+    judged = {j.attempt.id: j.rows for j in batch.judge_task(
         db, batch.tasks_of(*_task_inputs(db, good.attempt.migration_id), [good.attempt, bad.attempt], force=True)[0], {})}
-    broken = dataclasses.replace(judged[bad.attempt.id], levels=[*judged[bad.attempt.id].levels[:2], None])  # fails mid-write
+    broken = judged[bad.attempt.id]._replace(verdicts=[*judged[bad.attempt.id].verdicts[:2], None])  # fails mid-write
     before = db.execute("SELECT count(*) FROM verification").fetchone()[0]
     item = {"reference_attempt_id": None, "verifier": VERIFIER, "verifier_version": VERSION,
             "inputs_hash": "x", "inputs": "{}", "settings": "{}", "reviewer": "ana"}
-    ids = records.record_verifications(db, [{**item, "attempt_id": good.attempt.id, "judgement": judged[good.attempt.id]},
-                                            {**item, "attempt_id": bad.attempt.id, "judgement": broken}])
+    ids = records.record_verifications(db, [{**item, "attempt_id": good.attempt.id, "rows": judged[good.attempt.id]},
+                                            {**item, "attempt_id": bad.attempt.id, "rows": broken}])
     assert isinstance(ids[0], int) and isinstance(ids[1], Exception)
     assert db.execute("SELECT count(*) FROM verification").fetchone()[0] == before + 1
     assert queries.current_verification(db, good.attempt.id).id == ids[0]
     kept = queries.current_verification(db, bad.attempt.id)  # the failed one rolled back whole
     assert kept.id == bad.verification_id and len(queries.verdicts(db, bad.attempt.id)) == 5
+    study.close()
+
+
+def test_json_rows_are_the_records_as_asdict_gives_them(tmp_path: Path):
+    """`verify --json` builds each row from the records' fields directly: the same as
+    `jsonable(asdict(...))` of the verification, each verdict's evidence and the failure, on
+    every attempt of the demo study."""
+    from dataclasses import asdict
+
+    from cli.common import jsonable
+    from cli.verify import _json_row, _rows
+
+    study = _study(tmp_path / "s.db")
+    db = study.db
+    report = verify_study(db, "ana", force=True)
+    rows = list(_rows(db, report.outcomes, evidence=True))
+    assert len(rows) == len(report.outcomes) and any(row[4] is not None for row in rows)
+    for slug, a, v, verdicts, failure, changed in rows:
+        assert _json_row(slug, a, v, verdicts, failure, changed) == {
+            "migration": slug, "seq": a.seq, "changed": changed, "verification": jsonable(asdict(v)),
+            "levels": [{"level": d.level, "outcome": d.outcome.value, "effective": d.effective.value, "reason": d.reason,
+                        "evidence": [asdict(e) for e in d.evidence]} for d in verdicts],
+            "failure": jsonable(asdict(failure)) if failure else None, "expected_level": a.expected_level,
+        }
+    study.close()
+
+
+def test_each_verdict_is_audited_with_its_id_level_and_outcome(tmp_path: Path):
+    """The five verdicts of a run go in with one INSERT ... RETURNING: each audit row of a
+    verdict names that verdict's id, level and outcome, in the order of the ids, twice over
+    (the second run supersedes the first)."""
+    import json
+
+    study = _study(tmp_path / "s.db")
+    db = study.db
+    for _ in range(2):
+        verify_study(db, "ana", force=True)
+    audited = [(row[0], json.loads(row[1])) for row in db.execute(
+        "SELECT entity_id, detail FROM audit WHERE action = 'insert' AND entity = 'verdict' ORDER BY id").fetchall()]
+    stored = db.execute("SELECT id, attempt_id, level, outcome FROM verdict ORDER BY id").fetchall()
+    assert len(stored) == len(audited) > 0
+    assert [(vid, d["attempt_id"], d["level"], d["outcome"]) for vid, d in audited] == [tuple(row) for row in stored]
     study.close()

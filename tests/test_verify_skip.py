@@ -142,8 +142,9 @@ def _bundles() -> list[Path]:
 @pytest.mark.parametrize("bundle", _bundles(), ids=lambda p: p.parent.name + "/" + p.name)
 def test_verdicts_and_cited_lines_are_the_same_without_extraction(bundle, tmp_path, monkeypatch) -> None:
     got = {}
-    # without extraction, cited lines numbered by counting newlines near the start, or always by the line index
-    for skip, count_below in ((False, 0), (True, workbench.verify.COUNT_LINES_BELOW), (True, 0)):
+    # without extraction, cited lines numbered by counting newlines near the start or a line cited before, always
+    # by the line index, or by both (lines within 300 bytes counted)
+    for skip, count_below in ((False, 0), (True, workbench.verify.COUNT_LINES_BELOW), (True, 0), (True, 300)):
         monkeypatch.setattr(workbench.verify, "CITE_WITHOUT_EXTRACTION", skip)
         monkeypatch.setattr(workbench.verify, "COUNT_LINES_BELOW", count_below)
         study = open_study(tmp_path / f"{skip}-{count_below}.db", create=True)

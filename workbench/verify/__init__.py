@@ -9,6 +9,7 @@ verdicts and keeps the old ones in history. docs/verification.md is the specific
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import hashlib
 import json
@@ -89,8 +90,8 @@ Off, the log is extracted as before (tests compare the two)."""
 
 
 COUNT_LINES_BELOW = 1 << 16
-"""A cited line this near the log's start is numbered by counting its newlines (microseconds),
-not by asking the stored line index (a query)."""
+"""A cited line this near the log's start, or a line cited before, is numbered by counting the
+newlines between (microseconds), not by asking the stored line index (a query)."""
 
 
 def _joined(chunks: Iterable[bytes]) -> tuple[bytes, list[int]]:
@@ -123,11 +124,25 @@ def _without_extraction(db: Database, log_id: int, data: bytes, bounds: list[int
     if not cite:
         return facts, None
 
+    known_at, known_line = [0], [1]  # offsets numbered so far, ascending, and their lines' numbers
+
     def line_of(offset: int) -> int:
-        if offset < COUNT_LINES_BELOW:
-            return data.count(b"\n", 0, offset) + 1
-        line, start = indexed_line_before(db, log_id, offset)
-        return line + data.count(b"\n", start, offset) + 1
+        """The number of the line holding `offset`, its newlines counted from the nearest offset
+        numbered before (a verdict cites 2-4 lines, often neighbours), the log's start or the
+        stored line index's entry before it."""
+        k = bisect.bisect_right(known_at, offset)
+        below = known_at[k - 1]
+        above = known_at[k] if k < len(known_at) else None
+        if above is not None and above - offset < min(offset - below, COUNT_LINES_BELOW):
+            line = known_line[k] - data.count(b"\n", offset, above)
+        elif offset - below < COUNT_LINES_BELOW:
+            line = known_line[k - 1] + data.count(b"\n", below, offset)
+        else:
+            indexed, start = indexed_line_before(db, log_id, offset)
+            line = indexed + data.count(b"\n", start, offset) + 1
+        known_at.insert(k, offset)
+        known_line.insert(k, line)
+        return line
 
     def extract():
         return scan_chunks(_slices(data, bounds), patterns=patterns)
@@ -258,14 +273,14 @@ def verify_groups(db: Database, migrations: list[Migration], study: Study, revie
         nonlocal done
         for task, judged in finished:
             plan = by_migration[task.migration.id]
-            new = [j for j in judged if j.judgement is not None]
+            new = [j for j in judged if j.rows is not None]
             written = dict(zip((j.attempt.id for j in new), _write(db, reviewer, plan, new)))
             for j in judged:
                 vid = written.get(j.attempt.id, j.verification_id)
                 if isinstance(vid, Exception):
                     errors.append(f"{j.attempt.migration_id}#{j.attempt.seq} ({type(vid).__name__}: {vid})")
                 else:
-                    plan.results[j.attempt.id] = AttemptResult(j.attempt, vid, j.judgement is not None)
+                    plan.results[j.attempt.id] = AttemptResult(j.attempt, vid, j.rows is not None)
             plan.out -= 1
             done += len(judged)
             if progress:
@@ -304,7 +319,7 @@ def _write(db: Database, reviewer: str, plan: _Plan, judged: list[Any]) -> list[
     return records.record_verifications(db, [
         {"attempt_id": j.attempt.id, "reference_attempt_id": plan.reference.id if plan.reference else None,
          "verifier": VERIFIER, "verifier_version": VERSION, "inputs_hash": j.digest, "inputs": j.inputs,
-         "settings": plan.settings_json, "judgement": j.judgement, "reviewer": reviewer}
+         "settings": plan.settings_json, "rows": j.rows, "reviewer": reviewer}
         for j in judged
     ]) if judged else []
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from domain.models import Attempt, Migration, Study
+from storage.records import VerificationRows
 from storage.sqlite import Database
 
 POOL_MIN = 24
@@ -42,12 +43,13 @@ class Task:
 @dataclass(frozen=True)
 class Judged:
     """One attempt as a task gives it back: with its effective expected level and either its
-    current verification (`verification_id`, when its inputs are unchanged) or a new judgement
-    with the inputs it was hashed from (JSON text), for the parent to write."""
+    current verification (`verification_id`, when its inputs are unchanged) or a new judgement's
+    rows (`storage.records.VerificationRows`) with the inputs it was hashed from (JSON text), for
+    the parent to write."""
 
     attempt: Attempt
     verification_id: int = 0
-    judgement: Any = None
+    rows: VerificationRows | None = None
     digest: str = ""
     inputs: str = ""
 
@@ -75,6 +77,7 @@ def judge_task(db: Database, task: Task, cache: dict[Any, Any]) -> list[Judged]:
     migration order, and a study of 1,500 migrations would otherwise keep 1,500 reference runs in
     every worker."""
     from storage import verify_inputs
+    from storage.records import verification_rows
     from workbench.verify import _input_digest, compare_checkpoints, inputs_for, load_run, with_effective_expected
     from workbench.verify.ladder import judge
 
@@ -103,7 +106,7 @@ def judge_task(db: Database, task: Task, cache: dict[Any, Any]) -> list[Judged]:
         checkpoints = compare_checkpoints(read.checkpoint, reference_inputs.checkpoint if reference_inputs else None,
                                           task.settings, cache["checkpoints"])
         judgement = judge(run, cache["reference"], task.migration, task.study, task.settings, checkpoints)
-        out.append(Judged(attempt, 0, judgement, digest, inputs))
+        out.append(Judged(attempt, 0, verification_rows(judgement), digest, inputs))
     return out
 
 
