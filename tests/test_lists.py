@@ -579,6 +579,29 @@ async def test_the_cursor_stays_in_view_when_the_detail_grows_under_a_burst_of_k
         assert t.scroll_y <= t.cursor_row < t.scroll_y + shown
 
 
+async def test_a_detail_is_drawn_once_for_the_same_content(bundle: BundleBuilder, tmp_path: Path,
+                                                            monkeypatch) -> None:
+    """A table sets its cursor again for every row it adds, and the screen asked its detail for
+    the same migration each time: a hundred draws for a first page (issue 19). Each content is
+    drawn once in a row, and the detail still follows the cursor."""
+    from screens.widgets.detail import Detail
+
+    for n in range(30):
+        bundle.add_migration(f"m-{n:02d}", commits=1)
+    drawn: list[str] = []
+    update = Detail.update
+    monkeypatch.setattr(Detail, "update", lambda self, content="", **kw: drawn.append(str(content))
+                        or update(self, content, **kw))
+    app = WorkbenchApp(build(bundle, tmp_path))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        assert table(app).row_count == 30 and drawn and drawn[-1].startswith("m-00")
+        assert len(drawn) <= 2 and all(a != b for a, b in zip(drawn, drawn[1:]))
+        await pilot.press("j")
+        await settle(pilot)
+        assert drawn[-1].startswith("m-01")
+
+
 async def test_the_detail_follows_the_cursor_before_any_message_is_handled(demo_db: Path) -> None:
     """The study and migration screens' details change as the cursor moves, not when the
     table's RowHighlighted message arrives: both are drawn in one refresh (issue 19: the second
