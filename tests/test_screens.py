@@ -301,6 +301,20 @@ async def test_curves_plot_the_band_and_the_largest_deviations(demo_db: Path) ->
         assert "grad_norm (2/3, m: next)" in screen_text(app)
 
 
+async def test_curves_of_an_attempt_without_series_say_so_in_one_line(demo_db: Path) -> None:
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_attempt(pilot, 1, 1)  # mlp #1 stopped at exit 1 before its first step
+        await pilot.press("5")
+        await settle(pilot)
+        text = screen_text(app)
+        assert "No metric series recorded for this attempt." in text
+        assert "No series to plot" not in text and "×tol" not in text  # no empty plot or table
+        await pilot.press("]")  # #2 has series: plot and table come back
+        await settle(pilot)
+        assert "loss (1/3, m: next)" in screen_text(app) and "×tol" in screen_text(app)
+
+
 async def test_compare_two_attempts(demo_db: Path) -> None:
     app = WorkbenchApp(demo_db)
     async with app.run_test(size=(120, 40)) as pilot:

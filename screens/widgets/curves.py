@@ -230,9 +230,9 @@ class CurvesPane(Vertical):
         legend = self.query_one("#curves-legend", Static)
         plot = self.query_one(CurvePlot)
         name = self.metric
-        if name is None:
+        plot.display = self.query_one("#curves-table").display = name is not None
+        if name is None:  # one line saying so, not an empty plot and table below it
             legend.update(Text("No metric series recorded for this attempt.", style="dim"))
-            plot.show([], None)
             return
         series = self.curves.series[name]
         rtol, atol = self.curves.tolerance[name]
