@@ -398,21 +398,28 @@ async def test_lists_follow_another_process_in_place(unverified: Path, tmp_path:
         assert column(app, "source")[:2] == ["ref", "ref"] and screen.current().attempt.seq == 2
 
 
+def many_attempts(bundle: BundleBuilder, tmp_path: Path, count: int) -> WorkbenchApp:
+    """The app on a study whose one migration has `count` attempts."""
+    folder, shas = bundle.add_migration("many", commits=2)
+    bundle.write_attempts(folder, [bundle.attempt(seq, shas[1]) for seq in range(count)])
+    return WorkbenchApp(build(bundle, tmp_path))
+
+
+def drawn(t) -> list:
+    """Every line of a table as it draws it now: each segment's text and style."""
+    from textual.geometry import Region
+
+    return [[(seg.text, seg.style) for seg in strip] for strip in t.render_lines(Region(0, 0, *t.size))]
+
+
 async def test_a_table_draws_from_its_cache_after_a_move_what_it_draws_afresh(
         bundle: BundleBuilder, tmp_path: Path) -> None:
     """NavTable asks DataTable for a row the cursor is not on with one location for "elsewhere",
     so a move of the cursor redraws two rows, not all of them (issue 19): every line, with its
     styles (cursor, hover, zebra stripes), is what the table draws with its caches emptied."""
-    from textual.geometry import Region
-
     from screens.widgets.nav_table import ELSEWHERE, NavTable
 
-    folder, shas = bundle.add_migration("many", commits=2)
-    bundle.write_attempts(folder, [bundle.attempt(seq, shas[1]) for seq in range(40)])
-    app = WorkbenchApp(build(bundle, tmp_path))
-
-    def drawn(t) -> list:
-        return [[(seg.text, seg.style) for seg in strip] for strip in t.render_lines(Region(0, 0, *t.size))]
+    app = many_attempts(bundle, tmp_path, 40)
 
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
@@ -449,15 +456,9 @@ async def test_a_move_draws_ahead_what_the_next_move_the_same_way_shows(
         bundle: BundleBuilder, tmp_path: Path) -> None:
     """Once a move is on screen, the rows the next move the same way shows are drawn (issue 19),
     so that move draws no cell, and shows what the table draws with its caches emptied."""
-    from textual.geometry import Region
     from textual.widgets import DataTable
 
-    folder, shas = bundle.add_migration("many", commits=2)
-    bundle.write_attempts(folder, [bundle.attempt(seq, shas[1]) for seq in range(60)])
-    app = WorkbenchApp(build(bundle, tmp_path))
-
-    def drawn(t) -> list:
-        return [[(seg.text, seg.style) for seg in strip] for strip in t.render_lines(Region(0, 0, *t.size))]
+    app = many_attempts(bundle, tmp_path, 60)
 
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
@@ -485,9 +486,7 @@ async def test_a_tables_render_caches_stay_within_two_screens_and_draw_the_same(
     """DataTable's render caches (1,000 rows and lines, 10,000 cells) filled up as the cursor moved
     and kept ~100,000 objects for the garbage collector (issue 19); NavTable keeps two screens'
     worth, also after the terminal shrinks, and the rows look as they did."""
-    folder, shas = bundle.add_migration("many", commits=2)
-    bundle.write_attempts(folder, [bundle.attempt(seq, shas[1]) for seq in range(80)])
-    app = WorkbenchApp(build(bundle, tmp_path))
+    app = many_attempts(bundle, tmp_path, 80)
 
     def within_two_screens() -> None:
         t = table(app)
