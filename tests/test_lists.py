@@ -583,6 +583,8 @@ async def test_a_detail_is_drawn_once_for_the_same_content(bundle: BundleBuilder
     """A table sets its cursor again for every row it adds, and the screen asked its detail for
     the same migration each time: a hundred draws for a first page (issue 19). Each content is
     drawn once in a row, and the detail still follows the cursor."""
+    from rich.text import Text
+
     from screens.widgets.detail import Detail
 
     for n in range(30):
@@ -599,6 +601,10 @@ async def test_a_detail_is_drawn_once_for_the_same_content(bundle: BundleBuilder
         await pilot.press("j")
         await settle(pilot)
         assert drawn[-1].startswith("m-01")
+        detail, count = app.screen.query_one("#migration-detail", Detail), len(drawn)
+        detail.show(Text("a note"))
+        detail.show(Text("a note", style="dim"))  # equal as Rich Text (text and spans), not alike
+        assert len(drawn) == count + 2
 
 
 async def test_the_detail_follows_the_cursor_before_any_message_is_handled(demo_db: Path) -> None:

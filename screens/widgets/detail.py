@@ -25,8 +25,8 @@ class Detail(Static):
         """Show `content`, unless it is what is shown: a table's cursor is set again for every
         row added, so the first page of a list asked for the same detail a hundred times, ~10%
         of the launch (issue 19)."""
-        if content == self.shown:
-            return
+        if content == self.shown and getattr(content, "style", None) == getattr(self.shown, "style", None):
+            return  # (a Rich Text's == compares its text and spans, not its own style)
         self.shown = content
         width = self.content_size.width
         if not (width and self.is_mounted):
