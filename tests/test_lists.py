@@ -412,6 +412,21 @@ def drawn(t) -> list:
     return [[(seg.text, seg.style) for seg in strip] for strip in t.render_lines(Region(0, 0, *t.size))]
 
 
+def drawn_as_afresh(t) -> bool:
+    """The table draws what it draws with its caches emptied (they are emptied)."""
+    kept = drawn(t)
+    t._clear_caches()
+    return drawn(t) == kept
+
+
+async def attempt_table(pilot):
+    """The first migration's attempt table, opened from the study screen."""
+    await settle(pilot)
+    await pilot.press("enter")
+    await settle(pilot)
+    return table(pilot.app)
+
+
 async def test_a_table_draws_from_its_cache_after_a_move_what_it_draws_afresh(
         bundle: BundleBuilder, tmp_path: Path) -> None:
     """NavTable asks DataTable for a row the cursor is not on with one location for "elsewhere",
@@ -422,17 +437,13 @@ async def test_a_table_draws_from_its_cache_after_a_move_what_it_draws_afresh(
     app = many_attempts(bundle, tmp_path, 40)
 
     async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot)
-        await pilot.press("enter")
-        await settle(pilot)
-        t = table(app)
+        t = await attempt_table(pilot)
         await pilot.hover(NavTable, offset=(4, 6))
         for keys in ("jjjjj", "kk", "j" * 20, "g", "jjj"):
             await pilot.press(*keys)
             await settle(pilot)
-            kept = drawn(t)
-            t._clear_caches()
-            assert drawn(t) == kept, keys
+            assert drawn_as_afresh(t), keys
+
         def kept_lines() -> set:
             return {k for k in t._line_cache.keys() if k[0] == ELSEWHERE}
 
@@ -461,10 +472,7 @@ async def test_a_move_draws_ahead_what_the_next_move_the_same_way_shows(
     app = many_attempts(bundle, tmp_path, 60)
 
     async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot)
-        await pilot.press("enter")
-        await settle(pilot)
-        t = table(app)
+        t = await attempt_table(pilot)
         cells: list = []
         for keys in ("j", "j" * 30, "k", "k" * 25):
             await pilot.press(*keys)  # the table scrolls in the middle two
@@ -476,9 +484,7 @@ async def test_a_move_draws_ahead_what_the_next_move_the_same_way_shows(
             await settle(pilot)
             assert t.cursor_row != row and cells == [], keys
             del t._draw_ahead, t._render_cell
-            kept = drawn(t)
-            t._clear_caches()
-            assert drawn(t) == kept, keys
+            assert drawn_as_afresh(t), keys
 
 
 async def test_a_tables_render_caches_stay_within_two_screens_and_draw_the_same(
@@ -497,10 +503,7 @@ async def test_a_tables_render_caches_stay_within_two_screens_and_draw_the_same(
         assert len(t._cell_render_cache) <= lines * max(len(t.columns) + 1, 16)
 
     async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot)
-        await pilot.press("enter")
-        await settle(pilot)
-        assert isinstance(app.screen, MigrationScreen) and table(app).row_count == 80
+        assert (await attempt_table(pilot)).row_count == 80 and isinstance(app.screen, MigrationScreen)
         first = screen_text(app)
         for _ in range(4):
             await pilot.press(*"j" * 19)
