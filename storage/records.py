@@ -265,19 +265,11 @@ def verification_rows(judgement: Any) -> VerificationRows:
     return VerificationRows(columns, verdicts, failure)
 
 
-def record_verification(db: Database, **item: Any) -> int:
-    """Store one verification run: its five verdicts, the failure (if any) and the derived facts.
-
-    The attempt's current verification, verdicts and failure are marked superseded by the new
-    ones, never deleted; verdict overrides keep pointing at the verdict they judged. `item` holds
-    `write_verification`'s keywords.
-    """
-    with immediate(db):
-        return write_verification(db, **item)
-
-
 def record_verifications(db: Database, items: list[dict[str, Any]]) -> list[int | Exception]:
-    """Store a batch of verification runs in one transaction (`record_verification` each).
+    """Store a batch of verification runs in one transaction. A run is its five verdicts, the
+    failure (if any) and the derived facts; the attempt's current verification, verdicts and
+    failure are marked superseded by the new ones, never deleted, and verdict overrides keep
+    pointing at the verdict they judged. Each item holds `write_verification`'s keywords.
 
     Each run is whole on its own, in a savepoint: one that fails is rolled back and its error
     returned in its place, and the others of the batch stay. One commit per batch instead of

@@ -48,15 +48,16 @@ def fails_cleanly(result: subprocess.CompletedProcess[str], *expected: str) -> N
 
 
 def _verify(db, attempt_id: int, outcomes: tuple[Outcome, ...]) -> None:
-    from storage.records import record_verification, verification_rows
+    from storage.records import record_verifications, verification_rows
     from workbench.verify.ladder import Judgement, LevelResult
 
     levels = [LevelResult(n, o, "test") for n, o in enumerate(outcomes, start=1)]
     judgement = Judgement(levels=levels, highest_level=0, cause=None, cause_evidence=[], cause_note="",
                           silent=False, over_claim=None, raised_error=False)
-    record_verification(db, attempt_id=attempt_id, reference_attempt_id=None, verifier="test",
-                        verifier_version="1", inputs_hash="h", inputs="{}", settings="{}", rows=verification_rows(judgement),
-                        reviewer="ana")
+    [written] = record_verifications(db, [dict(
+        attempt_id=attempt_id, reference_attempt_id=None, verifier="test", verifier_version="1", inputs_hash="h",
+        inputs="{}", settings="{}", rows=verification_rows(judgement), reviewer="ana")])
+    assert isinstance(written, int), written
 
 
 VERIFIER_L1 = {1: P, 2: P, 3: F, 4: P}
