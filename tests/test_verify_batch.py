@@ -177,3 +177,47 @@ def test_each_verdict_is_audited_with_its_id_level_and_outcome(tmp_path: Path):
     assert len(stored) == len(audited) > 0
     assert [(vid, d["attempt_id"], d["level"], d["outcome"]) for vid, d in audited] == [tuple(row) for row in stored]
     study.close()
+
+
+def test_a_batch_is_written_as_one_run_at_a_time_writes_it(tmp_path: Path):
+    """`record_verifications` writes a batch with one statement per kind of row: the rows, their
+    ids and the audit rows, in order, are what `write_verification` run by run writes, first
+    over nothing and then superseding (the study's attempts, some with a failure, some without)."""
+    import json
+    import shutil
+
+    first = _study(tmp_path / "a.db")
+    db = first.db
+    outcomes = verify_study(db, "ana", force=True).outcomes
+    judged = [j for migration_id in dict.fromkeys(o.attempt.migration_id for o in outcomes)
+              for task in batch.tasks_of(*_task_inputs(db, migration_id), [o.attempt for o in outcomes
+                                                                           if o.attempt.migration_id == migration_id], force=True)
+              for j in batch.judge_task(db, task, {})]
+    assert len(judged) > 2 and all(j.rows.failure for j in judged)
+    items = [{"attempt_id": j.attempt.id, "reference_attempt_id": None, "verifier": VERIFIER, "verifier_version": VERSION,
+              "inputs_hash": j.digest, "inputs": j.inputs, "settings": "{}", "reviewer": "bo",
+              "rows": j.rows._replace(failure=None) if i % 2 else j.rows}  # runs with a failure and without
+             for i, j in enumerate(judged)]
+    first.close()
+    shutil.copy(tmp_path / "a.db", tmp_path / "b.db")
+
+    def tables(path: Path, write) -> dict[str, list[tuple]]:
+        study = open_study(path)
+        db = study.db
+        for table, by in (("verification", "id"), ("verdict", "verification_id"), ("failure", "verification_id")):
+            db.execute(f"UPDATE {table} SET superseded_by = {by} WHERE attempt_id = ?", [items[0]["attempt_id"]])
+        for _ in range(2):
+            with records.immediate(db):
+                write(db, items)
+        out = {table: db.execute(f"SELECT * FROM {table} ORDER BY id").fetchall() for table in ("verification", "verdict", "failure")}
+        out["verification"] = [row[:8] + row[9:] for row in out["verification"]]  # without `at`
+        out["audit"] = [(*row[:5], {k: v for k, v in json.loads(row[5]).items() if k != "at"}) for row in db.execute(
+            "SELECT id, reviewer, action, entity, entity_id, detail FROM audit ORDER BY id").fetchall()]
+        study.close()
+        return out
+
+    batched = tables(tmp_path / "a.db", records._write_verifications)
+    one_by_one = tables(tmp_path / "b.db", lambda db, items: [records.write_verification(db, **item) for item in items])
+    assert [len(batched[t]) for t in batched] == [len(one_by_one[t]) for t in one_by_one]
+    for table in batched:
+        assert batched[table] == one_by_one[table], table
