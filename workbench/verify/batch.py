@@ -23,8 +23,9 @@ from storage.sqlite import Database
 
 POOL_MIN = 24
 """Fewer attempts than this are judged in-process."""
-BATCH = 16
-"""Attempts per task, and so per write transaction."""
+BATCH = 32
+"""Attempts per task at most, and so per write transaction. A worker loads the reference run of
+each migration it gets a task of: a migration of up to BATCH attempts is one task."""
 
 
 @dataclass(frozen=True)
@@ -210,6 +211,7 @@ def _start_resource_tracker() -> None:
 
 def tasks_of(migration: Migration, study: Study, settings: dict[str, Any], reference: Attempt | None,
              attempts: list[Attempt], force: bool = False) -> list[Task]:
-    """The migration's attempts cut into tasks of `BATCH`."""
-    return [Task(migration, study, settings, reference, tuple(attempts[i:i + BATCH]), force)
-            for i in range(0, len(attempts), BATCH)]
+    """The migration's attempts cut into as few tasks as `BATCH` allows, of even size."""
+    n = -(-len(attempts) // BATCH)
+    return [Task(migration, study, settings, reference, tuple(attempts[len(attempts) * i // n:len(attempts) * (i + 1) // n]),
+                 force) for i in range(n)]
