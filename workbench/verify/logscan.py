@@ -552,19 +552,11 @@ class LogScanner:
         The steps come from one `findall`; a hit's step is looked for on its line and the lines
         before it, each line read once per piece."""
         recent = self._recent_step
-        last = _last_step_line(piece)
-        if last is not None and last.group("total") is not None:  # the planned total: the last line's
-            steps = list(map(int, _STEPS.findall(piece)))
-            self.facts.total_steps = int(last.group("total"))
-        else:
-            found = _STEP_LINES.findall(piece)
-            if not found:
-                return (lambda pos: recent), None
-            steps = [int(step) for step, _ in found]
-            for _, total in reversed(found):
-                if total:
-                    self.facts.total_steps = int(total)
-                    break
+        steps, total = step_numbers(piece)
+        if not steps:
+            return (lambda pos: recent), None
+        if total is not None:  # the planned total
+            self.facts.total_steps = total
         self._recent_step = steps[-1]
         self.step_lines.append((self._offset, len(piece), steps))
         before: dict[int, int | None] = {}  # line start -> step of the last step line before it
@@ -990,6 +982,23 @@ def _lines_back(data: bytes, offset: int, end: int) -> Iterator[re.Match[bytes] 
 def _last_step_line(piece: bytes) -> re.Match[bytes] | None:
     """The plain pattern's match on the piece's last step line, if one of its last 64 lines is one."""
     return next(filter(None, itertools.islice(_lines_back(piece, 0, len(piece)), 64)), None)
+
+
+def _step_numbers(piece: bytes) -> tuple[list[int], int | None]:
+    """The steps of the piece's step lines (`_STEP_LINES`' matches, one a line at most) as ints, and
+    the `/total` of the last of them that has one (None: none has). The regex engine's way: where
+    the C module is built, `step_numbers` is its twin, which makes no bytes object per line."""
+    last = _last_step_line(piece)
+    if last is not None and last.group("total") is not None:  # the last line's: steps alone
+        return list(map(int, _STEPS.findall(piece))), int(last.group("total"))
+    found = _STEP_LINES.findall(piece)
+    return [int(step) for step, _ in found], next((int(total) for _, total in reversed(found) if total), None)
+
+
+try:
+    from workbench.verify._fastscan import step_numbers
+except ImportError:  # built without a C compiler
+    step_numbers = _step_numbers
 
 
 def _markers() -> Markers:
