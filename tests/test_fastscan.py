@@ -32,12 +32,24 @@ def test_ci_builds_the_c_module() -> None:
     assert logscan.step_numbers is _fastscan.step_numbers
 
 
+def _regex_steps(piece: bytes) -> tuple[list[int], int | None, list[int]]:
+    """The twin's steps and total, with where `_STEP_LINES` finds each line's match."""
+    steps, total, starts = logscan._step_numbers(piece)
+    assert starts is None  # the twin leaves them to PointLines
+    return steps, total, [m.start() for m in logscan._STEP_LINES.finditer(piece)]
+
+
+def _c_steps(piece: bytes) -> tuple[list[int], int | None, list[int]]:
+    steps, total, starts = _fastscan.step_numbers(piece)
+    return steps, total, list(memoryview(starts).cast("q"))
+
+
 def _same_steps(log: bytes) -> None:
-    assert _fastscan.step_numbers(log) == logscan._step_numbers(log)
-    assert _fastscan.step_numbers(bytearray(log)) == logscan._step_numbers(log)
+    assert _c_steps(log) == _regex_steps(log)
+    assert _c_steps(bytearray(log)) == _regex_steps(log)
     for cut in range(0, len(log), max(1, len(log) // 20)):  # pieces end anywhere
-        assert _fastscan.step_numbers(log[:cut]) == logscan._step_numbers(log[:cut])
-        assert _fastscan.step_numbers(log[cut:]) == logscan._step_numbers(log[cut:])
+        assert _c_steps(log[:cut]) == _regex_steps(log[:cut])
+        assert _c_steps(log[cut:]) == _regex_steps(log[cut:])
 
 
 @built
@@ -76,6 +88,6 @@ def test_step_numbers_past_a_fixed_width_int_and_on_a_long_line() -> None:
     for log in (b"step 1 step 2", b"step 1 loss 2 step 3\nstep 4 step 5", b"step5 step 6", b"steps 1 step 2/3 step 4/5"):
         _same_steps(log)  # one step line a line: the first place on it the pattern matches
     long_line = b"x" * (1 << 20) + b" step 5/6" + b" step" * 1000 + b"\n"
-    assert _fastscan.step_numbers(long_line) == ([5], 6) == logscan._step_numbers(long_line)
+    assert _c_steps(long_line) == ([5], 6, [(1 << 20) + 1]) == _regex_steps(long_line)
     with pytest.raises(TypeError):
         _fastscan.step_numbers("step 1")  # text, not bytes

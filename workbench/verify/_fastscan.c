@@ -6,6 +6,7 @@
  * Logs are untrusted: every read is bounded by the buffer's length, and nothing assumes text. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 
 static int is_word(unsigned char c) {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
@@ -30,12 +31,13 @@ static PyObject *digits_to_int(const unsigned char *s, Py_ssize_t n) {
     return out;
 }
 
-/* step_numbers(piece) -> (steps, total)
+/* step_numbers(piece) -> (steps, total, starts)
  *
  * What `_STEP_LINES.findall(piece)` gives, read as ints: the pattern
  * (?i)\bstep\b[ :=#]*+(\d++)(?:/(\d++))?+[^\n]*+ matches at most once a line, at the first place on
  * the line where it can, and takes the rest of the line. `steps` is each match's step, in order;
- * `total` the `/N` of the last match that has one (None where none has). */
+ * `total` the `/N` of the last match that has one (None where none has); `starts` where each match
+ * starts, as native 64-bit ints in bytes (`memoryview(starts).cast("q")`). */
 static PyObject *step_numbers(PyObject *self, PyObject *arg) {
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
@@ -44,6 +46,8 @@ static PyObject *step_numbers(PyObject *self, PyObject *arg) {
     PyObject *steps = PyList_New(0);
     const unsigned char *total = NULL;
     Py_ssize_t total_len = 0;
+    int64_t *starts = NULL;
+    Py_ssize_t count = 0, room = 0;
     if (steps == NULL) goto fail;
     Py_ssize_t i = 0;
     while (i + 4 < n) {  /* a match needs "step" and a digit */
@@ -66,6 +70,16 @@ static PyObject *step_numbers(PyObject *self, PyObject *arg) {
         int appended = PyList_Append(steps, step);
         Py_DECREF(step);
         if (appended < 0) goto fail;
+        if (count == room) {
+            room = room ? 2 * room : 256;
+            int64_t *grown = PyMem_Realloc(starts, (size_t)room * sizeof(int64_t));
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                goto fail;
+            }
+            starts = grown;
+        }
+        starts[count++] = (int64_t)i;
         if (j + 1 < n && s[j] == '/' && is_digit(s[j + 1])) {
             Py_ssize_t t = j + 1;
             while (t < n && is_digit(s[t])) t++;
@@ -84,16 +98,24 @@ static PyObject *step_numbers(PyObject *self, PyObject *arg) {
     } else {
         last_total = Py_NewRef(Py_None);
     }
+    PyObject *where = PyBytes_FromStringAndSize((const char *)starts, (Py_ssize_t)(count * (Py_ssize_t)sizeof(int64_t)));
+    PyMem_Free(starts);
+    starts = NULL;
+    if (where == NULL) {
+        Py_DECREF(last_total);
+        goto fail;
+    }
     PyBuffer_Release(&view);
-    return Py_BuildValue("(NN)", steps, last_total);
+    return Py_BuildValue("(NNN)", steps, last_total, where);
 fail:
     Py_XDECREF(steps);
+    PyMem_Free(starts);
     PyBuffer_Release(&view);
     return NULL;
 }
 
 static PyMethodDef methods[] = {
-    {"step_numbers", step_numbers, METH_O, "The steps of a piece's step lines, and the last one's /total."},
+    {"step_numbers", step_numbers, METH_O, "The steps of a piece's step lines, the last /total, and where each line's match starts."},
     {NULL, NULL, 0, NULL},
 };
 
