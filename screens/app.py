@@ -336,8 +336,13 @@ class WorkbenchApp(App[None]):
             if dialog is not None:
                 self.call_from_thread(dialog.step, done, total, label)
 
+        from workbench.verify import NotAllVerified
+
         try:
             changed, total = verify_scope(path, scope, step)
+        except NotAllVerified as exc:  # the others' verdicts are written and shown
+            self.call_from_thread(self._verified, f"Verified {scope[2]}, but {describe_error(exc)}", "warning")
+            return
         except Exception as exc:  # noqa: BLE001 - whatever stopped it, the dialog goes and says so
             self.call_from_thread(self._verified, f"Verify failed: {describe_error(exc)}", "error")
             return

@@ -83,6 +83,36 @@ async def test_the_app_judges_a_big_scope_in_worker_processes(bundle, tmp_path: 
     assert len(ids) == n and all(len(queries.verdicts(db, aid)) == 5 for aid in ids)
 
 
+async def test_an_attempt_the_app_cannot_judge_is_named_in_a_warning_and_the_others_verified(unverified: Path) -> None:
+    """`V` over a study where one attempt's log breaks the judging: a warning names it, the
+    other attempts get their verdicts (not an error that says the run failed)."""
+    from test_verify_batch import _break_log
+
+    from storage import queries
+
+    study = open_study(unverified)
+    broken = study.db.execute("SELECT a.id, a.seq, m.slug FROM attempt a JOIN migration m ON m.id = a.migration_id"
+                              " WHERE a.source = 'agent' ORDER BY a.id LIMIT 1").fetchone()
+    _break_log(study.db, broken[0])
+    study.close()
+    app = WorkbenchApp(unverified)
+    toasts: list[tuple[str, str]] = []
+    notify = app.notify
+    app.notify = lambda message, *args, **kwargs: (toasts.append((str(message), kwargs.get("severity", ""))),
+                                                   notify(message, *args, **kwargs))[1]
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("V")
+        await until(pilot, lambda: any(t.startswith(("Verified", "Verify failed")) for t, _ in toasts), timeout=60)
+    [(said, severity)] = [(t, severity) for t, severity in toasts if t.startswith(("Verified", "Verify failed"))]
+    assert severity == "warning"
+    assert said.startswith(f"Verified the whole study, but 1 attempt(s) not verified: {broken[2]}#{broken[1]} could not"
+                           " be judged (ValueError")
+    db = open_study(unverified).db
+    ids = [r[0] for r in db.execute("SELECT id FROM attempt WHERE source = 'agent'")]
+    assert [len(queries.verdicts(db, aid)) for aid in ids] == [0 if aid == broken[0] else 5 for aid in ids]
+
+
 async def test_news_are_said_once_they_stop_coming_each_row_once(unverified: Path, monkeypatch) -> None:
     """A whole study verified from the app: the rows are marked as their verdicts come, and the
     toasts wait for the news to stop (one per row, or one for them all when there are many)."""

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from domain.errors import WorkbenchError
 from domain.models import Attempt, Migration, Study
 from storage import verify_inputs
 from storage.logs import log_chunks
@@ -29,6 +30,11 @@ VERSION = "1.3.2"
 EXTRACT_LIMIT = 64 << 20
 """Logs up to this size are scanned for metric lines even when series are stored, so verdicts
 can cite the log line of a metric point; larger ones are scanned for errors and counters only."""
+
+
+class NotAllVerified(WorkbenchError):
+    """Raised once a verify run has written every verdict it could: names the attempts it could
+    not judge or write."""
 
 
 @dataclass
@@ -310,10 +316,8 @@ def verify_groups(db: Database, migrations: list[Migration], study: Study, revie
             yield from settle(iter(()))
         yield from settle(judges.drain())
     if errors:
-        from domain.errors import WorkbenchError
-
         more = f"; and {len(errors) - 5} more" if len(errors) > 5 else ""
-        raise WorkbenchError(f"{len(errors)} attempt(s) not verified: " + "; ".join(errors[:5]) + more)
+        raise NotAllVerified(f"{len(errors)} attempt(s) not verified: " + "; ".join(errors[:5]) + more)
 
 
 def _write(db: Database, reviewer: str, plan: _Plan, judged: list[Any]) -> list[int | Exception]:
