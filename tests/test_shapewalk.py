@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import random
 import re
+import sys
+from array import array
 from pathlib import Path
 
 import pytest
@@ -54,13 +56,16 @@ def _compare(shape: logscan._Shape, piece: bytes, rng: random.Random) -> None:
     assert (every is None) == long_step
     if long_step:  # the regex reads the piece (`int` refuses a step of over 4300 digits there)
         return
-    rows, at, steps, others, text = logscan._walk_regex(shape, piece)
+    rows, starts, at, steps, highest, others, text = logscan._walk_regex(shape, piece)
+    assert starts is None
     got = logscan._walk(shape, piece)
     assert got is not None
-    g_rows, g_at, g_steps, g_others, g_text = got
+    g_rows, g_starts, g_at, g_steps, g_highest, g_others, g_text = got
     where = (shape.ops, piece[:300])
-    assert (g_rows, g_at, g_steps) == (rows, at, steps), where
-    assert every[4] == others, where  # without the word: every other non-empty line
+    assert list(g_starts) == logscan._line_starts(piece)[:rows], where  # (its last may be one past the end)
+    assert (g_rows, list(g_at), list(g_steps), g_highest) == (rows, at, steps, highest), where
+    assert type(g_highest) is type(highest)
+    assert every[6] == others, where  # without the word: every other non-empty line
     assert g_others == [o for o in others if logscan._STEP_WORD in o[1].lower()], where
     assert all(PLAIN.search(o[1]) is None for o in others if o not in g_others)
     assert all(type(o[1]) is bytes for o in g_others)
@@ -149,6 +154,13 @@ def test_edge_pieces() -> None:
                   b"step 999999999999999999/2 loss 1.5 grad_norm 1.2 step_time 0.1\n"]:
         _compare(shape, piece, rng)
         _compare(shape, bytearray(piece), rng)  # a piece of `file_chunks`' blocks
+    for sample, line in [(b"step 1", b"step %s%s%s"), (b"step 1 loss 0.5", b"step 3 loss %s%s%s")]:
+        shape = logscan._shape_of(sample, PLAIN)  # every byte after digit runs of every length (a word's lanes)
+        assert shape is not None
+        for k in range(1, 18):
+            piece = b"\n".join(line % (b"7" * k, bytes([b]), b"5" * (k % 3)) for b in range(256))
+            _compare(shape, piece, rng)
+            _compare(shape, piece + b"\n" + line % (b"7" * k, b"", b""), rng)
     fixed = logscan._shape_of(b"[12:30:05] step 4 loss 1.5", PLAIN)  # a prefix of fixed runs: \d{2}
     assert fixed is not None and 2 in fixed.ops
     for piece in [b"[12:30:05] step 4 loss 1.5", b"[123:30:05] step 4 loss 1.5", b"[1:30:05] step 4 loss 1.5",
@@ -181,8 +193,11 @@ def test_the_walk_is_linear_on_hostile_lines() -> None:
 @needs_walk
 def test_malformed_ops_and_spans_are_refused() -> None:
     piece = b"step 1 loss 0.5\n"
-    assert walker.walk(piece, (b"step ", -1, 0, -2)) == (2, [], [], b"", [(0, b"step 1 loss 0.5")])
-    assert walker.walk(b"step 1\n", (b"step ", -1, 0, -2)) == (2, [0], [1], b"", [])
+    one = (0).to_bytes(8, sys.byteorder), (1).to_bytes(8, sys.byteorder)
+    starts = (0).to_bytes(8, sys.byteorder) + (16).to_bytes(8, sys.byteorder)
+    assert walker.walk(piece, (b"step ", -1, 0, -2)) == (2, starts, b"", b"", None, b"", [(0, b"step 1 loss 0.5")])
+    assert walker.walk(b"step 1\n", (b"step ", -1, 0, -2)) == (2, one[0] + (7).to_bytes(8, sys.byteorder), one[0],
+                                                               one[1], 1, b"", [])
     for ops in [(b"step ", -1, -1, 0, -2, -2), (b"step\n", -1, 0, -2), (b"step ", -1, 3, -2),
                 (b"step ", -1, 0, 0, -2), (b"", -1, 0, -2), (b"step ",), (bytearray(b"step "), -1, 0, -2),
                 (b"step ", -1, 0), (b"step ", -2), (b"step ", -3, -1, 0, -2), ("step ", -1, 0, -2), [b"step ", -1, 0, -2],
@@ -195,8 +210,8 @@ def test_malformed_ops_and_spans_are_refused() -> None:
     with pytest.raises(TypeError):
         walker.walk(piece, (b"step ", -1, 0, -2), "step")
     ops = (b"step ", -1, 0, -2, b" loss ", -1, 0, b".", 0, -2)
-    rows, at, steps, spans, others = walker.walk(piece * 3, ops)
-    assert (rows, at, steps, others) == (4, [0, 1, 2], [1, 1, 1], [])
+    rows, _, at, steps, highest, spans, others = walker.walk(piece * 3, ops)
+    assert (rows, list(array("q", at)), list(array("q", steps)), highest, others) == (4, [0, 1, 2], [1, 1, 1], 1, [])
     assert walker.join(piece * 3, spans, 1, 0, 0, 3) == b"0.5 0.5 0.5"
     assert walker.join(piece * 3, spans, 1, 0, 1, 1) == b""
     for args in [(piece * 3, spans, 1, 1, 0, 3), (piece * 3, spans, 1, 0, 0, 4), (piece * 3, spans, 1, 0, 2, 1),

@@ -52,6 +52,34 @@ static int vec_reserve(Vec *vec, Py_ssize_t more) {
 }
 
 #define IS_DIGIT(c) ((unsigned char)((c) - '0') < 10)
+
+#if PY_LITTLE_ENDIAN && (defined(__GNUC__) || defined(__clang__))
+#define SWAR 1
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+/* The high bit of each byte of x that is an ASCII digit (bytes from 0x80 never are): exact per
+ * byte, as no byte's arithmetic carries into the next. */
+static inline uint64_t digit_bytes(uint64_t x) {
+    uint64_t low = x & (ONES * 127);
+    return (ONES * (127 + '9' + 1) - low) & ~x & (low + ONES * (127 - '0' + 1)) & HIGHS;
+}
+#endif
+
+/* The end of the run of digits from p (p itself where none): eight bytes at a time where eight
+ * can be read, so that the run's end is found without a mispredicted branch per run. */
+static inline Py_ssize_t digits_end(const unsigned char *a, Py_ssize_t p, Py_ssize_t n) {
+#ifdef SWAR
+    while (n - p >= 8) {
+        uint64_t x;
+        memcpy(&x, a + p, 8);
+        uint64_t other = ~digit_bytes(x) & HIGHS;
+        if (other) return p + (__builtin_ctzll(other) >> 3);
+        p += 8;
+    }
+#endif
+    while (p < n && IS_DIGIT(a[p])) p++;
+    return p;
+}
 /* 10**18 - 1 fits a 64-bit Py_ssize_t (10**9 - 1 a 32-bit one); a longer step goes back to the regex */
 #define MAX_STEP_DIGITS (sizeof(Py_ssize_t) >= 8 ? 18 : 9)
 
@@ -129,7 +157,7 @@ static int holds(const unsigned char *a, Py_ssize_t s, Py_ssize_t e, const unsig
 }
 
 typedef struct {
-    Vec at, steps, spans, others;
+    Vec at, steps, spans, others, starts;
     Py_ssize_t rows;
     int long_step;
     int nomem;
@@ -141,10 +169,11 @@ static void walk_lines(const unsigned char *a, Py_ssize_t n, const Op *ops, Py_s
     Py_ssize_t pos = 0, line = 0;
     for (;;) {
         /* room for this line's value spans, kept only if it is of the shape */
-        if (vec_reserve(&f->spans, 2 * values) < 0) {
+        if (vec_reserve(&f->spans, 2 * values) < 0 || vec_reserve(&f->starts, 1) < 0) {
             f->nomem = 1;
             return;
         }
+        f->starts.v[f->starts.len++] = pos;
         Py_ssize_t *span = f->spans.v + f->spans.len;
         Py_ssize_t p = pos, step_s = 0, step_e = 0, g = 0, j;
         int ok = 1;
@@ -156,8 +185,7 @@ static void walk_lines(const unsigned char *a, Py_ssize_t n, const Op *ops, Py_s
                 else p += op->n;
                 break;
             case OP_DIGITS: {
-                Py_ssize_t q = p;
-                while (q < n && IS_DIGIT(a[q])) q++;
+                Py_ssize_t q = digits_end(a, p, n);
                 if (q == p) ok = 0;
                 else p = q;
                 break;
@@ -226,27 +254,25 @@ static void walk_lines(const unsigned char *a, Py_ssize_t n, const Op *ops, Py_s
     }
 }
 
-static PyObject *list_of(const Vec *vec) {
-    PyObject *list = PyList_New(vec->len);
-    if (list == NULL) return NULL;
-    for (Py_ssize_t i = 0; i < vec->len; i++) {
-        PyObject *x = PyLong_FromSsize_t(vec->v[i]);
-        if (x == NULL) {
-            Py_DECREF(list);
-            return NULL;
-        }
-        PyList_SET_ITEM(list, i, x);
-    }
-    return list;
+/* The values as native int64s in a bytes object (for array("q"): no Python int per line). */
+static PyObject *int64s_of(const Vec *vec) {
+    if (vec->len > PY_SSIZE_T_MAX / 8) return PyErr_NoMemory();
+    PyObject *out = PyBytes_FromStringAndSize(NULL, vec->len * 8);
+    if (out == NULL) return NULL;
+    int64_t *v = (int64_t *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < vec->len; i++) v[i] = (int64_t)vec->v[i];
+    return out;
 }
 
 PyDoc_STRVAR(walk_doc,
-"walk(piece, ops, needle=None) -> (rows, at, steps, spans, others) | None\n\n"
+"walk(piece, ops, needle=None) -> (rows, starts, at, steps, highest, spans, others) | None\n\n"
 "The lines of `piece` (a bytes-like object) read against a shape's `ops`, as the shape's regex\n"
 "`(?m)^(?:SHAPE|([^\\n]*+))$` with `findall` reads them: `rows`, how many lines (`findall`'s rows:\n"
-"a piece that ends with a newline has an empty last one); for the lines of the shape, `at` their\n"
-"indexes in the piece and `steps` their steps (ints); `spans`, the (start, end) of each kept value\n"
-"of each of those lines, for `join`; `others`, (index, text) of each other non-empty line (with\n"
+"a piece that ends with a newline has an empty last one) and `starts`, where each starts, as native\n"
+"int64s in bytes (array(\"q\", ...)); for the lines of the shape, `at` their\n"
+"indexes in the piece and `steps` their steps, each as native int64s in bytes (array(\"q\", ...)),\n"
+"`highest` the highest step (None without any); `spans`, the (start, end) of each kept value of\n"
+"each of those lines, for `join`; `others`, (index, text) of each other non-empty line (with\n"
 "`needle`, lowercase ASCII letters, only the lines that hold it in any case). None where a step\n"
 "has more than 18 digits: the regex reads that piece.");
 
@@ -288,9 +314,20 @@ static PyObject *walk(PyObject *self, PyObject *args, PyObject *kwargs) {
         result = Py_NewRef(Py_None);
         goto done;
     }
-    PyObject *at = list_of(&f.at);
-    PyObject *steps = at ? list_of(&f.steps) : NULL;
-    PyObject *spans = steps ? PyBytes_FromStringAndSize((const char *)f.spans.v,
+    PyObject *starts = int64s_of(&f.starts);
+    PyObject *at = starts ? int64s_of(&f.at) : NULL;
+    PyObject *steps = at ? int64s_of(&f.steps) : NULL;
+    PyObject *highest = NULL;
+    if (steps != NULL) {
+        if (f.steps.len == 0) highest = Py_NewRef(Py_None);
+        else {
+            Py_ssize_t top = f.steps.v[0];
+            for (Py_ssize_t i = 1; i < f.steps.len; i++)
+                if (f.steps.v[i] > top) top = f.steps.v[i];
+            highest = PyLong_FromSsize_t(top);
+        }
+    }
+    PyObject *spans = highest ? PyBytes_FromStringAndSize((const char *)f.spans.v,
                                                         f.spans.len * (Py_ssize_t)sizeof(Py_ssize_t)) : NULL;
     Py_ssize_t count = f.others.len / 3;
     PyObject *others = spans ? PyList_New(count) : NULL;
@@ -304,10 +341,12 @@ static PyObject *walk(PyObject *self, PyObject *args, PyObject *kwargs) {
         }
         PyList_SET_ITEM(others, i, pair);
     }
-    if (others != NULL) result = Py_BuildValue("(nNNNN)", f.rows, at, steps, spans, others);
+    if (others != NULL) result = Py_BuildValue("(nNNNNNN)", f.rows, starts, at, steps, highest, spans, others);
     else {
+        Py_XDECREF(starts);
         Py_XDECREF(at);
         Py_XDECREF(steps);
+        Py_XDECREF(highest);
         Py_XDECREF(spans);
     }
 done:
@@ -315,6 +354,7 @@ done:
     PyMem_RawFree(f.steps.v);
     PyMem_RawFree(f.spans.v);
     PyMem_RawFree(f.others.v);
+    PyMem_RawFree(f.starts.v);
     PyMem_Free(ops);
     PyBuffer_Release(&buf);
     return result;

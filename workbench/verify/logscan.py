@@ -18,8 +18,9 @@ import json
 import operator
 import re
 import sys
+from array import array
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -178,8 +179,9 @@ class SeriesView(Mapping[str, dict[int, float]]):
 
 class _Run:
     """Points one piece's lines of one shape wrote, in line order: the steps, the lines
-    (`base` + `at`, a line's index in the piece) and each value column's text as read, joined by
-    spaces (a value is never empty and holds no space), converted to floats when first asked."""
+    (`base` + `at`, a line's index in the piece; both lists, or int64 arrays from the C walk) and
+    each value column's text as read, joined by spaces (a value is never empty and holds no space),
+    converted to floats when first asked."""
 
     __slots__ = ("steps", "base", "at", "raw", "_floats")
 
@@ -766,7 +768,7 @@ class LogScanner:
         walked = _walk(shape, piece)
         if walked is None:
             walked = _walk_regex(shape, piece)
-        rows, at, steps, others, text = walked
+        rows, starts, at, steps, highest, others, text = walked
         alone: list[tuple[int, int, int]] = []  # (line in piece, position on it, step) of other step lines
         facts, ops, total = self.facts, self.facts.metrics.ops, shape.total
         done = 0
@@ -791,7 +793,7 @@ class LogScanner:
                 self._fields(compiled, other, base + i, found_alone)
                 alone += [(i, pos, step) for pos, step in found_alone]
         facts.metrics.changed()
-        return _Shaped(at, steps, shape.offset, alone, rows - 1)
+        return _Shaped(at, steps, highest, shape.offset, alone, rows - 1, starts)
 
     def _point(self, name: str, value: float, step: int | None, line: int, start: int, sequential: bool) -> None:
         if step is not None:
@@ -1148,12 +1150,15 @@ class _Shaped:
     """The step lines a piece gave by shape: lines (index in the piece) and steps of the shape's,
     and (line, position on it, step) of the others."""
 
-    at: list[int]
-    steps: list[int]
+    at: Sequence[int]
+    steps: Sequence[int]
+    highest: int | None
     offset: int
     alone: list[tuple[int, int, int]]
     newlines: int
     """How many newlines the piece holds: the shape's `findall` gives one row a line start."""
+    starts: Sequence[int] | None = None
+    """Where each line starts (`_line_starts`), where the walk gave them."""
 
 
 _DIGIT_RUN = re.compile(rb"\d++")
@@ -1191,9 +1196,11 @@ def _literal(ops: list[bytes | int], text: bytes) -> None:
             ops.append(bytes(text))
 
 
-_Walked = tuple[int, list[int], list[int], list[tuple[int, bytes]], Callable[[int, int, int], bytes]]
+_Walked = tuple[int, Sequence[int] | None, Sequence[int], Sequence[int], int | None, list[tuple[int, bytes]],
+                Callable[[int, int, int], bytes]]
 """A piece read by shape: how many rows the shape's `findall` gives (a line each, a piece that ends
-with a newline an empty last one); the shape's lines' indexes in the piece and their steps; (index,
+with a newline an empty last one); where each starts (from the walk; None from the regex); the shape's lines' indexes in the piece and their steps (lists,
+or int64 arrays from the walk: no Python int per line until one is read), the highest step; (index,
 text) of the other lines the plain pattern may match (non-empty; the walk gives only those with its
 word `step`); a function of (value column, first, end) that gives the column's text on the shape's
 lines first..end-1, joined by spaces (a value is never empty and holds no space)."""
@@ -1214,9 +1221,10 @@ def _walk(shape: _Shape, piece: bytes) -> _Walked | None:
     found = _shapewalk.walk(piece, shape.ops, _STEP_WORD)
     if found is None:
         return None
-    rows, at, steps, spans, others = found
+    rows, starts, at, steps, highest, spans, others = found
     join, count = _shapewalk.join, len(shape.values)
-    return rows, at, steps, others, lambda column, first, end: join(piece, spans, count, column, first, end)
+    return (rows, array("q", starts), array("q", at), array("q", steps), highest, others,
+            lambda column, first, end: join(piece, spans, count, column, first, end))
 
 
 def _walk_regex(shape: _Shape, piece: bytes) -> _Walked:
@@ -1237,7 +1245,7 @@ def _walk_regex(shape: _Shape, piece: bytes) -> _Walked:
         values_of = values[column]
         return join(values_of if first == 0 and end == len(values_of) else values_of[first:end])
 
-    return rows, at, steps, others, text
+    return rows, None, at, steps, max(steps, default=None), others, text
 
 
 def _shape_of(line: bytes, plain: re.Pattern[bytes]) -> _Shape | None:
@@ -1306,12 +1314,15 @@ class _Marks:
         read twice the piece (hits far apart, asked in no order)."""
         shaped = self.shaped
         if (self._lists is None and shaped is not None and not self.found and not shaped.alone
-                and self._counted <= 2 * len(self.piece)):
-            counter = self._counter
-            if counter is None:
-                counter = self._counter = _LineCounter(self.piece, 0)
-            self._counted += abs(pos - counter.pos)
-            line = self.known[pos] = counter.at(pos)
+                and (shaped.starts is not None or self._counted <= 2 * len(self.piece))):
+            if shaped.starts is not None:  # the walk's line starts: the last at or before pos
+                line = self.known[pos] = bisect.bisect_right(shaped.starts, pos) - 1
+            else:
+                counter = self._counter
+                if counter is None:
+                    counter = self._counter = _LineCounter(self.piece, 0)
+                self._counted += abs(pos - counter.pos)
+                line = self.known[pos] = counter.at(pos)
             at = shaped.at
             i = bisect.bisect_left(at, line)
             if i < len(at) and at[i] == line and pos - (self.piece.rfind(b"\n", 0, pos) + 1) > shaped.offset:
@@ -1326,14 +1337,14 @@ class _Marks:
         if self._sorted is None:
             pairs, shaped = self.found, self.shaped
             if shaped is not None:
-                starts = _line_starts(self.piece)
+                starts = _line_starts(self.piece) if shaped.starts is None else shaped.starts
                 pairs += zip(self._positions(starts), shaped.steps)
                 pairs += [(starts[i] + pos, step) for i, pos, step in shaped.alone]
             pairs.sort()
             self._sorted = pairs
         return self._sorted
 
-    def _positions(self, starts: list[int]) -> list[int]:
+    def _positions(self, starts: Sequence[int]) -> list[int]:
         shaped = self.shaped
         assert shaped is not None
         return list(map(operator.add, map(starts.__getitem__, shaped.at), itertools.repeat(shaped.offset)))
@@ -1343,7 +1354,8 @@ class _Marks:
         if self._lists is None:
             shaped = self.shaped
             if shaped is not None and not self.found and not shaped.alone:
-                self._lists = (self._positions(_line_starts(self.piece)), shaped.steps)
+                starts = _line_starts(self.piece) if shaped.starts is None else shaped.starts
+                self._lists = (self._positions(starts), shaped.steps)
             else:
                 pairs = self.pairs()
                 self._lists = ([p for p, _ in pairs], [s for _, s in pairs])
@@ -1355,8 +1367,8 @@ class _Marks:
         steps = [s for _, s in self.found]
         if shaped is not None:
             steps += [s for _, _, s in shaped.alone]
-            if shaped.steps:
-                steps.append(max(shaped.steps))
+            if shaped.highest is not None:
+                steps.append(shaped.highest)
         return max(steps, default=None)
 
     def last(self) -> int:
