@@ -1199,11 +1199,12 @@ def _literal(ops: list[bytes | int], text: bytes) -> None:
 _Walked = tuple[int, Sequence[int] | None, Sequence[int], Sequence[int], int | None, list[tuple[int, bytes]],
                 Callable[[int, int, int], bytes]]
 """A piece read by shape: how many rows the shape's `findall` gives (a line each, a piece that ends
-with a newline an empty last one); where each starts (from the walk; None from the regex); the shape's lines' indexes in the piece and their steps (lists,
-or int64 arrays from the walk: no Python int per line until one is read), the highest step; (index,
-text) of the other lines the plain pattern may match (non-empty; the walk gives only those with its
-word `step`); a function of (value column, first, end) that gives the column's text on the shape's
-lines first..end-1, joined by spaces (a value is never empty and holds no space)."""
+with a newline an empty last one); where each starts (from the walk; None from the regex); the
+shape's lines' indexes in the piece and their steps (lists, or int64 arrays from the walk: no
+Python int per line until one is read), the highest step; (index, text) of the other lines the
+plain pattern may match (non-empty; the walk gives only those with its word `step`); a function of
+(value column, first, end) that gives the column's text on the shape's lines first..end-1, joined
+by spaces (a value is never empty and holds no space)."""
 
 WALK = True
 """The shape's lines read by the compiled walk (`_shapewalk`, where it was built); False reads them
