@@ -166,7 +166,18 @@ typedef struct {
 /* The walk itself: no Python object is touched (run without the GIL). */
 static void walk_lines(const unsigned char *a, Py_ssize_t n, const Op *ops, Py_ssize_t nops, Py_ssize_t values,
                        const unsigned char *needle, Py_ssize_t m, Found *f) {
-    Py_ssize_t pos = 0, line = 0;
+    Py_ssize_t pos = 0, line = 0, shortest = 1; /* the fewest bytes a line of the shape takes, its newline too */
+    for (Py_ssize_t j = 0; j < nops; j++)
+        shortest += ops[j].kind == OP_LIT || ops[j].kind == OP_FIXED ? ops[j].n : ops[j].kind == OP_DIGITS;
+    /* room for as many shape lines as the piece can hold, so that the arrays are not copied as they grow
+     * (pages not written are never touched: 15% of the scan of a 1 MiB piece); past 2**17 lines, they grow */
+    Py_ssize_t most = n / shortest + 1;
+    if (most > (1 << 17)) most = 1 << 17;
+    if (vec_reserve(&f->at, most) < 0 || vec_reserve(&f->steps, most) < 0 || vec_reserve(&f->starts, most) < 0 ||
+        (values && vec_reserve(&f->spans, most * 2 * values) < 0)) {
+        f->nomem = 1;
+        return;
+    }
     for (;;) {
         /* room for this line's value spans, kept only if it is of the shape */
         if (vec_reserve(&f->spans, 2 * values) < 0 || vec_reserve(&f->starts, 1) < 0) {
