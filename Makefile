@@ -11,12 +11,12 @@ $(VENV)/bin/python:
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
 
 # The app alone for the demo; the tests add their tools and torch (checkpoint comparison). Either
-# builds the C walk of the log scan (setup.py) in place again when its source changes.
-$(VENV)/.app: pyproject.toml setup.py workbench/verify/_shapewalk.c | $(VENV)/bin/python
+# builds the log scan's C loops (setup.py) in place again when their sources change.
+$(VENV)/.app: pyproject.toml setup.py $(wildcard workbench/verify/*.c) | $(VENV)/bin/python
 	$(VENV)/bin/python -m pip install --quiet -e .
 	touch $@
 
-$(VENV)/.test: pyproject.toml setup.py workbench/verify/_shapewalk.c | $(VENV)/bin/python
+$(VENV)/.test: pyproject.toml setup.py $(wildcard workbench/verify/*.c) | $(VENV)/bin/python
 	$(VENV)/bin/python -m pip install --quiet -e '.[test,tensors]'
 	touch $@
 

@@ -70,20 +70,24 @@ def verify(db: Path, slug: str | None, seq: int | None, assignments: tuple[str, 
         said = Spooled()
         seen = judged = hidden = 0
         unknown_l3: list[Any] = []
+        failed: WorkbenchError | None = None
         with _progress() as progress:
             study_of, migrations = study_targets(sdb, slug)
-            for group in verify_groups(sdb, migrations, study_of, config.reviewer(), seq=seq, force=force,
-                                       workers=workers or default_workers(), progress=progress):
-                seen, judged = seen + len(group), judged + sum(o.changed for o in group)
-                blind = hidden_attempts(sdb, config.reviewer(), [o.attempt.id for o in group])
-                hidden += len(blind)
-                listed = [o for o in group if (o.changed or not changed) and o.attempt.id not in blind]
-                for row in _rows(sdb, listed, evidence=reasons or as_json):
-                    rows.add(_json_row(*row) if as_json else _cells(*row))
-                    for line in _reasons(*row) if reasons and not as_json else []:
-                        said.add(line)
-                if rerun_unknown:
-                    unknown_l3 += unknown_at_level3(sdb, [o.attempt for o in group])
+            try:
+                for group in verify_groups(sdb, migrations, study_of, config.reviewer(), seq=seq, force=force,
+                                           workers=workers or default_workers(), progress=progress):
+                    seen, judged = seen + len(group), judged + sum(o.changed for o in group)
+                    blind = hidden_attempts(sdb, config.reviewer(), [o.attempt.id for o in group])
+                    hidden += len(blind)
+                    listed = [o for o in group if (o.changed or not changed) and o.attempt.id not in blind]
+                    for row in _rows(sdb, listed, evidence=reasons or as_json):
+                        rows.add(_json_row(*row) if as_json else _cells(*row))
+                        for line in _reasons(*row) if reasons and not as_json else []:
+                            said.add(line)
+                    if rerun_unknown:
+                        unknown_l3 += unknown_at_level3(sdb, [o.attempt for o in group])
+            except WorkbenchError as exc:  # raised once every other attempt is written: they are listed first
+                failed = exc
         _summary(seen, judged, time.perf_counter() - started)
         if hidden:
             click.echo(f"{hidden} of them not listed: you judge them blind (docs/judgements.md)", err=True)
@@ -92,6 +96,8 @@ def verify(db: Path, slug: str | None, seq: int | None, assignments: tuple[str, 
     rows.echo()
     for line in said.items():
         click.echo(line)
+    if failed is not None:
+        raise failed
 
 
 @contextmanager

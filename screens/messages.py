@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING
 from textual.message import Message
 from textual.widget import Widget
 
-from domain.blind import AttemptView
-from domain.models import AttemptSummary, MigrationSummary, Study
+from domain.models import MigrationSummary
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from domain.assist import ClaimExtraction, ExpectedLevel
+    from domain.blind import AttemptView
+    from domain.models import AttemptSummary, Study
     from screens.presenters.curves import Curves
     from workbench.assist.brief import Brief
 

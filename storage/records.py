@@ -277,8 +277,8 @@ def record_verifications(db: Database, items: list[dict[str, Any]]) -> list[int 
     """
     with immediate(db):
         try:
-            with db.atomic():  # the whole batch in one savepoint: two statements, not two a run
-                return [write_verification(db, **item) for item in items]
+            with db.atomic():  # the whole batch in one savepoint, each kind of row in one statement
+                return list[int | Exception](_write_verifications(db, items))
         except Exception:  # noqa: BLE001 - rolled back: again a run at a time, to keep the others
             pass
         out: list[int | Exception] = []
@@ -289,6 +289,78 @@ def record_verifications(db: Database, items: list[dict[str, Any]]) -> list[int 
             except Exception as exc:  # noqa: BLE001 - the batch's other attempts stay written
                 out.append(exc)
     return out
+
+
+def _in(count: int) -> str:
+    return "(" + ",".join("?" * count) + ")"
+
+
+WRITE_BATCH = 100
+"""Verification runs written by one set of statements (40 parameters a run in its verdicts)."""
+
+
+def _write_verifications(db: Database, items: list[dict[str, Any]]) -> list[int]:
+    """`write_verification` for each item, with each statement run once for the batch (a dozen
+    statements, not a dozen a run: the parent of a verify run writes while its workers judge).
+    Rows get the ids, and audit rows the order, that one run at a time gives them."""
+    if len(items) > WRITE_BATCH:  # SQLite's limit on a statement's parameters
+        return _write_verifications(db, items[:WRITE_BATCH]) + _write_verifications(db, items[WRITE_BATCH:])
+    attempt_ids = [item["attempt_id"] for item in items]
+    reviewers = {item["reviewer"] for item in items}
+    if len(set(attempt_ids)) < len(attempt_ids) or len(reviewers) != 1:  # a later run supersedes an earlier
+        return [write_verification(db, **item) for item in items]
+    at = now()
+    previous = dict(db.execute(
+        "SELECT attempt_id, id FROM verification WHERE superseded_by IS NULL AND attempt_id IN " + _in(len(items)),
+        attempt_ids).fetchall())
+    if previous:  # free the "current" slots first (pointing at themselves)
+        db.execute("UPDATE verification SET superseded_by = id WHERE id IN " + _in(len(previous)), list(previous.values()))
+    rows = [{"attempt_id": item["attempt_id"], "reference_attempt_id": item["reference_attempt_id"],
+             "verifier": item["verifier"], "verifier_version": item["verifier_version"],
+             "inputs_hash": item["inputs_hash"], "inputs": item["inputs"], "settings": item["settings"], "at": at,
+             "reviewer": item["reviewer"], **item["rows"].columns} for item in items]
+    if any(list(row) != list(rows[0]) or not _plain(row) for row in rows):
+        raise TypeError("a batch of verifications writes rows of one shape, of plain values")
+    names = ", ".join(f'"{column}"' for column in rows[0])
+    ids = dict(db.conn.execute(
+        f"INSERT INTO verification ({names}) VALUES " + ", ".join([_in(len(rows[0]))] * len(rows))
+        + " RETURNING attempt_id, id", [value for row in rows for value in row.values()]).fetchall())
+    audited: dict[int, list[Any]] = {
+        row["attempt_id"]: [("insert", "verification", ids[row["attempt_id"]],
+                             {k: v for k, v in row.items() if k not in ("inputs", "settings")})]
+        for row in rows}
+    if previous:
+        db.conn.executemany("UPDATE verification SET superseded_by = ? WHERE id = ?",
+                            [(ids[aid], old) for aid, old in previous.items()])
+        superseded: dict[int, list[Any]] = {aid: [] for aid in previous}
+        for table in ("verdict", "failure"):
+            for old_id, aid in db.execute(
+                    f"SELECT id, attempt_id FROM {table} WHERE superseded_by IS NULL AND attempt_id IN "
+                    + _in(len(previous)) + " ORDER BY id", list(previous)).fetchall():
+                superseded[aid].append(("supersede", table, old_id, {"superseded_by": ids[aid]}))
+            db.conn.executemany(f"UPDATE {table} SET superseded_by = ? WHERE attempt_id = ? AND superseded_by IS NULL",
+                                [(ids[aid], aid) for aid in previous])
+        for aid, old in previous.items():
+            audited[aid] += [*superseded[aid], ("supersede", "verification", old, {"superseded_by": ids[aid]})]
+    verdicts = [(item["attempt_id"], level, outcome, reason, evidence, item["verifier"], item["verifier_version"],
+                 ids[item["attempt_id"]])
+                for item in items for level, outcome, reason, evidence in item["rows"].verdicts]
+    if verdicts:
+        for verdict_id, aid, level, outcome in sorted(db.conn.execute(
+                "INSERT INTO verdict (attempt_id, level, outcome, reason, evidence, verifier, verifier_version,"
+                " verification_id) VALUES " + ", ".join([_in(8)] * len(verdicts)) + " RETURNING id, attempt_id, level, outcome",
+                [value for verdict in verdicts for value in verdict]).fetchall()):  # RETURNING: in no set order
+            audited[aid].append(("insert", "verdict", verdict_id, {"attempt_id": aid, "level": level, "outcome": outcome}))
+    failures = [(item["attempt_id"], *item["rows"].failure, ids[item["attempt_id"]])
+                for item in items if item["rows"].failure is not None]
+    if failures:
+        for failure_id, aid, cause, silent in sorted(db.conn.execute(
+                "INSERT INTO failure (attempt_id, cause, silent, note, evidence, verification_id) VALUES "
+                + ", ".join([_in(6)] * len(failures)) + " RETURNING id, attempt_id, cause, silent",
+                [value for failure in failures for value in failure]).fetchall()):
+            audited[aid].append(("insert", "failure", failure_id, {"attempt_id": aid, "cause": cause, "silent": bool(silent)}))
+    audits(db, reviewers.pop(), [row for aid in attempt_ids for row in audited[aid]])
+    return [ids[aid] for aid in attempt_ids]
 
 
 def write_verification(

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from domain.models import AttemptSummary, MigrationSummary
 from storage.fastread import BUSY_TIMEOUT_S
 
 if TYPE_CHECKING:  # the study screen reads on a plain sqlite3 connection, without sqlite-utils (issue 19)
+    from domain.models import AttemptSummary, MigrationSummary
     from storage.queries import Reader
     from storage.sqlite import Database
 

@@ -177,3 +177,102 @@ def test_each_verdict_is_audited_with_its_id_level_and_outcome(tmp_path: Path):
     assert len(stored) == len(audited) > 0
     assert [(vid, d["attempt_id"], d["level"], d["outcome"]) for vid, d in audited] == [tuple(row) for row in stored]
     study.close()
+
+
+def test_a_batch_is_written_as_one_run_at_a_time_writes_it(tmp_path: Path):
+    """`record_verifications` writes a batch with one statement per kind of row: the rows, their
+    ids and the audit rows, in order, are what `write_verification` run by run writes, first
+    over nothing and then superseding (the study's attempts, some with a failure, some without)."""
+    import json
+    import shutil
+
+    first = _study(tmp_path / "a.db")
+    db = first.db
+    outcomes = verify_study(db, "ana", force=True).outcomes
+    judged = [j for migration_id in dict.fromkeys(o.attempt.migration_id for o in outcomes)
+              for task in batch.tasks_of(*_task_inputs(db, migration_id), [o.attempt for o in outcomes
+                                                                           if o.attempt.migration_id == migration_id], force=True)
+              for j in batch.judge_task(db, task, {})]
+    assert len(judged) > 2 and all(j.rows.failure for j in judged)
+    items = [{"attempt_id": j.attempt.id, "reference_attempt_id": None, "verifier": VERIFIER, "verifier_version": VERSION,
+              "inputs_hash": j.digest, "inputs": j.inputs, "settings": "{}", "reviewer": "bo",
+              "rows": j.rows._replace(failure=None) if i % 2 else j.rows}  # runs with a failure and without
+             for i, j in enumerate(judged)]
+    first.close()
+    shutil.copy(tmp_path / "a.db", tmp_path / "b.db")
+
+    def tables(path: Path, write) -> dict[str, list[tuple]]:
+        study = open_study(path)
+        db = study.db
+        for table, by in (("verification", "id"), ("verdict", "verification_id"), ("failure", "verification_id")):
+            db.execute(f"UPDATE {table} SET superseded_by = {by} WHERE attempt_id = ?", [items[0]["attempt_id"]])
+        for _ in range(2):
+            with records.immediate(db):
+                write(db, items)
+        out = {table: db.execute(f"SELECT * FROM {table} ORDER BY id").fetchall() for table in ("verification", "verdict", "failure")}
+        out["verification"] = [row[:8] + row[9:] for row in out["verification"]]  # without `at`
+        out["audit"] = [(*row[:5], {k: v for k, v in json.loads(row[5]).items() if k != "at"}) for row in db.execute(
+            "SELECT id, reviewer, action, entity, entity_id, detail FROM audit ORDER BY id").fetchall()]
+        study.close()
+        return out
+
+    batched = tables(tmp_path / "a.db", records._write_verifications)
+    one_by_one = tables(tmp_path / "b.db", lambda db, items: [records.write_verification(db, **item) for item in items])
+    assert [len(batched[t]) for t in batched] == [len(one_by_one[t]) for t in one_by_one]
+    for table in batched:
+        assert batched[table] == one_by_one[table], table
+
+
+def _break_log(db, attempt_id: int) -> None:
+    """The attempt's stored log made one a scan cannot read: a step number of 5,000 digits (past
+    the digits Python turns into an int)."""
+    bad = b"step 1 loss 2\nstep " + b"9" * 5000 + b" loss 3\n"
+    log_id = db.execute("SELECT log_id FROM attempt WHERE id = ?", [attempt_id]).fetchone()[0]
+    db.execute("DELETE FROM log_chunk WHERE log_id = ? AND seq > 0", [log_id])
+    db.execute("UPDATE log_chunk SET data = ? WHERE log_id = ? AND seq = 0", [bad, log_id])
+    db.conn.commit()
+
+
+def test_an_attempt_whose_evidence_breaks_the_judging_is_named_and_the_others_are_written(tmp_path: Path):
+    """Evidence the judging cannot take stops that attempt only: in-process and over the pool, every
+    other attempt gets its verdicts, and the error raised at the end names the one left out (and,
+    when it is the reference run that broke, says so for each of its migration's attempts)."""
+    import pytest
+
+    from domain.errors import WorkbenchError
+
+    for workers, pool_min in ((1, None), (2, 0)):
+        study = _study(tmp_path / f"s{workers}.db")
+        db = study.db
+        outcomes = verify_study(db, "ana").outcomes
+        broken = outcomes[1].attempt
+        _break_log(db, broken.id)
+        with pytest.raises(WorkbenchError) as raised:
+            verify_study(db, "ana", force=True, workers=workers, pool_min=pool_min)
+        slug = queries.migration_by_id(db, broken.migration_id).slug
+        assert str(raised.value).startswith(f"1 attempt(s) not verified: {slug}#{broken.seq} could not be judged (ValueError")
+        current = {o.attempt.id: queries.current_verification(db, o.attempt.id).id for o in outcomes}
+        assert all(current[o.attempt.id] != o.verification_id for o in outcomes if o.attempt.id != broken.id)
+        assert current[broken.id] == outcomes[1].verification_id  # its verdicts as they were
+        _break_log(db, verify_inputs.reference_attempt(db, broken.migration_id).id)
+        with pytest.raises(WorkbenchError, match=f"{slug}#{broken.seq} could not be judged \\(its reference run: ValueError"):
+            verify_study(db, "ana", force=True, workers=workers, pool_min=pool_min)
+        study.close()
+
+
+def test_verify_lists_the_attempts_it_verified_then_names_the_one_it_could_not(tmp_path: Path):
+    import json
+
+    from click.testing import CliRunner
+
+    from cli.main import main
+
+    study = _study(tmp_path / "s.db")
+    outcomes = verify_study(study.db, "ana").outcomes
+    _break_log(study.db, outcomes[0].attempt.id)
+    study.close()
+    result = CliRunner().invoke(main, ["verify", str(tmp_path / "s.db"), "--force", "--json"])
+    assert result.exit_code == 2
+    listed = json.loads(result.stdout)
+    assert len(listed) == len(outcomes) - 1 and all(row["changed"] for row in listed)
+    assert "1 attempt(s) not verified:" in result.stderr and "could not be judged" in result.stderr

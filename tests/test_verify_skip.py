@@ -86,13 +86,14 @@ def _same_as_extraction(log: bytes, chunks: list[bytes]) -> bool:
     facts = scanner.finish()
     assert _without_points(facts) == _without_points(full), log[:80]
     assert not facts.points
-    lines = PointLines(log, scanner.step_lines, patterns, lambda offset: log.count(b"\n", 0, offset) + 1,
-                       lambda: full)
-    for name, steps in full.points.items():
-        for step, (_, line) in steps.items():
-            assert lines.line(name, step) == line, (name, step, log[:80])
-        assert lines.line(name, 10**9) is None
-    assert lines.line("no_such_metric", 1) is None and lines.line("step", 1) is None
+    searched = [(offset, size, steps, None) for offset, size, steps, _ in scanner.step_lines]  # no C module
+    for step_lines in (scanner.step_lines, searched):
+        lines = PointLines(log, step_lines, patterns, lambda offset: log.count(b"\n", 0, offset) + 1, lambda: full)
+        for name, steps in full.points.items():
+            for step, (_, line) in steps.items():
+                assert lines.line(name, step) == line, (name, step, log[:80])
+            assert lines.line(name, 10**9) is None
+        assert lines.line("no_such_metric", 1) is None and lines.line("step", 1) is None
     return True
 
 

@@ -11,13 +11,11 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
-from domain import blind
 from domain.costs import parse_time
 from domain.models import (
     LADDER,
     AttemptSource,
     AttemptStatus,
-    AttemptSummary,
     Direction,
     Migration,
     MigrationStatus,
@@ -32,6 +30,7 @@ if TYPE_CHECKING:
     from rich.console import Group
 
     from domain.judgements import HumanJudgement
+    from domain.models import AttemptSummary
     from storage.review import LadderCounts
 
 NONE = "–"
@@ -514,6 +513,8 @@ def reveal(judgement: HumanJudgement, summary: AttemptSummary) -> Group:
     level by level, with ≠ where they differ: what the attempt screen shows once judged."""
     from rich.console import Group
     from rich.table import Table
+
+    from domain import blind  # two dataclasses to create: not at launch
 
     rows = blind.reveal(judgement, summary)
     table = Table(box=None, padding=(0, 2, 0, 0), show_edge=False, header_style="dim")

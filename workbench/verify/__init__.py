@@ -253,8 +253,9 @@ def verify_groups(db: Database, migrations: list[Migration], study: Study, revie
     power cut may lose the last verdicts, which a new run writes again). A migration is read only
     when the pool has room for its tasks, so memory holds the migrations in flight, not the study.
     `progress(done, total)` counts the attempts settled (skipped as unchanged or judged) of all the
-    migrations'. Attempts whose verdicts could not be written are left out and named in the
-    WorkbenchError raised at the end (the others are written)."""
+    migrations'. Attempts that could not be judged (evidence that breaks the judging, `batch.Judged.error`)
+    or whose verdicts could not be written are left out and named in the WorkbenchError raised at
+    the end (the others are written)."""
     from collections import deque
 
     from storage import queries, records
@@ -277,8 +278,10 @@ def verify_groups(db: Database, migrations: list[Migration], study: Study, revie
             written = dict(zip((j.attempt.id for j in new), _write(db, reviewer, plan, new)))
             for j in judged:
                 vid = written.get(j.attempt.id, j.verification_id)
-                if isinstance(vid, Exception):
-                    errors.append(f"{j.attempt.migration_id}#{j.attempt.seq} ({type(vid).__name__}: {vid})")
+                if j.error:
+                    errors.append(f"{task.migration.slug}#{j.attempt.seq} could not be judged ({j.error})")
+                elif isinstance(vid, Exception):
+                    errors.append(f"{task.migration.slug}#{j.attempt.seq}: verdicts not written ({type(vid).__name__}: {vid})")
                 else:
                     plan.results[j.attempt.id] = AttemptResult(j.attempt, vid, j.rows is not None)
             plan.out -= 1
@@ -309,7 +312,8 @@ def verify_groups(db: Database, migrations: list[Migration], study: Study, revie
     if errors:
         from domain.errors import WorkbenchError
 
-        raise WorkbenchError("verdicts not written for " + "; ".join(errors[:5]))
+        more = f"; and {len(errors) - 5} more" if len(errors) > 5 else ""
+        raise WorkbenchError(f"{len(errors)} attempt(s) not verified: " + "; ".join(errors[:5]) + more)
 
 
 def _write(db: Database, reviewer: str, plan: _Plan, judged: list[Any]) -> list[int | Exception]:

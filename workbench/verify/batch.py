@@ -23,8 +23,9 @@ from storage.sqlite import Database
 
 POOL_MIN = 24
 """Fewer attempts than this are judged in-process."""
-BATCH = 16
-"""Attempts per task, and so per write transaction."""
+BATCH = 32
+"""Attempts per task at most, and so per write transaction. A worker loads the reference run of
+each migration it gets a task of: a migration of up to BATCH attempts is one task."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,9 @@ class Judged:
     rows: VerificationRows | None = None
     digest: str = ""
     inputs: str = ""
+    error: str = ""
+    """Why the attempt could not be judged (its evidence broke the judging): named at the run's
+    end, while the task's other attempts are judged and written."""
 
 
 MAX_WORKERS = 8
@@ -100,12 +104,18 @@ def judge_task(db: Database, task: Task, cache: dict[Any, Any]) -> list[Judged]:
         if stored is not None and stored[1] == digest and not task.force:
             out.append(Judged(attempt, stored[0]))
             continue
-        if "reference" not in cache:
-            cache["reference"] = load_run(db, reference, task.settings, reference_inputs, cite=False) if reference else None
-        run = load_run(db, attempt, task.settings, read)
-        checkpoints = compare_checkpoints(read.checkpoint, reference_inputs.checkpoint if reference_inputs else None,
-                                          task.settings, cache["checkpoints"])
-        judgement = judge(run, cache["reference"], task.migration, task.study, task.settings, checkpoints)
+        where = "its reference run: "
+        try:
+            if "reference" not in cache:
+                cache["reference"] = load_run(db, reference, task.settings, reference_inputs, cite=False) if reference else None
+            where = ""
+            run = load_run(db, attempt, task.settings, read)
+            checkpoints = compare_checkpoints(read.checkpoint, reference_inputs.checkpoint if reference_inputs else None,
+                                              task.settings, cache["checkpoints"])
+            judgement = judge(run, cache["reference"], task.migration, task.study, task.settings, checkpoints)
+        except Exception as exc:  # noqa: BLE001 - one attempt's evidence never stops the others' verdicts
+            out.append(Judged(attempt, error=f"{where}{type(exc).__name__}: {exc}"))
+            continue
         out.append(Judged(attempt, 0, verification_rows(judgement), digest, inputs))
     return out
 
@@ -210,6 +220,7 @@ def _start_resource_tracker() -> None:
 
 def tasks_of(migration: Migration, study: Study, settings: dict[str, Any], reference: Attempt | None,
              attempts: list[Attempt], force: bool = False) -> list[Task]:
-    """The migration's attempts cut into tasks of `BATCH`."""
-    return [Task(migration, study, settings, reference, tuple(attempts[i:i + BATCH]), force)
-            for i in range(0, len(attempts), BATCH)]
+    """The migration's attempts cut into as few tasks as `BATCH` allows, of even size."""
+    n = -(-len(attempts) // BATCH)
+    return [Task(migration, study, settings, reference, tuple(attempts[len(attempts) * i // n:len(attempts) * (i + 1) // n]),
+                 force) for i in range(n)]

@@ -417,9 +417,10 @@ class LogScanner:
         the facts of a full extraction but `points`, for a log that `steps_only_suits`."""
         if self.steps_only and [c.pattern for c in self.patterns] != list(DEFAULT_PATTERNS):
             raise ValueError("steps_only reads the default patterns' step lines only")
-        self.step_lines: list[tuple[int, int, list[int]]] = []
+        self.step_lines: list[tuple[int, int, list[int], Sequence[int] | None]] = []
         """With `steps_only`: for each piece with step lines, in log order, its byte offset in the
-        log, its length and the steps of its step lines."""
+        log, its length, the steps of its step lines and where each starts in the piece (None
+        where the C module is not built: `PointLines` finds them)."""
         self._offset = 0  # byte offset in the log of the next piece
         self._standing = standing
         """Several processes' copies of each step line (topology.Standing): a step-less metric
@@ -560,21 +561,13 @@ class LogScanner:
         The steps come from one `findall`; a hit's step is looked for on its line and the lines
         before it, each line read once per piece."""
         recent = self._recent_step
-        last = _last_step_line(piece)
-        if last is not None and last.group("total") is not None:  # the planned total: the last line's
-            steps = list(map(int, _STEPS.findall(piece)))
-            self.facts.total_steps = int(last.group("total"))
-        else:
-            found = _STEP_LINES.findall(piece)
-            if not found:
-                return (lambda pos: recent), None
-            steps = [int(step) for step, _ in found]
-            for _, total in reversed(found):
-                if total:
-                    self.facts.total_steps = int(total)
-                    break
+        steps, total, starts = step_numbers(piece)
+        if not steps:
+            return (lambda pos: recent), None
+        if total is not None:  # the planned total
+            self.facts.total_steps = total
         self._recent_step = steps[-1]
-        self.step_lines.append((self._offset, len(piece), steps))
+        self.step_lines.append((self._offset, len(piece), steps, None if starts is None else memoryview(starts).cast("q")))
         before: dict[int, int | None] = {}  # line start -> step of the last step line before it
 
         def step_at(pos: int) -> int | None:
@@ -993,6 +986,24 @@ def _lines_back(data: bytes, offset: int, end: int) -> Iterator[re.Match[bytes] 
 def _last_step_line(piece: bytes) -> re.Match[bytes] | None:
     """The plain pattern's match on the piece's last step line, if one of its last 64 lines is one."""
     return next(filter(None, itertools.islice(_lines_back(piece, 0, len(piece)), 64)), None)
+
+
+def _step_numbers(piece: bytes) -> tuple[list[int], int | None, bytes | None]:
+    """The steps of the piece's step lines (`_STEP_LINES`' matches, one a line at most) as ints, and
+    the `/total` of the last of them that has one (None: none has). The regex engine's way: where
+    the C module is built, `step_numbers` is its twin, which makes no bytes object per line and
+    also gives where each match starts (here None: `PointLines` finds the few it cites)."""
+    last = _last_step_line(piece)
+    if last is not None and last.group("total") is not None:  # the last line's: steps alone
+        return list(map(int, _STEPS.findall(piece))), int(last.group("total")), None
+    found = _STEP_LINES.findall(piece)
+    return [int(step) for step, _ in found], next((int(total) for _, total in reversed(found) if total), None), None
+
+
+try:
+    from workbench.verify._fastscan import step_numbers
+except ImportError:  # built without a C compiler
+    step_numbers = _step_numbers
 
 
 def _markers() -> Markers:
@@ -1458,23 +1469,25 @@ class PointLines:
     (from the stored sparse line index); `extract` is the full extraction's facts, for a name
     whose summary lines only a piece-by-piece pass places (a `valid...` name: see `_gated`)."""
 
-    def __init__(self, data: bytes, step_lines: list[tuple[int, int, list[int]]], patterns: list[_Compiled],
+    def __init__(self, data: bytes, step_lines: list[tuple[int, int, list[int], Sequence[int] | None]], patterns: list[_Compiled],
                  line_of: Callable[[int], int], extract: Callable[[], LogFacts]) -> None:
         self.data, self.step_lines, self.line_of, self._extract = data, step_lines, line_of, extract
-        self._starts = [offset for offset, _, _ in step_lines]
+        self._starts = [offset for offset, _, _, _ in step_lines]
         self._plain = next(c for c in patterns if c.pattern.name == "plain").regex
         self._summary = next(c for c in patterns if c.pattern.name == "summary").regex
         self._extracted: LogFacts | None = None
         self._all: dict[int, list[int]] = {}  # piece -> where each of its step lines starts
 
     def _nth_line(self, k: int, i: int) -> int:
-        """Where the i-th step line (from 0) of the k-th piece with step lines starts, by the
-        regex engine alone: near either end of the piece (a cited step is most often among the
+        """Where the i-th step line (from 0) of the k-th piece with step lines starts: as the scan's
+        C loop kept it, else by the regex engine alone: near either end of the piece (a cited step is most often among the
         last), from that end; from the end, the search starts at a line start a guessed number of
         lines back, widened until it holds enough step lines (a search from a line start finds the
         lines after it as the piece's scan did). Deeper in, every start of the piece is found
         once and kept: a failed level 2 cites neighbouring steps."""
-        offset, size, steps = self.step_lines[k]
+        offset, size, steps, starts = self.step_lines[k]
+        if starts is not None:  # the scan's C loop kept them
+            return offset + starts[i]
         end = min(offset + size, len(self.data))
         back = len(steps) - i
         if min(i, back) > NEAR_END:
@@ -1563,7 +1576,7 @@ class PointLines:
         k = bisect.bisect_right(self._starts, pos) - 1
         if k < 0:
             return 0
-        offset, size, steps = self.step_lines[k]
+        offset, size, steps, _ = self.step_lines[k]
         if pos >= offset + size:
             return steps[-1]
         for m in filter(None, _lines_back(self.data, offset, pos)):
