@@ -201,7 +201,7 @@ def test_malformed_ops_and_spans_are_refused() -> None:
     for ops in [(b"step ", -1, -1, 0, -2, -2), (b"step\n", -1, 0, -2), (b"step ", -1, 3, -2),
                 (b"step ", -1, 0, 0, -2), (b"", -1, 0, -2), (b"step ",), (bytearray(b"step "), -1, 0, -2),
                 (b"step ", -1, 0), (b"step ", -2), (b"step ", -3, -1, 0, -2), ("step ", -1, 0, -2), [b"step ", -1, 0, -2],
-                (b"step ", -1, 0, -2, 1.5), (b"step ", -1, 0, -2, 2**80)]:
+                (b"step ", -1, 0, -2, 1.5), (b"step ", -1, 0, -2, 2**80), (b"step ", -1, 0, -2, 2**62, 2**62)]:
         with pytest.raises((ValueError, TypeError, OverflowError)):
             walker.walk(piece, ops)
     for needle in [b"Step", b"st p", b"\xff"]:

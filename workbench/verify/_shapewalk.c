@@ -83,6 +83,8 @@ static inline Py_ssize_t digits_end(const unsigned char *a, Py_ssize_t p, Py_ssi
 /* 10**18 - 1 fits a 64-bit Py_ssize_t (10**9 - 1 a 32-bit one); a longer step goes back to the regex */
 #define MAX_STEP_DIGITS (sizeof(Py_ssize_t) >= 8 ? 18 : 9)
 
+#define MAX_FIXED (1 << 20) /* a \d{n} is as long as a run of the sample line (2048 bytes at most) */
+
 /* The ops as a C array, checked: literals non-empty bytes without a newline, groups not nested,
  * the first group a lone \d++ (the step). Returns the number of groups, or -1 with an exception. */
 static Py_ssize_t parse_ops(PyObject *ops, Op **out, Py_ssize_t *nops) {
@@ -111,6 +113,7 @@ static Py_ssize_t parse_ops(PyObject *ops, Op **out, Py_ssize_t *nops) {
             if (code == 0) {
                 op.kind = OP_DIGITS;
             } else if (code > 0) {
+                if (code > MAX_FIXED) goto bad;
                 op.kind = OP_FIXED;
                 op.n = code;
             } else if (code == -1) {
@@ -167,8 +170,10 @@ typedef struct {
 static void walk_lines(const unsigned char *a, Py_ssize_t n, const Op *ops, Py_ssize_t nops, Py_ssize_t values,
                        const unsigned char *needle, Py_ssize_t m, Found *f) {
     Py_ssize_t pos = 0, line = 0, shortest = 1; /* the fewest bytes a line of the shape takes, its newline too */
-    for (Py_ssize_t j = 0; j < nops; j++)
-        shortest += ops[j].kind == OP_LIT || ops[j].kind == OP_FIXED ? ops[j].n : ops[j].kind == OP_DIGITS;
+    for (Py_ssize_t j = 0; j < nops && shortest <= n; j++) {
+        Py_ssize_t take = ops[j].kind == OP_LIT || ops[j].kind == OP_FIXED ? ops[j].n : ops[j].kind == OP_DIGITS;
+        shortest = take > n - shortest + 1 ? n + 1 : shortest + take; /* (saturated: never past n + 1) */
+    }
     /* room for as many shape lines as the piece can hold, so that the arrays are not copied as they grow
      * (pages not written are never touched: 15% of the scan of a 1 MiB piece); past 2**17 lines, they grow */
     Py_ssize_t most = n / shortest + 1;
