@@ -10,12 +10,13 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
 
-# The app alone for the demo; the tests add their tools and torch (checkpoint comparison).
-$(VENV)/.app: pyproject.toml | $(VENV)/bin/python
+# The app alone for the demo; the tests add their tools and torch (checkpoint comparison). Either
+# builds the log scan's C loops (setup.py) in place again when their sources change.
+$(VENV)/.app: pyproject.toml setup.py $(wildcard workbench/verify/*.c) | $(VENV)/bin/python
 	$(VENV)/bin/python -m pip install --quiet -e .
 	touch $@
 
-$(VENV)/.test: pyproject.toml | $(VENV)/bin/python
+$(VENV)/.test: pyproject.toml setup.py $(wildcard workbench/verify/*.c) | $(VENV)/bin/python
 	$(VENV)/bin/python -m pip install --quiet -e '.[test,tensors]'
 	touch $@
 

@@ -18,6 +18,7 @@ import json
 import operator
 import re
 import sys
+from array import array
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from workbench.verify.markers import Markers
+
+_shapewalk: Any
+try:  # the walk of step lines in C (issue 19), built with the package where a C compiler was found
+    from workbench.verify import _shapewalk
+except ImportError:  # not built: the shape's regex reads the lines (`_walk_regex`), about 10x slower
+    _shapewalk = None
 
 NUMBER = rb"[-+]?+(?:\d++\.?+\d*+|\.\d++)(?:[eE][-+]?+\d++)?+"
 """A number taken whole and never given back: a shorter one would be followed by a digit, a dot or
@@ -172,8 +179,9 @@ class SeriesView(Mapping[str, dict[int, float]]):
 
 class _Run:
     """Points one piece's lines of one shape wrote, in line order: the steps, the lines
-    (`base` + `at`, a line's index in the piece) and each value column's text as read, joined by
-    spaces (a value is never empty and holds no space), converted to floats when first asked."""
+    (`base` + `at`, a line's index in the piece; both lists, or int64 arrays from the C walk) and
+    each value column's text as read, joined by spaces (a value is never empty and holds no space),
+    converted to floats when first asked."""
 
     __slots__ = ("steps", "base", "at", "raw", "_floats")
 
@@ -727,9 +735,9 @@ class LogScanner:
         return shaped
 
     def _shaped(self, compiled: _Compiled, piece: bytes, base: int, marks: list[tuple[int, int]]) -> _Shaped | None:
-        """The plain pattern's points by the shape of a typical step line (`_Shape`): one `findall`
-        gives every line of the piece, the shape's lines as columns: steps converted a column at a
-        time, values kept as text (`_Run`); any other line that holds a step line is read alone by
+        """The plain pattern's points by the shape of a typical step line (`_Shape`): one walk of
+        the piece (`_walk`, in C, else `_walk_regex`) gives the shape's lines as columns, steps as
+        ints and values kept as text (`_Run`); any other line that holds a step line is read alone by
         `_fields`. Points are written in line order, as `_fields` over the piece writes them, so
         `MetricColumns` builds the same dicts, in the same order. Where no line has a shape, the
         piece goes to `_fields` whole."""
@@ -750,40 +758,35 @@ class LogScanner:
                 self._fields(compiled, piece, base, marks)
                 return None
             self._shape = shape
-        rows = shape.regex.findall(piece)
-        found = list(map(operator.itemgetter(0), rows))  # a shape line's step, else b""
-        at = list(itertools.compress(range(len(rows)), found))
-        steps = list(map(int, itertools.compress(found, found)))
-        # a column at a time (not zip(*rows): its thousands of live iterators cost collections),
-        # kept as text until a value is asked for (`_Run`)
-        values = [list(itertools.compress(map(operator.itemgetter(k), rows), found)) for k in shape.values]
-        others = list(map(operator.itemgetter(-1), rows))
+        walked = _walk(shape, piece)
+        if walked is None:
+            walked = _walk_regex(shape, piece)
+        rows, starts, at, steps, highest, others, text = walked
         alone: list[tuple[int, int, int]] = []  # (line in piece, position on it, step) of other step lines
         facts, ops, total = self.facts, self.facts.metrics.ops, shape.total
-        join = b" ".join
         done = 0
-        for i in [*itertools.compress(range(len(rows)), others), len(rows)]:
-            if i < len(rows) and regex.search(others[i]) is None:
+        for i, other in [*others, (rows, b"")]:
+            if i < rows and regex.search(other) is None:
                 continue
             upto = bisect.bisect_left(at, i, done)
             if upto > done:  # the shape's lines before line i
                 whole = done == 0 and upto == len(at)
                 keys = steps if whole else steps[done:upto]
                 where = at if whole else at[done:upto]
-                for name, column in zip(shape.names, values):
+                for column, name in enumerate(shape.names):
                     dest = ops.get(name)
                     if dest is None:
                         dest = ops[name] = []
-                    dest.append(_Run(keys, base, where, join(column if whole else column[done:upto])))
+                    dest.append(_Run(keys, base, where, text(column, done, upto)))
                 if total:  # the planned total of the last of them (not a column: read from its line)
-                    facts.total_steps = _total_on(piece, at[upto - 1], len(rows))
+                    facts.total_steps = _total_on(piece, at[upto - 1], rows)
                 done = upto
-            if i < len(rows):
+            if i < rows:
                 found_alone: list[tuple[int, int]] = []
-                self._fields(compiled, others[i], base + i, found_alone)
+                self._fields(compiled, other, base + i, found_alone)
                 alone += [(i, pos, step) for pos, step in found_alone]
         facts.metrics.changed()
-        return _Shaped(at, steps, shape.offset, alone, len(rows) - 1)
+        return _Shaped(at, steps, highest, shape.offset, alone, rows - 1, starts)
 
     def _point(self, name: str, value: float, step: int | None, line: int, start: int, sequential: bool) -> None:
         if step is not None:
@@ -1144,6 +1147,9 @@ class _Shape:
     values: tuple[int, ...]
     """Columns of the values kept (SKIP_NAMES' are matched, not kept)."""
     names: tuple[str, ...]
+    ops: tuple[bytes | int, ...]
+    """The shape alternative of `regex`, part by part, for the compiled walk (`_shapewalk.walk`):
+    literal bytes, `_ANY_DIGITS` (`\\d++`), n > 0 (`\\d{n}`), `_OPEN` and `_CLOSE` (a group)."""
 
     def covers(self, line: bytes) -> bool:
         m = self.regex.match(line)
@@ -1155,16 +1161,20 @@ class _Shaped:
     """The step lines a piece gave by shape: lines (index in the piece) and steps of the shape's,
     and (line, position on it, step) of the others."""
 
-    at: list[int]
-    steps: list[int]
+    at: Sequence[int]
+    steps: Sequence[int]
+    highest: int | None
     offset: int
     alone: list[tuple[int, int, int]]
     newlines: int
     """How many newlines the piece holds: the shape's `findall` gives one row a line start."""
+    starts: Sequence[int] | None = None
+    """Where each line starts (`_line_starts`), where the walk gave them."""
 
 
 _DIGIT_RUN = re.compile(rb"\d++")
 _SHAPES: dict[bytes, _Shape] = {}
+_ANY_DIGITS, _OPEN, _CLOSE = 0, -1, -2
 SHAPE_LINE = 2048
 """Longest sample line that is given a shape (the regex grows with it)."""
 SHAPE_FROM = 8 << 10
@@ -1172,15 +1182,82 @@ SHAPE_FROM = 8 << 10
 regex) costs what the general path takes on some 100 step lines; a known shape is used on any."""
 
 
-def _digits(text: bytes, *, fixed: bool = False) -> bytes:
-    """`text` as a regex: literal, but each digit run any run of digits (`fixed`: as long)."""
+def _digits(text: bytes, ops: list[bytes | int], *, fixed: bool = False) -> bytes:
+    """`text` as a regex: literal, but each digit run any run of digits (`fixed`: as long); its ops
+    (`_Shape.ops`) appended to `ops`."""
     out: list[bytes] = []
     last = 0
     for m in _DIGIT_RUN.finditer(text):
         out += (re.escape(text[last : m.start()]), b"\\d{%d}" % (m.end() - m.start()) if fixed else rb"\d++")
+        _literal(ops, text[last : m.start()])
+        ops.append(m.end() - m.start() if fixed else _ANY_DIGITS)
         last = m.end()
     out.append(re.escape(text[last:]))
+    _literal(ops, text[last:])
     return b"".join(out)
+
+
+def _literal(ops: list[bytes | int], text: bytes) -> None:
+    """A literal op, joined to the one before it (a line from a bytearray's piece is one: made bytes)."""
+    if text:
+        last = ops[-1] if ops else None
+        if type(last) is bytes:
+            ops[-1] = last + text
+        else:
+            ops.append(bytes(text))
+
+
+_Walked = tuple[int, Sequence[int] | None, Sequence[int], Sequence[int], int | None, list[tuple[int, bytes]],
+                Callable[[int, int, int], bytes]]
+"""A piece read by shape: how many rows the shape's `findall` gives (a line each, a piece that ends
+with a newline an empty last one); where each starts (from the walk; None from the regex); the
+shape's lines' indexes in the piece and their steps (lists, or int64 arrays from the walk: no
+Python int per line until one is read), the highest step; (index, text) of the other lines the
+plain pattern may match (non-empty; the walk gives only those with its word `step`); a function of
+(value column, first, end) that gives the column's text on the shape's lines first..end-1, joined
+by spaces (a value is never empty and holds no space)."""
+
+WALK = True
+"""The shape's lines read by the compiled walk (`_shapewalk`, where it was built); False reads them
+by the shape's regex (`_walk_regex`), which tests compare it with."""
+_STEP_WORD = b"step"
+"""The word every match of the plain pattern holds, in any case (`(?i)\\bstep\\b`): the walk gives
+only the other lines that hold it, the only ones `_shaped` reads alone (a test checks the pattern)."""
+
+
+def _walk(shape: _Shape, piece: bytes) -> _Walked | None:
+    """The compiled walk of the piece (`_shapewalk.walk`); None where it is not built or not used,
+    or where a step has more than 18 digits."""
+    if _shapewalk is None or not WALK:
+        return None
+    found = _shapewalk.walk(piece, shape.ops, _STEP_WORD)
+    if found is None:
+        return None
+    rows, starts, at, steps, highest, spans, others = found
+    join, count = _shapewalk.join, len(shape.values)
+    return (rows, array("q", starts), array("q", at), array("q", steps), highest, others,
+            lambda column, first, end: join(piece, spans, count, column, first, end))
+
+
+def _walk_regex(shape: _Shape, piece: bytes) -> _Walked:
+    """What `_walk` gives, from the shape's regex: its `findall` gives every line of the piece, the
+    shape's lines as columns: steps converted a column at a time, values joined when asked for."""
+    found_rows = shape.regex.findall(piece)
+    rows = len(found_rows)
+    found = list(map(operator.itemgetter(0), found_rows))  # a shape line's step, else b""
+    at = list(itertools.compress(range(rows), found))
+    steps = list(map(int, itertools.compress(found, found)))
+    # a column at a time (not zip(*rows): its thousands of live iterators cost collections)
+    values = [list(itertools.compress(map(operator.itemgetter(k), found_rows), found)) for k in shape.values]
+    texts = list(map(operator.itemgetter(-1), found_rows))
+    others = list(zip(itertools.compress(range(rows), texts), itertools.compress(texts, texts)))
+    join = b" ".join
+
+    def text(column: int, first: int, end: int) -> bytes:
+        values_of = values[column]
+        return join(values_of if first == 0 and end == len(values_of) else values_of[first:end])
+
+    return rows, None, at, steps, max(steps, default=None), others, text
 
 
 def _shape_of(line: bytes, plain: re.Pattern[bytes]) -> _Shape | None:
@@ -1190,27 +1267,38 @@ def _shape_of(line: bytes, plain: re.Pattern[bytes]) -> _Shape | None:
         return None
     body = m.group("body")
     total = m.group("total") is not None
-    parts = [_digits(line[: m.start("step")], fixed=True), rb"(\d++)", rb"/\d++" if total else b""]
+    ops: list[bytes | int] = []  # each part of the regex below as it is made, in its order
+    parts = [_digits(line[: m.start("step")], ops, fixed=True), rb"(\d++)", rb"/\d++" if total else b""]
+    ops += (_OPEN, _ANY_DIGITS, _CLOSE)
+    if total:
+        ops += (b"/", _ANY_DIGITS)
     names: list[str] = []
     values: list[int] = []
     last = 0
     for kv in _KV.finditer(body):
-        key, value = kv.group(1), _digits(kv.group(2))
-        parts += (_digits(body[last : kv.start(1)]), re.escape(key), re.escape(body[kv.end(1) : kv.start(2)]))
-        if key in _SKIP_BYTES:
-            parts.append(b"(?:" + value + b")")
-        else:
+        key = kv.group(1)
+        parts += (_digits(body[last : kv.start(1)], ops), re.escape(key), re.escape(body[kv.end(1) : kv.start(2)]))
+        _literal(ops, body[kv.start(1) : kv.start(2)])
+        keep = key not in _SKIP_BYTES
+        if keep:
+            ops.append(_OPEN)
+        value = _digits(kv.group(2), ops)
+        if keep:
+            ops.append(_CLOSE)
             values.append(1 + len(values))
             names.append(key.decode("utf-8", "replace"))
             parts.append(b"(" + value + b")")
+        else:
+            parts.append(b"(?:" + value + b")")
         last = kv.end(2)
-    parts.append(_digits(body[last:]))
+    parts.append(_digits(body[last:], ops))
     source = b"(?m)^(?:" + b"".join(parts) + rb"|([^\n]*+))$"
     shape = _SHAPES.get(source)
     if shape is None:
         if len(_SHAPES) >= 256:
             _SHAPES.clear()
-        shape = _SHAPES[source] = _Shape(re.compile(source), m.start(), total, tuple(values), tuple(names))
+        shape = _SHAPES[source] = _Shape(re.compile(source), m.start(), total, tuple(values), tuple(names),
+                                         tuple(ops))
     return shape
 
 
@@ -1238,12 +1326,15 @@ class _Marks:
         read twice the piece (hits far apart, asked in no order)."""
         shaped = self.shaped
         if (self._lists is None and shaped is not None and not self.found and not shaped.alone
-                and self._counted <= 2 * len(self.piece)):
-            counter = self._counter
-            if counter is None:
-                counter = self._counter = _LineCounter(self.piece, 0)
-            self._counted += abs(pos - counter.pos)
-            line = self.known[pos] = counter.at(pos)
+                and (shaped.starts is not None or self._counted <= 2 * len(self.piece))):
+            if shaped.starts is not None:  # the walk's line starts: the last at or before pos
+                line = self.known[pos] = bisect.bisect_right(shaped.starts, pos) - 1
+            else:
+                counter = self._counter
+                if counter is None:
+                    counter = self._counter = _LineCounter(self.piece, 0)
+                self._counted += abs(pos - counter.pos)
+                line = self.known[pos] = counter.at(pos)
             at = shaped.at
             i = bisect.bisect_left(at, line)
             if i < len(at) and at[i] == line and pos - (self.piece.rfind(b"\n", 0, pos) + 1) > shaped.offset:
@@ -1258,14 +1349,14 @@ class _Marks:
         if self._sorted is None:
             pairs, shaped = self.found, self.shaped
             if shaped is not None:
-                starts = _line_starts(self.piece)
+                starts = _line_starts(self.piece) if shaped.starts is None else shaped.starts
                 pairs += zip(self._positions(starts), shaped.steps)
                 pairs += [(starts[i] + pos, step) for i, pos, step in shaped.alone]
             pairs.sort()
             self._sorted = pairs
         return self._sorted
 
-    def _positions(self, starts: list[int]) -> list[int]:
+    def _positions(self, starts: Sequence[int]) -> list[int]:
         shaped = self.shaped
         assert shaped is not None
         return list(map(operator.add, map(starts.__getitem__, shaped.at), itertools.repeat(shaped.offset)))
@@ -1275,7 +1366,8 @@ class _Marks:
         if self._lists is None:
             shaped = self.shaped
             if shaped is not None and not self.found and not shaped.alone:
-                self._lists = (self._positions(_line_starts(self.piece)), shaped.steps)
+                starts = _line_starts(self.piece) if shaped.starts is None else shaped.starts
+                self._lists = (self._positions(starts), shaped.steps)
             else:
                 pairs = self.pairs()
                 self._lists = ([p for p, _ in pairs], [s for _, s in pairs])
@@ -1287,8 +1379,8 @@ class _Marks:
         steps = [s for _, s in self.found]
         if shaped is not None:
             steps += [s for _, _, s in shaped.alone]
-            if shaped.steps:
-                steps.append(max(shaped.steps))
+            if shaped.highest is not None:
+                steps.append(shaped.highest)
         return max(steps, default=None)
 
     def last(self) -> int:
