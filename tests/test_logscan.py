@@ -71,3 +71,23 @@ def test_level_1_of_a_log_over_the_extraction_limit_uses_its_planned_step_count(
         study.close()
     assert levels[4].outcome is Outcome.FAIL and "step 40 of 80 (the `step N/M` total in the log)" in levels[4].reason
     assert levels[2].outcome is Outcome.PASS
+
+
+def test_a_long_line_fed_in_small_chunks_is_read_in_linear_time() -> None:
+    """A line that spans many chunks (a 1-4 MiB line read 333 bytes at a time, as a followed
+    log grows) is kept growing in place, not copied at each chunk: linear in its length, and read
+    as when it comes whole."""
+    from linearity import grows_linearly
+
+    def log(n: int) -> bytes:
+        return b"step 1 loss 2 Traceback (most recent call last) " + b"x" * n + b"\nstep 2/4 loss 3\nKilled\n"
+
+    def chunked(n: int, **kwargs):
+        data = log(n)
+        return _scan((data[i : i + 333] for i in range(0, len(data), 333)), **kwargs)
+
+    for extract in (True, False):
+        whole, small = _scan([log(1 << 18)], extract_metrics=extract), chunked(1 << 18, extract_metrics=extract)
+        facts = [(f.last_step, f.total_steps, f.lines, f.size, f.fatal, f.point_series()) for f in (whole, small)]
+        assert facts[0] == facts[1] and facts[0][:4] == (2, 4, 3, len(log(1 << 18))) and facts[0][4]
+    assert grows_linearly(chunked, 1 << 20)

@@ -453,6 +453,14 @@ class LogScanner:
         carry = self._carry
         if carry:
             cut = chunk.rfind(b"\n")
+            if cut == -1:  # the line goes on: grown in place (a copy of it at every chunk was quadratic)
+                if not isinstance(carry, bytearray):
+                    carry = self._carry = bytearray(carry)
+                carry += chunk
+                if len(carry) > (64 << 20):  # a monstrous line: scan what we have
+                    self._piece(carry)
+                    self._carry = b""
+                return
             if cut > 0:
                 before = chunk.rfind(b"\n", 0, cut)
                 if before != -1 and not chunk.startswith((b"Counter: ", b"Metric: "), before + 1):
