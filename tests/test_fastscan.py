@@ -14,6 +14,7 @@ from test_fuzz import FAST
 from test_logscan_steps import EDGES
 from test_verify_skip import STEP_PIECES, every_log
 
+from storage.logs import CHUNK
 from workbench.verify import logscan
 
 try:
@@ -91,3 +92,25 @@ def test_step_numbers_past_a_fixed_width_int_and_on_a_long_line() -> None:
     assert _c_steps(long_line) == ([5], 6, [(1 << 20) + 1]) == _regex_steps(long_line)
     with pytest.raises(TypeError):
         _fastscan.step_numbers("step 1")  # text, not bytes
+
+
+@built
+@pytest.mark.parametrize("size", [CHUNK, 4096, 61])
+def test_a_steps_only_scan_has_the_same_facts_with_the_c_loop_and_without(size, tmp_path, monkeypatch) -> None:
+    """What the C loop's line starts are used for (a marker hit's step, a cited line) gives the
+    facts and step lines the regex way gives, on every log, pieces cut anywhere."""
+    from test_verify_skip import _chunks, _without_points
+
+    from workbench.verify.logscan import LogScanner, compile_patterns
+
+    def scan(log: bytes):
+        scanner = LogScanner(compile_patterns(), steps_only=True)
+        for chunk in _chunks(log, size):
+            scanner.feed(chunk)
+        return _without_points(scanner.finish()), [line[:3] for line in scanner.step_lines]
+
+    logs = every_log(tmp_path)
+    with_c = [scan(log) for log in logs]
+    monkeypatch.setattr(logscan, "step_numbers", logscan._step_numbers)
+    assert with_c == [scan(log) for log in logs]
+    assert sum(len(steps) for _, lines in with_c for _, _, steps in lines) > 1000  # step lines to place hits among

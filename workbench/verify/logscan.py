@@ -566,8 +566,9 @@ class LogScanner:
     def _steps_only(self, piece: bytes) -> tuple[Callable[[int], int | None], int | None]:
         """The plain pattern's step lines, as `_fields` reads them but without their metrics: the
         step a hit at a position belongs to and the piece's highest step, as extraction has them.
-        The steps come from one `findall`; a hit's step is looked for on its line and the lines
-        before it, each line read once per piece."""
+        The steps come from one pass (`step_numbers`); a hit's step is the last step line's that
+        starts before it: found among the starts the C loop kept, else looked for on the hit's
+        line and the lines before it, each line read once per piece."""
         recent = self._recent_step
         steps, total, starts = step_numbers(piece)
         if not steps:
@@ -575,7 +576,14 @@ class LogScanner:
         if total is not None:  # the planned total
             self.facts.total_steps = total
         self._recent_step = steps[-1]
-        self.step_lines.append((self._offset, len(piece), steps, None if starts is None else memoryview(starts).cast("q")))
+        kept = None if starts is None else memoryview(starts).cast("q")
+        self.step_lines.append((self._offset, len(piece), steps, kept))
+        if kept is not None:
+            def step_of(pos: int) -> int | None:
+                k = bisect.bisect_left(kept, pos)
+                return steps[k - 1] if k else recent
+
+            return step_of, max(steps)
         before: dict[int, int | None] = {}  # line start -> step of the last step line before it
 
         def step_at(pos: int) -> int | None:
