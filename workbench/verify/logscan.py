@@ -1017,7 +1017,7 @@ def _step_numbers(piece: bytes) -> tuple[list[int], int | None, bytes | None]:
 
 
 try:
-    from workbench.verify._fastscan import step_numbers
+    from workbench.verify._steplines import step_numbers
 except ImportError:  # built without a C compiler
     step_numbers = _step_numbers
 

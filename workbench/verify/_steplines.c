@@ -1,7 +1,7 @@
-/* The log scan's per-line loops in C (issue 19): what the regex engine does a line at a time, with
- * no object made per line but the ints handed back. Each function has a pure-Python twin in
+/* The plain pattern's step lines read in C (issue 19): what the regex engine does a line at a time,
+ * with no object made per line but the ints handed back. Each function has a pure-Python twin in
  * workbench/verify/logscan.py, which runs where this module was not built, and tests compare the two
- * on every log the tests have and on generated ones (tests/test_fastscan.py).
+ * on every log the tests have and on generated ones (tests/test_steplines.py).
  *
  * Logs are untrusted: every read is bounded by the buffer's length, and nothing assumes text. */
 #define PY_SSIZE_T_CLEAN
@@ -119,6 +119,6 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastscan", NULL, -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_steplines", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__fastscan(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__steplines(void) { return PyModule_Create(&module); }
