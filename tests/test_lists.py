@@ -107,7 +107,7 @@ async def test_an_attempt_the_app_cannot_judge_is_named_in_a_warning_and_the_oth
     [(said, severity)] = [(t, severity) for t, severity in toasts if t.startswith(("Verified", "Verify failed"))]
     assert severity == "warning"
     assert said.startswith(f"Verified the whole study, but 1 attempt(s) not verified: {broken[2]}#{broken[1]} could not"
-                           " be judged (ValueError")
+                           " be judged (a number in its log has more than 4300 digits)")
     db = open_study(unverified).db
     ids = [r[0] for r in db.execute("SELECT id FROM attempt WHERE source = 'agent'")]
     assert [len(queries.verdicts(db, aid)) for aid in ids] == [0 if aid == broken[0] else 5 for aid in ids]

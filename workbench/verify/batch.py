@@ -114,10 +114,19 @@ def judge_task(db: Database, task: Task, cache: dict[Any, Any]) -> list[Judged]:
                                               task.settings, cache["checkpoints"])
             judgement = judge(run, cache["reference"], task.migration, task.study, task.settings, checkpoints)
         except Exception as exc:  # noqa: BLE001 - one attempt's evidence never stops the others' verdicts
-            out.append(Judged(attempt, error=f"{where}{type(exc).__name__}: {exc}"))
+            out.append(Judged(attempt, error=where + _why(exc)))
             continue
         out.append(Judged(attempt, 0, verification_rows(judgement), digest, inputs))
     return out
+
+
+def _why(exc: Exception) -> str:
+    """What broke the judging, in a line; Python's refusal to read a huge number said plainly."""
+    if isinstance(exc, ValueError) and "integer string conversion" in str(exc):
+        import sys
+
+        return f"a number in its log has more than {sys.get_int_max_str_digits()} digits"
+    return f"{type(exc).__name__}: {exc}"
 
 
 _WORKER: dict[str, Any] = {}
