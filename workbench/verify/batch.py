@@ -104,17 +104,21 @@ def judge_task(db: Database, task: Task, cache: dict[Any, Any]) -> list[Judged]:
         if stored is not None and stored[1] == digest and not task.force:
             out.append(Judged(attempt, stored[0]))
             continue
-        where = "its reference run: "
-        try:
-            if "reference" not in cache:
+        if "reference" not in cache:
+            try:
                 cache["reference"] = load_run(db, reference, task.settings, reference_inputs, cite=False) if reference else None
-            where = ""
+            except Exception as exc:  # noqa: BLE001 - read once, said for each attempt judged against it
+                cache["reference"] = f"its reference run: {_why(exc)}"
+        if isinstance(cache["reference"], str):
+            out.append(Judged(attempt, error=cache["reference"]))
+            continue
+        try:
             run = load_run(db, attempt, task.settings, read)
             checkpoints = compare_checkpoints(read.checkpoint, reference_inputs.checkpoint if reference_inputs else None,
                                               task.settings, cache["checkpoints"])
             judgement = judge(run, cache["reference"], task.migration, task.study, task.settings, checkpoints)
         except Exception as exc:  # noqa: BLE001 - one attempt's evidence never stops the others' verdicts
-            out.append(Judged(attempt, error=where + _why(exc)))
+            out.append(Judged(attempt, error=_why(exc)))
             continue
         out.append(Judged(attempt, 0, verification_rows(judgement), digest, inputs))
     return out
