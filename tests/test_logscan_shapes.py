@@ -194,6 +194,26 @@ def test_the_shape_path_is_taken() -> None:
     assert scanner.facts.points["loss"][4999] == (0.4999, 4999) and scanner.facts.total_steps == 999
 
 
+def test_a_log_is_read_by_the_shape_another_log_left_as_by_the_general_path(monkeypatch) -> None:
+    """A new scanner first tries the shape the last scan used (`_RECENT_SHAPE`): a small log, too
+    small to be given a shape of its own, then goes by shape, and its facts are the general path's."""
+    big = b"".join(b"step %d/999 loss 0.%d grad_norm 0.5 step_time 0.01\n" % (i, i) for i in range(1, 3000))
+    small = b"".join(b"step %d/20 loss 1.%d grad_norm 70.25 step_time 0.125\n" % (i, i) for i in range(1, 20))
+    small += b"eval_acc 0.5\n"
+    assert len(small) < logscan.SHAPE_FROM
+    monkeypatch.setattr(logscan, "_RECENT_SHAPE", [None])
+    alone = LogScanner(compile_patterns())
+    assert alone._shaped(alone.patterns[0], small, 1, []) is None  # no shape of its own: the general path
+    first = LogScanner(compile_patterns())
+    first.feed(big)
+    first.finish()
+    assert logscan._RECENT_SHAPE[0] is not None
+    scanner = LogScanner(compile_patterns())
+    shaped = scanner._shaped(scanner.patterns[0], small, 1, [])
+    assert shaped is not None and len(shaped.at) == 19  # by the big log's shape
+    assert _facts([small], True, shape_from=logscan.SHAPE_FROM) == _facts([small], False)
+
+
 SAMPLES = [b"step 12/1000 loss 0.41 grad_norm 1.2 step_time 0.031", b"[rank0] 2026-12-04 10:00:01 Step: 5, loss=1e-4",
            b"step 1 a 1 a1 1. 1 aa 1 a- 1 'x': 1", b"step 1 eval_1 11 A 1"]
 

@@ -767,13 +767,13 @@ class LogScanner:
         start = piece.rfind(b"\n", 0, m.start()) + 1
         end = piece.find(b"\n", m.start())
         line = piece[start : len(piece) if end == -1 else end]
-        shape = self._shape
+        shape = self._shape or _RECENT_SHAPE[0]
         if shape is None or not shape.covers(line):
             shape = _shape_of(line, regex) if len(piece) >= SHAPE_FROM else None
             if shape is None:
                 self._fields(compiled, piece, base, marks)
                 return None
-            self._shape = shape
+        self._shape = _RECENT_SHAPE[0] = shape
         walked = _walk(shape, piece)
         if walked is None:
             walked = _walk_regex(shape, piece)
@@ -1190,6 +1190,11 @@ class _Shaped:
 
 _DIGIT_RUN = re.compile(rb"\d++")
 _SHAPES: dict[bytes, _Shape] = {}
+_RECENT_SHAPE: list[_Shape | None] = [None]
+"""The shape a scan used last, in any scanner of the process: the next log's scanner tries it first
+(a study's logs mostly share one), as a scanner tries its last piece's. Any shape that covers a
+piece's typical line reads it as the general path would (`_Shape`), so which one is tried only
+changes how soon one is found."""
 _ANY_DIGITS, _OPEN, _CLOSE = 0, -1, -2
 SHAPE_LINE = 2048
 """Longest sample line that is given a shape (the regex grows with it)."""
