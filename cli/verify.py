@@ -49,7 +49,7 @@ def verify(db: Path, slug: str | None, seq: int | None, assignments: tuple[str, 
     import time
 
     from workbench.blind import hidden_attempts
-    from workbench.verify import study_targets, verify_groups
+    from workbench.verify import NotAllVerified, study_targets, verify_groups
     from workbench.verify.batch import default_workers
     from workbench.verify.unknown import unknown_at_level3
 
@@ -70,7 +70,7 @@ def verify(db: Path, slug: str | None, seq: int | None, assignments: tuple[str, 
         said = Spooled()
         seen = judged = hidden = 0
         unknown_l3: list[Any] = []
-        failed: WorkbenchError | None = None
+        failed: NotAllVerified | None = None
         with _progress() as progress:
             study_of, migrations = study_targets(sdb, slug)
             try:
@@ -86,7 +86,7 @@ def verify(db: Path, slug: str | None, seq: int | None, assignments: tuple[str, 
                             said.add(line)
                     if rerun_unknown:
                         unknown_l3 += unknown_at_level3(sdb, [o.attempt for o in group])
-            except WorkbenchError as exc:  # raised once every other attempt is written: they are listed first
+            except NotAllVerified as exc:  # raised once every other attempt is written: they are listed first
                 failed = exc
         _summary(seen, judged, time.perf_counter() - started)
         if hidden:
