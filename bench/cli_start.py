@@ -17,6 +17,11 @@ that install's import finder, which imports pathlib, re, fnmatch, urllib.parse a
 line to this environment's site-packages for the dependencies, and both `python -c pass` and the
 commands run from there, as a user's `pip install .` runs them: the bare start is cheaper, and
 the commands pay for the standard modules the finder had imported for free.
+
+With --floors the table also times what any read command of this design pays before its own
+work: `import click`, `import dataclasses` (which imports inspect, with ast, dis and tokenize),
+the records and queries the list uses (domain.models, storage.queries), and the standard sqlite3
+and json modules with one query: the lower bounds under the commands' rows.
 """
 
 from __future__ import annotations
@@ -90,6 +95,8 @@ def main() -> None:
     parser.add_argument("--tree", type=Path, action="append", help="a source tree (default: this checkout)")
     parser.add_argument("--installed", action="store_true",
                         help="run each tree as installed by pip into a virtual environment of its own, not editable")
+    parser.add_argument("--floors", action="store_true",
+                        help="also time the imports every read command pays for (click, dataclasses, our records)")
     args = parser.parse_args()
     trees = [t.resolve() for t in args.tree or [ROOT]]
     with tempfile.TemporaryDirectory(prefix="cli-start-") as tmp:
@@ -106,6 +113,14 @@ def main() -> None:
             "`queue DB`": ["-m", "cli", "queue", db],
             "`--help`": ["-m", "cli", "--help"],
         }
+        if args.floors:
+            commands |= {
+                "floor: sqlite3, json, one query": ["-c", "import json, sqlite3; "
+                                                    f"sqlite3.connect({db!r}).execute('SELECT * FROM migration').fetchall()"],
+                "floor: `import dataclasses`": ["-c", "import dataclasses"],
+                "floor: `import click`": ["-c", "import click"],
+                "floor: domain.models, storage.queries": ["-c", "import domain.models, storage.queries"],
+            }
         times: dict[tuple[Path, str], list[tuple[float, float]]] = {(t, c): [] for t in trees for c in commands}
         for tree in trees:
             for argv in commands.values():
