@@ -15,6 +15,8 @@ from textual.worker import Worker, WorkerState
 
 from screens.data import describe_error
 from screens.messages import LoadFailed
+from screens.typeahead import step_aside_while_typing
+from screens.widgets.filter_bar import FilterBar
 from storage import review
 
 K = TypeVar("K")
@@ -147,3 +149,8 @@ class FilteredList(WorkbenchScreen):
         self.summaries.clear()
         self.pager = Pager(size=self.pager.size, loading=True)
         return True
+
+    def action_filter(self) -> None:
+        """`/` (a priority binding: what is typed after it goes into the filter line)."""
+        step_aside_while_typing(self)
+        self.query_one(FilterBar).open()

@@ -52,7 +52,7 @@ class LedgerScreen(FilteredList):
 
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back", id="ledger.back", tooltip="Back to the previous screen"),
-        Binding("slash", "filter", "Filter", key_display="/", id="ledger.filter", tooltip=ledger.LEDGER_HELP),
+        Binding("slash", "filter", "Filter", key_display="/", id="ledger.filter", priority=True, tooltip=ledger.LEDGER_HELP),
     ]
     FOOTER_FIRST = ("ledger.back", "ledger.open", "ledger.filter", "app.help")
     AUTO_FOCUS = "#ledger"
@@ -188,9 +188,6 @@ class LedgerScreen(FilteredList):
         self.app.open_attempt(entry.slug, entry.attempt_id)  # type: ignore[attr-defined]
 
     # --- the filter ---------------------------------------------------------------------------------
-    def action_filter(self) -> None:
-        self.query_one(FilterBar).open()
-
     @on(FilterApplied, "#ledger-filter")
     def _filter_applied(self, message: FilterApplied) -> None:
         if self.restart_filtered(message.value, self.query_one(LedgerList), ledger.parse_ledger_filter):

@@ -76,7 +76,7 @@ class MigrationScreen(EffortActions, FilteredList):
                         "(unchanged attempts are skipped)"),
         Binding("U", "app.rerun_unknown", "Re-run unknown L3", show=False, id="migration.rerun_unknown",
                 tooltip="Re-run with the probe every attempt of this migration whose level 3 is unknown"),
-        Binding("slash", "filter", "Filter", key_display="/", id="migration.filter", tooltip=FILTER_HELP),
+        Binding("slash", "filter", "Filter", key_display="/", id="migration.filter", priority=True, tooltip=FILTER_HELP),
         Binding("R", "reference", "Reference", id="migration.reference",
                 tooltip="Record this migration's reference run from its files (as `workbench reference --log`)"),
         Binding("c", "compare", "Compare", id="migration.compare",
@@ -235,9 +235,6 @@ class MigrationScreen(EffortActions, FilteredList):
         self.pager = Pager(size=self.pager.size, loading=True)
         self.load_page(self.app.db_path, None)
         self.load_ladder(self.app.db_path)
-
-    def action_filter(self) -> None:
-        self.query_one(FilterBar).open()
 
     @on(FilterApplied, "#attempt-filter")
     def _filter_applied(self, message: FilterApplied) -> None:

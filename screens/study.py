@@ -56,7 +56,7 @@ class StudyScreen(FilteredList):
                         "(unchanged attempts are skipped)"),
         Binding("U", "app.rerun_unknown", "Re-run unknown L3", show=False, id="study.rerun_unknown",
                 tooltip="Re-run with the probe every attempt of the study whose level 3 is unknown"),
-        Binding("slash", "filter", "Filter", key_display="/", id="study.filter", tooltip=FILTER_HELP),
+        Binding("slash", "filter", "Filter", key_display="/", id="study.filter", priority=True, tooltip=FILTER_HELP),
         Binding("N", "new_migration", "New", id="study.new_migration",
                 tooltip="Add a migration (as `workbench migration add`): repository, target, goal"),
         Binding("plus", "new_migration", "New migration", show=False, key_display="+",
@@ -203,9 +203,6 @@ class StudyScreen(FilteredList):
         self.summaries.clear()
         self.pager = Pager(size=self.pager.size, loading=True)
         self.load_study(self.app.db_path)
-
-    def action_filter(self) -> None:
-        self.query_one(FilterBar).open()
 
     @on(FilterApplied, "#study-filter")
     def _filter_applied(self, message: FilterApplied) -> None:

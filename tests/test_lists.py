@@ -655,3 +655,50 @@ async def test_the_detail_follows_the_cursor_before_any_message_is_handled(demo_
         t, detail = table(app), app.screen.query_one("#attempt-detail")
         t.move_cursor(row=2)
         assert str(detail.render()).startswith(f"#{app.screen.current().attempt.seq} ")
+
+
+def arrive_together(app: WorkbenchApp, keys: str) -> None:
+    """Keys as a terminal delivers them over SSH: read by the app in one go, no pause between."""
+    from textual import events
+
+    names = {"/": "slash", ":": "colon", "\r": "enter"}
+    for ch in keys:
+        app.post_message(events.Key(names.get(ch, ch), None if ch == "\r" else ch))
+
+
+async def test_keys_typed_ahead_of_the_filter_and_search_land_in_them(demo_db: Path) -> None:
+    """`/mlp` sent at once filters by "mlp": the letters neither vanish nor reach the list's own keys
+    (the `e` of a word once opened the export dialog); a `/` typed in the box is typed."""
+    from test_app import column
+
+    from screens.attempt import AttemptScreen
+    from screens.widgets.filter_bar import FilterBar
+
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        arrive_together(app, "/mlp e\r")
+        await settle(pilot)
+        assert not app.screen._modal  # no export dialog
+        assert column(app, "slug") == ["mlp-classifier"]
+        arrive_together(app, "/")
+        await settle(pilot)
+        bar = app.screen.query_one(FilterBar)
+        assert bar.has_focus and bar.value == "mlp e"
+        arrive_together(app, "/x")  # typed in the open box (over the old filter, which focus selects)
+        await settle(pilot)
+        assert bar.value == "/x"
+        await pilot.press("escape")
+        await settle(pilot)
+        app.screen.query_one("#migrations").focus()
+        await pilot.press("enter")
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, AttemptScreen)
+        await pilot.press("3")  # the log
+        await settle(pilot)
+        arrive_together(app, "/step")
+        await settle(pilot)
+        search = app.screen.query_one("#log-search")
+        assert search.has_focus and search.value == "step"

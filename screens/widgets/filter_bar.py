@@ -6,6 +6,7 @@ from textual.binding import Binding
 from textual.widgets import Input
 
 from screens.messages import FilterApplied
+from screens.typeahead import focus_now
 
 FILTER_HELP = (
     "Filter (/): words match the title, slug or command; key:value terms narrow further: "
@@ -36,7 +37,7 @@ class FilterBar(Input):
 
     def open(self) -> None:
         self.add_class("-open")
-        self.focus()
+        focus_now(self)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()

@@ -25,6 +25,7 @@ from textual.worker import get_current_worker
 from screens.data import reading
 from screens.messages import CursorMoved
 from screens.text import ansi_text
+from screens.typeahead import focus_now, step_aside_while_typing
 from screens.widgets.lines import CACHED_LINES, VirtualLines
 
 BLOCK = 256
@@ -221,7 +222,7 @@ class LogPane(Vertical):
     LogPane > Input.-searching { display: block; }
     """
     BINDINGS = [
-        Binding("slash", "search", "Search", key_display="/", id="log.search",
+        Binding("slash", "search", "Search", key_display="/", id="log.search", priority=True,
                 tooltip="Search the log (smartcase); n and N go to the next and previous match"),
         Binding("n", "next_match", "Next match", show=False, id="log.next_match",
                 tooltip="Go to the next search match"),
@@ -357,10 +358,12 @@ class LogPane(Vertical):
 
     # --- search -----------------------------------------------------------------------------------
     def action_search(self) -> None:
+        """`/` (a priority binding: what is typed after it goes into the search line)."""
+        step_aside_while_typing(self)
         box = self.query_one(Input)
         box.add_class("-searching")
         box.value = self.needle
-        box.focus()
+        focus_now(box)
 
     @on(Input.Submitted, "#log-search")
     def _submitted(self, event: Input.Submitted) -> None:
