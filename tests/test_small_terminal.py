@@ -96,6 +96,19 @@ def footer_keys(app: WorkbenchApp) -> list[str]:
             if not k.has_class("-command-palette") and k.region.width and k.region.right <= right]
 
 
+def assert_footer_whole(app: WorkbenchApp) -> None:
+    """No key is cut at the edge: each is drawn whole or hidden, and `…` shows when one is hidden."""
+    footer = app.screen.query_one(Footer)
+    keys = [k for k in footer.query(FooterKey) if not k.has_class("-command-palette")]
+    right = footer.query_one(".-command-palette").region.x
+    drawn = [k for k in keys if k.display and k.region.width]
+    assert all(k.region.right <= right for k in drawn), [(k.key_display, k.region) for k in drawn]
+    more = footer.query_one("#footer-more")
+    assert more.display == (len(drawn) < len(keys))
+    if more.display:
+        assert more.region.right <= right
+
+
 async def open_ledger(pilot) -> LedgerScreen:
     await pilot.press("L")
     await until(pilot, lambda: isinstance(pilot.app.screen, LedgerScreen))
@@ -223,12 +236,23 @@ async def test_each_screens_own_keys_lead_the_footer(study_path: Path) -> None:
         shown = footer_keys(app)
         for key in ("⏎", "esc", "c", "?", "L"):
             assert key in shown, shown
+        assert_footer_whole(app)
+        assert app.screen.query_one("#footer-more").display  # 80 columns hold some of the keys
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, AttemptScreen))
         await settle(pilot)
         shown = footer_keys(app)
         for key in ("esc", "[", "]", "c", "r", "b", "?"):
             assert key in shown, shown
+        assert_footer_whole(app)
+        await pilot.resize_terminal(240, SIZE[1])  # wider: every key again, and no `…`
+        await settle(pilot)
+        await until(pilot, lambda: not app.screen.query_one("#footer-more").display)
+        assert_footer_whole(app)
+        await pilot.resize_terminal(*SIZE)
+        await settle(pilot)
+        await until(pilot, lambda: app.screen.query_one("#footer-more").display)
+        assert_footer_whole(app)
         await pilot.press("3")  # the log pane's own keys come after the screen's
         await settle(pilot)
         shown = footer_keys(app)

@@ -5,12 +5,20 @@ says its bindings changed, and a screen says so two or three times in a row as i
 focuses its first widget: on the study screen that was three recomposes before the first page
 showed, a fifth of the CPU time from process start to the first paint. This one queues at most
 one recompose at a time; it reads the bindings when it runs, so the keys shown are the same.
+
+Keys that do not fit the width are hidden whole once laid out, and a `…` stands for them, not
+cut mid-label at the edge: the screen's own keys come first (`FOOTER_FIRST`), and `?` and the
+palette list them all.
 """
 
 from __future__ import annotations
 
+from textual import events
+from textual.app import ComposeResult
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Footer as TextualFooter
+from textual.widgets._footer import FooterLabel
 
 
 class Footer(TextualFooter):
@@ -29,3 +37,34 @@ class Footer(TextualFooter):
     async def recompose(self) -> None:
         self._recompose_queued = False  # before compose reads the bindings: later changes queue again
         await super().recompose()
+        self.call_after_refresh(self._fit)
+
+    def compose(self) -> ComposeResult:
+        yield from super().compose()
+        more = FooterLabel("…", id="footer-more")
+        more.display = False
+        yield more
+
+    def _fit(self) -> None:
+        """Hide the keys that run past the palette's key (or the edge), and show `…` for them."""
+        try:
+            more = self.query_one("#footer-more")
+        except NoMatches:
+            return
+        edge = self.region.right
+        for palette in self.query(".-command-palette"):
+            edge = min(edge, palette.region.x)
+        edge -= more.outer_size.width
+        over = False
+        for child in self.children:
+            if child is more or child.has_class("-command-palette"):
+                continue
+            over = over or child.region.x + child.outer_size.width > edge
+            child.display = not over
+        more.display = over
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Another width holds other keys: show them all again, then hide what does not fit."""
+        if not self._recompose_queued:
+            self._recompose_queued = True
+            self.call_after_refresh(self.recompose)
