@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from textual import events, on, work
+from textual.actions import SkipAction
 from textual.app import App
 from textual.binding import Binding
 
@@ -82,6 +83,8 @@ class WorkbenchApp(App[None]):
                         "with the ladder verifier; unchanged attempts are skipped"),
         Binding("u", "next_left", "Next left", id="app.next_left",
                 tooltip="Opened from my queue: the next attempt of the queue you have not judged yet"),
+        Binding("q", "leave", "Back", show=False, id="app.leave",
+                tooltip="Back to the previous screen, as escape (the study screen's q quits)"),
     ]
 
     def __init__(self, db_path: Path, *, page_size: int = PAGE_SIZE,
@@ -359,6 +362,15 @@ class WorkbenchApp(App[None]):
     def action_back(self) -> None:
         if len(self.screen_stack) > 1:
             self.pop_screen()
+
+    def action_leave(self) -> None:
+        """`q` leaves a screen as in a pager (lazygit, tig); a dialog keeps what is typed in it
+        and closes with escape."""
+        from textual.screen import ModalScreen
+
+        if isinstance(self.screen, ModalScreen):
+            raise SkipAction()
+        self.action_back()
 
     def action_help(self) -> None:
         from screens.help import HelpScreen

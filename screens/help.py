@@ -39,8 +39,30 @@ def ladder_legend() -> Text:
     return out
 
 
+def words_table() -> Table:
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(ratio=1)
+    for word, meaning in WORDS:
+        table.add_row(Text(word), Text(meaning))
+    return table
+
+
+WORDS = (
+    ("Fail", "attempts with a failure: a level of the ladder they were meant to reach failed, L5 "
+             "included, as the paper counts them; a migration is accepted at its own level (accept "
+             "at L4) even when all its attempts failed L5"),
+    ("Silent", "failed attempts that raised no error (exit 0, no traceback, no fatal line)"),
+    ("Best", "the highest level an attempt of the migration passed"),
+    ("Exp", "the level the agent's own report said it expected"),
+    ("Claim", "over: the agent claimed more than the evidence verified"),
+    ("Intv", "interventions recorded by people"),
+)
+"""The columns and header words the lists use, for the help screen."""
+
+
 class HelpScreen(ModalScreen[None]):
-    """Lists `(key, description, tooltip)` rows; `escape`, `?` or `f1` close it."""
+    """Lists `(key, description, tooltip)` rows; `escape`, `?`, `f1` or `q` close it."""
 
     BINDINGS = [
         Binding("escape", "dismiss", "Close", id="help.close", tooltip="Close the help"),
@@ -48,6 +70,7 @@ class HelpScreen(ModalScreen[None]):
                 id="help.close_question", tooltip="Close the help"),
         Binding("f1", "dismiss", "Close", show=False, id="help.close_f1",
                 tooltip="Close the help"),
+        Binding("q", "dismiss", "Close", show=False, id="help.close_q", tooltip="Close the help"),
     ]
 
     def __init__(self, title: str, rows: list[tuple[str, str, str]]) -> None:
@@ -62,6 +85,7 @@ class HelpScreen(ModalScreen[None]):
             with VerticalScroll():
                 yield Static(key_table(self.rows), id="help-keys")
                 yield Static(ladder_legend(), id="help-ladder")
+                yield Static(words_table(), id="help-words")
 
     async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(result)

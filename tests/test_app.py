@@ -128,7 +128,7 @@ async def test_study_screen_lists_the_migrations(small_db: Path) -> None:
         assert "CNN to torch_xla" in text  # the highlighted migration's title, below
 
 
-async def test_enter_opens_attempts_escape_goes_back_q_quits(small_db: Path) -> None:
+async def test_enter_opens_attempts_q_goes_back_then_quits(small_db: Path) -> None:
     app = WorkbenchApp(small_db)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
@@ -147,12 +147,9 @@ async def test_enter_opens_attempts_escape_goes_back_q_quits(small_db: Path) -> 
         await pilot.press("j")
         await pilot.pause()
         assert "(expects L2 matches reference) Runs on 4 chips" in screen_text(app)
-        await pilot.press("q")  # quits only on the study screen
+        await pilot.press("q")  # goes back, as escape does; it quits only on the study screen
         await pilot.pause()
-        assert app.is_running and isinstance(app.screen, MigrationScreen)
-        await pilot.press("escape")
-        await pilot.pause()
-        assert isinstance(app.screen, StudyScreen)
+        assert app.is_running and isinstance(app.screen, StudyScreen)
         assert table(app).cursor_row == 1  # where the reviewer left it
         await pilot.press("q")
         await pilot.pause()
@@ -228,12 +225,9 @@ async def test_help_opens_with_question_mark_and_f1(small_db: Path) -> None:
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
         assert "Back" in screen_text(app)
-        await pilot.press("q")  # q never quits from the help screen
+        await pilot.press("q")  # q closes the help, as in a pager; it never quits from there
         await pilot.pause()
-        assert app.is_running
-        await pilot.press("escape")
-        await pilot.pause()
-        assert isinstance(app.screen, MigrationScreen)
+        assert app.is_running and isinstance(app.screen, MigrationScreen)
 
 
 async def test_palette_opens_a_migration(small_db: Path) -> None:

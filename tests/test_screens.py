@@ -682,3 +682,38 @@ async def test_the_log_pane_keeps_a_few_screens_of_lines_and_draws_them_the_same
                 await pilot.press("w")
                 await settle(pilot)
         assert view.wrap and len(view._wraps) > 0
+
+
+async def test_q_goes_back_a_screen_and_quits_from_the_study(demo_db: Path) -> None:
+    """`q` as in a pager: attempt to migration to study, then quit; a dialog stays open."""
+    from screens.brief import BriefScreen
+    from screens.study import StudyScreen
+
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await open_attempt(pilot, 0, 0)
+        await pilot.press("b")  # the brief, a dialog
+        await settle(pilot)
+        assert isinstance(app.screen, BriefScreen)
+        await pilot.press("q")
+        await settle(pilot)
+        assert isinstance(app.screen, BriefScreen)
+        await pilot.press("escape", "q")
+        await settle(pilot)
+        assert isinstance(app.screen, MigrationScreen)
+        await pilot.press("q")
+        await settle(pilot)
+        assert isinstance(app.screen, StudyScreen)
+        await pilot.press("question_mark")  # the help says what the header's words mean; q closes it
+        await settle(pilot)
+        assert isinstance(app.screen, HelpScreen)
+        app.screen.query_one("#help-words").scroll_visible(animate=False)
+        await settle(pilot)
+        assert "Silent  failed attempts that raised no error" in screen_text(app)
+        await pilot.press("q")
+        await settle(pilot)
+        assert isinstance(app.screen, StudyScreen)
+        await pilot.press("q")
+        await pilot.pause()
+        assert app.return_code == 0 and not app.is_running
