@@ -22,6 +22,8 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
+from textual.css.query import NoMatches
+from textual.widget import Widget
 from textual.widgets import Header, OptionList, Static, TabbedContent, TabPane
 from textual.widgets.option_list import Option
 
@@ -44,7 +46,22 @@ from workbench import config
 STEP = Binding.Group("Step", compact=True)
 """`[` and `]` share one footer entry."""
 PANES = ("overview", "diff", "log", "verdicts", "curves")
+PANE_WIDGETS = {"overview": "#overview-scroll", "diff": "#diff-view", "log": "#log-view",
+                "verdicts": "#verdict-list", "curves": "#curves-table"}
+"""The widget of each pane that takes its keys."""
 LOG_LINE = re.compile(r"\blog line (\d+)")
+
+
+class Pane(TabPane):
+    """A pane of the attempt screen. TabbedContent shows the pane a widget was focused in when
+    that focus's message reaches it; by then, after quick `tab`s, the focus may have moved on to
+    another pane, and showing this one again would leave the shown pane without focus. So the
+    message goes on only while the focus is still in this pane."""
+
+    def on_tab_pane_focused(self, event: TabPane.Focused) -> None:
+        focused = self.screen.focused
+        if focused is None or self not in focused.ancestors:
+            event.stop()
 
 
 class AttemptScreen(EffortActions, WorkbenchScreen):
@@ -105,20 +122,20 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
         yield Static(render.attempt_heading(self.migration, self.summary), id="attempt-header")
         yield Static(id="problem", classes="problem")
         with TabbedContent(initial=self.pane, id="panes"):
-            with TabPane("Overview", id="overview"):
+            with Pane("Overview", id="overview"):
                 with VerticalScroll(id="overview-scroll"):
                     yield Static(render.attempt_overview(self.summary, None, ""), id="overview-text")
-            with TabPane("Diff", id="diff"):
+            with Pane("Diff", id="diff"):
                 yield DiffPane(self.app.db_path, self.migration.repo, new=a.commit,
                                previous=previous[1] if previous else None,
                                previous_label=f"attempt #{previous[0]}" if previous else "",
                                base=self.migration.base_commit, attempt_id=a.id)
-            with TabPane("Log", id="log"):
+            with Pane("Log", id="log"):
                 yield LogPane(self.app.db_path, a.log_id)
-            with TabPane("Verdicts", id="verdicts"):
+            with Pane("Verdicts", id="verdicts"):
                 yield VerdictList(Option(Text("Loading the verdicts…", style="dim"), disabled=True),
                                   id="verdict-list")
-            with TabPane("Curves", id="curves"):
+            with Pane("Curves", id="curves"):
                 yield CurvesPane(self.app.db_path, [(f"#{a.seq}", a.id)],
                                  reference.attempt.id if reference and reference.attempt.id != a.id else None,
                                  self.migration.id)
@@ -234,20 +251,48 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
     def tabs(self) -> TabbedContent:
         return self.query_one(TabbedContent)
 
-    def _focus_pane(self) -> None:
-        pane = self.tabs.active
-        target = {"diff": "#diff-view", "log": "#log-view", "verdicts": "#verdict-list",
-                  "curves": "#curves-table", "overview": "#overview-scroll"}.get(pane)
-        if target:
-            try:
-                self.query_one(target).focus()
-            except Exception:
-                pass
+    def _focus_pane(self, *, keep_inside: bool = False) -> None:
+        """Focus the shown pane's widget, so its keys (j/k/g/G, the log's and the diff's) work
+        however the pane was reached. At once, not after a refresh: TabbedContent shows the pane
+        that holds the focus, so a focus still on its way to the pane left (or Textual moving the
+        focus off the widget the switch hid, to its hidden sibling) brought the old pane back or
+        left the new one without focus. `keep_inside`: leave the focus where it is when it is
+        already in the shown pane (the diff's file list, the log's search box)."""
+        if not self.is_current:
+            return
+        try:
+            pane = self.tabs.active
+            target = self.query_one(PANE_WIDGETS.get(pane, "#overview-scroll"))
+        except NoMatches:  # recomposing: `show` focuses once the new panes are there
+            return
+        if not (keep_inside and self._pane_of(self.focused) == pane):
+            self.set_focus(target)
+
+    @staticmethod
+    def _pane_of(widget: Widget | None) -> str | None:
+        """The id of the pane `widget` is in (None: outside the panes, or no widget)."""
+        node = widget
+        while node is not None and not isinstance(node, TabPane):
+            node = node.parent
+        return node.id if isinstance(node, TabPane) else None
+
+    def watch_focused(self, focused: Widget | None) -> None:
+        """Focus lost (the focused widget hidden or recomposed) or gone to a pane not shown: back
+        to the shown pane's widget, once the screen has settled."""
+        if not self.app.app_focus or not self.is_current:
+            return  # the app lost the focus (Textual gives it back), or another screen is on top
+        pane = self._pane_of(focused)
+        if focused is None or (pane is not None and pane != self.pane):
+            self.call_after_refresh(self._focus_pane, keep_inside=True)
+
+    def on_screen_resume(self) -> None:
+        """Back from the help, a form or another screen."""
+        self._focus_pane(keep_inside=True)
 
     def action_pane(self, name: str) -> None:
         self.tabs.active = name
         self.pane = name
-        self.call_after_refresh(self._focus_pane)
+        self._focus_pane()
 
     def action_next_pane(self) -> None:
         index = PANES.index(self.tabs.active) if self.tabs.active in PANES else 0
@@ -259,7 +304,9 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
 
     @on(TabbedContent.TabActivated)
     def _tab_changed(self, event: TabbedContent.TabActivated) -> None:
-        self.pane = event.pane.id or self.pane
+        """Whatever showed the pane (a key, a click on its tab, the tab bar's arrows)."""
+        self.pane = self.tabs.active or self.pane  # not the event's: a later key may have moved on
+        self._focus_pane(keep_inside=True)
 
     # --- moving between attempts --------------------------------------------------------------------
     async def show(self, summary: AttemptSummary | None) -> None:

@@ -14,10 +14,11 @@ from textual.binding import Binding
 from textual.widgets import Header, OptionList, Static
 from textual.widgets.option_list import Option
 
-from domain.models import Migration
+from domain.models import AttemptSummary, Migration
 from screens.base import PAGE_SIZE, FilteredList, Pager
 from screens.data import read
 from screens.messages import FilterApplied, LoadFailed
+from screens.navigation import AttemptCursor, attempt_in_migration
 from screens.presenters import render
 from screens.presenters.effort import ledger_counts_line, ledger_entry
 from screens.text import text
@@ -185,7 +186,27 @@ class LedgerScreen(FilteredList):
         if entry is None or entry.attempt_id is None:
             self.notify("This record concerns the whole migration, not one attempt.", severity="warning")
             return
-        self.app.open_attempt(entry.slug, entry.attempt_id)  # type: ignore[attr-defined]
+        self.load_attempt(self.app.db_path, entry.attempt_id)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="ledger-open")
+    def load_attempt(self, path: Path, attempt_id: int) -> None:
+        """The attempt on top of the ledger (as the queue opens its attempts), so `escape` comes
+        back here with the cursor where it was; `[`/`]` there step through its migration."""
+        reviewer = config.reviewer()
+        found = read(path, lambda db: attempt_in_migration(db, reviewer, attempt_id))
+        if isinstance(found, LoadFailed):
+            self.post_message(found)
+        elif found is None:
+            self.app.call_from_thread(self.app.notify, "That attempt is no longer in the study",
+                                      severity="warning", markup=False)
+        else:
+            self.app.call_from_thread(self._show_attempt, *found)
+
+    def _show_attempt(self, migration: Migration, summary: AttemptSummary, cursor: AttemptCursor) -> None:
+        from screens.attempt import AttemptScreen
+
+        if self.app.screen is self:  # not when the reviewer left the ledger while it was read
+            self.app.push_screen(AttemptScreen(migration, summary, cursor))
 
     # --- the filter ---------------------------------------------------------------------------------
     @on(FilterApplied, "#ledger-filter")

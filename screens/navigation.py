@@ -2,6 +2,9 @@
 `AttemptCursor` up to date and hands it to the screens it opens, which step through it without
 holding the migration screen; they say where they moved with `AttemptShown` (screens/messages.py).
 
+A list that is not the migration's (the ledger) reads the attempt's migration with
+`attempt_in_migration` and hands out that migration's cursor, so `escape` comes back to the list.
+
 The queue screen hands out a `QueueCursor` instead: `[`/`]` then step through the reviewer's
 queue, across migrations, and the diff's default and the reference are the stepped-to
 attempt's own migration's."""
@@ -9,8 +12,12 @@ attempt's own migration's."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from domain.models import AttemptSource, AttemptSummary, Migration
+
+if TYPE_CHECKING:
+    from storage.sqlite import Database
 
 
 @dataclass
@@ -120,3 +127,23 @@ class QueueCursor(AttemptCursor):
 
     def migration_of(self, summary: AttemptSummary) -> Migration | None:
         return self.migrations.get(summary.attempt.migration_id)
+
+
+def attempt_in_migration(db: Database, reviewer: str, attempt_id: int,
+                         ) -> tuple[Migration, AttemptSummary, AttemptCursor] | None:
+    """An attempt to open from a list that is not its migration's (the ledger): its migration,
+    its row and a cursor over the migration's attempts in the migration screen's order (reference
+    runs first), as `reviewer` may see them, for `[`/`]`, the diff's default and `c`. None when
+    the attempt is gone."""
+    from storage import queries
+    from workbench.blind import as_seen_by
+
+    found = queries.attempt_summary(db, attempt_id)
+    migration = None if found is None else queries.migration_by_id(db, found.attempt.migration_id)
+    if migration is None:
+        return None
+    rows = as_seen_by(db, reviewer, list(queries.iter_attempt_summaries(db, migration.id)))
+    rows.sort(key=lambda s: s.attempt.source is not AttemptSource.REFERENCE)
+    cursor = AttemptCursor(rows)
+    summary = cursor.get(attempt_id)
+    return None if summary is None else (migration, summary, cursor)

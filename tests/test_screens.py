@@ -94,6 +94,35 @@ async def test_attempt_overview_and_panes(demo_db: Path) -> None:
         assert screen.tabs.active == "log"
 
 
+async def test_the_shown_pane_has_the_focus_however_it_was_reached(demo_db: Path) -> None:
+    """The shown pane's keys work whether it was reached with tab (after the help, as reported),
+    its number, a click on its tab, or while a focus made a moment before is still on its way:
+    TabbedContent shows the pane a focus lands in, and that used to bring the left pane back or
+    leave the shown one without focus."""
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_attempt(pilot, 0, 1)  # bow #1: a 265-line log
+        view = screen.query_one(LogView)
+        await pilot.press("tab", "question_mark", "escape", "tab")
+        await settle(pilot)
+        assert screen.tabs.active == "log" and screen.focused is view
+        await pilot.press("G")
+        assert view.cursor == view.line_count - 1 == 264
+        await pilot.press("1")
+        await settle(pilot)
+        await pilot.click("#--content-tab-log")
+        await settle(pilot)
+        assert screen.tabs.active == "log" and screen.focused is view
+        await pilot.press("g")
+        assert view.cursor == 0
+        await pilot.press("2")
+        await settle(pilot)
+        screen.set_focus(view)  # its message reaches the panes after the next key's change
+        screen.action_pane("curves")
+        await settle(pilot)
+        assert screen.tabs.active == "curves" and screen.focused is screen.query_one("#curves-table")
+
+
 async def test_previous_and_next_attempt_and_failures_from_inside(demo_db: Path) -> None:
     app = WorkbenchApp(demo_db)
     async with app.run_test(size=(80, 24)) as pilot:

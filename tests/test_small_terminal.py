@@ -209,6 +209,30 @@ async def test_enter_on_a_ledger_record_opens_its_attempt(study_path: Path) -> N
         assert app.screen.summary.attempt.seq == 3
 
 
+async def test_escape_from_an_attempt_opened_in_the_ledger_comes_back_to_the_ledger(study_path: Path) -> None:
+    """The attempt opens on top of the ledger, as the queue opens its attempts: escape comes back
+    to the ledger with its cursor where it was, not to the attempt's migration screen."""
+    app = WorkbenchApp(study_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        ledger = await open_ledger(pilot)  # from the study screen: the whole study's
+        entries = ledger.query_one(LedgerList)
+        at = list(ledger.summaries).index(next(k for k, e in ledger.summaries.items() if e.kind == "override"))
+        entries.highlighted = at
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, AttemptScreen))
+        await settle(pilot)
+        assert app.screen.summary.attempt.seq == 3
+        await pilot.press("right_square_bracket")  # [ and ] step through the attempt's migration
+        await settle(pilot)
+        assert app.screen.summary.attempt.seq == 4
+        await pilot.press("escape")
+        await settle(pilot)
+        assert app.screen is ledger
+        assert entries.highlighted == at and ledger.focused is entries
+        assert not any(isinstance(screen, MigrationScreen) for screen in app.screen_stack)
+
+
 async def test_the_ledger_follows_another_processs_records(study_path: Path) -> None:
     app = WorkbenchApp(study_path)
     async with app.run_test(size=SIZE) as pilot:
