@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from textual import events, on, work
 from textual.app import App
 from textual.binding import Binding
+from textual.command import CommandPalette
 
 from domain.models import Migration, MigrationSummary
 from domain.text import clean
@@ -25,6 +26,11 @@ from storage import queries
 from workbench.config import ASSETS
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from textual.app import SystemCommand
+    from textual.screen import Screen
+
     from screens.verifying import VerifyProgress
 
 
@@ -220,14 +226,22 @@ class WorkbenchApp(App[None]):
 
         self.push_screen(AgreementScreen())
 
+    def _keys_screen(self):
+        """The screen the keys act on: the one shown, or under the command palette the one it was
+        opened over (the palette lists that screen's keys and asks `check_action` about them)."""
+        if isinstance(self.screen, CommandPalette) and len(self.screen_stack) > 1:
+            return self.screen_stack[-2]
+        return self.screen
+
     def _queue_cursor(self):
         """The queue an attempt screen opened from my queue steps through (else None)."""
-        cursor = getattr(self.screen, "cursor", None)
+        screen = self._keys_screen()
+        cursor = getattr(screen, "cursor", None)
         if cursor is None:  # the footer asks at every refresh: no import where no screen has one
             return None
         from screens.navigation import QueueCursor
 
-        return cursor if isinstance(cursor, QueueCursor) and hasattr(self.screen, "show") else None
+        return cursor if isinstance(cursor, QueueCursor) and hasattr(screen, "show") else None
 
     async def action_next_left(self) -> None:
         """`u` on an attempt screen opened from my queue: the queue's next attempt not judged yet."""
@@ -244,6 +258,14 @@ class WorkbenchApp(App[None]):
         from screens.file import FileScreen
 
         self.push_screen(FileScreen(message.repo, message.commit, message.path, message.line))
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Textual's palette commands but Quit: on the study screen WorkbenchCommands lists its `q`
+        (Quit) with the screen's other keys, so Quit was there twice; elsewhere `q` does not quit,
+        and `ctrl+q` still does anywhere."""
+        for command in super().get_system_commands(screen):
+            if command.title != "Quit":
+                yield command
 
     def get_default_screen(self) -> StudyScreen:
         return StudyScreen(page_size=self.page_size)
@@ -296,7 +318,7 @@ class WorkbenchApp(App[None]):
         if action == "next_left":
             return self._queue_cursor() is not None
         if action == "verify":
-            return scope_of(self.screen) is not None
+            return scope_of(self._keys_screen()) is not None
         return True
 
     @property

@@ -55,7 +55,7 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
                 tooltip="Back to the migration's attempts"),
         Binding("tab", "next_pane", "Pane", id="attempt.next_pane",
                 tooltip="Next pane: overview, diff, log, verdicts, curves"),
-        Binding("shift+tab", "previous_pane", "Pane", show=False, id="attempt.previous_pane",
+        Binding("shift+tab", "previous_pane", "Previous pane", show=False, id="attempt.previous_pane",
                 tooltip="Previous pane"),
         Binding("left_square_bracket", "step(-1)", "Prev", key_display="[", id="attempt.previous",
                 tooltip="The previous attempt", group=STEP),
