@@ -274,7 +274,10 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
         self.on_mount()
 
     async def action_step(self, step: int) -> None:
-        await self.show(self.cursor.step(self.summary.attempt.id, step))
+        found = self.cursor.step(self.summary.attempt.id, step)
+        if found is None:
+            self.app.notify(self.cursor.NO_MORE, markup=False)
+        await self.show(found)
 
     async def action_failure(self, step: int) -> None:
         found = self.cursor.failure(self.summary.attempt.id, step)
