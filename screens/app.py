@@ -13,7 +13,7 @@ from textual.binding import Binding
 from textual.command import CommandPalette
 
 from domain.models import Migration, MigrationSummary
-from domain.text import clean
+from domain.text import clean, plural
 from screens.base import PAGE_SIZE, scope_of
 from screens.commands import WorkbenchCommands
 from screens.data import after_first_page, read_plain
@@ -368,7 +368,7 @@ class WorkbenchApp(App[None]):
         except Exception as exc:  # noqa: BLE001 - whatever stopped it, the dialog goes and says so
             self.call_from_thread(self._verified, f"Verify failed: {describe_error(exc)}", "error")
             return
-        self.call_from_thread(self._verified, f"Verified {scope[2]}: {total} attempt(s), "
+        self.call_from_thread(self._verified, f"Verified {scope[2]}: {plural(total, 'attempt')}, "
                               f"{changed} with new verdicts", "information")
 
     def _verified(self, line: str, severity: str) -> None:
