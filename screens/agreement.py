@@ -35,7 +35,7 @@ from workbench import config
 PANES = ("figures", "disagreements")
 COLUMNS = (("Migration", "migration"), ("#", "seq"), ("Level", "level"), ("Verifier", "verifier"),
            ("Judgements", "judgements"))
-OUTCOME_WORDS = {Outcome.PASS.value: "pass", Outcome.FAIL.value: "fail", Outcome.UNKNOWN.value: "can't tell"}
+OUTCOME_WORDS = {Outcome.PASS.value: "pass", Outcome.FAIL.value: "fail", Outcome.UNKNOWN.value: "unknown"}
 
 
 def figure(s: Statistic) -> str:
@@ -131,7 +131,7 @@ class AdjudicationForm(RecordForm):
     def compose_fields(self) -> ComposeResult:
         d = self.disagreement
         head = text(d.migration, "bold")
-        head.append(f" #{d.seq} · level {d.level} {LADDER.get(d.level, '')}", style="bold")
+        head.append(f" #{d.seq} · L{d.level} {LADDER.get(d.level, '')}", style="bold")
         yield Static(head, classes="form-info")
         said = Text("verifier: ", style="dim")
         said.append(OUTCOME_WORDS.get(d.verifier or "", "no verdict"))

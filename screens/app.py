@@ -394,7 +394,8 @@ class WorkbenchApp(App[None]):
             # Ours carry ids; the widgets' own (arrows, tab) are summed up in one line.
             if binding.id is None and binding.action != "command_palette":
                 continue
-            entry = (self.get_key_display(binding), binding.description.capitalize(),
+            # the first letter up, the rest as written (`capitalize()` made "L3" "l3")
+            entry = (self.get_key_display(binding), binding.description[:1].upper() + binding.description[1:],
                      binding.tooltip or "")
             if entry not in seen:
                 seen.add(entry)

@@ -245,3 +245,7 @@ async def test_one_judgement_is_counted_in_the_singular(demo_db: Path) -> None:
         # ana against the verifier: one disagreement (L2), said in the singular too
         await until(pilot, lambda: "Agreement · 1 judgement · 1 disagreement to adjudicate" in screen_text(app))
         assert "1 current judgement ·" in screen_text(app)
+        await pilot.press("2", "enter")  # the disagreement's form names the level as everywhere: L2, unknown
+        await until(pilot, lambda: isinstance(app.screen, AdjudicationForm))
+        shown = screen_text(app)
+        assert "mlp-classifier #1 · L" in shown and "level " not in shown and "can't tell" not in shown

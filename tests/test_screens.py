@@ -735,3 +735,13 @@ async def test_the_palette_lists_each_command_once_with_its_key(demo_db: Path) -
         shown = app.screen.summary
         assert [n.message for n in app._notifications][-1].startswith(
             f"Verified mlp-classifier #{shown.attempt.seq}: 1 attempt")
+
+
+async def test_help_keeps_the_descriptions_capitals(demo_db: Path) -> None:
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await settle(pilot)
+        assert isinstance(app.screen, HelpScreen)
+        assert "Re-run unknown L3" in screen_text(app) and "unknown l3" not in screen_text(app)

@@ -527,8 +527,7 @@ def reveal(judgement: HumanJudgement, summary: AttemptSummary) -> Group:
         claimed = Text("pass" if row.claimed else NONE, style="" if row.claimed else "dim")
         if row.differs_from_claim:
             claimed.append(f" {DIFFERS}", style=tone("bold $text-warning"))
-        you = "can't tell" if row.judged is Outcome.UNKNOWN else row.judged.value  # as the form says it
-        table.add_row(f"L{row.level} {LADDER.get(row.level, '')}", you, verifier, claimed)
+        table.add_row(f"L{row.level} {LADDER.get(row.level, '')}", row.judged.value, verifier, claimed)
     differ = sum(r.differs_from_verifier for r in rows)
     head = Text(f"\nYour judgement #{judgement.id}{' (given blind)' if judgement.blind else ''}: ", style="bold")
     head.append(f"differs from the verifier at {plural(differ, 'level')}" if differ
