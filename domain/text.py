@@ -28,3 +28,9 @@ def clean(value: str, *, keep_newlines: bool = False, tab: str = "    ") -> str:
     if keep_newlines:
         return "\n".join(_CONTROL.sub(_visible, line) for line in value.split("\n"))
     return _CONTROL.sub(_visible, value)
+
+
+def plural(n: int, noun: str, many: str | None = None) -> str:
+    """`n` and the noun, in the plural unless `n` is 1: `1 judgement`, `0 attempts`, `6 attempts`;
+    `many` where adding an s is wrong (`plural(2, "was", "were")`)."""
+    return f"{n} {noun if n == 1 else many or noun + 's'}"

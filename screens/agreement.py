@@ -22,6 +22,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from domain.agreement import AgreementReport, BlindFigure, Disagreement, LevelAgreement, Statistic
 from domain.models import LADDER, Outcome
+from domain.text import plural
 from screens.base import WorkbenchScreen
 from screens.data import read
 from screens.forms import RecordForm, Save
@@ -34,7 +35,7 @@ from workbench import config
 PANES = ("figures", "disagreements")
 COLUMNS = (("Migration", "migration"), ("#", "seq"), ("Level", "level"), ("Verifier", "verifier"),
            ("Judgements", "judgements"))
-OUTCOME_WORDS = {Outcome.PASS.value: "pass", Outcome.FAIL.value: "fail", Outcome.UNKNOWN.value: "can't tell"}
+OUTCOME_WORDS = {Outcome.PASS.value: "pass", Outcome.FAIL.value: "fail", Outcome.UNKNOWN.value: "unknown"}
 
 
 def figure(s: Statistic) -> str:
@@ -68,7 +69,7 @@ def blind_block(figures: list[BlindFigure]) -> Text:
                style="bold")
     for b in figures:
         out.append(f"  {'blind' if b.blind else 'not blind':<10}", style="bold")
-        out.append(f"{b.judgements} judgement{'s' if b.judgements != 1 else ''}\n")
+        out.append(plural(b.judgements, "judgement") + "\n")
         out.append("    with the verifier  ", style="dim")
         out.append(rate(b.verifier_agree, b.verifier_n, b.verifier_interval) + "\n")
         out.append("    with the claim     ", style="dim")
@@ -77,7 +78,7 @@ def blind_block(figures: list[BlindFigure]) -> Text:
 
 
 def figures_text(report: AgreementReport) -> Text:
-    out = Text(f"{report.judgements} current judgement{'s' if report.judgements != 1 else ''}"
+    out = Text(f"{plural(report.judgements, 'current judgement')}"
                f" · intervals: {report.resamples} bootstrap resamples, seed {report.seed}"
                " (docs/judgements.md)\n\n", style="dim")
     for la in report.levels:
@@ -130,7 +131,7 @@ class AdjudicationForm(RecordForm):
     def compose_fields(self) -> ComposeResult:
         d = self.disagreement
         head = text(d.migration, "bold")
-        head.append(f" #{d.seq} · level {d.level} {LADDER.get(d.level, '')}", style="bold")
+        head.append(f" #{d.seq} · L{d.level} {LADDER.get(d.level, '')}", style="bold")
         yield Static(head, classes="form-info")
         said = Text("verifier: ", style="dim")
         said.append(OUTCOME_WORDS.get(d.verifier or "", "no verdict"))
@@ -261,12 +262,12 @@ class AgreementScreen(WorkbenchScreen):
         if report is None:
             out.append(" · computing…", style="dim")
         else:
-            out.append(f" · {report.judgements} judgements", style="bold")
+            out.append(f" · {plural(report.judgements, 'judgement')}", style="bold")
             if self.hidden:
                 out.append(" · disagreements hidden while you judge blind", style="dim")
             else:
                 count = len(report.disagreements)
-                out.append(f" · {count} disagreement{'s' if count != 1 else ''} to adjudicate", style="bold")
+                out.append(f" · {plural(count, 'disagreement')} to adjudicate", style="bold")
             out.append(" · tab switches pane", style="dim")
         self.query_one("#agreement-header", Static).update(out)
 

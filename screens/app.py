@@ -11,9 +11,10 @@ from textual import events, on, work
 from textual.actions import SkipAction
 from textual.app import App
 from textual.binding import Binding
+from textual.command import CommandPalette
 
 from domain.models import Migration, MigrationSummary
-from domain.text import clean
+from domain.text import clean, plural
 from screens.base import PAGE_SIZE, scope_of
 from screens.commands import WorkbenchCommands
 from screens.data import after_first_page, read_plain
@@ -26,6 +27,11 @@ from storage import queries
 from workbench.config import ASSETS
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from textual.app import SystemCommand
+    from textual.screen import Screen
+
     from screens.verifying import VerifyProgress
 
 
@@ -223,14 +229,22 @@ class WorkbenchApp(App[None]):
 
         self.push_screen(AgreementScreen())
 
+    def _keys_screen(self):
+        """The screen the keys act on: the one shown, or under the command palette the one it was
+        opened over (the palette lists that screen's keys and asks `check_action` about them)."""
+        if isinstance(self.screen, CommandPalette) and len(self.screen_stack) > 1:
+            return self.screen_stack[-2]
+        return self.screen
+
     def _queue_cursor(self):
         """The queue an attempt screen opened from my queue steps through (else None)."""
-        cursor = getattr(self.screen, "cursor", None)
+        screen = self._keys_screen()
+        cursor = getattr(screen, "cursor", None)
         if cursor is None:  # the footer asks at every refresh: no import where no screen has one
             return None
         from screens.navigation import QueueCursor
 
-        return cursor if isinstance(cursor, QueueCursor) and hasattr(self.screen, "show") else None
+        return cursor if isinstance(cursor, QueueCursor) and hasattr(screen, "show") else None
 
     async def action_next_left(self) -> None:
         """`u` on an attempt screen opened from my queue: the queue's next attempt not judged yet."""
@@ -247,6 +261,14 @@ class WorkbenchApp(App[None]):
         from screens.file import FileScreen
 
         self.push_screen(FileScreen(message.repo, message.commit, message.path, message.line))
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Textual's palette commands but Quit: on the study screen WorkbenchCommands lists its `q`
+        (Quit) with the screen's other keys, so Quit was there twice; elsewhere `q` does not quit,
+        and `ctrl+q` still does anywhere."""
+        for command in super().get_system_commands(screen):
+            if command.title != "Quit":
+                yield command
 
     def get_default_screen(self) -> StudyScreen:
         return StudyScreen(page_size=self.page_size)
@@ -299,7 +321,7 @@ class WorkbenchApp(App[None]):
         if action == "next_left":
             return self._queue_cursor() is not None
         if action == "verify":
-            return scope_of(self.screen) is not None
+            return scope_of(self._keys_screen()) is not None
         return True
 
     @property
@@ -349,7 +371,7 @@ class WorkbenchApp(App[None]):
         except Exception as exc:  # noqa: BLE001 - whatever stopped it, the dialog goes and says so
             self.call_from_thread(self._verified, f"Verify failed: {describe_error(exc)}", "error")
             return
-        self.call_from_thread(self._verified, f"Verified {scope[2]}: {total} attempt(s), "
+        self.call_from_thread(self._verified, f"Verified {scope[2]}: {plural(total, 'attempt')}, "
                               f"{changed} with new verdicts", "information")
 
     def _verified(self, line: str, severity: str) -> None:
@@ -384,7 +406,8 @@ class WorkbenchApp(App[None]):
             # Ours carry ids; the widgets' own (arrows, tab) are summed up in one line.
             if binding.id is None and binding.action != "command_palette":
                 continue
-            entry = (self.get_key_display(binding), binding.description.capitalize(),
+            # the first letter up, the rest as written (`capitalize()` made "L3" "l3")
+            entry = (self.get_key_display(binding), binding.description[:1].upper() + binding.description[1:],
                      binding.tooltip or "")
             if entry not in seen:
                 seen.add(entry)

@@ -72,7 +72,7 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
                 tooltip="Back to the migration's attempts"),
         Binding("tab", "next_pane", "Pane", id="attempt.next_pane",
                 tooltip="Next pane: overview, diff, log, verdicts, curves"),
-        Binding("shift+tab", "previous_pane", "Pane", show=False, id="attempt.previous_pane",
+        Binding("shift+tab", "previous_pane", "Previous pane", show=False, id="attempt.previous_pane",
                 tooltip="Previous pane"),
         Binding("left_square_bracket", "step(-1)", "Prev", key_display="[", id="attempt.previous",
                 tooltip="The previous attempt", group=STEP),
@@ -321,7 +321,10 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
         self.on_mount()
 
     async def action_step(self, step: int) -> None:
-        await self.show(self.cursor.step(self.summary.attempt.id, step))
+        found = self.cursor.step(self.summary.attempt.id, step)
+        if found is None:
+            self.app.notify(self.cursor.NO_MORE, markup=False)
+        await self.show(found)
 
     async def action_failure(self, step: int) -> None:
         found = self.cursor.failure(self.summary.attempt.id, step)

@@ -20,27 +20,36 @@ class WorkbenchCommands(Provider):
     """Commands from what the app has already loaded: `discover()` reads no database."""
 
     def _commands(self) -> list[tuple[str, Callable[[], object], str]]:
+        """Each key's action on this screen once, named as the footer and help name it, with its
+        first key (`?` not also F1, `N` not also `+`); then back, help, my queue and the agreement
+        where no key of this screen does them already."""
         app: WorkbenchApp = self.app  # type: ignore[assignment]
         commands: list[tuple[str, Callable[[], object], str]] = []
-        if len(app.screen_stack) > 1:
-            commands.append(("Go back", app.action_back, "Back to the previous screen"))
-        commands.append(("Help", app.action_help, "The keys that work on this screen"))
-        seen = set()
-        for active in self.screen.active_bindings.values():
+        listed = set()  # (node, action) of the keys listed: one entry per action, however many keys
+        names, actions, keys = set(), set(), set()
+        for key, active in self.screen.active_bindings.items():
             binding = active.binding
-            if binding.id is None or binding.id in seen or binding.id in ("app.help_f1",):
-                continue
-            seen.add(binding.id)
+            if binding.id is None or (active.node, binding.action) in listed or binding.description in names:
+                continue  # (escape and q both go back: one "Back", with the key listed first)
+            listed.add((active.node, binding.action))
+            names.add(binding.description)
+            actions.add(binding.action.rpartition(".")[2])
+            keys.add(key)
             label = f"{binding.description} ({app.get_key_display(binding)})"
             commands.append((label, partial(app.run_action_on, active.node, binding.action),
                              binding.tooltip or ""))
-        if len(app.screen_stack) > 1:  # on the study screen its Q and A bindings are listed above
+        pushed = self.screen is not app.screen_stack[0]  # (the stack holds the palette too)
+        if pushed and "escape" not in keys:
+            commands.append(("Back", app.action_back, "Back to the previous screen"))
+        if "help" not in actions:
+            commands.append(("Help", app.action_help, "The keys that work on this screen"))
+        if pushed:
             from screens.agreement import AgreementScreen
             from screens.queue import QueueScreen
 
-            if not isinstance(self.screen, QueueScreen):
+            if "My queue" not in names and not isinstance(self.screen, QueueScreen):
                 commands.append(("My queue", app.open_queue, "The attempts dealt to you, with counts of done and left"))
-            if not isinstance(self.screen, AgreementScreen):
+            if "Agreement" not in names and not isinstance(self.screen, AgreementScreen):
                 commands.append(("Agreement", app.open_agreement,
                                  "Reviewer agreement per level and the disagreements to adjudicate"))
         for summary in app.loaded_migrations():

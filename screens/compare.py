@@ -34,7 +34,7 @@ class CompareScreen(WorkbenchScreen):
         Binding("escape", "app.pop_screen", "Back", id="compare.back", tooltip="Back"),
         Binding("tab", "next_pane", "Pane", id="compare.next_pane",
                 tooltip="Next pane: differences, curves, diff"),
-        Binding("shift+tab", "previous_pane", "Pane", show=False, id="compare.previous_pane",
+        Binding("shift+tab", "previous_pane", "Previous pane", show=False, id="compare.previous_pane",
                 tooltip="Previous pane"),
         Binding("x", "swap", "Swap", id="compare.swap", tooltip="Swap the two sides"),
     ]

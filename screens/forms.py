@@ -361,13 +361,14 @@ class OverrideForm(RecordForm):
 
 
 class JudgementForm(RecordForm):
-    """A reviewer's own word on an attempt, level by level: pass, fail or can't tell, a cause where
+    """A reviewer's own word on an attempt, level by level: pass, fail or unknown, a cause where
     a level fails, a note (docs/judgements.md). It shows nothing of the verifier or the claim, so
     it can be given blind; the attempt screen reveals them once it is saved."""
 
     form_title = "Judge this attempt"
     record_name = "judgement"
-    CHOICES = (("pass", "pass"), ("fail", "fail"), ("can't tell", "unknown"))
+    CHOICES = (("pass", "pass"), ("fail", "fail"), ("unknown", "unknown"))
+    """Named as the CLI, the help's legend and the verdicts name them (`unknown`, not "can't tell")."""
 
     def __init__(self, slug: str, seq: int, *, attempt_label: str = "", started: float) -> None:
         super().__init__()
@@ -379,7 +380,7 @@ class JudgementForm(RecordForm):
     def compose_fields(self) -> ComposeResult:
         if self.attempt_label:
             yield Static(text(self.attempt_label, "bold"), classes="form-info")
-        yield Label("Each level: enter, then p, f or c (pass, fail, can't tell), enter; tab to the next")
+        yield Label("Each level: enter, then p, f or u (pass, fail, unknown), enter; tab to the next")
         for level, name in LADDER.items():  # one line each, so all five and the note fit 80x24
             with Horizontal(classes="judge-level"):
                 yield Static(f"L{level} {name}", classes="judge-level-name")
@@ -403,7 +404,7 @@ class JudgementForm(RecordForm):
         for level in LADDER:
             value = _select_value(self.query_one(f"#judge-level{level}", Select))
             if value is None:
-                raise ValueError(f"L{level}: choose pass, fail or can't tell")
+                raise ValueError(f"L{level}: choose pass, fail or unknown")
             levels.append(Outcome(value))
         cause = _select_value(self.query_one("#judge-cause", Select))
         check_cause(levels, cause)

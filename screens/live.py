@@ -17,7 +17,7 @@ from pathlib import Path
 from textual.worker import Worker, get_current_worker
 
 from domain.models import Migration
-from domain.text import clean
+from domain.text import clean, plural
 from screens.data import describe_error
 
 INTERVAL_S = 0.5
@@ -36,10 +36,10 @@ class Running:
 
 
 def watch_line(running: Running | None) -> str | None:
-    """The migration screen's subtitle: 'watching 2 session(s)', or None when not watching."""
+    """The migration screen's subtitle: 'watching 2 sessions', or None when not watching."""
     if running is None:
         return None
-    return f"watching {running.sessions} session(s)"
+    return f"watching {plural(running.sessions, 'session')}"
 
 
 class LiveWatches:

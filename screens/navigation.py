@@ -12,7 +12,7 @@ attempt's own migration's."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from domain.models import AttemptSource, AttemptSummary, Migration
 
@@ -28,6 +28,8 @@ class AttemptCursor:
     rows: list[AttemptSummary] = field(default_factory=list)
     marked: int | None = None
     """The attempt id marked for a comparison, if any."""
+    NO_MORE: ClassVar[str] = "No more attempts that way"
+    """What `[`/`]` say past either end (as `n`/`p` say "No more failures that way")."""
 
     def index(self, attempt_id: int) -> int:
         return next((n for n, s in enumerate(self.rows) if s.attempt.id == attempt_id), -1)
@@ -90,6 +92,7 @@ class QueueCursor(AttemptCursor):
     """Attempt ids the reviewer has judged."""
     current: int | None = None
     """The attempt shown last (set by the queue screen and by each step)."""
+    NO_MORE: ClassVar[str] = "No more attempts in your queue that way"
 
     def _at(self, summary: AttemptSummary | None) -> AttemptSummary | None:
         if summary is not None:

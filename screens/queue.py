@@ -1,6 +1,7 @@
 """My queue: the attempts dealt to this app's reviewer (`workbench assign`), a keyset page at a
 time, with counts of done and left. `enter` opens one; from there `[`/`]` step through the queue
-(across migrations) and `u` jumps to the next attempt not judged yet; `n` here does the same.
+(across migrations) and `u` jumps to the next attempt not judged yet; `u` here does the same
+(and `n`, its first key here).
 Judgements recorded here or by another process show as they commit (the app's ChangeWatcher
 calls `study_changed`). No verdict, claim or cause is shown: the queue may be judged blind."""
 
@@ -108,12 +109,14 @@ class QueueScreen(WorkbenchScreen):
 
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back", id="queue.back", tooltip="Back to the study's migrations"),
-        Binding("n", "next_left", "Next left", id="queue.next_left",
-                tooltip="Open the next attempt you have not judged yet (after the highlighted one)"),
-        Binding("u", "next_left", "Next left", show=False, id="queue.next_left_u",
-                tooltip="Open the next attempt you have not judged yet (as u on the attempt screen)"),
+        # u, as on the attempt screen (where n is the next failure); n, its first key here, still works
+        Binding("u", "next_left", "Next left", id="queue.next_left_u",
+                tooltip="Open the next attempt you have not judged yet (after the highlighted one; "
+                        "as u on the attempt screen)"),
+        Binding("n", "next_left", "Next left", show=False, id="queue.next_left",
+                tooltip="Open the next attempt you have not judged yet (as u)"),
     ]
-    FOOTER_FIRST = ("queue.open", "queue.back", "queue.next_left", "app.help")
+    FOOTER_FIRST = ("queue.open", "queue.back", "queue.next_left_u", "app.help")
     AUTO_FOCUS = "#queue"
     help_title = "my queue"
 
@@ -221,7 +224,7 @@ class QueueScreen(WorkbenchScreen):
             loaded = len(self.items)
             if loaded < self.counts[1]:
                 out.append(f" · {loaded} loaded, more as you scroll", style="dim")
-            out.append("\nenter opens one; there [ ] step through the queue, u opens the next left", style="dim")
+            out.append("\nenter opens one; there [ ] step through the queue; u, here or there, opens the next left", style="dim")
         self.query_one("#queue-header", Static).update(out)
         self.query_one(QueueTable).display = bool(self.counts and self.counts[1])
 

@@ -24,7 +24,7 @@ from textual.widgets import Button, Checkbox, Input, Label, Log, ProgressBar, Se
 
 from domain.costs import parse_time
 from domain.models import Attempt, Migration
-from domain.text import clean
+from domain.text import clean, plural
 from screens.data import describe_error, reading
 from screens.text import text
 from screens.widgets.footer import Footer
@@ -254,7 +254,7 @@ class JobScreen(Screen[None]):
         elif (start := parse_time(job.started_at)) is not None:
             elapsed = f"{(datetime.datetime.now(datetime.UTC) - start).total_seconds():.0f} s"
         where = job.spec.backend + (f" {job.spec.host}" if job.spec.host else "")
-        line = f"job {job.id} · {job.state.value} · {where} · {job.spec.chips} chip(s) · {elapsed}"
+        line = f"job {job.id} · {job.state.value} · {where} · {plural(job.spec.chips, 'chip')} · {elapsed}"
         changed = job.spec.options.get("env_changes") or []
         if changed:
             line += " · environment changed: " + ", ".join(f"{c['name']} {c['recorded']}→{c['used']}" for c in changed)

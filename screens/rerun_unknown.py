@@ -20,6 +20,7 @@ from textual.widgets import Button, DataTable, Input, Label, ProgressBar, Select
 
 from domain.costs import parse_time
 from domain.jobs import JobState
+from domain.text import plural
 from screens.data import describe_error, reading
 from screens.rerun import BACKENDS, JobScreen
 from screens.text import text
@@ -85,7 +86,7 @@ class RerunUnknownDialog(ModalScreen[list[int] | None]):
         if not targets:
             listing.update(text("No attempt has an unknown level 3: nothing to re-run."))
             return
-        lines = [f"{len(targets)} attempt(s):"]
+        lines = [f"{plural(len(targets), 'attempt')}:"]
         lines += [f"{slug} #{a.seq}: {shlex.join(a.command.argv)}" for slug, a in targets]
         listing.update(text("\n".join(lines), keep_newlines=True))
         self.query_one("#unknown-go", Button).disabled = False
@@ -145,7 +146,7 @@ class JobsScreen(Screen[None]):
         self.job_ids = job_ids
 
     def compose(self) -> ComposeResult:
-        yield Static(text(f"{len(self.job_ids)} job(s)"), id="jobs-status")
+        yield Static(text(plural(len(self.job_ids), "job")), id="jobs-status")
         yield ProgressBar(total=len(self.job_ids), show_eta=False, id="jobs-progress")
         table: DataTable = DataTable(id="jobs-table", cursor_type="row")
         table.add_columns("job", "attempt", "state", "elapsed", "result")
@@ -193,7 +194,7 @@ class JobsScreen(Screen[None]):
         self.query_one(ProgressBar).update(total=len(rows), progress=done)
         queued = sum(1 for job, _, _ in rows if job.state is JobState.QUEUED)
         self.query_one("#jobs-status", Static).update(text(
-            f"{len(rows)} job(s): {done} done, {len(rows) - done - queued} running, {queued} queued"))
+            f"{plural(len(rows), 'job')}: {done} done, {len(rows) - done - queued} running, {queued} queued"))
 
     @on(DataTable.RowSelected, "#jobs-table")
     def _open_job(self, event: DataTable.RowSelected) -> None:

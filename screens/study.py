@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Header, Static
 
 from domain.models import MigrationSummary
-from domain.text import clean
+from domain.text import clean, plural
 from screens.base import PAGE_SIZE, FilteredList, NewsToasts, Pager, Scope
 from screens.data import after_first_page, read_plain
 from screens.messages import FilterApplied, LoadFailed, MigrationsPage, StudyLoaded
@@ -328,7 +328,7 @@ class StudyScreen(FilteredList):
 
             line = next_steps()
         else:
-            line.append(f"{self.total} migration{'s' if self.total != 1 else ''}", style="bold")
+            line.append(plural(self.total, "migration"), style="bold")
             loaded = len(self.summaries)
             if self.filter:
                 line.append(" · ", style="dim")

@@ -222,3 +222,30 @@ async def test_the_palette_opens_the_agreement_from_a_migration(study_path: Path
         await until(pilot, lambda: isinstance(app.screen, AgreementScreen))
         await until(pilot, lambda: app.screen.report is not None, timeout=20.0)
         assert len(app.screen.report.disagreements) == 3
+
+
+async def test_one_judgement_is_counted_in_the_singular(demo_db: Path) -> None:
+    """'1 judgement', not '1 judgements' (domain.text.plural, used for every count shown)."""
+    from domain.text import plural
+
+    assert (plural(1, "judgement"), plural(0, "attempt"), plural(6, "attempt")) == (
+        "1 judgement", "0 attempts", "6 attempts")
+    study = open_study(demo_db)
+    try:
+        judging.record_judgement(study.db, "mlp-classifier", 1, levels="pass,fail,unknown,unknown,unknown",
+                                 cause="api_misuse", note=None, reviewer="ana")
+    finally:
+        study.close()
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("A")
+        await until(pilot, lambda: isinstance(app.screen, AgreementScreen) and app.screen.report is not None,
+                    timeout=20.0)
+        # ana against the verifier: one disagreement (L2), said in the singular too
+        await until(pilot, lambda: "Agreement · 1 judgement · 1 disagreement to adjudicate" in screen_text(app))
+        assert "1 current judgement ·" in screen_text(app)
+        await pilot.press("2", "enter")  # the disagreement's form names the level as everywhere: L2, unknown
+        await until(pilot, lambda: isinstance(app.screen, AdjudicationForm))
+        shown = screen_text(app)
+        assert "mlp-classifier #1 · L" in shown and "level " not in shown and "can't tell" not in shown

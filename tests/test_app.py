@@ -243,11 +243,12 @@ async def test_palette_opens_a_migration(small_db: Path) -> None:
         await settle(pilot)
         assert isinstance(app.screen, MigrationScreen)
         assert app.screen.migration.slug == "mlp-xla"
-        # From a migration, the palette goes back too.
+        # From a migration, the palette goes back too (as its escape key: "Back (esc)").
         await pilot.press("ctrl+p")
         await pilot.pause()
-        await pilot.press(*"Go back")
+        await pilot.press(*"Back")
         await settle(pilot)
+        assert "Back (esc)" in screen_text(app)
         await pilot.press("enter")
         await settle(pilot)
         assert isinstance(app.screen, StudyScreen)

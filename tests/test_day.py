@@ -235,7 +235,7 @@ def test_claude_code_import_without_workload_says_why_and_what_to_pass(cc_study,
                                        "--migration", "mlp-xla"])
     assert result.exit_code == 2
     line = next(x for x in result.output.splitlines() if x.startswith("0 attempts:"))
-    assert "38 Bash call(s) (pip x19, ls x18, python x1)" in line
+    assert "38 Bash calls (pip x19, ls x18, python x1)" in line
     assert "none matched the workload rule (python/torchrun" in line and "--all-bash counts every call" in line
     result = CliRunner().invoke(main, ["import", "claude-code", str(path), "--db", str(cc_study.path),
                                        "--migration", "mlp-xla", "--all-bash"])
@@ -271,7 +271,7 @@ def test_import_git_on_an_ordinary_repository_says_so_in_one_line(bundle, tmp_pa
     result = CliRunner().invoke(main, cli)
     assert result.exit_code == 2
     lines = [x for x in result.output.splitlines() if "Attempt-Command" in x]
-    assert len(lines) == 1 and "68 of 68 commit(s)" in lines[0] and "--no-command" in lines[0]
+    assert len(lines) == 1 and "68 of 68 commits" in lines[0] and "--no-command" in lines[0]
     # every commit of a range as an attempt without a command
     first = git(repo, "rev-list", "--reverse", "HEAD").split()[10]
     result = CliRunner().invoke(main, [*cli, "--range", f"{first}..HEAD", "--no-command"])

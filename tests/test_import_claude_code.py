@@ -122,14 +122,14 @@ def test_bad_lines_are_counted_and_never_fatal(study, tmp_path: Path) -> None:
     assert file.unknown_types == {"brand-new-kind": 1}
     assert report.inserted == 3
     summary = file.summary()
-    assert "5 bad line(s) skipped (first at line 4" in summary and "unknown type" in summary
+    assert "5 bad lines skipped (first at line 4" in summary and "unknown type" in summary
 
 
 def test_a_file_that_is_not_a_transcript(study, tmp_path: Path) -> None:
     path = tmp_path / "notes.jsonl"
     path.write_text("hello\nworld\n")
     report = run(study, path)
-    assert report.imported == 0 and "2 bad line(s)" in report.files[0].summary()
+    assert report.imported == 0 and "2 bad lines" in report.files[0].summary()
     empty = tmp_path / "empty.jsonl"
     empty.write_text(json.dumps({"foo": 1}) + "\n")
     assert "unknown type" in run(study, empty).files[0].summary()

@@ -179,8 +179,8 @@ def test_cli_imports_a_project_folder_with_a_summary(tmp_path: Path, bundle) -> 
     done = subprocess.run(args, capture_output=True, text=True, env={**os.environ, "WORKBENCH_REVIEWER": "ana"})
     assert done.returncode == 0, done.stderr
     assert f"session {t.session}" in done.stdout
-    assert "2 attempt(s): 2 new" in done.stdout
-    assert "1 bad line(s) skipped (first at line " in done.stdout and "truncated" in done.stdout
+    assert "2 attempts: 2 new" in done.stdout
+    assert "1 bad line skipped (first at line " in done.stdout and "truncated" in done.stdout
     nothing = subprocess.run(args[:5] + [str(tmp_path / "nothing.jsonl")] + args[6:], capture_output=True, text=True)
     assert nothing.returncode == 2 and "no such file" in nothing.stderr
     wrong = subprocess.run(args[:-4] + ["--migration", "nope"], capture_output=True, text=True)

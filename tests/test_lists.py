@@ -77,7 +77,7 @@ async def test_the_app_judges_a_big_scope_in_worker_processes(bundle, tmp_path: 
         await settle(pilot)
         await pilot.press("V")
         await until(pilot, lambda: any(t.startswith(("Verified", "Verify failed")) for t in toasts), timeout=60)
-        assert f"Verified the whole study: {n} attempt(s), {n} with new verdicts" in toasts
+        assert f"Verified the whole study: {n} attempts, {n} with new verdicts" in toasts
     db = open_study(tmp_path / "big.db").db
     ids = [r[0] for r in db.execute("SELECT id FROM attempt WHERE source = 'agent'")]
     assert len(ids) == n and all(len(queries.verdicts(db, aid)) == 5 for aid in ids)
@@ -106,7 +106,7 @@ async def test_an_attempt_the_app_cannot_judge_is_named_in_a_warning_and_the_oth
         await until(pilot, lambda: any(t.startswith(("Verified", "Verify failed")) for t, _ in toasts), timeout=60)
     [(said, severity)] = [(t, severity) for t, severity in toasts if t.startswith(("Verified", "Verify failed"))]
     assert severity == "warning"
-    assert said.startswith(f"Verified the whole study, but 1 attempt(s) not verified: {broken[2]}#{broken[1]} could not"
+    assert said.startswith(f"Verified the whole study, but 1 attempt not verified: {broken[2]}#{broken[1]} could not"
                            " be judged (a number in its log has more than 4300 digits)")
     db = open_study(unverified).db
     ids = [r[0] for r in db.execute("SELECT id FROM attempt WHERE source = 'agent'")]
@@ -130,7 +130,7 @@ async def test_news_are_said_once_they_stop_coming_each_row_once(unverified: Pat
         await workers_done(app)
         await until(pilot, lambda: bool(study.fresh) and not study.news.pending)
         news = [t for t in toasts if "new silent failure" in t or "new over-claim" in t]
-        assert any("Verified the whole study: 6 attempt(s), 6 with new verdicts" in t for t in toasts)
+        assert any("Verified the whole study: 6 attempts, 6 with new verdicts" in t for t in toasts)
         assert sorted(t.split(":")[0] for t in news) == sorted(study.fresh)  # each marked row said once
 
 
@@ -186,7 +186,7 @@ async def test_verify_from_the_study_migration_and_attempt_screens(demo_db: Path
         assert not isinstance(app.screen, VerifyProgress)  # done: the dialog went
         assert app.verifying is not None and app.verifying.progress == (6, 6, "done")
         toasts = [n.message for n in app._notifications]
-        assert any("Verified the whole study: 6 attempt(s)" in t for t in toasts)
+        assert any("Verified the whole study: 6 attempts" in t for t in toasts)
         await pilot.press("enter")
         await settle(pilot)
         await pilot.press("j", "enter")
@@ -198,7 +198,7 @@ async def test_verify_from_the_study_migration_and_attempt_screens(demo_db: Path
         await settle(pilot)
         assert isinstance(app.screen, AttemptScreen)
         toasts = [n.message for n in app._notifications]
-        assert any("Verified bow-classifier #1: 1 attempt(s)" in t for t in toasts)
+        assert any("Verified bow-classifier #1: 1 attempt" in t for t in toasts)
 
 
 async def test_verify_on_the_migration_screen_fills_the_ladder(unverified: Path) -> None:
@@ -221,7 +221,7 @@ async def test_verify_on_the_migration_screen_fills_the_ladder(unverified: Path)
         assert "0 unverified" in str(header.render()) and "failed 4/4" in str(header.render())
         assert "✓✓✓✓✗" in screen_text(app)  # the rows were read again in place
         toasts = [n.message for n in app._notifications]
-        assert any("Verified mlp-classifier: 4 attempt(s), 4 with new verdicts" in t for t in toasts)
+        assert any("Verified mlp-classifier: 4 attempts, 4 with new verdicts" in t for t in toasts)
 
 
 def test_filters_parse_and_narrow_in_sql(demo_db: Path) -> None:

@@ -109,6 +109,10 @@ async def test_enter_opens_the_first_item_and_brackets_step_through_the_queue(de
             assert attempt.migration.slug == item.migration
             assert item.migration in screen_text(app)
         assert len({i.migration for i in expected}) == 2
+        await pilot.press("right_square_bracket")  # past the last: it stays, and says so
+        await settle(pilot)
+        assert attempt.summary.attempt.id == expected[-1].attempt_id
+        assert [n.message for n in app._notifications][-1:] == ["No more attempts in your queue that way"]
         await pilot.press("left_square_bracket")
         await settle(pilot)
         assert attempt.summary.attempt.id == expected[-2].attempt_id
@@ -124,7 +128,9 @@ async def test_next_left_skips_judged_attempts(dealt: Path) -> None:
     app = WorkbenchApp(dealt)
     async with app.run_test(size=(100, 30)) as pilot:
         await open_queue(pilot)
-        await pilot.press("n")  # from the first row, which is done: the first one left
+        assert "u Next left" in screen_text(app)  # the footer names the key the hint names
+        assert "u, here or there, opens the next left" in screen_text(app)
+        await pilot.press("u")  # from the first row, which is done: the first one left
         await until(pilot, lambda: isinstance(app.screen, AttemptScreen))
         attempt = app.screen
         assert attempt.summary.attempt.id == left[0].attempt_id

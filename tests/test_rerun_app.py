@@ -106,7 +106,7 @@ async def test_the_form_shows_each_variable_that_differs_and_records_the_choice(
         assert "CPU_NUM_DEVICES=1" in env.text.splitlines() and "PJRT_DEVICE=CPU" in env.text.splitlines()
         shown = str(form.query_one("#rerun-env-differs", Static).render())
         assert "CPU_NUM_DEVICES: recorded 1 (kept); the local backend would set 2" in shown
-        assert "stand in for the 2 chip(s)" in shown and "SEED" not in shown
+        assert "stand in for the 2 chips" in shown and "SEED" not in shown
         box = form.query_one("#rerun-env-defaults", Checkbox)
         assert box.display and "CPU_NUM_DEVICES" in str(box.label)
         box.value = True

@@ -746,3 +746,66 @@ async def test_q_goes_back_a_screen_and_quits_from_the_study(demo_db: Path) -> N
         await pilot.press("q")
         await pilot.pause()
         assert app.return_code == 0 and not app.is_running
+
+
+async def palette_hits(pilot, query: str) -> list[str]:
+    """The names the command palette lists for `query` (it is closed again after)."""
+    from textual.command import CommandList
+
+    await pilot.press("ctrl+p", *query)
+    await settle(pilot)
+    found = pilot.app.screen.query_one(CommandList)
+    names = [str(found.get_option_at_index(n).prompt).split("\n")[0] for n in range(found.option_count)]
+    await pilot.press("escape")
+    await settle(pilot)
+    return names
+
+
+async def test_the_palette_lists_each_command_once_with_its_key(demo_db: Path) -> None:
+    """Every key's action once, with its key once: Textual's own Quit and a hand-made list (My queue,
+    Agreement, Help, Go back) used to repeat some without their key, and `V` was missing because the
+    app asked the palette, not the screen under it, whether Verify applies."""
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert await palette_hits(pilot, "v") == ["Verify (V)"]
+        assert await palette_hits(pilot, "Ve") == ["Verify (V)"]
+        assert sorted(await palette_hits(pilot, "q")) == ["My queue (Q)", "Quit (q)"]
+        assert await palette_hits(pilot, "agree") == ["Agreement (A)"]
+        assert await palette_hits(pilot, "help") == ["Help (?)"]
+        assert await palette_hits(pilot, "new") == ["New (N)"]  # `+` runs it too: listed once
+        assert await palette_hits(pilot, "back") == []  # nothing to go back to from the study
+        for keys in (("j", "enter"), ("j", "enter")):  # a migration's attempts, then its first agent attempt
+            await pilot.press(*keys)
+            await settle(pilot)
+            for screen_binding in app.screen.active_bindings.values():
+                binding = screen_binding.binding
+                if binding.id is None or not binding.show:
+                    continue
+                names = await palette_hits(pilot, binding.description)
+                assert len(names) == len(set(names)), names
+                named = [n for n in names if n.rpartition(" (")[0] == binding.description]
+                assert named == [f"{binding.description} ({app.get_key_display(binding)})"], (binding.id, names)
+            assert await palette_hits(pilot, "My queue") == ["My queue"]  # no key for it here: once, without
+        assert "Verify (V)" in await palette_hits(pilot, "Verify")
+        await pilot.press("ctrl+p", *"Verify")
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot)
+        for _ in range(600):  # the verify run is a worker thread: wait for its toast, not for a time
+            if any(n.message.startswith("Verified") for n in app._notifications):
+                break
+            await pilot.pause(0.1)
+        shown = app.screen.summary
+        assert [n.message for n in app._notifications][-1].startswith(
+            f"Verified mlp-classifier #{shown.attempt.seq}: 1 attempt")
+
+
+async def test_help_keeps_the_descriptions_capitals(demo_db: Path) -> None:
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await settle(pilot)
+        assert isinstance(app.screen, HelpScreen)
+        assert "Re-run unknown L3" in screen_text(app) and "unknown l3" not in screen_text(app)

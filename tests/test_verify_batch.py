@@ -250,7 +250,7 @@ def test_an_attempt_whose_evidence_breaks_the_judging_is_named_and_the_others_ar
         with pytest.raises(WorkbenchError) as raised:
             verify_study(db, "ana", force=True, workers=workers, pool_min=pool_min)
         slug = queries.migration_by_id(db, broken.migration_id).slug
-        assert str(raised.value) == (f"1 attempt(s) not verified: {slug}#{broken.seq} could not be judged"
+        assert str(raised.value) == (f"1 attempt not verified: {slug}#{broken.seq} could not be judged"
                                      " (a number in its log has more than 4300 digits)")
         current = {o.attempt.id: queries.current_verification(db, o.attempt.id).id for o in outcomes}
         assert all(current[o.attempt.id] != o.verification_id for o in outcomes if o.attempt.id != broken.id)
@@ -276,4 +276,4 @@ def test_verify_lists_the_attempts_it_verified_then_names_the_one_it_could_not(t
     assert result.exit_code == 2
     listed = json.loads(result.stdout)
     assert len(listed) == len(outcomes) - 1 and all(row["changed"] for row in listed)
-    assert "1 attempt(s) not verified:" in result.stderr and "could not be judged" in result.stderr
+    assert "1 attempt not verified:" in result.stderr and "could not be judged" in result.stderr

@@ -96,7 +96,7 @@ async def test_u_in_the_app_reruns_every_unknown_level3_and_follows_the_jobs(tmp
         assert isinstance(dialog, RerunUnknownDialog)
         await _until(pilot, lambda: not dialog.query_one("#unknown-go", Button).disabled)
         listing = str(dialog.query_one("#unknown-list", Static).render())
-        assert "1 attempt(s):" in listing and "toy #1: python3 train.py 5" in listing
+        assert "1 attempt:" in listing and "toy #1: python3 train.py 5" in listing
         from storage.database import open_study
 
         s = open_study(tmp_path / "study.db")

@@ -120,7 +120,7 @@ async def test_the_apps_watch_toggle(tmp_path: Path, monkeypatch) -> None:
         screen = await open_migration(pilot, app)
         assert screen.sub_title is None
         await pilot.press("W")
-        await until(pilot, lambda: screen.sub_title == "watching 1 session(s)", "the watch's subtitle")
+        await until(pilot, lambda: screen.sub_title == "watching 1 session", "the watch's subtitle")
         await asyncio.to_thread(wait_for, live.db, "SELECT COUNT(*) FROM watch", [(1,)], 30)
         await follow_the_steps(pilot, app, live.db, session, lines)
         await pilot.press("escape")  # closing the screen keeps the watch
@@ -129,7 +129,7 @@ async def test_the_apps_watch_toggle(tmp_path: Path, monkeypatch) -> None:
         app.open_migration("mlp")
         await until(pilot, lambda: isinstance(app.screen, MigrationScreen), "the migration screen again")
         again = app.screen
-        await until(pilot, lambda: again.sub_title == "watching 1 session(s)", "the subtitle on the new screen")
+        await until(pilot, lambda: again.sub_title == "watching 1 session", "the subtitle on the new screen")
         await pilot.press("W")  # off: the watcher ends its round and removes its row
         await until(pilot, lambda: again.sub_title is None, "the subtitle gone")
         await asyncio.to_thread(wait_for, live.db, "SELECT COUNT(*) FROM watch", [(0,)], 30)
@@ -137,7 +137,7 @@ async def test_the_apps_watch_toggle(tmp_path: Path, monkeypatch) -> None:
         await asyncio.sleep(1.5)
         assert query(live.db, "SELECT COUNT(*) FROM attempt WHERE source = 'agent'") == [(3,)]
         await pilot.press("W")  # on again, then the app exits with it running
-        await until(pilot, lambda: again.sub_title == "watching 1 session(s)", "the watch on again")
+        await until(pilot, lambda: again.sub_title == "watching 1 session", "the watch on again")
     await asyncio.to_thread(wait_for, live.db, "SELECT COUNT(*) FROM watch", [(0,)], 30)
     assert query(live.db, "SELECT COUNT(*) FROM attempt WHERE source = 'agent'")[0][0] in (3, 4)
 
@@ -149,7 +149,7 @@ async def test_the_toggle_says_when_there_is_no_sessions_folder(tmp_path: Path, 
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await open_migration(pilot, app)
         await pilot.press("W")
-        await until(pilot, lambda: screen.sub_title == "watching 0 session(s)", "the subtitle")
+        await until(pilot, lambda: screen.sub_title == "watching 0 sessions", "the subtitle")
         toasts = [n.message for n in app._notifications]
         assert any(t.startswith("No Claude Code sessions folder for ") and "\n" not in t for t in toasts), toasts
         await pilot.press("W")

@@ -11,6 +11,7 @@ from rich.text import Text
 from domain import effort
 from domain.effort import Intervention
 from domain.models import DecisionKind
+from domain.text import plural
 from screens.presenters.palette import tone
 from screens.text import text
 from storage.ledger import LedgerEntry
@@ -45,7 +46,7 @@ def render_panel(data: PanelData, attempt_id: int | None) -> Text:
     out.append_text(Text(" · ").join(parts))
     out.append(f" · staff cost ${s.staff_dollars:,.2f}")
     if s.unpriced_runs:
-        out.append(f" · {s.unpriced_runs} run(s) unpriced", style="dim")
+        out.append(f" · {plural(s.unpriced_runs, 'run')} unpriced", style="dim")
     out.append("\n")
     if data.hidden:
         out.append("Level, suggestion and notes hidden while you judge blind\n", style="dim italic")
@@ -106,7 +107,7 @@ def standing_text(standing: effort.Standing) -> Text:
         out.append(effort.describe_limit(lim), style=style)
         out.append("\n")
     if standing.unpriced_runs:
-        out.append(f"({standing.unpriced_runs} run(s) without a price or times are not in compute)\n",
+        out.append(f"({plural(standing.unpriced_runs, 'run')} without a price or times are not in compute)\n",
                    style="dim")
     out.append(f"staff cost ${standing.staff_dollars:,.2f}\n")
     best = "none verified" if standing.highest_level is None else f"L{standing.highest_level}"

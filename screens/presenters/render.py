@@ -22,7 +22,7 @@ from domain.models import (
     MigrationSummary,
     Outcome,
 )
-from domain.text import clean
+from domain.text import clean, plural
 from screens.presenters.palette import tone
 from screens.text import text
 
@@ -408,7 +408,7 @@ def attempt_heading(m: Migration, summary: AttemptSummary) -> Text:
         out.append(" · ")
         out.append_text(over_claim(summary))
     if summary.interventions:
-        out.append(f" · {summary.interventions} intervention{'s' if summary.interventions != 1 else ''}",
+        out.append(f" · {plural(summary.interventions, 'intervention')}",
                    style=tone("$text-warning"))
     return out
 
@@ -527,11 +527,10 @@ def reveal(judgement: HumanJudgement, summary: AttemptSummary) -> Group:
         claimed = Text("pass" if row.claimed else NONE, style="" if row.claimed else "dim")
         if row.differs_from_claim:
             claimed.append(f" {DIFFERS}", style=tone("bold $text-warning"))
-        you = "can't tell" if row.judged is Outcome.UNKNOWN else row.judged.value  # as the form says it
-        table.add_row(f"L{row.level} {LADDER.get(row.level, '')}", you, verifier, claimed)
+        table.add_row(f"L{row.level} {LADDER.get(row.level, '')}", row.judged.value, verifier, claimed)
     differ = sum(r.differs_from_verifier for r in rows)
     head = Text(f"\nYour judgement #{judgement.id}{' (given blind)' if judgement.blind else ''}: ", style="bold")
-    head.append(f"differs from the verifier at {differ} level{'s' if differ != 1 else ''}" if differ
+    head.append(f"differs from the verifier at {plural(differ, 'level')}" if differ
                 else "agrees with the verifier at every level it judged", style=tone("$text-warning") if differ else "")
     out = Text()
     cause = summary.failure.cause if summary.failure else None

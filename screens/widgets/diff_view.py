@@ -16,7 +16,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from domain.text import clean
+from domain.text import clean, plural
 from screens.messages import CursorMoved, DiffLoaded, DiffScrolled, FileWanted
 from screens.presenters.palette import tone
 from screens.text import text
@@ -267,7 +267,7 @@ class DiffPane(Vertical):
         else:
             added = sum(f.added for f in self.diff.files)
             removed = sum(f.removed for f in self.diff.files)
-            out.append(f" · {len(self.diff.files)} file{'s' if len(self.diff.files) != 1 else ''} ")
+            out.append(f" · {plural(len(self.diff.files), 'file')} ")
             out.append(f"+{added}", style=tone("$text-success"))
             out.append(" ")
             out.append(f"-{removed}", style=tone("$text-error"))

@@ -30,6 +30,7 @@ from domain.errors import WorkbenchError
 from domain.imports import ImportReport
 from domain.models import Attempt, AttemptSource, AttemptStatus, Command
 from domain.redact import redact
+from domain.text import plural
 from domain.transcript import Edit, ToolCall
 from storage import imports, queries, records
 from storage.converters import attempt_to_row
@@ -108,21 +109,21 @@ class FileReport:
     def summary(self) -> str:
         who = f"sub-agent {self.agent_id}" if self.agent_id else f"session {self.session_id or '?'}"
         parts = [
-            f"{who} ({self.path.name}): {self.attempts} attempt(s): {self.attempts_new} new,"
+            f"{who} ({self.path.name}): {plural(self.attempts, 'attempt')}: {self.attempts_new} new,"
             f" {self.attempts_updated} updated, {self.attempts_unchanged} unchanged;"
-            f" {self.tool_calls} other tool call(s)"
+            f" {plural(self.tool_calls, 'other tool call')}"
         ]
         if self.records == 0 and self.bad_lines == 0:
             parts.append("not a Claude Code transcript (no records)")
         if self.bad_lines:
-            parts.append(f"{self.bad_lines} bad line(s) skipped (first at {self.first_bad})")
+            parts.append(f"{plural(self.bad_lines, 'bad line')} skipped (first at {self.first_bad})")
         if self.unknown_types:
             kinds = ", ".join(f"{k} x{n}" for k, n in sorted(self.unknown_types.items()))
-            parts.append(f"{sum(self.unknown_types.values())} record(s) of unknown type ({kinds})")
+            parts.append(f"{plural(sum(self.unknown_types.values()), 'record')} of unknown type ({kinds})")
         if self.no_result:
-            parts.append(f"{self.no_result} call(s) without a result")
+            parts.append(f"{plural(self.no_result, 'call')} without a result")
         if self.attempts_failed:
-            parts.append(f"{self.attempts_failed} attempt(s) not written")
+            parts.append(f"{plural(self.attempts_failed, 'attempt')} not written")
         return "; ".join(parts)
 
 
@@ -145,9 +146,9 @@ class TranscriptReport(ImportReport):
             other.update(f.other_bash)
         calls = sum(other.values())
         if not calls:
-            return "0 attempts: the transcript(s) hold no Bash calls, so nothing ran a workload"
+            return "0 attempts: no Bash call in the transcripts, so nothing ran a workload"
         top = ", ".join(f"{name} x{n}" for name, n in other.most_common(5))
-        return (f"0 attempts: {calls} Bash call(s) ({top}), none matched the workload rule ({rule.describe()});"
+        return (f"0 attempts: {plural(calls, 'Bash call')} ({top}), none matched the workload rule ({rule.describe()});"
                 " --all-bash counts every call, --workload REGEX sets the rule")
 
 
@@ -451,7 +452,7 @@ class SessionImporter:
                 reports[0].no_result += 1
         trailing = len(self.context)
         if trailing and self.owner.verbose:
-            reports[0].problems.append(f"{trailing} tool call(s) after the last attempt are left for a later import")
+            reports[0].problems.append(f"{plural(trailing, 'tool call')} after the last attempt {'is' if trailing == 1 else 'are'} left for a later import")
 
     # -- records
 

@@ -19,6 +19,7 @@ from domain.errors import WorkbenchError
 from domain.imports import ImportReport
 from domain.models import Attempt, AttemptSource, AttemptStatus, Command
 from domain.redact import redact
+from domain.text import plural
 from storage import imports, queries, records
 from storage.converters import attempt_to_row
 from storage.database import StudyDatabase
@@ -142,9 +143,11 @@ class GitHistoryImporter:
                 next_seq += 1
             report.count(what)
         if plain:
+            one = len(plain) == 1
             report.problems.append(
-                f"{len(plain)} of {len(shas)} commit(s) have no Attempt-Command trailer (first {plain[0][:12]}) and"
-                " were skipped; --no-command imports every commit of the range as an attempt without a command")
+                f"{len(plain)} of {plural(len(shas), 'commit')} {'has' if one else 'have'} no Attempt-Command"
+                f" trailer (first {plain[0][:12]}) and {'was' if one else 'were'} skipped; --no-command imports"
+                " every commit of the range as an attempt without a command")
         return report
 
     def _file(self, sha: str, path: str, beside: str) -> bytes | None:

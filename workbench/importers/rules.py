@@ -133,7 +133,8 @@ class WorkloadRule:
         if self.all_bash:
             return "every Bash call"
         if self.patterns:
-            return "the --workload pattern(s) " + ", ".join(self.patterns)
+            return ("the --workload pattern " if len(self.patterns) == 1 else "the --workload patterns ") + ", ".join(
+                self.patterns)
         return "python/torchrun/accelerate launch/xla_run/xla_dist running a .py or -m module of the project"
 
     def matches(self, command: str) -> bool:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from domain.text import plural
 from workbench.probe import INJECT_DIR
 
 
@@ -69,7 +70,7 @@ def default_env(backend: str, chips: int, options: dict[str, Any]) -> dict[str, 
     why), the why shown in the launcher next to a recorded value that differs."""
     if backend == "local" and not has_tpu():
         return {"PJRT_DEVICE": ("CPU", "this machine has no TPU: torch_xla runs on XLA:CPU"),
-                "CPU_NUM_DEVICES": (str(chips), f"XLA:CPU devices stand in for the {chips} chip(s) asked for")}
+                "CPU_NUM_DEVICES": (str(chips), f"XLA:CPU devices stand in for the {plural(chips, 'chip')} asked for")}
     return {"PJRT_DEVICE": ("TPU", f"the {backend} backend runs on TPU")}
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from domain.errors import WorkbenchError
 from domain.models import Attempt, Migration, Study
+from domain.text import plural
 from storage import verify_inputs
 from storage.logs import log_chunks
 from storage.sqlite import Database
@@ -317,7 +318,7 @@ def verify_groups(db: Database, migrations: list[Migration], study: Study, revie
         yield from settle(judges.drain())
     if errors:
         more = f"; and {len(errors) - 5} more" if len(errors) > 5 else ""
-        raise NotAllVerified(f"{len(errors)} attempt(s) not verified: " + "; ".join(errors[:5]) + more)
+        raise NotAllVerified(f"{plural(len(errors), 'attempt')} not verified: " + "; ".join(errors[:5]) + more)
 
 
 def _write(db: Database, reviewer: str, plan: _Plan, judged: list[Any]) -> list[int | Exception]:
