@@ -150,9 +150,10 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
         return self.migration, self.summary.attempt.id, f"{self.migration.slug} #{self.summary.attempt.seq}"
 
     def effort_level(self) -> int | None:
-        """The verdict highlighted on the verdicts pane, for `o`."""
+        """The verdict highlighted on the verdicts pane, for `o`; from another pane, none (the
+        form then opens on the first level not passed)."""
         verdicts = self.query_one(VerdictList)
-        if verdicts.highlighted is None:
+        if self.pane != "verdicts" or verdicts.highlighted is None:
             return None
         option_id = verdicts.get_option_at_index(verdicts.highlighted).id or ""
         match = re.match(r"(?:level|ev):(\d+)", option_id)

@@ -301,7 +301,10 @@ class OverrideForm(RecordForm):
     def __init__(self, verdicts: list[Verdict], *, level: int | None = None, attempt_label: str = "") -> None:
         super().__init__()
         self.verdicts = {v.level: v for v in verdicts}
-        self.level = level if level in self.verdicts else (min(self.verdicts) if self.verdicts else None)
+        not_passed = [n for n, v in sorted(self.verdicts.items()) if v.effective is not Outcome.PASS]
+        self.level = level if level in self.verdicts else next(iter(not_passed or sorted(self.verdicts)), None)
+        """The level the form opens on: the one asked for, else the first not passed (what a
+        reviewer overrides), else the first."""
         self.attempt_label = attempt_label
 
     def compose_fields(self) -> ComposeResult:

@@ -53,9 +53,11 @@ class LiveWatches:
         return self.running.get(migration_id)
 
     def toggle(self, migration: Migration) -> bool:
-        """Start watching the migration's sessions, or stop; True when now watching."""
+        """Start watching the migration's sessions, or stop; True when now watching. Each way is
+        said in a toast: the subtitle that also says it is cut off by a long study title."""
         if migration.id in self.running:
             self.stop(migration.id)
+            self.app.notify(f"Stopped watching {clean(migration.slug)}'s Claude Code sessions", markup=False)
             return False
         return self.start(migration)
 
@@ -70,8 +72,11 @@ class LiveWatches:
         project = project.resolve()
         if not project_folders(project):
             self.app.notify(f"No Claude Code sessions folder for {clean(str(project))} under"
-                            f" {clean(str(projects_dir()))} yet: watching for the first session",
+                            f" {clean(str(projects_dir()))} yet: watching for the first session (W stops)",
                             severity="warning", markup=False)
+        else:
+            self.app.notify(f"Watching {clean(migration.slug)}'s Claude Code sessions: new attempts show as"
+                            " they run (W stops)", markup=False)
         running = self.running[migration.id] = Running(migration, project)
         running.worker = self.app.run_worker(lambda: self._run(running), thread=True, exit_on_error=False,
                                              group=f"watch-{migration.id}", name=f"watch {migration.slug}")

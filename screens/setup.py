@@ -51,6 +51,8 @@ class NewMigrationForm(RecordForm):
         ("title", "Title (--title)", ""), ("acceptance", "Acceptance level (--acceptance-level)", "4"),
     )
 
+    REQUIRED = frozenset({"slug", "repo", "target", "goal", "reference"})
+
     def compose_fields(self) -> ComposeResult:
         for key, label, value in self.FIELDS:
             yield Label(label)
@@ -70,6 +72,9 @@ class NewMigrationForm(RecordForm):
         from workbench.studies import MigrationSpec, add_migration, finite, open_existing
 
         got = {key: self.query_one(f"#new-{key}", Input).value for key, _, _ in self.FIELDS}
+        for key, label, _ in self.FIELDS:  # the first empty one, in the form's order
+            if key in self.REQUIRED and not got[key].strip():
+                raise ValueError(f"{label.partition(' (')[0]} is required")
         level = got["acceptance"].strip()
         spec = MigrationSpec(
             slug=got["slug"].strip(), repo=Path(got["repo"].strip()).expanduser(),

@@ -136,15 +136,15 @@ async def test_claim_keys_accept_and_correct_the_model_extraction(claims_study, 
         await app.push_screen(BriefScreen(migration, attempt))
         await settle(pilot)
         claim = body_text(app, "#brief-claim")
-        assert "Model-extracted by claude-sonnet-5-5: L3, success claimed" in claim
-        assert "reports count no level (from nothing)" in claim
+        assert "Read by claude-sonnet-5-5: L3, success claimed" in claim
+        assert "no level, as reports count it (neither the rules nor a model read it)" in claim
         await pilot.press("a")
         await settle(pilot)
-        assert "reports count L3 (from the accepted model extraction)" in body_text(app, "#brief-claim")
+        assert "L3, as reports count it (the model's reading, accepted)" in body_text(app, "#brief-claim")
         await pilot.press("1")
         await settle(pilot)
-        assert "reports count L1 (from your correction)" in body_text(app, "#brief-claim")
+        assert "L1, as reports count it (your correction)" in body_text(app, "#brief-claim")
         await pilot.press("0")
         await settle(pilot)
-        assert "reports count no level (from your correction)" in body_text(app, "#brief-claim")
+        assert "no level, as reports count it (your correction)" in body_text(app, "#brief-claim")
     assert [r.action for r in queries.claim_reviews(claims_study.db, attempt.id)] == ["accept", "correct", "correct"]

@@ -332,6 +332,8 @@ async def test_an_empty_study_says_what_next_and_the_forms_set_it_up(tmp_path: P
         await pilot.press("N")
         await settle(pilot)
         assert isinstance(app.screen, NewMigrationForm)
+        await fill(pilot, {"#new-repo": str(tmp_path / "nope")})  # the first empty field is named first
+        assert "Slug is required" in str(app.screen.query_one("#form-error").render())
         await fill(pilot, {"#new-slug": "mlp", "#new-repo": str(tmp_path / "nope"),
                            "#new-target": "tpu-v5e:4", "#new-goal": "eval_accuracy",
                            "#new-reference": "0.9", "#new-command": "python train.py"})

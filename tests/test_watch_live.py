@@ -121,6 +121,7 @@ async def test_the_apps_watch_toggle(tmp_path: Path, monkeypatch) -> None:
         assert screen.sub_title is None
         await pilot.press("W")
         await until(pilot, lambda: screen.sub_title == "watching 1 session", "the watch's subtitle")
+        assert any(n.message.startswith("Watching mlp's Claude Code sessions") for n in app._notifications)
         await asyncio.to_thread(wait_for, live.db, "SELECT COUNT(*) FROM watch", [(1,)], 30)
         await follow_the_steps(pilot, app, live.db, session, lines)
         await pilot.press("escape")  # closing the screen keeps the watch
@@ -132,6 +133,7 @@ async def test_the_apps_watch_toggle(tmp_path: Path, monkeypatch) -> None:
         await until(pilot, lambda: again.sub_title == "watching 1 session", "the subtitle on the new screen")
         await pilot.press("W")  # off: the watcher ends its round and removes its row
         await until(pilot, lambda: again.sub_title is None, "the subtitle gone")
+        assert [n.message for n in app._notifications][-1] == "Stopped watching mlp's Claude Code sessions"
         await asyncio.to_thread(wait_for, live.db, "SELECT COUNT(*) FROM watch", [(0,)], 30)
         write(session, b"".join(sample_session(live.repo, [("python train.py --late", "x\n", 0)])[1:]))
         await asyncio.sleep(1.5)

@@ -33,18 +33,19 @@ def render_brief(brief: Any) -> Text:
 
 
 def render_claim(extraction: Any | None, effective: Any) -> Text:
-    out = Text("\nClaim: ", style="bold")
+    out = Text("\nThe agent's claim: ", style="bold")
     level = "no level" if effective.level is None else f"L{effective.level}"
-    source = {"reviewer": "your correction", "model": "the accepted model extraction",
-              "rule": "the importer's rules", None: "nothing"}[effective.source]
-    out.append(f"reports count {level} (from {source}).")
+    source = {"reviewer": "your correction", "model": "the model's reading, accepted",
+              "rule": "read by the importer's rules", None: "neither the rules nor a model read it"}[effective.source]
+    out.append(f"{level}, as reports count it ({source}).")
     if extraction is None:
-        out.append("\nNo model-extracted claim (workbench assist claims makes them for claims the rules"
-                   " could not read). 0-5 correct the level.", style="dim")
+        out.append("\nNo model has read this claim (`workbench assist claims` asks one, for claims the"
+                   " rules could not read).\nPress 0-5 to set the level yourself (0: the agent expected"
+                   " none).", style="dim")
         return out
     found = "" if extraction.quote_found or not extraction.sentence else " (sentence not found in the claim)"
-    out.append("\nModel-extracted")
-    out.append_text(text(f" by {extraction.model}: "))
+    out.append("\nRead by ")
+    out.append_text(text(f"{extraction.model}: "))
     out.append("no level" if extraction.expected_level is None else f"L{extraction.expected_level}")
     out.append(", success claimed" if extraction.success_claimed else ", no success claimed")
     if extraction.sentence:
@@ -52,5 +53,5 @@ def render_claim(extraction: Any | None, effective: Any) -> Text:
         out.append_text(text(extraction.sentence))
         out.append("”")
     out.append(found, style=tone("$text-warning"))
-    out.append("\na accepts it · 0-5 correct the level (0: the agent expected none)", style="dim")
+    out.append("\na accepts this reading · 0-5 set the level yourself (0: the agent expected none)", style="dim")
     return out
