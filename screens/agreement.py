@@ -17,7 +17,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Header, Input, Label, Select, Static, TabbedContent, TabPane
+from textual.widgets import DataTable, Header, Label, Select, Static, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from domain.agreement import AgreementReport, BlindFigure, Disagreement, LevelAgreement, Statistic
@@ -28,6 +28,7 @@ from screens.data import read
 from screens.forms import RecordForm, Save
 from screens.messages import LoadFailed
 from screens.text import text
+from screens.typeahead import Input
 from screens.widgets.footer import Footer
 from screens.widgets.nav_table import NavTable
 from workbench import config

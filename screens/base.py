@@ -14,7 +14,7 @@ from textual.widgets import DataTable, OptionList, Static
 from textual.worker import Worker, WorkerState
 
 from screens.data import describe_error
-from screens.messages import LoadFailed
+from screens.messages import FilterApplied, LoadFailed
 from screens.typeahead import step_aside_while_typing
 from screens.widgets.filter_bar import FilterBar
 from storage import review
@@ -128,17 +128,19 @@ class FilteredList(WorkbenchScreen):
     summaries: dict
     pager: Pager
 
-    def restart_filtered(self, value: str, table: DataTable | OptionList,
+    def restart_filtered(self, asked: FilterApplied, table: DataTable | OptionList,
                          parse: Callable[[str], review.ListFilter] = review.parse_filter) -> bool:
-        """Take the filter a FilterBar applied (`parse` reads it): a bad one is a one-line toast; a
-        changed one empties the list (a table or an option list) to be read again from its first
-        page (True)."""
+        """Take the filter a FilterBar applied (`parse` reads it): a bad one is a one-line toast
+        (while typing, nothing: the term may be half written); a changed one empties the list (a
+        table or an option list) to be read again from its first page (True)."""
         try:
-            wanted = parse(value)
+            wanted = parse(asked.value)
         except ValueError as exc:
-            self.app.notify(str(exc), severity="error", markup=False)
+            if not asked.live:
+                self.app.notify(str(exc), severity="error", markup=False)
             return False
-        table.focus()
+        if not asked.live:
+            table.focus()
         if wanted == self.filter:
             return False
         self.filter = wanted

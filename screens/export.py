@@ -11,12 +11,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, Checkbox, Input, Label, Select, Static
+from textual.widgets import Button, Checkbox, Label, Select, Static
 
 from domain.errors import WorkbenchError
 from domain.text import clean
 from screens.data import reading
 from screens.messages import ReportFailed, ReportWritten
+from screens.typeahead import Input
 from workbench import config
 
 FORMAT_CHOICES = [

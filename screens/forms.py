@@ -18,7 +18,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, Select, Static
+from textual.widgets import Button, Label, Select, Static
 from textual.worker import Worker, WorkerState
 
 from domain import effort
@@ -31,6 +31,7 @@ from domain.verdicts import Verdict
 from screens.data import describe_error, reading
 from screens.presenters.effort import standing_text
 from screens.text import text
+from screens.typeahead import Input
 from storage import queries, records
 from storage.sqlite import Database
 from workbench import config

@@ -211,7 +211,7 @@ class LedgerScreen(FilteredList):
     # --- the filter ---------------------------------------------------------------------------------
     @on(FilterApplied, "#ledger-filter")
     def _filter_applied(self, message: FilterApplied) -> None:
-        if self.restart_filtered(message.value, self.query_one(LedgerList), ledger.parse_ledger_filter):
+        if self.restart_filtered(message, self.query_one(LedgerList), ledger.parse_ledger_filter):
             self._show_header()
             self.load_page(self.app.db_path, None)
 

@@ -203,6 +203,8 @@ class FilterApplied(Message):
 
     bar: Widget
     value: str
+    live: bool = False
+    """Asked while typing: the list follows, the focus stays in the line, a bad term is not said."""
 
     @property
     def control(self) -> Widget:

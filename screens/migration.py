@@ -238,7 +238,7 @@ class MigrationScreen(EffortActions, FilteredList):
 
     @on(FilterApplied, "#attempt-filter")
     def _filter_applied(self, message: FilterApplied) -> None:
-        if self.restart_filtered(message.value, self.query_one(AttemptTable)):
+        if self.restart_filtered(message, self.query_one(AttemptTable)):
             self._sync_cursor()
             self._show_header()
             self.load_page(self.app.db_path, None)

@@ -20,13 +20,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, Checkbox, Input, Label, Log, ProgressBar, Select, Static, TextArea
+from textual.widgets import Button, Checkbox, Label, Log, ProgressBar, Select, Static
 
 from domain.costs import parse_time
 from domain.models import Attempt, Migration
 from domain.text import clean, plural
 from screens.data import describe_error, reading
 from screens.text import text
+from screens.typeahead import Input, TextArea
 from screens.widgets.footer import Footer
 
 BACKENDS = [("local (this machine; XLA:CPU devices stand in for chips)", "local"), ("ssh", "ssh"),

@@ -16,7 +16,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, DataTable, Input, Label, ProgressBar, Select, Static
+from textual.widgets import Button, DataTable, Label, ProgressBar, Select, Static
 
 from domain.costs import parse_time
 from domain.jobs import JobState
@@ -24,6 +24,7 @@ from domain.text import plural
 from screens.data import describe_error, reading
 from screens.rerun import BACKENDS, JobScreen
 from screens.text import text
+from screens.typeahead import Input
 from screens.widgets.footer import Footer
 
 

@@ -7,11 +7,12 @@ from pathlib import Path
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.widgets import Input, Label, Select, Static
+from textual.widgets import Label, Select, Static
 
 from domain.errors import WorkbenchError
 from domain.text import clean
 from screens.forms import RecordForm, Save
+from screens.typeahead import Input
 from workbench import config
 
 NEXT_STEPS = (

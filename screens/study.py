@@ -206,7 +206,7 @@ class StudyScreen(FilteredList):
 
     @on(FilterApplied, "#study-filter")
     def _filter_applied(self, message: FilterApplied) -> None:
-        if self.restart_filtered(message.value, self.query_one(MigrationTable)):
+        if self.restart_filtered(message, self.query_one(MigrationTable)):
             self._show_counts()
             self.load_page(self.app.db_path, None)
 

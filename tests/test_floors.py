@@ -128,3 +128,16 @@ def test_the_cli_has_no_long_function_and_no_sql() -> None:
     sql = [f"{p.relative_to(ROOT)}:{n}" for p in sources("cli")
            for n, line in enumerate(p.read_text().splitlines(), 1) if SQL.search(line)]
     assert long == [] and sql == []
+
+
+def test_the_screens_make_text_boxes_only_from_the_keys_in_order_ones() -> None:
+    """Textual's own Input and TextArea run their bound keys (backspace, ctrl+u, enter) after the
+    characters typed behind them; screens.typeahead's run them in order, so every screen uses those."""
+    found = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in sources("screens")
+        if path.name != "typeahead.py"
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if line.startswith("from textual.widgets import") and re.search(r"\b(Input|TextArea)\b", line)
+    ]
+    assert not found, "\n".join(found)

@@ -663,7 +663,7 @@ def arrive_together(app: WorkbenchApp, keys: str) -> None:
     """Keys as a terminal delivers them over SSH: read by the app in one go, no pause between."""
     from textual import events
 
-    names = {"/": "slash", ":": "colon", "\r": "enter"}
+    names = {"/": "slash", ":": "colon", " ": "space", "\r": "enter", "\x7f": "backspace", "\x15": "ctrl+u"}
     for ch in keys:
         app.post_message(events.Key(names.get(ch, ch), None if ch == "\r" else ch))
 
@@ -679,7 +679,7 @@ async def test_keys_typed_ahead_of_the_filter_and_search_land_in_them(demo_db: P
     app = WorkbenchApp(demo_db)
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot)
-        arrive_together(app, "/mlp e\r")
+        arrive_together(app, "/mlx\x7fp e\r")  # a backspace among them deletes the x, not the e
         await settle(pilot)
         assert not app.screen._modal  # no export dialog
         assert column(app, "slug") == ["mlp-classifier"]
@@ -690,6 +690,9 @@ async def test_keys_typed_ahead_of_the_filter_and_search_land_in_them(demo_db: P
         arrive_together(app, "/x")  # typed in the open box (over the old filter, which focus selects)
         await settle(pilot)
         assert bar.value == "/x"
+        arrive_together(app, "\x15bow")  # ctrl+u, then a word: the word stays
+        await settle(pilot)
+        assert bar.value == "bow"
         await pilot.press("escape")
         await settle(pilot)
         app.screen.query_one("#migrations").focus()
@@ -704,3 +707,34 @@ async def test_keys_typed_ahead_of_the_filter_and_search_land_in_them(demo_db: P
         await settle(pilot)
         search = app.screen.query_one("#log-search")
         assert search.has_focus and search.value == "step"
+
+
+async def test_the_list_follows_the_filter_as_it_is_typed(demo_db: Path) -> None:
+    """A pause in typing filters the list, the focus staying in the line; a half-written term
+    changes nothing and says nothing until enter."""
+    from test_app import column
+
+    from screens.widgets.filter_bar import FilterBar
+
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await pilot.press("slash", *"mlp")
+        bar = app.screen.query_one(FilterBar)
+        for _ in range(100):  # the pause, then the page read in a worker
+            await pilot.pause(0.05)
+            await settle(pilot)
+            if column(app, "slug") == ["mlp-classifier"]:
+                break
+        assert column(app, "slug") == ["mlp-classifier"] and bar.has_focus and bar.display
+        await pilot.press("space", *"level")
+        await pilot.pause(FilterBar.LIVE_S * 3)
+        await settle(pilot)
+        assert column(app, "slug") == [] and not app._notifications  # "mlp level": no such word
+        await pilot.press("colon")
+        await pilot.pause(FilterBar.LIVE_S * 3)
+        await settle(pilot)
+        assert column(app, "slug") == [] and not app._notifications  # "level:" half written: kept, unsaid
+        await pilot.press("enter")
+        await settle(pilot)
+        assert any("level" in n.message for n in app._notifications)  # said once it is asked for

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from textual.binding import Binding
-from textual.widgets import Input
+from textual.timer import Timer
 
 from screens.messages import FilterApplied
-from screens.typeahead import focus_now
+from screens.typeahead import Input, focus_now
 
 FILTER_HELP = (
     "Filter (/): words match the title, slug or command; key:value terms narrow further: "
@@ -17,7 +17,13 @@ FILTER_HELP = (
 
 
 class FilterBar(Input):
-    """One line, hidden until `/`; enter applies the filter (the header shows it), escape clears it."""
+    """One line, hidden until `/`; the list follows as you type (a pause of `LIVE_S`), enter
+    applies the filter and goes back to the list (the header shows it), escape clears it."""
+
+    LIVE_S = 0.15
+    """The pause in typing after which the list follows (one query per pause, not per key)."""
+
+    _live: Timer | None = None
 
     DEFAULT_CSS = """
     FilterBar { display: none; }
@@ -39,12 +45,30 @@ class FilterBar(Input):
         self.add_class("-open")
         focus_now(self)
 
+    def on_input_changed(self, event: Input.Changed) -> None:
+        event.stop()
+        if self._live is not None:
+            self._live.stop()
+        if self.has_class("-open"):
+            self._live = self.set_timer(self.LIVE_S, self._follow)
+
+    def _follow(self) -> None:
+        self._live = None
+        self.post_message(FilterApplied(self, self.value.strip(), live=True))
+
+    def _stop_following(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
+        self._stop_following()
         self.remove_class("-open")  # the header shows the filter; `/` opens it again to edit
         self.post_message(FilterApplied(self, self.value.strip()))
 
     def action_clear_filter(self) -> None:
-        self.value = ""
         self.remove_class("-open")
+        self.value = ""
+        self._stop_following()
         self.post_message(FilterApplied(self, ""))

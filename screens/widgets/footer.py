@@ -51,13 +51,12 @@ class Footer(TextualFooter):
             more = self.query_one("#footer-more")
         except NoMatches:
             return
-        edge = self.region.right
-        for palette in self.query(".-command-palette"):
-            edge = min(edge, palette.region.x)
-        edge -= more.outer_size.width
+        keys = [child for child in self.children if child is not more]
+        palette = [key for key in keys if key.has_class("-command-palette")]
+        edge = min([self.region.right, *(key.region.x for key in palette)]) - more.outer_size.width
         over = False
-        for child in self.children:
-            if child is more or child.has_class("-command-palette"):
+        for child in keys:
+            if child in palette:
                 continue
             over = over or child.region.x + child.outer_size.width > edge
             child.display = not over

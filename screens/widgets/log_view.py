@@ -19,13 +19,13 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.geometry import Size
 from textual.strip import Strip
-from textual.widgets import Input, Static
+from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from screens.data import reading
 from screens.messages import CursorMoved
 from screens.text import ansi_text
-from screens.typeahead import focus_now, step_aside_while_typing
+from screens.typeahead import Input, focus_now, step_aside_while_typing
 from screens.widgets.lines import CACHED_LINES, VirtualLines
 
 BLOCK = 256
