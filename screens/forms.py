@@ -14,6 +14,7 @@ from typing import Any
 
 from rich.text import Text
 from textual import on, work
+from textual.actions import SkipAction
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -371,6 +372,12 @@ class JudgementForm(RecordForm):
 
     form_title = "Judge this attempt"
     record_name = "judgement"
+    BINDINGS = [
+        Binding("p", "mark('pass')", "Pass", id="judge.pass", tooltip="The focused level passes; on to the next"),
+        Binding("f", "mark('fail')", "Fail", id="judge.fail", tooltip="The focused level fails; on to the next"),
+        Binding("u", "mark('unknown')", "Unknown", id="judge.unknown",
+                tooltip="The focused level is unknown from the evidence; on to the next"),
+    ]
     CHOICES = (("pass", "pass"), ("fail", "fail"), ("unknown", "unknown"))
     """Named as the CLI, the help's legend and the verdicts name them (`unknown`, not "can't tell")."""
 
@@ -384,7 +391,7 @@ class JudgementForm(RecordForm):
     def compose_fields(self) -> ComposeResult:
         if self.attempt_label:
             yield Static(text(self.attempt_label, "bold"), classes="form-info")
-        yield Label("Each level: enter, then p, f or u (pass, fail, unknown), enter; tab to the next")
+        yield Label("Each level: p, f or u (pass, fail, unknown) sets it and moves on; enter lists them")
         for level, name in LADDER.items():  # one line each, so all five and the note fit 80x24
             with Horizontal(classes="judge-level"):
                 yield Static(f"L{level} {name}", classes="judge-level-name")
@@ -398,6 +405,14 @@ class JudgementForm(RecordForm):
     def on_mount(self) -> None:
         super().on_mount()
         self.query_one("#judge-level1", Select).focus()
+
+    def action_mark(self, outcome: str) -> None:
+        """One key per level, as a reviewer moves down the ladder (not enter, a letter, enter, tab)."""
+        focused = self.focused
+        if not isinstance(focused, Select) or not (focused.id or "").startswith("judge-level") or focused.expanded:
+            raise SkipAction()
+        focused.value = outcome
+        self.focus_next()
 
     def build(self) -> Save:
         import time

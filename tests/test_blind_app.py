@@ -92,8 +92,9 @@ async def judge(pilot, levels: tuple[str, ...], cause: str | None = None, note: 
     await pilot.press("J")
     await until(pilot, lambda: isinstance(pilot.app.screen, JudgementForm))
     form = pilot.app.screen
-    for level, value in enumerate(levels, start=1):
-        form.query_one(f"#judge-level{level}", Select).value = value
+    await pilot.press(*(value[0] for value in levels))  # p, f or u: one key a level, on to the next
+    assert [form.query_one(f"#judge-level{level}", Select).value for level in range(1, 6)] == list(levels)
+    assert form.focused is form.query_one("#judge-cause")
     if cause:
         form.query_one("#judge-cause", Select).value = cause
     form.query_one("#judge-note", Input).value = note
