@@ -69,7 +69,7 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
 
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back", id="attempt.back",
-                tooltip="Back to the migration's attempts"),
+                tooltip="Back to the list it was opened from"),
         Binding("tab", "next_pane", "Pane", id="attempt.next_pane",
                 tooltip="Next pane: overview, diff, log, verdicts, curves"),
         Binding("shift+tab", "previous_pane", "Previous pane", show=False, id="attempt.previous_pane",
