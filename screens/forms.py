@@ -391,7 +391,7 @@ class JudgementForm(RecordForm):
     def compose_fields(self) -> ComposeResult:
         if self.attempt_label:
             yield Static(text(self.attempt_label, "bold"), classes="form-info")
-        yield Label("Each level: p, f or u (pass, fail, unknown) sets it and moves on; enter lists them")
+        yield Label("p, f or u sets a level (pass, fail, unknown) and moves on")
         for level, name in LADDER.items():  # one line each, so all five and the note fit 80x24
             with Horizontal(classes="judge-level"):
                 yield Static(f"L{level} {name}", classes="judge-level-name")
