@@ -47,8 +47,7 @@ class FilterBar(Input):
 
     def on_input_changed(self, event: Input.Changed) -> None:
         event.stop()
-        if self._live is not None:
-            self._live.stop()
+        self._stop_following()
         if self.has_class("-open"):
             self._live = self.set_timer(self.LIVE_S, self._follow)
 

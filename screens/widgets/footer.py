@@ -51,16 +51,17 @@ class Footer(TextualFooter):
             more = self.query_one("#footer-more")
         except NoMatches:
             return
-        keys = [child for child in self.children if child is not more]
-        palette = [key for key in keys if key.has_class("-command-palette")]
-        edge = min([self.region.right, *(key.region.x for key in palette)]) - more.outer_size.width
+        palette = [child for child in self.children if child.has_class("-command-palette")]
+        keys = [child for child in self.children if child is not more and child not in palette]
+        edge = min([self.region.right, *(child.region.x for child in palette)])
+        if all(key.region.x + key.outer_size.width <= edge for key in keys):
+            return  # all fit: no `…`, and no room kept for one
+        edge -= more.outer_size.width
         over = False
-        for child in keys:
-            if child in palette:
-                continue
-            over = over or child.region.x + child.outer_size.width > edge
-            child.display = not over
-        more.display = over
+        for key in keys:
+            over = over or key.region.x + key.outer_size.width > edge
+            key.display = not over
+        more.display = True
 
     def on_resize(self, event: events.Resize) -> None:
         """Another width holds other keys: show them all again, then hide what does not fit."""
