@@ -21,7 +21,7 @@ from cli.common import (
     study_read,
 )
 from domain.errors import WorkbenchError
-from domain.text import clean
+from domain.text import clean, plural
 from workbench import config
 
 _MODEL_HELP = "Model id (default: WORKBENCH_ASSIST_MODEL, else the built-in default)."
@@ -87,7 +87,7 @@ def _print_claim_requests(sdb: Any, assistant: Any, todo: list[Any]) -> None:
         cached = " (cached: would not be sent)" if assistant.cached(sdb, request) else ""
         click.echo(clean(f"# {migration.slug} #{attempt.seq}{cached}"), err=True)
         click.echo(json.dumps(request.body(), ensure_ascii=False))
-    click.echo(f"{len(todo)} request(s); nothing sent", err=True)
+    click.echo(f"{plural(len(todo), 'request')}; nothing sent", err=True)
 
 
 def _extract_claims(sdb: Any, assistant: Any, todo: list[Any]) -> int:
@@ -202,8 +202,8 @@ def assist_cost(db: Path, slug: str | None, as_json: bool) -> None:
         echo_json(asdict(total))
         return
     click.echo(
-        f"{total.calls} call(s), {total.errors} failed; tokens: {total.input_tokens} in,"
+        f"{plural(total.calls, 'call')}, {total.errors} failed; tokens: {total.input_tokens} in,"
         f" {total.output_tokens} out, {total.cache_read_tokens} cache reads, {total.cache_write_tokens}"
         f" cache writes; ${total.cost_usd:.4f}"
-        + (f" (+{total.unpriced_calls} call(s) of unpriced models)" if total.unpriced_calls else "")
+        + (f" (+{plural(total.unpriced_calls, 'call')} of unpriced models)" if total.unpriced_calls else "")
     )

@@ -12,7 +12,7 @@ import click
 from cli.common import counts, db_option, study_at
 from cli.setup import with_project
 from domain.errors import WorkbenchError
-from domain.text import clean
+from domain.text import clean, plural
 from workbench import config
 
 
@@ -44,8 +44,8 @@ def import_bundle_cmd(directory: Path, db: Path | None) -> None:
     _print_problems(report)
     for warning in report.warnings:
         click.echo(f"warning: {clean(warning)}", err=True)
-    click.echo(counts(report) + (f"; {len(report.problems)} problem(s) reported" if report.problems else "")
-               + (f"; {len(report.warnings)} warning(s)" if report.warnings else ""))
+    click.echo(counts(report) + (f"; {plural(len(report.problems), 'problem')} reported" if report.problems else "")
+               + (f"; {plural(len(report.warnings), 'warning')}" if report.warnings else ""))
     if report.problems:
         sys.exit(2)
 

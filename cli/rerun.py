@@ -10,7 +10,7 @@ import click
 
 from cli.common import db_argument, study_at
 from domain.errors import WorkbenchError
-from domain.text import clean
+from domain.text import clean, plural
 from workbench import config
 
 
@@ -74,7 +74,7 @@ def rerun(db: Path, migration: str, attempt: int, backend: str, host: str | None
         for c in changes:
             click.echo(clean(f"changed   {c['name']}: recorded {c['recorded']}, used {c['used']} ({c['why']})"))
         where = backend + (f" {host}" if host else "") + (f" ({zone})" if zone else "")
-        click.echo(clean(f"backend   {where}, {spec.chips} chip(s) of {spec.accelerator}"))
+        click.echo(clean(f"backend   {where}, {plural(spec.chips, 'chip')} of {spec.accelerator}"))
         click.echo(clean(f"directory {spec.cwd}"))
         click.echo(clean("env       " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(spec.env.items()))))
         click.echo(clean(f"command   {shlex.join(spec.argv)}"))

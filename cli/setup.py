@@ -13,7 +13,7 @@ import click
 
 from cli.common import DB_PATH
 from domain.errors import WorkbenchError
-from domain.text import clean
+from domain.text import clean, plural
 from workbench import config
 
 
@@ -214,8 +214,8 @@ def _list_sessions(project: Path, all_bash: bool, patterns: tuple[str, ...]) -> 
         click.echo(f"no Claude Code sessions of {clean(str(project))} under {clean(str(projects_dir()))}")
         return
     for info in sessions:
-        agents = f", {info.subagents} sub-agent(s)" if info.subagents else ""
-        click.echo(f"{clean(info.started_at or '?')}  {info.size:>10,} bytes  {info.attempts:>4} attempt(s)"
+        agents = f", {plural(info.subagents, 'sub-agent')}" if info.subagents else ""
+        click.echo(f"{clean(info.started_at or '?')}  {info.size:>10,} bytes  {plural(info.attempts, 'attempt'):>13}"
                    f"{agents}  {clean(str(info.path))}")
 
 

@@ -13,7 +13,7 @@ import click
 
 from cli.common import Spooled, db_argument, json_option, migration_filter, migration_or_exit, study_at
 from domain.errors import WorkbenchError
-from domain.text import clean
+from domain.text import clean, plural
 from workbench import config
 
 _MARK = {"pass": "✓", "fail": "✗", "unknown": "?"}
@@ -135,9 +135,9 @@ def _rerun_unknown(study: Any, targets: list[Any], backend: str, chips: int | No
     for attempt, spec in zip(targets, specs):
         migration = queries.migration_by_id(study.db, attempt.migration_id)
         names[attempt.id] = f"{migration.slug if migration else attempt.migration_id} #{attempt.seq}"
-        click.echo(clean(f"re-run {names[attempt.id]} on {backend}, {spec.chips} chip(s): {shlex.join(spec.argv)}"),
+        click.echo(clean(f"re-run {names[attempt.id]} on {backend}, {plural(spec.chips, 'chip')}: {shlex.join(spec.argv)}"),
                    err=True)
-    if not yes and not click.confirm(f"Start {len(specs)} re-run(s)?", default=False, err=True):
+    if not yes and not click.confirm(f"Start {plural(len(specs), 're-run')}?", default=False, err=True):
         raise WorkbenchError("not confirmed: nothing ran")
     for attempt, job in zip(targets, launch_all(study, specs, config.reviewer())):
         click.echo(clean(f"job {job.id} started for {names[attempt.id]} (log: {job.log_path})"), err=True)

@@ -151,7 +151,7 @@ def test_bad_records_print_one_line_each_and_exit_2(bundle, tmp_path: Path) -> N
         f"{folder / 'attempts.jsonl'}:2: commit '{'f' * 40}' is not in the repository",
         f"warning: {folder / 'logs/0.log'}: not valid UTF-8 (byte 3); stored as bytes, shown with replacement characters",
     ]
-    assert result.stdout.strip() == "3 new, 0 updated, 0 unchanged; 1 problem(s) reported; 1 warning(s)"
+    assert result.stdout.strip() == "3 new, 0 updated, 0 unchanged; 1 problem reported; 1 warning"
 
 
 def test_a_newer_database_is_refused_by_the_cli(tmp_path: Path) -> None:

@@ -302,11 +302,11 @@ def test_import_bundle_exits_0_with_a_warning_when_only_logs_are_not_utf8(bundle
     assert result.exit_code == 0, result.output
     warnings = [line for line in result.output.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 1 and "not valid UTF-8" in warnings[0] and "stored as bytes" in warnings[0]
-    assert "1 warning(s)" in result.output
+    assert "; 1 warning" in result.output
     # a real problem still exits 2
     (folder / "attempts.jsonl").write_text((folder / "attempts.jsonl").read_text() + "{not json\n")
     result = CliRunner().invoke(main, ["import", "bundle", str(bundle.root), "--db", str(db)])
-    assert result.exit_code == 2 and "problem(s) reported" in result.output
+    assert result.exit_code == 2 and "1 problem reported" in result.output
 
 
 # --------------------------------------------------------------------------- bad input: one line, exit 2

@@ -183,7 +183,7 @@ def test_project_sessions_are_listed_with_their_subagents(tmp_path: Path, projec
                        env={"CLAUDE_CONFIG_DIR": str(config)})
     assert listed.returncode == 0, listed.stderr
     (line,) = listed.stdout.splitlines()
-    assert line.startswith("2026-11-02T10:01:00.000Z") and "3 attempt(s), 1 sub-agent(s)" in line
+    assert line.startswith("2026-11-02T10:01:00.000Z") and "3 attempts, 1 sub-agent" in line
     size = sum(p.stat().st_size for p in folder.rglob("*.jsonl") if "9999" not in p.name)
     assert f"{size:,} bytes" in line
     home = workbench("import", "claude-code", "--project", str(project), "--list",
