@@ -9,7 +9,6 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Header, Static
-from textual.widgets.data_table import ColumnKey
 
 from domain.models import AttemptSource, AttemptSummary, Migration
 from domain.text import clean
@@ -116,8 +115,6 @@ class MigrationScreen(EffortActions, FilteredList):
         """The `/` filter the table shows (kept while attempts are opened and closed)."""
         self.fresh: set[str] = set()
         """Rows (attempt ids) that became a silent failure or an over-claim while shown."""
-        self.command_width = 0
-        """The width the Command cells were last cut to (they are cut, not wrapped)."""
         self.news = NewsToasts(self, "attempts")
 
     def compose(self) -> ComposeResult:
@@ -250,7 +247,7 @@ class MigrationScreen(EffortActions, FilteredList):
         if message.migration_id != self.migration.id or message.after != self.pager.after:
             return
         table = self.query_one(AttemptTable)
-        width = self.command_width = max(12, self.app.size.width - FIXED_WIDTH)
+        width = max(12, self.app.size.width - FIXED_WIDTH)
         late_reference = False
         with self.app.batch_update():
             for summary in message.rows:
@@ -263,7 +260,6 @@ class MigrationScreen(EffortActions, FilteredList):
                 table.add_row(*render.attempt_row(summary, command_width=width), key=key)
             if late_reference or (message.after is None and self._reference_not_first()):
                 table.sort("seq", "source", key=_pin_key)
-        self.call_after_refresh(self._fit_commands)  # once the rows have set the other columns' widths
         self._sync_cursor()
         if message.rows:
             self.pager.after = message.rows[-1].attempt.seq
@@ -316,7 +312,7 @@ class MigrationScreen(EffortActions, FilteredList):
 
     def _refreshed(self, rows: list[AttemptSummary], complete: bool) -> None:
         table = self.query_one(AttemptTable)
-        width = self.command_width = max(12, self.app.size.width - FIXED_WIDTH)
+        width = max(12, self.app.size.width - FIXED_WIDTH)
         keys = [key for _, key in COLUMNS]
         added = False
         said: list[tuple[str, str]] = []
@@ -343,37 +339,6 @@ class MigrationScreen(EffortActions, FilteredList):
         self.news.add(said)
         self._sync_cursor()
         self._show_detail(table.cursor_row)
-
-    def on_resize(self) -> None:
-        self._fit_commands()
-
-    def on_screen_resume(self) -> None:
-        self._fit_commands()  # the terminal may have changed while another screen was on top
-
-    def _command_room(self) -> int:
-        """Cells for a command: the terminal's width less the other columns as drawn (less
-        FIXED_WIDTH before a row has set them), the column's padding and the scrollbar."""
-        table = self.query_one(AttemptTable)
-        if not table.row_count:
-            return max(12, self.app.size.width - FIXED_WIDTH)
-        drawn = sum(column.get_render_width(table) for key, column in table.columns.items() if key != "command")
-        bar = table.scrollbar_size_vertical if table.show_vertical_scrollbar else 0
-        return max(12, self.app.size.width - drawn - 2 * table.cell_padding - bar)
-
-    def _fit_commands(self) -> None:
-        """The Command column cut again to the width the terminal has now (its cells are cut when
-        their rows are added): `python trai…` at 80 columns is the whole command at 160."""
-        width = self._command_room()
-        if width == self.command_width:
-            return
-        self.command_width = width
-        table = self.query_one(AttemptTable)
-        column = [key for _, key in COLUMNS].index("command")
-        with self.app.batch_update():
-            table.columns[ColumnKey("command")].content_width = 0  # narrower too: the cells set it again
-            for key, summary in self.summaries.items():
-                if key in table.rows:
-                    table.update_cell(key, "command", self._cells(summary, width)[column], update_width=True)
 
     def _cells(self, summary: AttemptSummary, width: int) -> tuple[Text, ...]:
         """The row's cells; one marked since it newly became a silent failure or an over-claim."""

@@ -809,37 +809,3 @@ async def test_help_keeps_the_descriptions_capitals(demo_db: Path) -> None:
         await settle(pilot)
         assert isinstance(app.screen, HelpScreen)
         assert "Re-run unknown L3" in screen_text(app) and "unknown l3" not in screen_text(app)
-
-
-async def test_the_command_column_fits_the_terminal_as_it_is_resized(demo_db: Path) -> None:
-    """Commands are cut with … where the screen ends, not clipped at the edge; widened, they show
-    whole, also when the terminal changed while an attempt was on top."""
-    from textual.widgets.data_table import ColumnKey
-
-    def commands(app) -> list[str]:
-        t = table(app)
-        return [t.get_cell(row, ColumnKey("command")).plain for row in t.rows]
-
-    def right_edge(app) -> int:
-        t = table(app)
-        return sum(c.get_render_width(t) for c in t.columns.values())
-
-    app = WorkbenchApp(demo_db)
-    async with app.run_test(size=(110, 30)) as pilot:
-        await settle(pilot)
-        await pilot.press("j", "enter")  # mlp-classifier: the longer commands
-        await settle(pilot)
-        assert isinstance(app.screen, MigrationScreen)
-        cut = commands(app)
-        assert any(c.endswith("…") for c in cut) and right_edge(app) <= 110
-        await pilot.press("enter")
-        await settle(pilot)
-        await pilot.resize_terminal(220, 30)  # while the attempt is on top
-        await settle(pilot)
-        await pilot.press("escape")
-        await settle(pilot)
-        whole = commands(app)
-        assert not any(c.endswith("…") for c in whole) and all(w.startswith(c[:-1]) for c, w in zip(cut, whole))
-        await pilot.resize_terminal(110, 30)
-        await settle(pilot)
-        assert commands(app) == cut and right_edge(app) <= 110
