@@ -1,6 +1,6 @@
 """The one part of the build that pyproject.toml cannot declare: the log scan's C loops (issue 19),
 each optional: where no C compiler is found the build goes on and the scan runs their pure-Python
-twins (workbench/verify/logscan.py), with the same results, more slowly.
+twins (workbench/verify/steplines.py, shapes.py), with the same results, more slowly.
 
 - workbench/verify/_steplines.c: the plain pattern's step lines (steps, planned total, where each
   starts) for the steps-only scan; tests/test_steplines.py checks it against its twin;

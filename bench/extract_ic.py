@@ -21,7 +21,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from log_parse import write_log  # noqa: E402
 
-from workbench.verify.logscan import LogScanner, compile_patterns, file_chunks  # noqa: E402
+from workbench.verify.logscan import LogScanner, file_chunks  # noqa: E402
+from workbench.verify.patterns import compile_patterns  # noqa: E402
 
 
 def main() -> None:

@@ -31,7 +31,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from storage.logs import log_chunks  # noqa: E402
-from workbench.verify.logscan import LogScanner, compile_patterns, file_chunks  # noqa: E402
+from workbench.verify.logscan import LogScanner, file_chunks  # noqa: E402
+from workbench.verify.patterns import compile_patterns  # noqa: E402
 
 REPORT = (Path(__file__).resolve().parent.parent / "workbench_assets/demo/bundle/migrations/mlp-classifier/logs/002.log")
 

@@ -185,7 +185,8 @@ SCAN = """
 import sys, time
 from storage.database import open_study
 from storage.logs import log_chunks
-from workbench.verify.logscan import LogScanner, compile_patterns
+from workbench.verify.logscan import LogScanner
+from workbench.verify.patterns import compile_patterns
 study = open_study(sys.argv[1])
 t0 = time.perf_counter()
 total = 0

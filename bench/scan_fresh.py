@@ -17,7 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from storage.database import open_study  # noqa: E402
 from storage.logs import log_chunks  # noqa: E402
-from workbench.verify.logscan import LogScanner, compile_patterns, file_chunks  # noqa: E402
+from workbench.verify.logscan import LogScanner, file_chunks  # noqa: E402
+from workbench.verify.patterns import compile_patterns  # noqa: E402
 
 
 def main() -> None:

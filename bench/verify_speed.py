@@ -35,7 +35,8 @@ SCAN = """
 import inspect, sys, time
 from storage.database import open_study
 from storage.logs import log_chunks
-from workbench.verify.logscan import LogScanner, compile_patterns
+from workbench.verify.logscan import LogScanner
+from workbench.verify.patterns import compile_patterns
 study = open_study(sys.argv[1])
 logs = [r[0] for r in study.db.execute("SELECT DISTINCT log_id FROM attempt WHERE log_id IS NOT NULL")]
 patterns = compile_patterns()

@@ -22,7 +22,8 @@ from storage.logs import MAX_LINE_BYTES, LogReader, store_log_bytes
 from workbench import probe
 from workbench.bundle import BadRecord, import_bundle, parse_attempt, parse_metrics, parse_migration, parse_study
 from workbench.importers import git_history
-from workbench.verify.logscan import LogScanner, compile_patterns
+from workbench.verify.logscan import LogScanner
+from workbench.verify.patterns import compile_patterns
 from workbench.verify.settings import apply_assignment, parse_assignment
 
 FAST = settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))

@@ -7,7 +7,8 @@ import shutil
 
 from domain.models import Outcome
 from workbench.config import DEMO_BUNDLE
-from workbench.verify.logscan import LogScanner, compile_patterns
+from workbench.verify.logscan import LogScanner
+from workbench.verify.patterns import compile_patterns
 
 MLP = DEMO_BUNDLE / "migrations" / "mlp-classifier"
 

@@ -16,8 +16,10 @@ from test_fuzz import FAST, LOG_PIECES
 from test_patterns import shapes
 from test_verify_skip import every_log
 
-from workbench.verify import logscan, topology
-from workbench.verify.logscan import DEFAULT_PATTERNS, LogScanner, compile_patterns
+from workbench.verify import extract, topology
+from workbench.verify.logscan import LogScanner
+from workbench.verify.patterns import DEFAULT_PATTERNS, compile_patterns
+from workbench.verify.shapes import _shape_of
 
 ROOT = Path(__file__).resolve().parent.parent
 PLAIN = re.compile(DEFAULT_PATTERNS[0].regex.encode())
@@ -26,15 +28,15 @@ PLAIN = re.compile(DEFAULT_PATTERNS[0].regex.encode())
 def _facts(chunks: list[bytes], shapes_on: bool, standing: bool = False, shape_from: int = 0) -> str:
     """With shapes made for pieces of any size (`SHAPE_FROM`), so that tiny pieces take them too;
     `shapes_on` also tries the summary pattern at its lines' starts alone (`SUMMARY_AT_LEADS`)."""
-    saved = logscan.SHAPES, logscan.SHAPE_FROM, logscan.SUMMARY_AT_LEADS
-    logscan.SHAPES, logscan.SHAPE_FROM, logscan.SUMMARY_AT_LEADS = shapes_on, shape_from, shapes_on
+    saved = extract.SHAPES, extract.SHAPE_FROM, extract.SUMMARY_AT_LEADS
+    extract.SHAPES, extract.SHAPE_FROM, extract.SUMMARY_AT_LEADS = shapes_on, shape_from, shapes_on
     try:
         scanner = LogScanner(compile_patterns(), standing=topology.Standing() if standing else None)
         for chunk in chunks:
             scanner.feed(chunk)
         facts = scanner.finish()
     finally:
-        logscan.SHAPES, logscan.SHAPE_FROM, logscan.SUMMARY_AT_LEADS = saved
+        extract.SHAPES, extract.SHAPE_FROM, extract.SUMMARY_AT_LEADS = saved
     # The points as their columns give them, before `points` is built: each series alone, every
     # series, a few points alone, then every point. repr keeps the order of every dict (names, then steps) and
     # tells NaNs and -0.0 apart.
@@ -56,7 +58,7 @@ def _same(log: bytes, sizes=(1 << 20, 4096, 333, 61, 7), standing: bool = False)
         if size == 4096:  # blocks as `file_chunks` reads them
             chunks = [bytearray(chunk) for chunk in chunks]
         want = _facts(chunks, False, standing)
-        got = _facts(chunks, True, standing, shape_from=0 if size < (1 << 20) else logscan.SHAPE_FROM)
+        got = _facts(chunks, True, standing, shape_from=0 if size < (1 << 20) else extract.SHAPE_FROM)
         if got != want:
             at = next(i for i, (a, b) in enumerate(zip(got + "\0", want + "\0")) if a != b)
             pytest.fail(f"pieces of {size}, {log[:80]!r}: {got[max(0, at - 300) : at + 200]!r} "
@@ -174,14 +176,14 @@ def test_any_lines(lines, repeat, seed, ending) -> None:
 
 
 def test_a_shape_covers_its_lines_and_no_others() -> None:
-    shape = logscan._shape_of(b"step 12/1000 loss 0.41 lr 1e-4 grad_norm 1.2 step_time 0.031", PLAIN)
+    shape = _shape_of(b"step 12/1000 loss 0.41 lr 1e-4 grad_norm 1.2 step_time 0.031", PLAIN)
     assert shape is not None and shape.names == ("loss", "grad_norm", "step_time") and shape.total
     rows = shape.regex.findall(b"step 3/9 loss 10.5 lr 3e-10 grad_norm 0.2 step_time 7.0\n"
                                b"step 3/9 loss 10.5 lr 3e-10 grad_norm 0.2 step_time 7.0 x\n"
                                b"step 3/9 loss 1e-5 lr 3e-10 grad_norm 0.2 step_time 7.0\n")
     assert rows[0][:4] == (b"3", b"10.5", b"0.2", b"7.0") and not rows[1][0] and not rows[2][0]  # no total column
-    assert logscan._shape_of(b"no step here", PLAIN) is None
-    assert logscan._shape_of(b"step 1 " + b"a 1 " * 1000, PLAIN) is None  # too long to be worth a regex
+    assert _shape_of(b"no step here", PLAIN) is None
+    assert _shape_of(b"step 1 " + b"a 1 " * 1000, PLAIN) is None  # too long to be worth a regex
 
 
 def test_the_shape_path_is_taken() -> None:
@@ -200,18 +202,18 @@ def test_a_log_is_read_by_the_shape_another_log_left_as_by_the_general_path(monk
     big = b"".join(b"step %d/999 loss 0.%d grad_norm 0.5 step_time 0.01\n" % (i, i) for i in range(1, 3000))
     small = b"".join(b"step %d/20 loss 1.%d grad_norm 70.25 step_time 0.125\n" % (i, i) for i in range(1, 20))
     small += b"eval_acc 0.5\n"
-    assert len(small) < logscan.SHAPE_FROM
-    monkeypatch.setattr(logscan, "_RECENT_SHAPE", [None])
+    assert len(small) < extract.SHAPE_FROM
+    monkeypatch.setattr(extract, "_RECENT_SHAPE", [None])
     alone = LogScanner(compile_patterns())
     assert alone._shaped(alone.patterns[0], small, 1, []) is None  # no shape of its own: the general path
     first = LogScanner(compile_patterns())
     first.feed(big)
     first.finish()
-    assert logscan._RECENT_SHAPE[0] is not None
+    assert extract._RECENT_SHAPE[0] is not None
     scanner = LogScanner(compile_patterns())
     shaped = scanner._shaped(scanner.patterns[0], small, 1, [])
     assert shaped is not None and len(shaped.at) == 19  # by the big log's shape
-    assert _facts([small], True, shape_from=logscan.SHAPE_FROM) == _facts([small], False)
+    assert _facts([small], True, shape_from=extract.SHAPE_FROM) == _facts([small], False)
 
 
 SAMPLES = [b"step 12/1000 loss 0.41 grad_norm 1.2 step_time 0.031", b"[rank0] 2026-12-04 10:00:01 Step: 5, loss=1e-4",
@@ -220,7 +222,7 @@ SAMPLES = [b"step 12/1000 loss 0.41 grad_norm 1.2 step_time 0.031", b"[rank0] 20
 
 @pytest.mark.parametrize("sample", SAMPLES)
 def test_shape_regexes_are_linear_on_hostile_lines(sample) -> None:
-    shape = logscan._shape_of(sample, PLAIN)
+    shape = _shape_of(sample, PLAIN)
     assert shape is not None
     near = {"near": sample.decode() + "1" * 10, "digits_in_value": sample.decode().rsplit(" ", 1)[0] + " " + "1" * 10}
 
@@ -255,13 +257,13 @@ def test_a_sequential_point_replaces_a_later_line_of_its_step() -> None:
     """Trainer dicts are numbered in order and written after the piece's step lines: the second
     dict's point at 2 replaces the step line's though that line comes later; `point` agrees."""
     for shapes_on in (False, True):
-        saved = logscan.SHAPES, logscan.SHAPE_FROM
-        logscan.SHAPES, logscan.SHAPE_FROM = shapes_on, 0
+        saved = extract.SHAPES, extract.SHAPE_FROM
+        extract.SHAPES, extract.SHAPE_FROM = shapes_on, 0
         try:
             scanner = LogScanner(compile_patterns())
             scanner.feed(b"{'loss': 0.1}\n{'loss': 0.2}\n" + b"".join(b"step %d loss 0.5\n" % i for i in range(2, 40)))
             facts = scanner.finish()
         finally:
-            logscan.SHAPES, logscan.SHAPE_FROM = saved
+            extract.SHAPES, extract.SHAPE_FROM = saved
         assert facts.point("loss", 2) == (0.2, 2) and facts.point("loss", 3) == (0.5, 4)
         assert facts.points["loss"][2] == (0.2, 2) and facts.point("loss", 2) == (0.2, 2)

@@ -15,19 +15,21 @@ from test_fuzz import FAST
 from test_verify_skip import STEP_PIECES, _chunks, every_log
 
 from storage.logs import CHUNK
-from workbench.verify import logscan, topology
-from workbench.verify.logscan import LogScanner, PointLines, compile_patterns
+from workbench.verify import steplines, topology
+from workbench.verify.logscan import LogScanner
+from workbench.verify.patterns import compile_patterns
+from workbench.verify.steplines import PointLines
 
-GREEDY_LINES = re.compile(logscan._STEP_LINES_PLAIN)
-GREEDY_STEPS = re.compile(logscan._STEP_LINES_PLAIN.replace(rb"(?:/(?P<total>\d+))?", rb"(?:/\d+)?"))
+GREEDY_LINES = re.compile(steplines._STEP_LINES_PLAIN)
+GREEDY_STEPS = re.compile(steplines._STEP_LINES_PLAIN.replace(rb"(?:/(?P<total>\d+))?", rb"(?:/\d+)?"))
 
 
 def _same_matches(log: bytes) -> None:
-    assert logscan._STEP_LINES.findall(log) == GREEDY_LINES.findall(log)
-    assert logscan._STEPS.findall(log) == GREEDY_STEPS.findall(log)
-    assert [m.span() for m in logscan._STEP_LINES.finditer(log)] == [m.span() for m in GREEDY_LINES.finditer(log)]
+    assert steplines._STEP_LINES.findall(log) == GREEDY_LINES.findall(log)
+    assert steplines._STEPS.findall(log) == GREEDY_STEPS.findall(log)
+    assert [m.span() for m in steplines._STEP_LINES.finditer(log)] == [m.span() for m in GREEDY_LINES.finditer(log)]
     for start in range(0, len(log), max(1, len(log) // 50)):  # searches from anywhere, as the look back does
-        a, b = logscan._STEP_LINES.search(log, start), GREEDY_LINES.search(log, start)
+        a, b = steplines._STEP_LINES.search(log, start), GREEDY_LINES.search(log, start)
         assert (a and (a.span(), a.groups())) == (b and (b.span(), b.groups()))
 
 
@@ -54,7 +56,7 @@ def test_step_patterns_run_in_linear_time() -> None:
         "lines": lambda n: b"step 1/2 loss 3\n" * n,
     }
     slow = [k for k, make in worst.items()
-            for pattern in (logscan._STEP_LINES, logscan._STEPS)
+            for pattern in (steplines._STEP_LINES, steplines._STEPS)
             if not grows_linearly(lambda n, p=pattern, m=make: p.findall(m(n)), 20_000)]
     assert not slow, slow
 
@@ -71,21 +73,21 @@ def _every_step_line(log: bytes, chunks: list[bytes], monkeypatch) -> int:
     for chunk in chunks:
         scanner.feed(chunk)
     scanner.finish()
-    monkeypatch.setattr(logscan, "NEAR_END", 0)
+    monkeypatch.setattr(steplines, "NEAR_END", 0)
     searched = without_starts(scanner.step_lines)  # found by the regex engine, not read from the C loop's
     by_step = PointLines(log, searched, compile_patterns(), lambda offset: 0, lambda: None)
-    monkeypatch.setattr(logscan, "FIND_BY_STEP", False)
+    monkeypatch.setattr(steplines, "FIND_BY_STEP", False)
     among_all = PointLines(log, searched, compile_patterns(), lambda offset: 0, lambda: None)
     kept = PointLines(log, scanner.step_lines, compile_patterns(), lambda offset: 0, lambda: None)
     found = 0
     for k, (offset, size, steps, _) in enumerate(scanner.step_lines):
         for i in range(len(steps)):
-            monkeypatch.setattr(logscan, "FIND_BY_STEP", True)
+            monkeypatch.setattr(steplines, "FIND_BY_STEP", True)
             by_step._all.clear()  # else a piece's lines, once all found, are looked up there
             at = by_step._nth_line(k, i)
-            monkeypatch.setattr(logscan, "FIND_BY_STEP", False)
+            monkeypatch.setattr(steplines, "FIND_BY_STEP", False)
             assert at == among_all._nth_line(k, i) == kept._nth_line(k, i), (k, i, steps[i], log[:80])
-            assert offset <= at < offset + size and logscan._STEP_LINES.match(log, at)
+            assert offset <= at < offset + size and steplines._STEP_LINES.match(log, at)
             found += steps.count(steps[i]) == 1
     return found
 

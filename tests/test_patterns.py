@@ -19,7 +19,8 @@ import pytest
 from linearity import grows_linearly
 
 from workbench.logsearch import ERROR, WARNING, matching_lines
-from workbench.verify.logscan import DEFAULT_PATTERNS, LogScanner, compile_patterns
+from workbench.verify.logscan import LogScanner
+from workbench.verify.patterns import DEFAULT_PATTERNS, compile_patterns
 
 PACKAGES = ("domain", "storage", "workbench", "screens")
 

@@ -18,7 +18,7 @@ from test_fuzz import FAST, LOG_PIECES
 from test_verify_skip import every_log
 
 from workbench import logsearch
-from workbench.verify import logscan, topology
+from workbench.verify import loglines, logscan, markerlines, topology
 from workbench.verify.markers import ENGINE_VARIABLE, Expressions, Markers, engine_name
 
 ENGINES = ["re2", pytest.param("hyperscan", marks=pytest.mark.skipif(
@@ -36,7 +36,7 @@ def _facts(module, chunks, **kwargs) -> str:
 
 
 def _same(log: bytes, engine: str, sizes=(1 << 18, 4096, 61)) -> None:
-    markers = Markers(logscan.MARKERS, engine=engine)
+    markers = Markers(markerlines.MARKERS, engine=engine)
     for size in sizes:
         chunks = [log[i : i + size] for i in range(0, len(log), size)]
         for extract in (True, False):
@@ -50,14 +50,14 @@ def _same(log: bytes, engine: str, sizes=(1 << 18, 4096, 61)) -> None:
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_the_scanner_finds_what_the_old_one_found_on_every_log(engine, tmp_path) -> None:
-    tail = b"".join(m + b" at the end\n" for m in logscan.MARKERS)
+    tail = b"".join(m + b" at the end\n" for m in markerlines.MARKERS)
     for log in every_log(tmp_path):
         _same(log, engine, sizes=(1 << 18, 4096) if len(log) > 100_000 else (1 << 18, 4096, 61))
         _same(log + tail, engine, sizes=(1 << 18,))
 
 
 MARKER_PIECES = st.sampled_from(
-    [m + b"\n" for m in logscan.MARKERS] + [m + b" x " + m + b"\n" for m in logscan.MARKERS]
+    [m + b"\n" for m in markerlines.MARKERS] + [m + b" x " + m + b"\n" for m in markerlines.MARKERS]
     + [b"Timeout of memory\n", b"core dumped timed out Check failed\n", b'workbench-probe {"a": 1}\n'])
 
 
@@ -190,7 +190,7 @@ def _long_log(seed: int, size: int, *, crlf: bool = False, last_newline: bool = 
     import random
 
     rng = random.Random(seed)
-    rare = [m + b" here\n" for m in logscan.MARKERS] + [
+    rare = [m + b" here\n" for m in markerlines.MARKERS] + [
         b"Traceback (most recent call last):\n", b'  File "x.py", line 1\n', b"RuntimeError: boom\n",
         b"Metric: CompileTime\n  TotalSamples: 12\n", b"Counter: UncachedCompile\n  Value: 7\n",
         b'workbench-probe {"device_kind": "TPU v5e", "devices_used": 4}\n', b"{devices=[4,1]0,1,2,3}\n",
@@ -235,14 +235,14 @@ def _numpy_counts(on: bool):
     only after some hundred MiB, and used at once where someone else imported it)."""
     import numpy
 
-    saved = logscan._numpy[:], logscan._NUMPY_FROM
-    logscan._numpy[:] = [numpy] if on else []
+    saved = loglines._numpy[:], loglines._NUMPY_FROM
+    loglines._numpy[:] = [numpy] if on else []
     if not on:
-        logscan._NUMPY_FROM = 1 << 62
+        loglines._NUMPY_FROM = 1 << 62
     try:
         yield
     finally:
-        logscan._numpy[:], logscan._NUMPY_FROM = saved
+        loglines._numpy[:], loglines._NUMPY_FROM = saved
 
 
 def test_newline_counts_are_bytes_counts() -> None:
@@ -259,4 +259,4 @@ def test_newline_counts_are_bytes_counts() -> None:
     with _numpy_counts(True):
         for start, end in ranges:
             for buffer in (data, bytearray(data)):
-                assert logscan._newlines(buffer, start, end) == data.count(b"\n", start, end), (start, end)
+                assert loglines._newlines(buffer, start, end) == data.count(b"\n", start, end), (start, end)

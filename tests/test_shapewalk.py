@@ -21,12 +21,13 @@ from test_fuzz import FAST
 from test_logscan_shapes import OTHER, SAMPLES, SHAPED, _log, _values, step_lines
 from test_verify_skip import every_log
 
-from workbench.verify import logscan
-from workbench.verify.logscan import DEFAULT_PATTERNS, LogScanner, compile_patterns
+from workbench.verify import extract, loglines, shapes
+from workbench.verify.logscan import LogScanner
+from workbench.verify.patterns import DEFAULT_PATTERNS, compile_patterns
 
 ROOT = Path(__file__).resolve().parent.parent
 PLAIN = re.compile(DEFAULT_PATTERNS[0].regex.encode())
-walker = logscan._shapewalk
+walker = shapes._shapewalk
 needs_walk = pytest.mark.skipif(walker is None, reason="workbench.verify._shapewalk is not built (no C compiler "
                                                        "at install): the regex path is the only one")
 
@@ -38,35 +39,35 @@ def test_the_extension_is_built_where_a_compiler_is() -> None:
             pytest.fail("workbench.verify._shapewalk is not importable in CI: build it with "
                         "`pip install -e .` or `python setup.py build_ext --inplace`")
         pytest.skip("workbench.verify._shapewalk is not built here (no C compiler, or not built in place)")
-    assert walker.walk(b"step 1 loss 0.5\n", logscan._shape_of(b"step 1 loss 0.5", PLAIN).ops) is not None
+    assert walker.walk(b"step 1 loss 0.5\n", shapes._shape_of(b"step 1 loss 0.5", PLAIN).ops) is not None
 
 
 def test_every_plain_match_holds_the_walks_word() -> None:
     """The walk gives only the other lines that hold `step` in any case: the plain pattern's every match does."""
-    assert DEFAULT_PATTERNS[0].regex.startswith(r"(?i)\bstep\b") and logscan._STEP_WORD == b"step"
+    assert DEFAULT_PATTERNS[0].regex.startswith(r"(?i)\bstep\b") and shapes._STEP_WORD == b"step"
 
 
 # ----------------------------------------------------------------------------- the walk against the regex
 
-def _compare(shape: logscan._Shape, piece: bytes, rng: random.Random) -> None:
+def _compare(shape: shapes._Shape, piece: bytes, rng: random.Random) -> None:
     long_step = any(len(row[0]) > 18 for row in shape.regex.findall(piece))
-    found = walker.walk(piece, shape.ops, logscan._STEP_WORD)
+    found = walker.walk(piece, shape.ops, shapes._STEP_WORD)
     assert (found is None) == long_step, (shape.ops, piece[:200])
     every = walker.walk(piece, shape.ops)
     assert (every is None) == long_step
     if long_step:  # the regex reads the piece (`int` refuses a step of over 4300 digits there)
         return
-    rows, starts, at, steps, highest, others, text = logscan._walk_regex(shape, piece)
+    rows, starts, at, steps, highest, others, text = shapes._walk_regex(shape, piece)
     assert starts is None
-    got = logscan._walk(shape, piece)
+    got = shapes._walk(shape, piece)
     assert got is not None
     g_rows, g_starts, g_at, g_steps, g_highest, g_others, g_text = got
     where = (shape.ops, piece[:300])
-    assert list(g_starts) == logscan._line_starts(piece)[:rows], where  # (its last may be one past the end)
+    assert list(g_starts) == loglines._line_starts(piece)[:rows], where  # (its last may be one past the end)
     assert (g_rows, list(g_at), list(g_steps), g_highest) == (rows, at, steps, highest), where
     assert type(g_highest) is type(highest)
     assert every[6] == others, where  # without the word: every other non-empty line
-    assert g_others == [o for o in others if logscan._STEP_WORD in o[1].lower()], where
+    assert g_others == [o for o in others if shapes._STEP_WORD in o[1].lower()], where
     assert all(PLAIN.search(o[1]) is None for o in others if o not in g_others)
     assert all(type(o[1]) is bytes for o in g_others)
     ranges = [(0, len(at))] + [tuple(sorted(rng.sample(range(len(at) + 1), 2))) for _ in range(3) if at]
@@ -130,7 +131,7 @@ def test_the_walk_reads_pieces_as_the_regex(seed) -> None:
     rng = random.Random(seed)
     samples = _samples(rng)
     for sample in samples:
-        shape = logscan._shape_of(sample.rstrip(b"\r"), PLAIN)
+        shape = shapes._shape_of(sample.rstrip(b"\r"), PLAIN)
         if shape is None:
             continue
         for _ in range(6):
@@ -142,7 +143,7 @@ def test_the_walk_reads_pieces_as_the_regex(seed) -> None:
 @needs_walk
 def test_edge_pieces() -> None:
     rng = random.Random(7)
-    shape = logscan._shape_of(b"step 12/1000 loss 0.41 grad_norm 1.2 step_time 0.031", PLAIN)
+    shape = shapes._shape_of(b"step 12/1000 loss 0.41 grad_norm 1.2 step_time 0.031", PLAIN)
     assert shape is not None
     for piece in [b"", b"\n", b"\n\n", b"step 1/2 loss 1.5 grad_norm 1.2 step_time 0.031",
                   b"step 1/2 loss 1.5 grad_norm 1.2 step_time 0.031\n", b"\nstep 1/2 loss 1.5 grad_norm 1.2 step_time 0.1",
@@ -155,13 +156,13 @@ def test_edge_pieces() -> None:
         _compare(shape, piece, rng)
         _compare(shape, bytearray(piece), rng)  # a piece of `file_chunks`' blocks
     for sample, line in [(b"step 1", b"step %s%s%s"), (b"step 1 loss 0.5", b"step 3 loss %s%s%s")]:
-        shape = logscan._shape_of(sample, PLAIN)  # every byte after digit runs of every length (a word's lanes)
+        shape = shapes._shape_of(sample, PLAIN)  # every byte after digit runs of every length (a word's lanes)
         assert shape is not None
         for k in range(1, 18):
             piece = b"\n".join(line % (b"7" * k, bytes([b]), b"5" * (k % 3)) for b in range(256))
             _compare(shape, piece, rng)
             _compare(shape, piece + b"\n" + line % (b"7" * k, b"", b""), rng)
-    fixed = logscan._shape_of(b"[12:30:05] step 4 loss 1.5", PLAIN)  # a prefix of fixed runs: \d{2}
+    fixed = shapes._shape_of(b"[12:30:05] step 4 loss 1.5", PLAIN)  # a prefix of fixed runs: \d{2}
     assert fixed is not None and 2 in fixed.ops
     for piece in [b"[12:30:05] step 4 loss 1.5", b"[123:30:05] step 4 loss 1.5", b"[1:30:05] step 4 loss 1.5",
                   b"[1a:30:05] step 4 loss 1.5", b"[12:30:0", b"[12:30:05] step 44444 loss 1.5e-3"]:
@@ -174,14 +175,14 @@ def test_edge_pieces() -> None:
 def test_any_shape(lines, seed) -> None:
     rng = random.Random(seed)
     for line in lines:
-        shape = logscan._shape_of(line.rstrip(b"\r"), PLAIN)
+        shape = shapes._shape_of(line.rstrip(b"\r"), PLAIN)
         if shape is not None:
             _compare(shape, _piece(rng, lines, rng.randint(1, 60)), rng)
 
 
 @needs_walk
 def test_the_walk_is_linear_on_hostile_lines() -> None:
-    shape = logscan._shape_of(SAMPLES[0], PLAIN)
+    shape = shapes._shape_of(SAMPLES[0], PLAIN)
     assert shape is not None
     for line in [b"step " + b"1" * 1000, b"step 1/" + b"2" * 1000, b"step 12/1000 loss 0." + b"4" * 1000,
                  b"\0" * 1000, b"step 12/1000 loss 0.41 grad_norm 1.2 step_time 0.031" * 20]:
@@ -226,15 +227,15 @@ def test_malformed_ops_and_spans_are_refused() -> None:
 
 def _facts(chunks: list[bytes], walk: bool) -> str:
     """The scan with shapes for pieces of any size, its facts as test_logscan_shapes compares them."""
-    saved = logscan.WALK, logscan.SHAPE_FROM
-    logscan.WALK, logscan.SHAPE_FROM = walk, 0
+    saved = shapes.WALK, extract.SHAPE_FROM
+    shapes.WALK, extract.SHAPE_FROM = walk, 0
     try:
         scanner = LogScanner(compile_patterns())
         for chunk in chunks:
             scanner.feed(chunk)
         facts = scanner.finish()
     finally:
-        logscan.WALK, logscan.SHAPE_FROM = saved
+        shapes.WALK, extract.SHAPE_FROM = saved
     return repr(({**vars(facts), "points": facts.points}, facts.point_series(), scanner._recent_step))
 
 

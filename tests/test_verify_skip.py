@@ -18,8 +18,10 @@ from storage.database import open_study
 from storage.logs import CHUNK
 from workbench.bundle import import_bundle
 from workbench.config import DEMO_BUNDLE
-from workbench.verify import logscan, verify_study
-from workbench.verify.logscan import LogScanner, PointLines, compile_patterns, scan_chunks, steps_only_suits
+from workbench.verify import steplines, verify_study
+from workbench.verify.logscan import LogScanner, scan_chunks, steps_only_suits
+from workbench.verify.patterns import compile_patterns
+from workbench.verify.steplines import PointLines
 
 CACHE = Path.home() / ".cache" / "workbench"
 
@@ -100,7 +102,7 @@ def _same_as_extraction(log: bytes, chunks: list[bytes]) -> bool:
 @pytest.mark.parametrize("near", [0, 64, 10**9])  # every cited line found among all of its piece's, near an end, either
 @pytest.mark.parametrize("size", [CHUNK, 64])
 def test_point_lines_are_the_lines_extraction_cites_on_every_log(size, near, tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(logscan, "NEAR_END", near)
+    monkeypatch.setattr(steplines, "NEAR_END", near)
     suited = sum(_same_as_extraction(log, _chunks(log, size)) for log in every_log(tmp_path))
     assert suited >= len(TRICKY) - 3
 

@@ -75,7 +75,8 @@ def _series(measured: Measured, sdb: StudyDatabase, migration: Migration) -> lis
     """The log's metrics (the verifier's extraction), the probe's series filling the gaps."""
     from storage import queries
     from workbench import probe
-    from workbench.verify.logscan import compile_patterns, file_chunks, scan_chunks
+    from workbench.verify.logscan import file_chunks, scan_chunks
+    from workbench.verify.patterns import compile_patterns
 
     settings = queries.verify_settings(sdb.db, migration.id)
     patterns = compile_patterns(settings.get("patterns") or (), defaults=settings.get("default_patterns", True))

@@ -272,7 +272,8 @@ def reference_points(sdb: StudyDatabase, migration: Migration, log: Path,
         if not any(name == goal for name, _, _ in points):
             raise WorkbenchError(f"--metrics: {metrics}: the goal metric {goal!r} is not in the reference's metrics")
         return points
-    from workbench.verify.logscan import compile_patterns, file_chunks, scan_chunks
+    from workbench.verify.logscan import file_chunks, scan_chunks
+    from workbench.verify.patterns import compile_patterns
 
     settings = queries.verify_settings(sdb.db, migration.id)
     patterns = compile_patterns(settings.get("patterns") or (), defaults=settings.get("default_patterns", True))

@@ -13,7 +13,8 @@ from storage.sqlite import Database
 
 
 def _series_from_log(path: Path) -> dict[str, dict[int, float]]:
-    from workbench.verify.logscan import compile_patterns, file_chunks, scan_chunks
+    from workbench.verify.logscan import file_chunks, scan_chunks
+    from workbench.verify.patterns import compile_patterns
 
     return scan_chunks(file_chunks(path), patterns=compile_patterns((), defaults=True)).point_series()
 

@@ -66,7 +66,8 @@ def load_run(db: Database, attempt: Attempt, settings: dict[str, Any], inputs: v
     reference run's are never cited."""
     from workbench.verify import topology
     from workbench.verify.ladder import Run
-    from workbench.verify.logscan import compile_patterns, scan_chunks
+    from workbench.verify.logscan import scan_chunks
+    from workbench.verify.patterns import compile_patterns
 
     stored = inputs.metric_series()
     facts = topo = point_line = None
@@ -120,7 +121,8 @@ def _without_extraction(db: Database, log_id: int, data: bytes, bounds: list[int
     """(facts, point_line) of a log whose series are stored, from a `steps_only` scan, or
     (None, None) when its patterns need a full extraction (`steps_only_suits`)."""
     from storage.logs import indexed_line_before
-    from workbench.verify.logscan import LogScanner, PointLines, scan_chunks, steps_only_suits
+    from workbench.verify.logscan import LogScanner, scan_chunks, steps_only_suits
+    from workbench.verify.steplines import PointLines
 
     if not steps_only_suits(patterns, data):
         return None, None

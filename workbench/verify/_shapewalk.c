@@ -1,4 +1,4 @@
-/* The walk of a piece's lines against a step line's shape (workbench/verify/logscan.py's `_Shape`),
+/* The walk of a piece's lines against a step line's shape (workbench/verify/shapes.py's `_Shape`),
  * compiled ahead of time (issue 19): what `shape.regex.findall(piece)` gives, without a Python object
  * per field.
  *
@@ -432,7 +432,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_shapewalk",
-    "A piece's lines read against a step line's shape in one compiled walk (logscan's `_Shape`).",
+    "A piece's lines read against a step line's shape in one compiled walk (shapes.py's `_Shape`).",
     -1, methods,
 };
 

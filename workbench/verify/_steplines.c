@@ -1,6 +1,6 @@
 /* The plain pattern's step lines read in C (issue 19): what the regex engine does a line at a time,
  * with no object made per line but the ints handed back. Each function has a pure-Python twin in
- * workbench/verify/logscan.py, which runs where this module was not built, and tests compare the two
+ * workbench/verify/steplines.py, which runs where this module was not built, and tests compare the two
  * on every log the tests have and on generated ones (tests/test_steplines.py).
  *
  * Logs are untrusted: every read is bounded by the buffer's length, and nothing assumes text. */

@@ -29,7 +29,7 @@ from domain.models import (
 )
 from workbench.probe import ProbeFacts, facts_of_reports
 from workbench.probe import facts as probe_facts
-from workbench.verify.logscan import LogFacts
+from workbench.verify.logfacts import LogFacts
 from workbench.verify.topology import Statement, Topology, launcher
 
 PASS, FAIL, UNKNOWN = Outcome.PASS, Outcome.FAIL, Outcome.UNKNOWN
@@ -51,7 +51,7 @@ class Run:
     topology: Topology | None = None
     """What the log's head and the command say of devices and processes (verify/topology.py)."""
     point_line: Callable[[str, int], int | None] | None = None
-    """The log line of a metric point when the log was not extracted (`logscan.PointLines`)."""
+    """The log line of a metric point when the log was not extracted (`steplines.PointLines`)."""
 
     def probes(self) -> list[ProbeFacts]:
         """Each probed process's facts: from the stored reports when there are any, else from the

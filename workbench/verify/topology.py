@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from workbench.verify.logscan import Hit, LogFacts
+from workbench.verify.logfacts import Hit, LogFacts
 from workbench.verify.markers import Expressions
 
 HEAD = 4 << 20
