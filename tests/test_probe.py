@@ -131,3 +131,78 @@ def test_level_3_reads_the_same_facts_from_the_probe_lines_and_from_stored_repor
         assert {c for c, _ in result.causes} == {FailureCause.WRONG_CONFIGURATION, FailureCause.CPU_FALLBACK,
                                                   FailureCause.RECOMPILATION}
     assert by_row.evidence[0].ref == "probe-h-1.json" and by_line.evidence[0].ref == "line 3"
+
+
+TRACED = """\
+import os
+os.environ["PJRT_DEVICE"] = "CPU"
+import torch, torch_xla
+torch.manual_seed(0)
+d = torch_xla.device()
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1)).to(d)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+sched = torch.optim.lr_scheduler.StepLR(opt, 5, 0.5)
+x, y = torch.randn(64, 8).to(d), torch.randn(64, 1).to(d)
+for step in range(1, 21):
+    opt.zero_grad()
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+    sched.step()
+    torch_xla.sync()
+    if READ_EVERY_STEP:
+        print(loss.item())
+    if step % 5 == 0:
+        model.eval()
+        with torch.no_grad():
+            held = model(x[:step]).sum()   # a new shape at each evaluation (kept: a compile each)
+        torch_xla.sync()
+        model.train()
+"""
+
+
+@pytest.mark.parametrize("reads", [False, True])
+def test_the_trace_counts_host_reads_compiles_per_phase_and_the_learning_rate(torch_python, tmp_path, reads):
+    """On XLA:CPU a host read costs no time: only the trace's count shows `.item()` every step;
+    evaluation's compiles are counted apart from training's; the schedule is kept where it changes."""
+    done, reports = _run(torch_python, TRACED.replace("READ_EVERY_STEP", str(reads)), tmp_path, True)
+    assert done.returncode == 0, done.stderr
+    (r,) = reports
+    assert r["runtime"]["name"] == "torch_xla" and r["step_source"] == "optimizer" and not r["errors"]
+    assert r["lr"] == {"1": [0.1], "6": [0.05], "11": [0.025], "16": [0.0125]}
+    assert r["eval_phases"] == 4 and r["phases"]["eval"]["compiles"] == 4
+    assert r["phases"]["eval"]["forwards"] == 4 * 4    # the Sequential and its three modules, four times
+    assert set(r["param_checksum"]) == {"1", "11"} and r["param_dtypes"] == ["float32"]
+    assert set(r["batch_size"].values()) == {64} and r["param_devices"] == ["xla"]
+    line = json.loads(done.stderr.split("workbench-probe ", 1)[1].splitlines()[0])
+    facts = probe.facts(line, "line 1")
+    assert facts.host_reads_per_step == (1.0 if reads else 0.0)
+    assert dict(facts.compiles_by_phase)["eval"] == 4 and facts.runtime == "torch_xla" and facts.batch_size == 64
+
+
+BY_HAND = """\
+import torch
+torch.manual_seed(0)
+model = torch.nn.Linear(8, 1)
+x, y = torch.randn(64, 8), torch.randn(64, 1)
+for step in range(1, 16):
+    model.zero_grad()
+    loss = torch.nn.functional.mse_loss(model(x), y) * (float("nan") if step >= 12 else 1.0)
+    loss.backward()
+    for p in model.parameters():
+        p.data.add_(p.grad, alpha=-0.1)
+    print(f"{step} {loss.item():.9f}")
+"""
+
+
+def test_steps_of_a_program_without_an_optimizer_and_its_first_non_finite_loss(torch_python, tmp_path):
+    """word_language_model updates its weights by hand: each backward is a step, not `steps: 0`."""
+    done, reports = _run(torch_python, BY_HAND, tmp_path, True)
+    assert done.returncode == 0, done.stderr
+    (r,) = reports
+    assert r["steps"] == 15 and r["step_source"] == "backward" and r["runtime"]["name"] == "torch"
+    printed = dict(line.split() for line in done.stdout.splitlines())
+    for step in ("1", "11"):
+        assert abs(r["loss"][step] - float(printed[step])) < 1e-6
+    facts = probe.facts(r, "probe.json")
+    assert facts.first_non_finite == 12 and facts.step_source == "backward" and facts.steps == 15

@@ -91,6 +91,21 @@ class ProbeFacts:
     steps: int | None = None
     compiles: int | None = None
     fallbacks: tuple[str, ...] = ()
+    step_source: str | None = None
+    """`optimizer` (torch.optim steps), `backward` (weights updated by hand), None (no step seen)."""
+    runtime: str | None = None
+    """The accelerator runtime the program imported (`torch_xla`, `torchax`, `torch_tpu`) or `torch`."""
+    host_reads_per_step: float | None = None
+    """Median device-to-host reads per step after the first two (torch_xla's counters, the probe's own
+    fetches left out): `.item()`, `.cpu()`, printing a device tensor."""
+    compiles_by_phase: tuple[tuple[str, int], ...] = ()
+    """Compilations while the modules were training and while they were in eval mode."""
+    eval_phases: int | None = None
+    first_non_finite: int | None = None
+    """The first step whose loss or gradient norm was NaN or infinite."""
+    param_dtypes: tuple[str, ...] = ()
+    batch_size: float | None = None
+    """The median first dimension of each step's first training input: the per-replica batch."""
 
     @property
     def device_count(self) -> int | None:
@@ -120,6 +135,10 @@ def facts(record: dict[str, Any], where: str, text: str | None = None) -> ProbeF
             return None
     kind = record.get("device_kind")
     fallbacks = record.get("fallbacks")
+    phases = record.get("compiles_by_phase")
+    bad = record.get("first_non_finite")
+    bad_steps = [v for v in bad.values() if _int(v) is not None] if isinstance(bad, dict) else []
+    dtypes = record.get("param_dtypes")
     return ProbeFacts(
         where=where,
         text=text if text is not None else "workbench-probe " + json.dumps(record, default=str),
@@ -132,7 +151,20 @@ def facts(record: dict[str, Any], where: str, text: str | None = None) -> ProbeF
         steps=_int(record.get("steps")),
         compiles=_int(record.get("compiles")),
         fallbacks=tuple(str(f) for f in fallbacks) if isinstance(fallbacks, (list, tuple)) else (),
+        step_source=str(record["step_source"]) if record.get("step_source") else None,
+        runtime=str(record["runtime"]) if record.get("runtime") else None,
+        host_reads_per_step=_number(record.get("host_reads_per_step")),
+        compiles_by_phase=tuple((str(k), v) for k, v in sorted(phases.items()) if _int(v) is not None)
+        if isinstance(phases, dict) else (),
+        eval_phases=_int(record.get("eval_phases")),
+        first_non_finite=min(bad_steps) if bad_steps else None,
+        param_dtypes=tuple(str(d) for d in dtypes) if isinstance(dtypes, (list, tuple)) else (),
+        batch_size=_number(record.get("batch_size")),
     )
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def facts_of_reports(reports: list[dict[str, Any]]) -> list[ProbeFacts]:

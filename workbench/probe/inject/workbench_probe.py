@@ -8,7 +8,13 @@ Per optimizer step it keeps, on the device, the loss (the scalar tensor `backwar
 on; the mean when several were, as with one replica per device), the global norm of the
 gradients the optimizer is about to apply, and the host time since the previous step. Nothing
 is read back to the host inside a step: values are fetched in batches of older, already
-executed steps and at exit. At exit it writes one JSON file per process into
+executed steps and at exit. Alongside it keeps a trace of what the program never prints: the
+learning rate per param group, a parameter checksum every CHECKSUM_EVERY steps, the input
+batch's size and fingerprint, the modules' training flag (training and evaluation phases apart),
+host reads, compilations and executions per step and per phase from torch_xla's counters, the
+parameters' dtype and device, the first non-finite loss or gradient norm, and the runtime the
+program imported. A program that updates its weights by hand (no torch.optim optimizer) has its
+steps counted from its backward calls. At exit it writes one JSON file per process into
 WORKBENCH_PROBE_DIR and prints one `workbench-probe {json}` summary line to stderr (the line the
 verifier's log scan reads). A failure inside the probe is recorded in the report, never raised
 into the program.
@@ -23,9 +29,13 @@ import socket
 import sys
 import time
 
-VERSION = 1
+VERSION = 2
 FLUSH_EVERY = 64
 """Fetch values to the host once this many steps are buffered (older steps only)."""
+CHECKSUM_EVERY = 10
+"""A parameter checksum on steps 1, 1 + K, 1 + 2K, ...: replicas that never sync drift apart."""
+RUNTIMES = ("torch_tpu", "torchax", "torch_xla")
+"""Accelerator runtimes the trace names, first found wins; else plain `torch`."""
 
 
 class _State:
@@ -49,10 +59,34 @@ class _State:
         self.written = False
         self.fetches = 0
         self.trailing_backward_calls = 0
+        self.lrs: dict[int, list[float]] = {}
+        self.checksums: dict[int, float] = {}
+        self.batch_fingerprints: dict[int, float] = {}
+        self.batch_sizes: dict[int, int] = {}
+        self.batch_pending = None          # (size, fingerprint tensor) of this step's first training forward
+        self.param_dtypes: set[str] = set()
+        self.param_devices: set[str] = set()
+        self.training: bool | None = None  # the phase of the last forward
+        self.phases = {"train": _phase(), "eval": _phase()}
+        self.eval_entries = 0
+        self.counters: dict[str, int] | None = None       # torch_xla counters at the last step / switch
+        self.phase_counters: dict[str, int] | None = None
+        self.per_step: dict[str, dict[int, int]] = {"host_reads": {}, "item_calls": {}, "compiles": {},
+                                                    "executions": {}}
+        self.own_reads = 0                 # host reads the probe itself made (its batched fetches)
+        self.step_source = "optimizer"
+        self.backward_steps: list | None = []   # (loss, time) per backward while no optimizer has stepped
+        self.bw_losses: dict[int, float] = {}
+        self.bw_times: list[float] = []
+        self.dropped_pending = 0
 
     def error(self, where: str, exc: BaseException) -> None:
         if len(self.errors) < 20:
             self.errors.append(f"{where}: {type(exc).__name__}: {exc}")
+
+
+def _phase() -> dict[str, int]:
+    return {"forwards": 0, "compiles": 0, "executions": 0, "host_reads": 0}
 
 
 _state: _State | None = None
@@ -84,9 +118,64 @@ def _on_backward(tensors) -> None:
                     s.last_time = time.perf_counter()
                 s.pending.append(t.detach())
                 s.devices.add(str(t.device))
+                if s.backward_steps is not None and s.optimizer_id is None:
+                    s.backward_steps.append((t.detach(), time.perf_counter()))
+                    if len(s.backward_steps) > 4 * FLUSH_EVERY:   # no optimizer after this many: keep few
+                        _flush_backward_steps(s, keep_last=1)
         _late_exit_hook()
     except Exception as exc:  # never break the program
         s.error("backward", exc)
+
+
+def _on_forward(module, args) -> None:
+    """The modules' training flag (phases apart) and the first training input of each step."""
+    s = _state
+    if s is None:
+        return
+    try:
+        training = bool(module.training)
+        if training is not s.training:
+            _switch_phase(s, training)
+        s.phases["train" if training else "eval"]["forwards"] += 1
+        if training and s.batch_pending is None:
+            import torch
+
+            first = next((a for a in args if isinstance(a, torch.Tensor)), None)
+            if first is not None:
+                size = int(first.shape[0]) if first.dim() else 1
+                with torch.no_grad():
+                    s.batch_pending = (size, first.detach().float().sum())
+    except Exception as exc:
+        s.error("forward", exc)
+
+
+def _switch_phase(s: _State, training: bool) -> None:
+    counts = _xla_counters(s)
+    if s.training is not None and counts is not None and s.phase_counters is not None:
+        phase = s.phases["train" if s.training else "eval"]
+        for key in ("compiles", "executions", "host_reads"):
+            phase[key] += counts[key] - s.phase_counters[key]
+    if not training:
+        s.eval_entries += 1
+    s.phase_counters = counts
+    s.training = training
+
+
+def _xla_counters(s: _State) -> dict[str, int] | None:
+    """torch_xla's counts the trace needs (about 1 µs a read, no device sync); None without torch_xla.
+    `host_reads` leaves out the probe's own batched fetches."""
+    if "torch_xla" not in sys.modules:
+        return None
+    import torch_xla.debug.metrics as met
+
+    def samples(name: str) -> int:
+        data = met.metric_data(name)
+        return int(data[0]) if data else 0
+
+    return {"host_reads": samples("TransferFromDeviceTime") - s.own_reads,
+            "item_calls": int(met.counter_value("aten::_local_scalar_dense") or 0),
+            "compiles": samples("CompileTime"),
+            "executions": samples("ExecuteTime") + samples("ExecuteReplicatedTime")}
 
 
 def _on_optimizer_step(optimizer, args, kwargs) -> None:
@@ -96,6 +185,7 @@ def _on_optimizer_step(optimizer, args, kwargs) -> None:
     try:
         if s.optimizer_id is None:
             s.optimizer_id = id(optimizer)
+            s.backward_steps = None   # an optimizer steps: its steps are the steps
         if id(optimizer) != s.optimizer_id:
             s.other_optimizer_steps += 1
             return
@@ -105,26 +195,69 @@ def _on_optimizer_step(optimizer, args, kwargs) -> None:
         s.step += 1
         step_time = None if s.last_time is None else now - s.last_time
         s.last_time = now
+        _count_step(s)
+        _record_lr(s, optimizer)
         by_device: dict = {}
+        params_by_device: dict = {}
+        checksum = (s.step - 1) % CHECKSUM_EVERY == 0
         for group in optimizer.param_groups:
             for p in group["params"]:
+                if checksum:
+                    params_by_device.setdefault(p.device, []).append(p)
+                    s.param_dtypes.add(str(p.dtype).replace("torch.", ""))
+                    s.param_devices.add(p.device.type)
                 g = p.grad
                 if g is None or g.is_sparse:
                     continue
                 by_device.setdefault(g.device, []).append(g)
                 s.devices.add(str(p.device))
         norms = []
+        extras = []
         with torch.no_grad():
             for grads in by_device.values():
                 norms.append(torch.linalg.vector_norm(
                     torch.stack([torch.linalg.vector_norm(g.detach(), 2.0, dtype=torch.float32) for g in grads]), 2.0))
-        s.buffer.append((s.step, s.pending, norms, step_time))
+            for params in params_by_device.values():
+                extras.append(("checksum", torch.stack([p.detach().sum(dtype=torch.float64 if p.device.type == "cpu"
+                                                                          else torch.float32) for p in params]).sum()))
+        if s.batch_pending is not None:
+            s.batch_sizes[s.step] = s.batch_pending[0]
+            extras.append(("batch", s.batch_pending[1]))
+            s.batch_pending = None
+        s.buffer.append((s.step, s.pending, norms, step_time, extras))
         s.pending = []
         if len(s.buffer) > FLUSH_EVERY:
             _flush(s, keep_last=1)
         _late_exit_hook()
     except Exception as exc:
         s.error("optimizer_step", exc)
+
+
+def _count_step(s: _State) -> None:
+    """torch_xla's counts since the previous step (step 1: since start-up), per step."""
+    counts = _xla_counters(s)
+    if counts is None:
+        return
+    before = s.counters or dict.fromkeys(counts, 0)
+    for key, value in counts.items():
+        s.per_step[key][s.step] = value - before[key]
+    s.counters = counts
+
+
+def _record_lr(s: _State, optimizer) -> None:
+    """Each param group's learning rate, kept where it changed (a host value: no sync)."""
+    lrs = []
+    for group in optimizer.param_groups:
+        lr = group.get("lr")
+        if hasattr(lr, "device") and getattr(lr.device, "type", "cpu") != "cpu":
+            lrs.append(None)   # an XLA tensor: reading it would sync
+            continue
+        try:
+            lrs.append(float(lr))
+        except (TypeError, ValueError):
+            lrs.append(None)
+    if not s.lrs or s.lrs[max(s.lrs)] != lrs:
+        s.lrs[s.step] = lrs
 
 
 def _to_host(tensors: list) -> list[float]:
@@ -148,16 +281,26 @@ def _to_host(tensors: list) -> list[float]:
     return [values[id(t)] for t in tensors]
 
 
+def _host_values(s: _State, tensors: list) -> list[float]:
+    """`_to_host`, with the transfers it makes kept out of the program's host reads."""
+    before = _xla_counters(s)
+    values = _to_host(tensors)
+    after = _xla_counters(s)
+    if before is not None and after is not None:
+        s.own_reads += after["host_reads"] - before["host_reads"]
+    return values
+
+
 def _flush(s: _State, keep_last: int = 0) -> None:
     """Fetch buffered steps (all but the last `keep_last`, whose graph may not have run yet)."""
     take = s.buffer[: len(s.buffer) - keep_last] if keep_last else s.buffer
     if not take:
         return
     s.buffer = s.buffer[len(take):]
-    flat = [t for _, losses, norms, _ in take for t in (*losses, *norms)]
-    values = iter(_to_host(flat)) if flat else iter(())
+    flat = [t for _, losses, norms, _, extras in take for t in (*losses, *norms, *(e for _, e in extras))]
+    values = iter(_host_values(s, flat)) if flat else iter(())
     s.fetches += 1
-    for step, losses, norms, step_time in take:
+    for step, losses, norms, step_time, extras in take:
         lv = [next(values) for _ in losses]
         nv = [next(values) for _ in norms]
         if lv:
@@ -167,6 +310,27 @@ def _flush(s: _State, keep_last: int = 0) -> None:
             s.grad_norms[step] = sum(v * v for v in nv) ** 0.5
         if step_time is not None:
             s.step_times[step] = step_time
+        for name, _ in extras:
+            value = next(values)
+            if name == "checksum":
+                s.checksums[step] = s.checksums.get(step, 0.0) + value
+            else:
+                s.batch_fingerprints[step] = value
+
+
+def _flush_backward_steps(s: _State, keep_last: int = 0) -> None:
+    """A program without an optimizer: each backward call is a step (its loss and host time)."""
+    steps = s.backward_steps or []
+    take = steps[: len(steps) - keep_last] if keep_last else steps
+    if not take:
+        return
+    s.backward_steps = steps[len(take):]
+    s.dropped_pending += max(0, len(s.pending) - 1)   # the same losses: keep one for a late first step
+    s.pending = s.pending[-1:]
+    first = len(s.bw_losses) + 1
+    for i, (value, (_, at)) in enumerate(zip(_host_values(s, [t for t, _ in take]), take)):
+        s.bw_losses[first + i] = value
+        s.bw_times.append(at)
 
 
 # --------------------------------------------------------------------------- exit report
@@ -243,14 +407,62 @@ def _xla_metrics() -> dict:
     }
 
 
+def _runtime() -> dict:
+    """The accelerator runtime the program imported (else plain torch), with versions."""
+    torch = sys.modules.get("torch")
+    name = next((n for n in RUNTIMES if n in sys.modules), "torch")
+    module = sys.modules.get(name)
+    return {"name": name, "version": getattr(module, "__version__", None),
+            "torch_version": getattr(torch, "__version__", None)}
+
+
+def _first_non_finite(values: dict[int, float]) -> int | None:
+    return next((step for step, v in sorted(values.items()) if v != v or v in (float("inf"), float("-inf"))), None)
+
+
+def _trace(s: _State) -> dict:
+    """The training trace: what the program never prints (docs/rerun.md lists each field)."""
+    if s.step == 0 and (s.bw_losses or s.backward_steps):
+        _flush_backward_steps(s)
+        s.step_source = "backward"
+        s.losses = dict(s.bw_losses)
+        s.loss_counts = dict.fromkeys(s.bw_losses, 1)
+        s.step_times = {i + 2: b - a for i, (a, b) in enumerate(zip(s.bw_times, s.bw_times[1:]))}
+    if s.training is not None:
+        _switch_phase(s, s.training)   # close the last phase's counts
+        if not s.training:
+            s.eval_entries -= 1
+    return {
+        "step_source": s.step_source if (s.step or s.step_source == "backward") else None,
+        "lr": {str(k): v for k, v in sorted(s.lrs.items())},
+        "param_checksum": {str(k): v for k, v in sorted(s.checksums.items())},
+        "batch_size": {str(k): v for k, v in sorted(s.batch_sizes.items())},
+        "batch_fingerprint": {str(k): v for k, v in sorted(s.batch_fingerprints.items())},
+        "param_dtypes": sorted(s.param_dtypes),
+        "param_devices": sorted(s.param_devices),
+        "phases": s.phases,
+        "eval_phases": s.eval_entries,
+        "per_step": {name: {str(k): v for k, v in sorted(series.items())} for name, series in s.per_step.items()},
+        "first_non_finite": {"loss": _first_non_finite(s.losses), "grad_norm": _first_non_finite(s.grad_norms)},
+        "runtime": _runtime(),
+    }
+
+
 def report(s: _State) -> dict:
     try:
-        s.trailing_backward_calls = len(s.pending)   # after the last optimizer step: no step of theirs
+        s.trailing_backward_calls = len(s.pending) + s.dropped_pending   # after the last optimizer step
         s.pending = []
         _flush(s)
     except Exception as exc:
         s.error("fetch", exc)
+    trace: dict = {}
+    if "torch" in sys.modules:
+        try:
+            trace = _trace(s)
+        except Exception as exc:
+            s.error("trace", exc)
     info = _environment(s) if "torch" in sys.modules else {}
+    steps = s.step or (len(s.losses) if trace.get("step_source") == "backward" else 0)
     return {
         "probe_version": VERSION,
         "host": socket.gethostname(),
@@ -259,22 +471,31 @@ def report(s: _State) -> dict:
         "argv": list(sys.argv),
         "started_at": s.started,
         "ended_at": time.time(),
-        "steps": s.step,
+        "steps": steps,
         "other_optimizer_steps": s.other_optimizer_steps,
         "fetches": s.fetches,
-        "trailing_backward_calls": s.trailing_backward_calls,
+        "trailing_backward_calls": 0 if trace.get("step_source") == "backward" else s.trailing_backward_calls,
         "loss": {str(k): v for k, v in sorted(s.losses.items())},
         "backward_calls": {str(k): v for k, v in sorted(s.loss_counts.items())},
         "grad_norm": {str(k): v for k, v in sorted(s.grad_norms.items())},
         "step_time": {str(k): v for k, v in sorted(s.step_times.items())},
         "errors": s.errors,
-        "idle": not (s.step or s.trailing_backward_calls or s.losses or "torch_xla" in sys.modules),
+        "idle": not (steps or s.trailing_backward_calls or s.losses or "torch_xla" in sys.modules),
+        **trace,
         **info,
     }
 
 
 SUMMARY_KEYS = ("device_kind", "global_device_count", "devices_used", "world_size", "rank",
-                "launcher_world_size", "spmd", "steps")
+                "launcher_world_size", "spmd", "steps", "step_source")
+
+
+def _median(values) -> float | None:
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def summary(data: dict) -> dict | None:
@@ -289,6 +510,27 @@ def summary(data: dict) -> dict | None:
     xm = data.get("xla_metrics") or {}
     if xm:
         out.update(compiles=xm.get("compiles"), fallbacks=sorted(xm.get("fallbacks") or {}))
+    runtime = data.get("runtime")
+    if isinstance(runtime, dict):
+        out["runtime"] = runtime.get("name")
+    per_step = data.get("per_step") or {}
+    for name in ("host_reads", "item_calls"):
+        series = per_step.get(name) or {}
+        if isinstance(series, dict) and len(series) > 2:   # after the first two (start-up, first compile)
+            out[name + "_per_step"] = _median(v for k, v in series.items() if int(k) > 2)
+    phases = data.get("phases")
+    if isinstance(phases, dict) and xm:
+        out["compiles_by_phase"] = {k: v.get("compiles") for k, v in phases.items() if isinstance(v, dict)}
+    if data.get("eval_phases") is not None:
+        out["eval_phases"] = data.get("eval_phases")
+    bad = data.get("first_non_finite") or {}
+    if isinstance(bad, dict) and any(v is not None for v in bad.values()):
+        out["first_non_finite"] = bad
+    if data.get("param_dtypes"):
+        out["param_dtypes"] = data.get("param_dtypes")
+    sizes = data.get("batch_size") or {}
+    if isinstance(sizes, dict) and sizes:
+        out["batch_size"] = _median(sizes.values())
     return out
 
 
@@ -331,9 +573,11 @@ def _hook_torch(torch) -> None:
         return original(tensors, *args, **kwargs)
 
     torch.autograd.backward = backward
+    from torch.nn.modules.module import register_module_forward_pre_hook
     from torch.optim.optimizer import register_optimizer_step_pre_hook
 
     register_optimizer_step_pre_hook(_on_optimizer_step)
+    register_module_forward_pre_hook(_on_forward)
 
 
 class _TorchWatcher:
