@@ -206,3 +206,25 @@ def test_steps_of_a_program_without_an_optimizer_and_its_first_non_finite_loss(t
         assert abs(r["loss"][step] - float(printed[step])) < 1e-6
     facts = probe.facts(r, "probe.json")
     assert facts.first_non_finite == 12 and facts.step_source == "backward" and facts.steps == 15
+
+
+NEVER_STEPS = """\
+import torch
+torch.manual_seed(0)
+model = torch.nn.Linear(8, 1)
+opt = torch.optim.AdamW(model.parameters(), lr=0.1)
+x, y = torch.randn(64, 8), torch.randn(64, 1)
+for step in range(1, 11):
+    opt.zero_grad()
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    if False:   # the port lost its optimizer step
+        opt.step()
+"""
+
+
+def test_an_optimizer_built_and_never_stepped_is_not_a_program_that_updates_by_hand(torch_python, tmp_path):
+    done, reports = _run(torch_python, NEVER_STEPS, tmp_path, True)
+    assert done.returncode == 0, done.stderr
+    facts = probe.facts(reports[0], "probe.json")
+    assert facts.steps == 0 and facts.step_source is None
+    assert facts.optimizers_made == 1 and facts.trailing_backward_calls == 10

@@ -93,6 +93,10 @@ class ProbeFacts:
     fallbacks: tuple[str, ...] = ()
     step_source: str | None = None
     """`optimizer` (torch.optim steps), `backward` (weights updated by hand), None (no step seen)."""
+    optimizers_made: int | None = None
+    """torch.optim optimizers the program built: one built and never stepped means no training."""
+    trailing_backward_calls: int | None = None
+    """Backward calls after the last optimizer step (all of them when none stepped)."""
     runtime: str | None = None
     """The accelerator runtime the program imported (`torch_xla`, `torchax`, `torch_tpu`) or `torch`."""
     host_reads_per_step: float | None = None
@@ -152,6 +156,8 @@ def facts(record: dict[str, Any], where: str, text: str | None = None) -> ProbeF
         compiles=_int(record.get("compiles")),
         fallbacks=tuple(str(f) for f in fallbacks) if isinstance(fallbacks, (list, tuple)) else (),
         step_source=str(record["step_source"]) if record.get("step_source") else None,
+        optimizers_made=_int(record.get("optimizers_made")),
+        trailing_backward_calls=_int(record.get("trailing_backward_calls")),
         runtime=str(record["runtime"]) if record.get("runtime") else None,
         host_reads_per_step=_number(record.get("host_reads_per_step")),
         compiles_by_phase=tuple((str(k), v) for k, v in sorted(phases.items()) if _int(v) is not None)

@@ -79,6 +79,7 @@ class _State:
         self.bw_losses: dict[int, float] = {}
         self.bw_times: list[float] = []
         self.dropped_pending = 0
+        self.optimizers_made = 0           # torch.optim optimizers constructed: made but never stepped is a fault
 
     def error(self, where: str, exc: BaseException) -> None:
         if len(self.errors) < 20:
@@ -422,7 +423,7 @@ def _first_non_finite(values: dict[int, float]) -> int | None:
 
 def _trace(s: _State) -> dict:
     """The training trace: what the program never prints (docs/rerun.md lists each field)."""
-    if s.step == 0 and (s.bw_losses or s.backward_steps):
+    if s.step == 0 and not s.optimizers_made and (s.bw_losses or s.backward_steps):
         _flush_backward_steps(s)
         s.step_source = "backward"
         s.losses = dict(s.bw_losses)
@@ -475,6 +476,7 @@ def report(s: _State) -> dict:
         "other_optimizer_steps": s.other_optimizer_steps,
         "fetches": s.fetches,
         "trailing_backward_calls": 0 if trace.get("step_source") == "backward" else s.trailing_backward_calls,
+        "optimizers_made": s.optimizers_made,
         "loss": {str(k): v for k, v in sorted(s.losses.items())},
         "backward_calls": {str(k): v for k, v in sorted(s.loss_counts.items())},
         "grad_norm": {str(k): v for k, v in sorted(s.grad_norms.items())},
@@ -487,7 +489,7 @@ def report(s: _State) -> dict:
 
 
 SUMMARY_KEYS = ("device_kind", "global_device_count", "devices_used", "world_size", "rank",
-                "launcher_world_size", "spmd", "steps", "step_source")
+                "launcher_world_size", "spmd", "steps", "step_source", "optimizers_made", "trailing_backward_calls")
 
 
 def _median(values) -> float | None:
@@ -573,6 +575,15 @@ def _hook_torch(torch) -> None:
         return original(tensors, *args, **kwargs)
 
     torch.autograd.backward = backward
+    made = torch.optim.Optimizer.__init__
+
+    @functools.wraps(made)
+    def optimizer_init(self, *args, **kwargs):
+        if _state is not None:
+            _state.optimizers_made += 1
+        return made(self, *args, **kwargs)
+
+    torch.optim.Optimizer.__init__ = optimizer_init
     from torch.nn.modules.module import register_module_forward_pre_hook
     from torch.optim.optimizer import register_optimizer_step_pre_hook
 
