@@ -78,6 +78,10 @@ class FailureCause(StrEnum):
     INCOMPLETE = "incomplete"
     CRASH = "crash"
     SLOWER_OR_COSTLIER = "slower_or_costlier"
+    NO_ACCELERATOR_RUNTIME = "no_accelerator_runtime"
+    REPLICAS_SAME_DATA = "replicas_same_data"
+    OPTIMIZER_NOT_STEPPED = "optimizer_not_stepped"
+    REPLICAS_OUT_OF_SYNC = "replicas_out_of_sync"
     OTHER = "other"
 
 

@@ -47,6 +47,10 @@ CAUSES = {
     "incomplete": "stopped before its end without an error (fewer steps, no final metric)",
     "crash": "died with an error none of the causes above explains",
     "slower_or_costlier": "correct, but slower or costlier than the reference run",
+    "optimizer_not_stepped": "an optimizer was built and backward ran, but no optimizer step was taken",
+    "replicas_out_of_sync": "data-parallel replicas never average their gradients and drift apart",
+    "replicas_same_data": "every replica reads the same batch: the work is repeated, not split",
+    "no_accelerator_runtime": "trained without the target's accelerator runtime (plain torch)",
     "other": "none of the above",
 }
 """docs/failure-taxonomy.md, in a line each; every FailureCause is here (a test checks)."""

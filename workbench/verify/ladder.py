@@ -29,6 +29,7 @@ from domain.models import (
 )
 from workbench.probe import ProbeFacts, facts_of_reports
 from workbench.probe import facts as probe_facts
+from workbench.verify import trace
 from workbench.verify.logfacts import LogFacts
 from workbench.verify.topology import Statement, Topology, launcher
 
@@ -379,6 +380,10 @@ def observed_devices(run: Run) -> tuple[str | None, int | None, list[Evidence]]:
         probe = probes[-1]
         kind, count = probe.device_kind, probe.device_count
         evidence.append(_probe(probe))
+        ranks = {p.rank for p in probes if (p.world_size or 1) > 1 and p.steps}
+        if len(ranks) > 1 and probe.global_device_count:   # one world of processes: their devices add up
+            used = sum(p.devices_used or 1 for p in probes if (p.world_size or 1) > 1 and p.steps)
+            count = min(probe.global_device_count, used)
     stated = run.topology.device_count() if run.topology is not None else None
     if count is None and stated is not None:
         count = stated[0]
@@ -732,6 +737,21 @@ def crash_cause(run: Run) -> tuple[FailureCause, list[Evidence], str]:
     return FailureCause.CRASH, [_record("exit_code", a.exit_code)], "exited with an error status"
 
 
+def with_findings(result: LevelResult, found: list[trace.Finding]) -> LevelResult:
+    """A level with the trace's findings for it: failed, their causes first (the trace saw the
+    training itself; the log's own findings follow)."""
+    if not found:
+        return result
+    reasons = [f.reason for f in found]
+    evidence = [e for f in found for e in f.evidence]
+    causes = [(f.cause, f.evidence) for f in found]
+    if result.outcome is FAIL:
+        reasons.append(result.reason)
+        evidence += result.evidence
+        causes += result.causes
+    return LevelResult(result.level, FAIL, "; ".join(reasons), evidence, causes)
+
+
 def _wrong_configuration(failed: list[LevelResult]) -> LevelResult | None:
     """Level 3's failure when its cause is a wrong configuration, else None."""
     return next((r for r in failed if r.level == 3 and r.causes
@@ -750,6 +770,9 @@ def judge(
     l1 = level1(run, reference, migration.goal.metric, settings)
     l2 = level2(run, reference, migration.goal.metric, settings, tensors)
     l3 = level3(run, intended, settings)
+    traced = trace.findings(run.probes(), run.probe_reports, migration.target.runtime)
+    l1 = with_findings(l1, [f for f in traced if f.level == 1])
+    l3 = with_findings(l3, [f for f in traced if f.level == 3])
     l4 = level4(run, migration)
     if l1.outcome is not PASS and l4.outcome is FAIL:
         l4 = LevelResult(4, UNKNOWN, f"the run did not complete: {l4.reason}", l4.evidence)
@@ -768,6 +791,8 @@ def judge(
         if first.level == 1:
             if raised or run.attempt.exit_code not in (0, None) or run.attempt.status is AttemptStatus.INTERRUPTED:
                 cause, cause_ev, note = crash_cause(run)
+            elif first.causes:   # the trace's own finding (an optimizer that never stepped)
+                (cause, cause_ev), note = first.causes[0], first.reason
             else:
                 cause, cause_ev, note = FailureCause.INCOMPLETE, first.evidence, first.reason
         elif first.level == 2 and (setup := _wrong_configuration(failed)) is not None:

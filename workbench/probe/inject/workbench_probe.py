@@ -79,6 +79,7 @@ class _State:
         self.bw_losses: dict[int, float] = {}
         self.bw_times: list[float] = []
         self.dropped_pending = 0
+        self.dist: tuple[int, int] | None = None   # torch.distributed's world size and rank while training
         self.optimizers_made = 0           # torch.optim optimizers constructed: made but never stepped is a fault
 
     def error(self, where: str, exc: BaseException) -> None:
@@ -201,6 +202,10 @@ def _on_optimizer_step(optimizer, args, kwargs) -> None:
         by_device: dict = {}
         params_by_device: dict = {}
         checksum = (s.step - 1) % CHECKSUM_EVERY == 0
+        if checksum:
+            dist = torch.distributed
+            if dist.is_available() and dist.is_initialized():   # programs tear it down before exit
+                s.dist = (dist.get_world_size(), dist.get_rank())
         for group in optimizer.param_groups:
             for p in group["params"]:
                 if checksum:
@@ -369,8 +374,12 @@ def _environment(s: _State) -> dict:
             dist = torch.distributed
             if dist.is_available() and dist.is_initialized():
                 info["world_size"], info["rank"] = dist.get_world_size(), dist.get_rank()
+            elif s.dist is not None:
+                info["world_size"], info["rank"] = s.dist
             else:
                 info["world_size"], info["rank"] = 1, 0
+            if (info["world_size"] or 1) > 1:   # one device a process at least: the world is the count
+                info["global_device_count"] = max(info["global_device_count"] or 0, info["world_size"])
         except Exception as exc:
             s.error("runtime", exc)
     used = {d for d in s.devices if d.startswith("xla")} if "torch_xla" in sys.modules else set(s.devices)

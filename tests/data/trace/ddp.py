@@ -1,0 +1,28 @@
+"""Two replicas under torchrun (gloo): `correct` (DDP, a shard each), `no_allreduce` (no DDP:
+each replica trains alone) or `same_data` (DDP, every replica reads the whole batch)."""
+import sys
+
+import torch
+import torch.distributed as dist
+
+mode = sys.argv[1]
+dist.init_process_group("gloo")
+rank, world = dist.get_rank(), dist.get_world_size()
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+if mode != "no_allreduce":
+    model = torch.nn.parallel.DistributedDataParallel(model)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+g = torch.Generator().manual_seed(1)
+x, y = torch.randn(512, 8, generator=g), torch.randn(512, 1, generator=g)
+for step in range(1, 25):
+    i = (step - 1) * 16 % 512
+    xb, yb = x[i:i + 16], y[i:i + 16]
+    if mode != "same_data":
+        xb, yb = xb.chunk(world)[rank], yb.chunk(world)[rank]
+    opt.zero_grad()
+    torch.nn.functional.mse_loss(model(xb), yb).backward()
+    opt.step()
+    if rank == 0 and step % 8 == 0:
+        print(f"step {step} done")
+dist.destroy_process_group()

@@ -1,0 +1,107 @@
+"""The probe's trace decides what no log has to say: replicas out of sync or reading the same data,
+the runtime actually used, an optimizer that never stepped, a compile at every evaluation."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from domain.models import FailureCause
+from tests.test_probe import NEVER_STEPS, TRACED, _run, torch_python  # noqa: F401  (fixture)
+from workbench import probe
+from workbench.verify import trace
+
+DDP = Path(__file__).parent / "data" / "trace" / "ddp.py"
+
+
+def _torchrun(python: str, mode: str, tmp_path: Path) -> list[dict]:
+    out = tmp_path / mode
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "WORKBENCH_PROBE_DIR")}
+    env.update(PYTHONPATH=str(probe.INJECT_DIR), WORKBENCH_PROBE_DIR=str(out), OMP_NUM_THREADS="1")
+    done = subprocess.run([python, "-m", "torch.distributed.run", "--nproc_per_node", "2", str(DDP), mode],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return probe.read_reports(out)
+
+
+@pytest.fixture(scope="module")
+def ddp_runs(torch_python, tmp_path_factory):  # noqa: F811
+    tmp = tmp_path_factory.mktemp("ddp")
+    return {mode: _torchrun(torch_python, mode, tmp) for mode in ("correct", "no_allreduce", "same_data")}
+
+
+def _causes(reports: list[dict], runtime: str | None = None) -> list[FailureCause]:
+    return [f.cause for f in trace.findings(probe.facts_of_reports(reports), reports, runtime)]
+
+
+def test_replicas_that_never_average_gradients_drift_apart(ddp_runs):
+    assert _causes(ddp_runs["correct"]) == []
+    (found,) = trace.findings([], ddp_runs["no_allreduce"], None)
+    assert found.cause is FailureCause.REPLICAS_OUT_OF_SYNC and found.level == 3
+    assert "differ across 2 processes" in found.reason and len(found.evidence) == 2
+
+
+def test_replicas_reading_the_same_batch_are_found_though_they_stay_in_sync(ddp_runs):
+    (found,) = trace.findings([], ddp_runs["same_data"], None)
+    assert found.cause is FailureCause.REPLICAS_SAME_DATA
+    assert "identical at all 24 steps" in found.reason
+
+
+def test_plain_torch_where_the_target_names_an_accelerator_runtime(ddp_runs):
+    """These runs imported no torch_xla: fine for a plain torch target, a fault for a torch_xla one."""
+    assert _causes(ddp_runs["correct"], "torch") == []
+    assert _causes(ddp_runs["correct"], "torch_xla") == [FailureCause.NO_ACCELERATOR_RUNTIME]
+
+
+def test_an_optimizer_that_never_stepped_fails_level_1(torch_python, tmp_path):  # noqa: F811
+    _, reports = _run(torch_python, NEVER_STEPS, tmp_path, True)
+    (found,) = trace.findings(probe.facts_of_reports(reports), reports, None)
+    assert found.level == 1 and found.cause is FailureCause.OPTIMIZER_NOT_STEPPED
+    assert "10 backward calls, 0 optimizer steps" in found.reason
+
+
+def test_a_compile_at_every_evaluation_and_none_for_a_stable_one(torch_python, tmp_path):  # noqa: F811
+    shapes = TRACED.replace("READ_EVERY_STEP", "False")
+    _, reports = _run(torch_python, shapes, tmp_path / "shapes", True)
+    assert _causes(reports, "torch_xla") == [FailureCause.RECOMPILATION]
+    stable = shapes.replace("model(x[:step])", "model(x[:5])")   # one evaluation graph, compiled once
+    _, reports = _run(torch_python, stable, tmp_path / "stable", True)
+    assert _causes(reports, "torch_xla") == []
+
+
+def test_judge_names_the_trace_cause_and_the_attempt_is_silent(ddp_runs):
+    """Through the ladder: the same run fails level 3 with the trace's cause, exit 0, so silent."""
+    from domain.models import (
+        Attempt,
+        AttemptSource,
+        AttemptStatus,
+        Budgets,
+        Command,
+        Direction,
+        Goal,
+        Migration,
+        MigrationStatus,
+        Outcome,
+        Study,
+        Target,
+    )
+    from workbench.verify.ladder import Run, judge
+    from workbench.verify.logscan import scan_chunks
+    from workbench.verify.settings import merge
+
+    migration = Migration(1, "m", "m", "/r", "c0", Target("cpu", 2, "torch"),
+                          Goal("loss", 0.1, Direction.MIN, 1.0), Budgets(), MigrationStatus.IN_PROGRESS)
+    attempt = Attempt(1, 1, 1, AttemptSource.RERUN, "c", Command(("torchrun", "ddp.py"), ".", {}),
+                      AttemptStatus.OK, exit_code=0)
+    log = b"step 8 done\nstep 16 done\nstep 24 done\n"
+    verdicts = {}
+    for mode in ("correct", "no_allreduce"):
+        series = probe.series(probe.main_report(ddp_runs[mode]))   # the probe's loss, as a re-run stores it
+        run = Run(attempt, scan_chunks([log]), series, "stored", ddp_runs[mode])
+        verdicts[mode] = judge(run, None, migration, Study("s", "s"), merge({}))
+    assert verdicts["correct"].levels[2].outcome is not Outcome.FAIL and verdicts["correct"].cause is None
+    bad = verdicts["no_allreduce"]
+    assert bad.levels[2].outcome is Outcome.FAIL and bad.cause is FailureCause.REPLICAS_OUT_OF_SYNC and bad.silent
