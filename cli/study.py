@@ -64,11 +64,16 @@ def attempts(db: Path, migration: str, as_json: bool) -> None:
     with study_read(db) as conn:
         found = migration_or_exit(conn, db, migration)
         summaries = as_seen_by(conn, reviewer(), list(iter_attempt_summaries(conn, found.id)))
+        if as_json:
+            from workbench.ranwith import compare
+
+            ran = {s.attempt.id: (c.as_json() if (c := compare(conn, s.attempt)) else None) for s in summaries}
     if as_json:
         echo_json([{k: "hidden" if s.hidden and k in HIDDEN_FIELDS else v for k, v in {
             **jsonable(asdict(s.attempt)), "ladder": s.ladder, "highest_level": s.highest_level,
             "failure": jsonable(asdict(s.failure)) if s.failure else None,
-            "interventions": s.interventions}.items()} for s in summaries])
+            "interventions": s.interventions,
+            "ran_with": ran[s.attempt.id]}.items()} for s in summaries])
         return
     click.echo(
         table(

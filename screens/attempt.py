@@ -176,6 +176,7 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
         """The attempt as this reviewer may see it now; the commit's subject from git unless known."""
         from workbench.blind import attempt_seen_by
         from workbench.diffs import commit_subject
+        from workbench.ranwith import compare
 
         reviewer = config.reviewer()
         view = read(path, lambda db: attempt_seen_by(db, reviewer, attempt_id))
@@ -185,7 +186,9 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
         if view is None:
             self.post_message(LoadFailed(f"attempt {attempt_id} is no longer in the study"))
             return
-        self.post_message(AttemptFacts(attempt_id, view, commit_subject(repo, commit) if subject is None else subject))
+        environment = read(path, lambda db: compare(db, view.summary.attempt))
+        self.post_message(AttemptFacts(attempt_id, view, commit_subject(repo, commit) if subject is None else subject,
+                                       None if isinstance(environment, LoadFailed) else environment))
 
     @property
     def hidden(self) -> bool:
@@ -201,7 +204,8 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
         self.summary = view.summary
         self.query_one("#attempt-header", Static).update(render.attempt_heading(self.migration, view.summary))
         self.query_one("#overview-text", Static).update(
-            render.attempt_overview(view.summary, view.verification, message.subject, view.judgement))
+            render.attempt_overview(view.summary, view.verification, message.subject, view.judgement,
+                                    message.environment))
         verdict_list = self.query_one(VerdictList)
         verdict_list.clear_options()
         verdict_list.add_options(verdict_options(view.verdicts))

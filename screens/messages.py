@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from domain.models import AttemptSummary, Study
     from screens.presenters.curves import Curves
     from workbench.assist.brief import Brief
+    from workbench.ranwith import Comparison
 
 
 @dataclass
@@ -82,6 +83,8 @@ class AttemptFacts(Message):
     it blind; else its verification and verdicts beside their judgement."""
     subject: str
     """The commit's subject line ("" when the repository is not at hand)."""
+    environment: Comparison | None = None
+    """What the run ran with beside the reference (workbench.ranwith.Comparison), when recorded."""
 
 
 @dataclass

@@ -376,6 +376,14 @@ def verify_settings(db: Database, migration_id: int) -> dict[str, Any]:
     return json.loads(row[0]) if row else {}
 
 
+def reference_attempt_id(db: Database, migration_id: int) -> int | None:
+    """The id of the migration's reference run (its latest `reference` attempt), if any; on the
+    plain connection of a read-only command too."""
+    row = db.execute("SELECT id FROM attempt WHERE migration_id = ? AND source = 'reference'"
+                     " ORDER BY seq DESC LIMIT 1", [migration_id]).fetchone()
+    return int(row[0]) if row else None
+
+
 def probe_reports(db: Database, attempt_id: int) -> list[dict[str, Any]]:
     """The probe reports stored with an attempt (`probe_report`, a re-run's), one per process."""
     return [json.loads(r[0]) for r in db.execute(

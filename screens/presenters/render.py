@@ -548,7 +548,26 @@ def reveal(judgement: HumanJudgement, summary: AttemptSummary) -> Group:
     return Group(head, table, out)
 
 
-def attempt_overview(summary: AttemptSummary, verification, subject: str, judgement: HumanJudgement | None = None):
+def ran_with(comparison) -> Text:
+    """The run's runtime and interpreter, and the packages that differ from the reference's, the
+    imported ones first (workbench.ranwith.Comparison)."""
+    out = text(comparison.run.describe() or "recorded")
+    if comparison.reference is None:
+        out.append("  no reference environment to compare", style="dim")
+        return out
+    changes = comparison.changes
+    if not changes:
+        out.append("  same packages as the reference", style="dim")
+        return out
+    imported = sum(c.imported for c in changes)
+    out.append(f"\n{plural(len(changes), 'package')} differ from the reference ({imported} imported): ",
+               style=tone("$text-warning") if imported else "dim")
+    out.append_text(text(", ".join(c.describe() for c in changes[:8]) + (" …" if len(changes) > 8 else "")))
+    return out
+
+
+def attempt_overview(summary: AttemptSummary, verification, subject: str, judgement: HumanJudgement | None = None,
+                     environment=None):
     """Command, where and when, status and the exit code's source, claim beside verified level,
     failure cause and the evidence behind it; once the reviewer has judged, their judgement beside
     it all (`reveal`). Labelled fields wrap under their value, not under the label."""
@@ -558,6 +577,8 @@ def attempt_overview(summary: AttemptSummary, verification, subject: str, judgem
     grid = _grid()
     for name, value in _run_fields(summary, subject) + _verified_fields(summary, verification):
         grid.add_row(Text(name), value)
+    if environment is not None:
+        grid.add_row(Text("ran with"), ran_with(environment))
     parts: list = [grid]
     if judgement is not None and not summary.hidden:
         parts.append(reveal(judgement, summary))

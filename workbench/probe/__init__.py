@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from domain.environment import RanWith
 from workbench.probe.inject import workbench_probe as _probe
 
 INJECT_DIR = Path(__file__).resolve().parent / "inject"
@@ -183,3 +184,23 @@ def facts_of_reports(reports: list[dict[str, Any]]) -> list[ProbeFacts]:
         if found is not None:
             out.append(found)
     return out
+
+
+def ran_with(reports: list[dict[str, Any]]) -> RanWith | None:
+    """What the run ran with, from its main report's `ran_with` (probe version 2); None without."""
+    main = main_report(reports)
+    found = main.get("ran_with") if main is not None else None
+    if not isinstance(found, dict):
+        return None
+    packages = found.get("packages")
+    imported = found.get("imported")
+    runtime = main.get("runtime") if isinstance(main.get("runtime"), dict) else {}
+    return RanWith(
+        python=str(found["python"]) if found.get("python") else None,
+        runtime=str(runtime["name"]) if runtime.get("name") else None,
+        runtime_version=str(runtime["version"]) if runtime.get("version") else None,
+        launcher=str(found["launcher"]) if found.get("launcher") else None,
+        device_count=_int(main.get("devices_used")) or _int(main.get("global_device_count")),
+        packages={str(k): str(v) for k, v in packages.items()} if isinstance(packages, dict) else {},
+        imported=frozenset(str(n) for n in imported) if isinstance(imported, list) else frozenset(),
+    )

@@ -426,6 +426,49 @@ def _runtime() -> dict:
             "torch_version": getattr(torch, "__version__", None)}
 
 
+def _launcher() -> str:
+    """What started this process: torchrun, torch_xla's spawn, MPI, or python itself."""
+    if "TORCHELASTIC_RUN_ID" in os.environ:
+        return "torchrun"
+    if "torch_xla.distributed.xla_multiprocessing" in sys.modules:
+        return "xmp.spawn"
+    if "OMPI_COMM_WORLD_SIZE" in os.environ or "PMI_SIZE" in os.environ:
+        return "mpirun"
+    if "LOCAL_RANK" in os.environ:
+        return "torch.distributed.launch"
+    return "python"
+
+
+def _norm(name: str) -> str:
+    return "-".join(name.lower().replace("_", "-").replace(".", "-").split("-"))
+
+
+def _ran_with() -> dict:
+    """The run's own interpreter and packages (names normalised as pip does), and which of them the
+    program imported: what explains a deviation that follows a library, not the hardware."""
+    import importlib.metadata as md
+    import platform
+
+    packages = {}
+    for dist in md.distributions():
+        name = dist.metadata["Name"] if dist.metadata else None
+        if name:
+            packages.setdefault(_norm(name), dist.version)
+    imported = set()
+    try:
+        owners = md.packages_distributions()
+        for module in list(sys.modules):
+            top = module.partition(".")[0]
+            if top in sys.stdlib_module_names or top.startswith("_") or top in ("workbench_probe", "sitecustomize"):
+                continue
+            imported.update(_norm(d) for d in owners.get(top, ()))
+    except Exception:
+        pass
+    return {"python": platform.python_version(), "implementation": platform.python_implementation(),
+            "platform": platform.platform(terse=True), "launcher": _launcher(),
+            "packages": dict(sorted(packages.items())), "imported": sorted(imported & set(packages))}
+
+
 def _first_non_finite(values: dict[int, float]) -> int | None:
     return next((step for step, v in sorted(values.items()) if v != v or v in (float("inf"), float("-inf"))), None)
 
@@ -472,6 +515,10 @@ def report(s: _State) -> dict:
         except Exception as exc:
             s.error("trace", exc)
     info = _environment(s) if "torch" in sys.modules else {}
+    try:
+        info["ran_with"] = _ran_with()
+    except Exception as exc:
+        s.error("ran_with", exc)
     steps = s.step or (len(s.losses) if trace.get("step_source") == "backward" else 0)
     return {
         "probe_version": VERSION,
