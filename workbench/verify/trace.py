@@ -83,8 +83,11 @@ def _series(report: dict[str, Any], name: str) -> dict[int, float]:
 
 
 def _replicas(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Reports of processes that trained (one per replica under a multi-process launch)."""
-    return [r for r in reports if isinstance(r, dict) and not r.get("idle") and r.get("steps")]
+    """Reports of processes that trained as replicas of one world (world size above 1). Processes
+    that each report world size 1 are not replicas: level 3 names that wrong configuration, and
+    their equal batches or drifting parameters are its effect, not another fault."""
+    return [r for r in reports if isinstance(r, dict) and not r.get("idle") and r.get("steps")
+            and isinstance(r.get("world_size"), int) and r["world_size"] > 1]
 
 
 def replicas_out_of_sync(reports: list[dict[str, Any]]) -> Finding | None:
