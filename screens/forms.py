@@ -36,6 +36,7 @@ from screens.typeahead import Input
 from storage import queries, records
 from storage.sqlite import Database
 from workbench import config
+from workbench.blind import sight
 
 Save = Callable[[Database], int]
 """What a form writes: run on the study in a worker thread; ValueError means bad input."""
@@ -238,6 +239,13 @@ class InterventionForm(RecordForm):
 DECISION_WORDS = {DecisionKind.ACCEPT: "Accept", DecisionKind.STOP: "Stop", DecisionKind.CONTINUE: "Continue"}
 
 
+def decision_reason_problem(standing: effort.Standing, kind: DecisionKind) -> str:
+    """Why a decision with no reason is refused, naming the suggestion only to whom may see it."""
+    if standing.hidden:
+        return "reason: required while you judge one of this migration's attempts blind"
+    return f"reason: the rules suggest {standing.suggestion.value}; say why you {kind.value} instead"
+
+
 class DecisionForm(RecordForm):
     """Accept, stop or continue, with a reason; the figures at this moment are stored with it."""
 
@@ -270,7 +278,8 @@ class DecisionForm(RecordForm):
     def _load(self, migration_id: int) -> None:
         try:
             with reading(self.app.db_path) as db:
-                current = queries.migration_standing(db, migration_id)
+                seen = sight(db, config.reviewer(), migrations=True)
+                current = seen.standing(migration_id, queries.migration_standing(db, migration_id))
         except (WorkbenchError, sqlite3.Error) as exc:
             self.app.call_from_thread(self.show_error, describe_error(exc))
             return
@@ -286,9 +295,9 @@ class DecisionForm(RecordForm):
         kind = DecisionKind(self.query_one("#decision-kind", Select).value)
         reason = self.query_one("#decision-reason", Input).value
         if self.standing.needs_reason(kind) and not reason.strip():
-            raise ValueError(f"reason: the rules suggest {self.standing.suggestion.value};"
-                             f" say why you {kind.value} instead")
-        reviewer, migration_id, expected = config.reviewer(), self.migration_id, self.standing.suggestion
+            raise ValueError(decision_reason_problem(self.standing, kind))
+        reviewer, migration_id = config.reviewer(), self.migration_id
+        expected = None if self.standing.hidden else self.standing.suggestion
         return lambda db: records.record_decision(
             db, migration_id=migration_id, kind=kind, reason=reason, reviewer=reviewer, expected=expected,
         )

@@ -71,11 +71,15 @@ class RerunUnknownDialog(ModalScreen[list[int] | None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="rerun-unknown-find")
     def _find(self) -> None:
+        from workbench import config
+        from workbench.blind import sight
         from workbench.verify.unknown import unknown_in
 
         try:
             with reading(self.db_path) as db:
-                targets = unknown_in(db, self.slug)
+                found = unknown_in(db, self.slug)
+                seen = sight(db, config.reviewer(), attempts=[a.id for _, a in found])
+                targets = [(slug, a) for slug, a in found if seen.sees_attempt(a.id)]  # its level 3 is a verdict
         except Exception as exc:  # shown on the dialog
             self.app.call_from_thread(self._error, describe_error(exc))
             return
@@ -166,6 +170,8 @@ class JobsScreen(Screen[None]):
         from domain.jobs import result_line
         from storage import queries
         from storage.jobs import job_result
+        from workbench import config
+        from workbench.blind import sight
         from workbench.rerun import jobs
 
         rows = []
@@ -177,7 +183,8 @@ class JobsScreen(Screen[None]):
                     job = jobs.get_job(db, job_id)
                 attempt = queries.attempt_summary(db, job.spec.attempt_id).attempt
                 migration = queries.migration_by_id(db, job.spec.migration_id)
-                found = None if job.active else job_result(db, job)
+                found = None if job.active else sight(db, config.reviewer(), attempts=[job.result_attempt_id]
+                                                      ).job_result(job.result_attempt_id, job_result(db, job))
                 rows.append((job, f"{migration.slug if migration else '?'} #{attempt.seq}",
                              "" if found is None else result_line(found)))
         self.app.call_from_thread(self._show, rows)
