@@ -37,12 +37,17 @@ def judge(db: Path, migration: str, seq: int, levels: str, cause: str | None, no
     A second judgement of the same attempt supersedes your first; both are kept. Then shows
     the verifier's verdicts beside yours, marking where they differ.
     """
+    from domain.judgements import missing_cause
+    from domain.models import Outcome
     from workbench.judging import record_judgement
 
     with study_at(db) as study:
         new_id, blind, rows = record_judgement(study.db, migration, seq, levels=levels, cause=cause, note=note,
                                                reviewer=config.reviewer(), active_seconds=active_seconds)
     click.echo(f"judgement {new_id} recorded{' (blind)' if blind else ''}")
+    missing = missing_cause([Outcome(you) for _, you, _ in rows], cause)
+    if missing:
+        click.echo(f"warning: {missing}; judge again with --cause to name one", err=True)
     click.echo(table(["level", "you", "verifier", ""],
                      [[lv, you, machine, "differs" if machine not in ("-", you) else ""] for lv, you, machine in rows]))
 

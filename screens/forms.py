@@ -25,7 +25,7 @@ from textual.worker import Worker, WorkerState
 from domain import effort
 from domain.effort import Intervention
 from domain.errors import WorkbenchError
-from domain.judgements import check_cause
+from domain.judgements import check_cause, missing_cause
 from domain.models import LADDER, Budgets, DecisionKind, FailureCause, Outcome
 from domain.text import clean
 from domain.verdicts import Verdict
@@ -396,6 +396,8 @@ class JudgementForm(RecordForm):
         self.attempt_label = attempt_label
         self.started = started
         """`time.monotonic()` when the reviewer opened the attempt: the judgement's active time."""
+        self.asked: list[Outcome] | None = None
+        """The levels for which a missing cause was asked about: saving them again records them."""
 
     def compose_fields(self) -> ComposeResult:
         if self.attempt_label:
@@ -436,6 +438,11 @@ class JudgementForm(RecordForm):
             levels.append(Outcome(value))
         cause = _select_value(self.query_one("#judge-cause", Select))
         check_cause(levels, cause)
+        missing = missing_cause(levels, cause)
+        if missing and self.asked != levels:  # asked once; saved as it is on the second ctrl+s
+            self.asked = levels
+            self.query_one("#judge-cause", Select).focus()
+            raise ValueError(f"{missing}: choose one, or save again to record it without")
         note = self.query_one("#judge-note", Input).value.strip() or None
         slug, seq, reviewer = self.slug, self.seq, config.reviewer()
         seconds = max(0.0, time.monotonic() - self.started)

@@ -378,3 +378,35 @@ async def test_blind_mode_turned_on_by_another_process_hides_an_open_attempt(bli
         await settle(pilot)
         text = everything(app)
         assert "hidden until you judge (J)" in text and "expects L4" not in text and "data-parallel" not in text
+
+
+async def test_the_judge_form_asks_for_the_cause_of_a_failed_level_once(blind: Path) -> None:
+    """A failing level with no cause is not saved without a word: the form says which level and
+    moves to the cause; a second ctrl+s records it as it is (the reviewer may not know)."""
+    from storage.judgements import current_judgements
+
+    app = WorkbenchApp(blind)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_attempt(pilot)
+        await pilot.press("J")
+        await until(pilot, lambda: isinstance(app.screen, JudgementForm))
+        form = app.screen
+        await pilot.press("p", "f", "f", "u", "u", "ctrl+s")
+        await settle(pilot)
+        assert app.screen is form
+        problem = shown(form.query_one("#form-error").render())
+        assert "L2, L3 fail with no cause" in " ".join(problem.split())
+        assert form.focused is form.query_one("#judge-cause")
+        await pilot.press("ctrl+s")
+        await until(pilot, lambda: not isinstance(app.screen, JudgementForm))
+    study = open_study(blind)
+    try:
+        [judgement] = current_judgements(study.db)
+        assert judgement.cause is None and [o.value for o in judgement.levels][:3] == ["pass", "fail", "fail"]
+    finally:
+        study.close()
+    told = workbench("judge", str(blind), SLUG, "2", "--levels", "pass,fail,unknown,unknown,unknown")
+    assert told.returncode == 0 and "warning: cause: L2 fails with no cause" in told.stderr
+    named = workbench("judge", str(blind), SLUG, "1", "--levels", "pass,fail,unknown,unknown,unknown",
+                      "--cause", "other")
+    assert named.returncode == 0 and "warning" not in named.stderr
