@@ -26,8 +26,6 @@ HIDDEN_FIELDS = ("claim", "expected_level", "ladder", "highest_level", "failure"
 """What `workbench attempts --json` blanks of an attempt the reviewer is blind to."""
 MIGRATION_HIDDEN = ("failed", "silent_failures", "highest_level", "over_claims")
 """What `workbench migrations --json` blanks of a migration holding an attempt the reviewer is blind to."""
-HIDDEN_WORD = "hidden"
-"""What the CLI and the JSON show in place of a field the rule hides."""
 STANDING_HIDDEN = ("highest_level",)
 """What a decision's figures leave out for a reviewer blind to one of the migration's attempts: the
 budget figures are time, money and counts; the best level is the verdicts' sum."""
@@ -101,7 +99,6 @@ class Sight:
     def suggested(self, migration_id: int, suggested: Any) -> Any:
         """What the stopping rules suggested (a decision's `suggested`), or None while hidden."""
         return suggested if self.sees_migration(migration_id) else None
-
 
 
 def blinded(summary: AttemptSummary) -> AttemptSummary:
