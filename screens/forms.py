@@ -266,7 +266,7 @@ class DecisionForm(RecordForm):
         yield Label("Decision")
         yield Select([(DECISION_WORDS[k], k.value) for k in DecisionKind], value=self.kind.value,
                      allow_blank=False, id="decision-kind")
-        yield Label("Reason (required when it goes against the suggestion)")
+        yield Label("Reason (required when it goes against the suggestion)", id="decision-reason-label")
         yield Input(placeholder="why", id="decision-reason")
 
     def on_mount(self) -> None:
@@ -288,6 +288,8 @@ class DecisionForm(RecordForm):
     def _loaded(self, current: effort.Standing) -> None:
         self.standing = current
         self.query_one("#decision-standing", Static).update(standing_text(current))
+        if current.hidden:  # the suggestion is not shown, so a reason is always asked
+            self.query_one("#decision-reason-label", Label).update("Reason (required while you judge blind)")
 
     def build(self) -> Save:
         if self.standing is None:

@@ -410,3 +410,32 @@ async def test_the_judge_form_asks_for_the_cause_of_a_failed_level_once(blind: P
     named = workbench("judge", str(blind), SLUG, "1", "--levels", "pass,fail,unknown,unknown,unknown",
                       "--cause", "other")
     assert named.returncode == 0 and "warning" not in named.stderr
+
+
+async def test_a_blind_decision_asks_for_a_reason_and_names_no_suggestion(blind: Path) -> None:
+    """The dialog shows the budgets but not the best level or the suggestion; a reason is always
+    asked (whether one is asked would tell the suggestion), and the refusal names none."""
+    from screens.forms import DecisionForm
+
+    app = WorkbenchApp(blind)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_migration(pilot, SLUG)
+        await pilot.press("x")  # stop: against the rules (L4 reached: they suggest accept)
+        await until(pilot, lambda: isinstance(app.screen, DecisionForm) and app.screen.standing is not None)
+        form = app.screen
+        await settle(pilot)
+        text = screen_text(app)
+        assert "required while you judge blind" in text and "best level L" not in text and "suggest:" not in text
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        problem = " ".join(shown(form.query_one("#form-error").render()).split())
+        assert "required while you judge" in problem and "accept" not in problem
+        form.query_one("#decision-reason", Input).value = "out of budget"
+        await pilot.press("ctrl+s")
+        await until(pilot, lambda: not isinstance(app.screen, DecisionForm))
+    study = open_study(blind)
+    try:
+        [made] = queries.decisions(study.db, queries.get_migration(study.db, SLUG).id)
+        assert made.kind.value == "stop" and made.reason == "out of budget"
+    finally:
+        study.close()
