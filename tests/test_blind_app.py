@@ -138,6 +138,8 @@ async def test_the_attempt_screen_hides_until_judged_then_reveals_with_differenc
             screen.action_pane(pane)
             await settle(pilot)
         assert "loss" in screen_text(app) or "accuracy" in screen_text(app)
+        curves = screen.query_one("#curves-table")
+        assert "ratio" not in curves.columns and "tol r" not in screen_text(app)  # no ×tol: level 2 by another name
 
         # nothing that would show them is reachable: the brief, an override, nor through the palette
         for key in ("b", "o"):
@@ -156,6 +158,7 @@ async def test_the_attempt_screen_hides_until_judged_then_reveals_with_differenc
         await judge(pilot, ("pass", "pass", "pass", "fail", "fail"), cause="slower_or_costlier",
                     note="looks fine to me")
         await until(pilot, lambda: not screen.hidden)
+        await until(pilot, lambda: "ratio" in curves.columns)  # judged: the tolerance shows again
         await settle(pilot)
         toasts = [n.message for n in app._notifications]
         assert "Saved judgement" in " ".join(toasts)
