@@ -63,11 +63,14 @@ def assist_claims(db: Path, slug: str | None, model: str | None, dry_run: bool) 
     (`workbench assist review`, or the app). Exit status 2 when any call failed.
     """
     from workbench.assist import claims
+    from workbench.blind import sight
 
     assistant = _assistant(model)
     with study_at(db) as study:
         sdb = study.db
         todo = claims.pending(sdb, migration_id_or_all(sdb, db, slug))
+        seen = sight(sdb, config.reviewer(), attempts=[a.id for _, a in todo])
+        todo = [(m, a) for m, a in todo if seen.sees_attempt(a.id)]  # a claim is what blind review hides
         if dry_run:
             _print_claim_requests(sdb, assistant, todo)
             return

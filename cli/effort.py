@@ -64,14 +64,21 @@ def decide(db: Path, migration: str, kind: str, reason: str) -> None:
 
     The budget figures and the rules' suggestion at this moment are stored with it, and the
     migration's status follows. Prints the figures. A decision against the suggestion without
-    --reason prints one line and exits with status 2.
+    --reason prints one line and exits with status 2; so does any decision without --reason from
+    a reviewer judging one of the migration's attempts blind, who is shown neither the suggestion
+    nor the best level (docs/judgements.md).
     """
     from domain.models import DecisionKind
     from storage import queries, records
+    from workbench.blind import sight
 
     with study_at(db) as study:
         sdb = study.db
         found = migration_or_exit(sdb, db, migration)
+        seen = sight(sdb, config.reviewer(), migrations=True)
+        if not seen.sees_migration(found.id) and not reason.strip():
+            raise WorkbenchError("--reason: required while you judge one of this migration's attempts blind"
+                                 " (whether the rules agree would tell its verdicts)")
         try:
             new_id = records.record_decision(
                 sdb, migration_id=found.id, kind=DecisionKind(kind), reason=reason,
@@ -80,6 +87,7 @@ def decide(db: Path, migration: str, kind: str, reason: str) -> None:
         except ValueError as exc:
             raise WorkbenchError(f"--{exc}") from None
         made = queries.decisions(sdb, found.id)[-1]
-    against = "" if made.suggested is made.kind else f" (the rules suggested {made.suggested.value})"
+    suggested = seen.suggested(found.id, made.suggested)
+    against = "" if suggested is None or suggested is made.kind else f" (the rules suggested {suggested.value})"
     click.echo(f"decision {new_id}: {kind}{against}")
-    click.echo(" ".join(f"{k}={v}" for k, v in made.figures.items() if v is not None))
+    click.echo(" ".join(f"{k}={v}" for k, v in seen.figures(found.id, made.figures).items() if v is not None))

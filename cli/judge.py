@@ -37,12 +37,17 @@ def judge(db: Path, migration: str, seq: int, levels: str, cause: str | None, no
     A second judgement of the same attempt supersedes your first; both are kept. Then shows
     the verifier's verdicts beside yours, marking where they differ.
     """
+    from domain.judgements import missing_cause
+    from domain.models import Outcome
     from workbench.judging import record_judgement
 
     with study_at(db) as study:
         new_id, blind, rows = record_judgement(study.db, migration, seq, levels=levels, cause=cause, note=note,
                                                reviewer=config.reviewer(), active_seconds=active_seconds)
     click.echo(f"judgement {new_id} recorded{' (blind)' if blind else ''}")
+    missing = missing_cause([Outcome(you) for _, you, _ in rows], cause)
+    if missing:
+        click.echo(f"warning: {missing}; judge again with --cause to name one", err=True)
     click.echo(table(["level", "you", "verifier", ""],
                      [[lv, you, machine, "differs" if machine not in ("-", you) else ""] for lv, you, machine in rows]))
 
@@ -129,18 +134,21 @@ def _rate(k: int, n: int) -> str:
 def agreement(db: Path, slug: str | None, seed: int | None, as_json: bool) -> None:
     """Agreement per level: reviewer with reviewer, reviewer with verifier; the disagreements.
 
-    A reviewer still judging any attempt blind sees the figures but not the disagreements: they
-    name attempts with the verifier's outcome and others' judgements."""
-    from storage.judgements import hidden_count
+    Closed to a reviewer while they judge blind any attempt in its scope (the study, or the
+    migration): the figures set the verifier's verdicts beside the judgements, and taking one's
+    own away from a few gives the verdicts of the rest (docs/judgements.md). One line, status 2."""
+    from workbench.blind import sight
     from workbench.judging import SEED, agreement_dict
     from workbench.judging import agreement as measure
 
     with study_at(db) as study:
         mid = migration_id_or_all(study.db, db, slug)
+        seen = sight(study.db, config.reviewer(), scope=True if mid is None else [mid])
+        if not seen.sees_scope:
+            raise WorkbenchError(seen.closed("Agreement"))
         report = measure(study.db, None if mid is None else [mid], seed=SEED if seed is None else seed)
-        hidden = hidden_count(study.db, config.reviewer())
     if as_json:
-        echo_json({**agreement_dict(report), **({"disagreements": "hidden"} if hidden else {})})
+        echo_json(agreement_dict(report))
         return
     click.echo(table(
         ["level", "kappa (reviewers)", "alpha (reviewers)", "kappa (verifier)", "v.pass/h.fail", "v.fail/h.pass"],
@@ -151,10 +159,7 @@ def agreement(db: Path, slug: str | None, seed: int | None, as_json: bool) -> No
                      [["blind" if b.blind else "not blind", b.judgements, _rate(b.verifier_agree, b.verifier_n),
                        _rate(b.claim_agree, b.claim_n)] for b in report.blind]))
     click.echo(f"\n{len(report.disagreements)} disagreements to adjudicate")
-    if hidden:
-        click.echo(f"(not listed: you judge blind, and {hidden} attempt{'s are' if hidden != 1 else ' is'}"
-                   " still hidden from you)")
-    elif report.disagreements:
+    if report.disagreements:
         click.echo(table(["migration", "seq", "level", "verifier", "judgements"],
                          [[d.migration, d.seq, d.level, d.verifier or "-",
                            ", ".join(f"{r}={o} (#{i})" for i, r, o in d.judgements)] for d in report.disagreements]))

@@ -146,7 +146,10 @@ def _describe(db, job) -> str:
         text += f", {job.wall_seconds:.1f} s"
     if job.error:
         text += f": {clean(job.error)}"
-    result = job_result(db, job)
+    from workbench.blind import sight
+
+    seen = sight(db, config.reviewer(), attempts=[job.result_attempt_id])
+    result = seen.job_result(job.result_attempt_id, job_result(db, job))
     if result is not None:
         text += "\n" + result_line(result)
     return text

@@ -48,7 +48,7 @@ def verify(db: Path, slug: str | None, seq: int | None, assignments: tuple[str, 
     """
     import time
 
-    from workbench.blind import hidden_attempts
+    from workbench.blind import sight
     from workbench.verify import NotAllVerified, study_targets, verify_groups
     from workbench.verify.batch import default_workers
     from workbench.verify.unknown import unknown_at_level3
@@ -77,15 +77,15 @@ def verify(db: Path, slug: str | None, seq: int | None, assignments: tuple[str, 
                 for group in verify_groups(sdb, migrations, study_of, config.reviewer(), seq=seq, force=force,
                                            workers=workers or default_workers(), progress=progress):
                     seen, judged = seen + len(group), judged + sum(o.changed for o in group)
-                    blind = hidden_attempts(sdb, config.reviewer(), [o.attempt.id for o in group])
-                    hidden += len(blind)
-                    listed = [o for o in group if (o.changed or not changed) and o.attempt.id not in blind]
+                    blind = sight(sdb, config.reviewer(), attempts=[o.attempt.id for o in group])
+                    hidden += len(blind.hidden)
+                    listed = [o for o in group if (o.changed or not changed) and blind.sees_attempt(o.attempt.id)]
                     for row in _rows(sdb, listed, evidence=reasons or as_json):
                         rows.add(_json_row(*row) if as_json else _cells(*row))
                         for line in _reasons(*row) if reasons and not as_json else []:
                             said.add(line)
                     if rerun_unknown:
-                        unknown_l3 += unknown_at_level3(sdb, [o.attempt for o in group])
+                        unknown_l3 += unknown_at_level3(sdb, [o.attempt for o in group if blind.sees_attempt(o.attempt.id)])
             except NotAllVerified as exc:  # raised once every other attempt is written: they are listed first
                 failed = exc
         _summary(seen, judged, time.perf_counter() - started)

@@ -176,6 +176,9 @@ class Standing:
     latest_attempt_id: int | None = None
     latest_decision: str | None = None
     status: str = "in_progress"
+    hidden: bool = False
+    """Blinded for the reviewer reading it (domain.blind.Sight.standing): no best level, no
+    reasons, and the suggestion is not to be shown."""
 
     @property
     def staff_hours(self) -> float:
@@ -203,8 +206,9 @@ class Standing:
         return next((lim.budget for lim in self.limits if lim.name == name), None)
 
     def needs_reason(self, kind: DecisionKind) -> bool:
-        """A decision against the rules' suggestion must say why."""
-        return kind is not self.suggestion
+        """A decision against the rules' suggestion must say why; a reviewer who may not see the
+        suggestion always says why (whether a reason is asked would tell it)."""
+        return self.hidden or kind is not self.suggestion
 
 
 def utcnow() -> datetime.datetime:

@@ -120,10 +120,14 @@ class JobResult:
     """The effective verdict of each level, in level order."""
     cause: str | None = None
     silent: bool = False
+    hidden: bool = False
+    """Blinded for the reviewer reading it (domain.blind.Sight.job_result): no outcomes or cause."""
 
 
 def result_line(result: JobResult) -> str:
     """What a finished job made, in the same words on the CLI and in the job screen."""
+    if result.hidden:
+        return f"new attempt #{result.seq}: its verdicts are hidden until you judge it (blind review)"
     marks = "".join(VERDICT_MARKS[o] for o in result.outcomes)
     text = f"new attempt #{result.seq}:" + (f" {marks}" if marks else "")
     text += f" level {'?' if result.level is None else result.level}"

@@ -83,6 +83,17 @@ def check_cause(levels: Sequence[Outcome], cause: str | None) -> FailureCause | 
     return found
 
 
+def missing_cause(levels: Sequence[Outcome], cause: str | None) -> str | None:
+    """What to ask when a level fails and no cause is given ("" never: None when nothing is
+    missing). A judgement may be saved so (the reviewer may not know), but not without a word:
+    agreement on causes is measured only where both sides name one."""
+    failing = [f"L{n}" for n, o in enumerate(levels, 1) if o is Outcome.FAIL]
+    if cause or not failing:
+        return None
+    return (f"cause: {', '.join(failing)} {'fails' if len(failing) == 1 else 'fail'} with no cause"
+            " (docs/failure-taxonomy.md; 'other' if none fits)")
+
+
 def check_deal(reviewers: Sequence[str], overlap: float) -> None:
     if not reviewers or any(not r.strip() for r in reviewers):
         raise ValueError("reviewers: name at least one reviewer, comma-separated")

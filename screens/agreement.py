@@ -5,8 +5,9 @@ to adjudicate. The same numbers as `workbench agreement --json` (workbench.judgi
 computed in a worker. `enter` on a disagreement opens the adjudication dialog: a final verdict
 and a reason, recorded as an override (workbench.judging.adjudicate).
 
-A reviewer still blind to an attempt sees the study-level figures but not the disagreements:
-they name attempts' verdicts and others' judgements (docs/judgements.md, "Blind mode")."""
+Closed to a reviewer still blind to an attempt (domain.blind.Sight.sees_scope): the figures set
+the verifier's verdicts beside the judgements, and taking one's own away from a few gives the
+verdicts of the rest; the disagreements name them (docs/judgements.md, "Blind mode")."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from textual.widgets import DataTable, Header, Label, Select, Static, TabbedCont
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from domain.agreement import AgreementReport, BlindFigure, Disagreement, LevelAgreement, Statistic
+from domain.blind import Sight
 from domain.models import LADDER, Outcome
 from domain.text import plural
 from screens.base import WorkbenchScreen
@@ -226,12 +228,17 @@ class AgreementScreen(WorkbenchScreen):
     # --- the figures -----------------------------------------------------------------------------
     @work(thread=True, exclusive=True, exit_on_error=False, group="agreement")
     def compute(self, path: Path) -> None:
-        from storage.judgements import hidden_count
+        from workbench.blind import sight
         from workbench.judging import agreement
 
         reviewer = self.reviewer
         kw = {} if self.resamples is None else {"resamples": self.resamples}
-        result = read(path, lambda db: (agreement(db, **kw), hidden_count(db, reviewer)))
+
+        def measure(db) -> tuple[AgreementReport | None, Sight]:
+            seen = sight(db, reviewer, scope=True)
+            return (agreement(db, **kw) if seen.sees_scope else None), seen
+
+        result = read(path, measure)
         if get_current_worker().is_cancelled:
             return
         if isinstance(result, LoadFailed):
@@ -250,37 +257,35 @@ class AgreementScreen(WorkbenchScreen):
         if self.stale:
             self.study_changed()
 
-    def _computed(self, report: AgreementReport, hidden: int) -> None:
-        self.report, self.hidden = report, hidden
-        self.query_one("#agreement-figures", Static).update(figures_text(report))
-        self._show_disagreements()
+    def _computed(self, report: AgreementReport | None, seen: Sight) -> None:
+        self.report, self.hidden = report, seen.pending
+        closed = Text(seen.closed("Agreement") + ". Its figures set the verifier's verdicts beside the"
+                      " judgements: taking yours away from them would tell the verdicts of attempts you"
+                      " have not judged.", style="bold")
+        self.query_one("#agreement-figures", Static).update(closed if report is None else figures_text(report))
+        self._show_disagreements(closed)
         self._show_header()
         self._done_computing()
 
     def _show_header(self) -> None:
         report = self.report
         out = Text("Agreement", style="bold")
-        if report is None:
+        if self.hidden:
+            out.append(" · closed while you judge blind", style="dim")
+        elif report is None:
             out.append(" · computing…", style="dim")
         else:
             out.append(f" · {plural(report.judgements, 'judgement')}", style="bold")
-            if self.hidden:
-                out.append(" · disagreements hidden while you judge blind", style="dim")
-            else:
-                count = len(report.disagreements)
-                out.append(f" · {plural(count, 'disagreement')} to adjudicate", style="bold")
+            count = len(report.disagreements)
+            out.append(f" · {plural(count, 'disagreement')} to adjudicate", style="bold")
             out.append(" · tab switches pane", style="dim")
         self.query_one("#agreement-header", Static).update(out)
 
-    def _show_disagreements(self) -> None:
-        assert self.report is not None
+    def _show_disagreements(self, closed: Text) -> None:
         note = self.query_one("#disagreement-note", Static)
         table = self.query_one(DisagreementTable)
-        if self.hidden:
-            note.update(Text(f"You judge blind: {self.hidden} attempt{'s are' if self.hidden != 1 else ' is'}"
-                             " still hidden from you. The disagreements name attempts' verdicts and others'"
-                             " judgements; they show once you have judged what is dealt to you (Q).",
-                             style="bold"))
+        if self.report is None:
+            note.update(closed)
             note.display, table.display = True, False
             table.clear()
             self.rows = {}

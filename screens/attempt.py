@@ -206,6 +206,7 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
         self.query_one("#overview-text", Static).update(
             render.attempt_overview(view.summary, view.verification, message.subject, view.judgement,
                                     message.environment))
+        self.query_one(CurvesPane).sync_blind(view.summary.hidden)
         verdict_list = self.query_one(VerdictList)
         verdict_list.clear_options()
         verdict_list.add_options(verdict_options(view.verdicts))

@@ -24,13 +24,14 @@ from screens.messages import LoadFailed
 from screens.widgets.effort_panel import EffortPanel
 from storage import queries, review, watches
 from workbench import config
+from workbench.blind import sight
 
 
 def _form_data(db, migration_id: int) -> dict[str, Any]:
     """The intervention form's choices. While the reviewer judges one of the migration's attempts
     blind, earlier interventions (their notes) are not offered for correction."""
     attempts = [(a.id, a.label) for a in review.attempt_choices(db, migration_id)]
-    hidden = migration_id in queries.hidden_migrations(db, config.reviewer())
+    hidden = not sight(db, config.reviewer(), migrations=True).sees_migration(migration_id)
     return {
         "kinds": effort.intervention_kinds(queries.study_intervention_kinds(db)),
         "attempts": attempts,
@@ -141,10 +142,11 @@ class EffortActions(Screen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="effort-form")
     def _open_override(self, path: Path, attempt_id: int, level: int | None, label: str) -> None:
-        from workbench.blind import hidden_attempts
+        from workbench.blind import sight
 
         reviewer = config.reviewer()
-        data = read(path, lambda db: (hidden_attempts(db, reviewer, [attempt_id]), queries.verdicts(db, attempt_id)))
+        data = read(path, lambda db: (not sight(db, reviewer, attempts=[attempt_id]).sees_attempt(attempt_id),
+                                      queries.verdicts(db, attempt_id)))
         if isinstance(data, LoadFailed):
             self.app.call_from_thread(self.app.notify, data.problem, severity="error", markup=False)
             return

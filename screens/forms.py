@@ -25,7 +25,7 @@ from textual.worker import Worker, WorkerState
 from domain import effort
 from domain.effort import Intervention
 from domain.errors import WorkbenchError
-from domain.judgements import check_cause
+from domain.judgements import check_cause, missing_cause
 from domain.models import LADDER, Budgets, DecisionKind, FailureCause, Outcome
 from domain.text import clean
 from domain.verdicts import Verdict
@@ -36,6 +36,7 @@ from screens.typeahead import Input
 from storage import queries, records
 from storage.sqlite import Database
 from workbench import config
+from workbench.blind import sight
 
 Save = Callable[[Database], int]
 """What a form writes: run on the study in a worker thread; ValueError means bad input."""
@@ -238,6 +239,13 @@ class InterventionForm(RecordForm):
 DECISION_WORDS = {DecisionKind.ACCEPT: "Accept", DecisionKind.STOP: "Stop", DecisionKind.CONTINUE: "Continue"}
 
 
+def decision_reason_problem(standing: effort.Standing, kind: DecisionKind) -> str:
+    """Why a decision with no reason is refused, naming the suggestion only to whom may see it."""
+    if standing.hidden:
+        return "reason: required while you judge one of this migration's attempts blind"
+    return f"reason: the rules suggest {standing.suggestion.value}; say why you {kind.value} instead"
+
+
 class DecisionForm(RecordForm):
     """Accept, stop or continue, with a reason; the figures at this moment are stored with it."""
 
@@ -258,7 +266,7 @@ class DecisionForm(RecordForm):
         yield Label("Decision")
         yield Select([(DECISION_WORDS[k], k.value) for k in DecisionKind], value=self.kind.value,
                      allow_blank=False, id="decision-kind")
-        yield Label("Reason (required when it goes against the suggestion)")
+        yield Label("Reason (required when it goes against the suggestion)", id="decision-reason-label")
         yield Input(placeholder="why", id="decision-reason")
 
     def on_mount(self) -> None:
@@ -270,7 +278,8 @@ class DecisionForm(RecordForm):
     def _load(self, migration_id: int) -> None:
         try:
             with reading(self.app.db_path) as db:
-                current = queries.migration_standing(db, migration_id)
+                seen = sight(db, config.reviewer(), migrations=True)
+                current = seen.standing(migration_id, queries.migration_standing(db, migration_id))
         except (WorkbenchError, sqlite3.Error) as exc:
             self.app.call_from_thread(self.show_error, describe_error(exc))
             return
@@ -279,6 +288,8 @@ class DecisionForm(RecordForm):
     def _loaded(self, current: effort.Standing) -> None:
         self.standing = current
         self.query_one("#decision-standing", Static).update(standing_text(current))
+        if current.hidden:  # the suggestion is not shown, so a reason is always asked
+            self.query_one("#decision-reason-label", Label).update("Reason (required while you judge blind)")
 
     def build(self) -> Save:
         if self.standing is None:
@@ -286,9 +297,9 @@ class DecisionForm(RecordForm):
         kind = DecisionKind(self.query_one("#decision-kind", Select).value)
         reason = self.query_one("#decision-reason", Input).value
         if self.standing.needs_reason(kind) and not reason.strip():
-            raise ValueError(f"reason: the rules suggest {self.standing.suggestion.value};"
-                             f" say why you {kind.value} instead")
-        reviewer, migration_id, expected = config.reviewer(), self.migration_id, self.standing.suggestion
+            raise ValueError(decision_reason_problem(self.standing, kind))
+        reviewer, migration_id = config.reviewer(), self.migration_id
+        expected = None if self.standing.hidden else self.standing.suggestion
         return lambda db: records.record_decision(
             db, migration_id=migration_id, kind=kind, reason=reason, reviewer=reviewer, expected=expected,
         )
@@ -387,6 +398,8 @@ class JudgementForm(RecordForm):
         self.attempt_label = attempt_label
         self.started = started
         """`time.monotonic()` when the reviewer opened the attempt: the judgement's active time."""
+        self.asked: list[Outcome] | None = None
+        """The levels for which a missing cause was asked about: saving them again records them."""
 
     def compose_fields(self) -> ComposeResult:
         if self.attempt_label:
@@ -427,6 +440,11 @@ class JudgementForm(RecordForm):
             levels.append(Outcome(value))
         cause = _select_value(self.query_one("#judge-cause", Select))
         check_cause(levels, cause)
+        missing = missing_cause(levels, cause)
+        if missing and self.asked != levels:  # asked once; saved as it is on the second ctrl+s
+            self.asked = levels
+            self.query_one("#judge-cause", Select).focus()
+            raise ValueError(f"{missing}: choose one, or save again to record it without")
         note = self.query_one("#judge-note", Input).value.strip() or None
         slug, seq, reviewer = self.slug, self.seq, config.reviewer()
         seconds = max(0.0, time.monotonic() - self.started)

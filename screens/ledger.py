@@ -24,9 +24,10 @@ from screens.presenters.effort import ledger_counts_line, ledger_entry
 from screens.text import text
 from screens.widgets.filter_bar import FilterBar
 from screens.widgets.footer import Footer
-from storage import ledger, queries
+from storage import ledger
 from storage.review import ListFilter
 from workbench import config
+from workbench.blind import sight
 
 
 def option_id(entry: ledger.LedgerEntry) -> str:
@@ -118,9 +119,9 @@ class LedgerScreen(FilteredList):
         reviewer = config.reviewer()
 
         def counted(db) -> tuple[dict[str, int], bool]:
-            hidden = queries.hidden_migrations(db, reviewer)
+            seen = sight(db, reviewer, migrations=True)
             return (ledger.ledger_counts(db, migration_id, reviewer),
-                    bool(hidden) if migration_id is None else migration_id in hidden)
+                    bool(seen.hidden_migrations) if migration_id is None else not seen.sees_migration(migration_id))
 
         result = read(path, counted)
         if isinstance(result, LoadFailed):

@@ -25,6 +25,7 @@ from screens.widgets.footer import Footer
 from screens.widgets.nav_table import NavTable
 from storage import queries, review
 from workbench import config
+from workbench.blind import sight
 
 COLUMNS = (
     ("#", "seq"),
@@ -174,7 +175,7 @@ class MigrationScreen(EffortActions, FilteredList):
         migration_id, reviewer = self.migration.id, config.reviewer()
 
         def counts_seen(db) -> review.LadderCounts | None:
-            if migration_id in queries.hidden_migrations(db, reviewer):
+            if not sight(db, reviewer, migrations=True).sees_migration(migration_id):
                 return None
             return review.ladder_counts(db, migration_id)
 

@@ -226,6 +226,8 @@ class JobScreen(Screen[None]):
     def _read(self) -> None:
         from domain.jobs import result_line
         from storage.jobs import job_result
+        from workbench import config
+        from workbench.blind import sight
         from workbench.rerun import jobs
 
         with reading(self.db_path) as db:
@@ -234,7 +236,8 @@ class JobScreen(Screen[None]):
                 jobs.recover(db)
                 job = jobs.get_job(db, self.job_id)
             data, offset = jobs.read_output(job, self.read_offset)
-            found = None if job.active else job_result(db, job)
+            found = None if job.active else sight(db, config.reviewer(), attempts=[job.result_attempt_id]
+                                                  ).job_result(job.result_attempt_id, job_result(db, job))
             result = "" if found is None else " · " + result_line(found)
         self.app.call_from_thread(self._show, job, data, offset, result)
 

@@ -71,21 +71,32 @@ class RerunUnknownDialog(ModalScreen[list[int] | None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="rerun-unknown-find")
     def _find(self) -> None:
+        from storage import queries
+        from workbench import config
+        from workbench.blind import sight
         from workbench.verify.unknown import unknown_in
 
         try:
             with reading(self.db_path) as db:
-                targets = unknown_in(db, self.slug)
+                found = unknown_in(db, self.slug)
+                migration = None if self.slug is None else queries.get_migration(db, self.slug)
+                seen = sight(db, config.reviewer(), attempts=[a.id for _, a in found],
+                             scope=True if migration is None else [migration.id])
+                targets = [(slug, a) for slug, a in found if seen.sees_attempt(a.id)]  # its level 3 is a verdict
         except Exception as exc:  # shown on the dialog
             self.app.call_from_thread(self._error, describe_error(exc))
             return
-        self.app.call_from_thread(self._found, targets)
+        self.app.call_from_thread(self._found, targets, not seen.sees_scope)
 
-    def _found(self, targets: list) -> None:
+    def _found(self, targets: list, blind: bool) -> None:
+        """`blind`: the reviewer is blind to some attempts here, which are not offered whatever
+        their level 3 (saying whether one is unknown would tell its verdict)."""
         self.targets = targets
         listing = self.query_one("#unknown-list", Static)
         if not targets:
-            listing.update(text("No attempt has an unknown level 3: nothing to re-run."))
+            listing.update(text("No attempt you may see has an unknown level 3 (those you judge blind are not"
+                                " offered): nothing to re-run." if blind else
+                                "No attempt has an unknown level 3: nothing to re-run."))
             return
         lines = [f"{plural(len(targets), 'attempt')}:"]
         lines += [f"{slug} #{a.seq}: {shlex.join(a.command.argv)}" for slug, a in targets]
@@ -166,6 +177,8 @@ class JobsScreen(Screen[None]):
         from domain.jobs import result_line
         from storage import queries
         from storage.jobs import job_result
+        from workbench import config
+        from workbench.blind import sight
         from workbench.rerun import jobs
 
         rows = []
@@ -177,7 +190,8 @@ class JobsScreen(Screen[None]):
                     job = jobs.get_job(db, job_id)
                 attempt = queries.attempt_summary(db, job.spec.attempt_id).attempt
                 migration = queries.migration_by_id(db, job.spec.migration_id)
-                found = None if job.active else job_result(db, job)
+                found = None if job.active else sight(db, config.reviewer(), attempts=[job.result_attempt_id]
+                                                      ).job_result(job.result_attempt_id, job_result(db, job))
                 rows.append((job, f"{migration.slug if migration else '?'} #{attempt.seq}",
                              "" if found is None else result_line(found)))
         self.app.call_from_thread(self._show, rows)

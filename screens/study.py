@@ -182,10 +182,10 @@ class StudyScreen(FilteredList):
     @staticmethod
     def _counts(db) -> tuple[dict[str, int], review.LadderCounts | None]:
         """The study's totals and ladder counts; neither (no totals, `{}`) while this reviewer
-        judges any attempt blind: they would tell its verdicts."""
-        from storage.judgements import hidden_count
+        judges any attempt blind: they would tell its verdicts (domain.blind.Sight.sees_scope)."""
+        from workbench.blind import sight
 
-        if hidden_count(db, config.reviewer()):
+        if not sight(db, config.reviewer(), scope=True).sees_scope:
             return {}, None
         return queries.study_totals(db), review.ladder_counts(db)
 

@@ -150,11 +150,13 @@ def queue_counts(db: Database, reviewer: str) -> tuple[int, int]:
     return int(row[1]), int(row[0])
 
 
-def hidden_count(db: Reader, reviewer: str) -> int:
+def hidden_count(db: Reader, reviewer: str, migration_ids: list[int] | None = None) -> int:
     """How many attempts `reviewer` is blind to (`hidden_of`, over every agent attempt and re-run
-    in one pass): while any is, study-wide lists that name attempts' verdicts stay closed to them."""
-    row = db.execute(f"SELECT count(*) FROM attempt a WHERE {hidden_of('a.id')}",
-                     {"r": reviewer}).fetchone()
+    in one pass; only those of `migration_ids` when given): while any is, lists and figures over
+    them that name or sum attempts' verdicts stay closed to them."""
+    within = "" if migration_ids is None else " AND a.migration_id IN (SELECT value FROM json_each(:m))"
+    row = db.execute(f"SELECT count(*) FROM attempt a WHERE {hidden_of('a.id')}{within}",
+                     {"r": reviewer, "m": json.dumps(migration_ids or [])}).fetchone()
     return int(row[0])
 
 

@@ -89,7 +89,7 @@ async def open_agreement(pilot) -> AgreementScreen:
     await pilot.press("A")
     await until(pilot, lambda: isinstance(pilot.app.screen, AgreementScreen))
     screen = pilot.app.screen
-    await until(pilot, lambda: screen.report is not None and not screen.computing, timeout=20.0)
+    await until(pilot, lambda: screen.hidden is not None and not screen.computing, timeout=20.0)
     await settle(pilot)
     return screen
 
@@ -177,7 +177,9 @@ async def test_adjudicating_in_the_dialog_records_an_override_and_clears_the_ite
         study.close()
 
 
-async def test_a_blind_reviewer_sees_the_figures_but_no_disagreement(study_path: Path, monkeypatch) -> None:
+async def test_the_agreement_is_closed_to_a_blind_reviewer(study_path: Path, monkeypatch) -> None:
+    """Neither figures nor disagreements: taking one's own judgements away from the per-level
+    counts against the verifier would give the verdicts of attempts one has not judged."""
     from storage.judgements import set_study_blind
 
     study = open_study(study_path)
@@ -189,13 +191,19 @@ async def test_a_blind_reviewer_sees_the_figures_but_no_disagreement(study_path:
     app = WorkbenchApp(study_path)
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await open_agreement(pilot)
-        assert screen.hidden == 6 and "kappa" in figures(screen)
+        assert screen.hidden == 6 and screen.report is None
+        closed = figures(screen)
+        assert "Agreement is closed to chen while they judge blind: 6 attempts are still hidden" in " ".join(closed.split())
+        assert "kappa" not in closed and "verifier pass" not in closed
         await pilot.press("2")
         await settle(pilot)
         text = screen_text(app)
-        assert "You judge blind: 6 attempts are still hidden" in text
+        assert "closed to chen" in text
         assert not screen.query_one(DisagreementTable).display and not screen.rows
         assert "mlp-xla" not in text and "ana=" not in text
+        await pilot.press("enter")  # nothing to adjudicate from here
+        await settle(pilot)
+        assert app.screen is screen
 
 
 async def test_the_figures_scroll_at_80x24(study_path: Path) -> None:

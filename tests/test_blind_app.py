@@ -138,6 +138,8 @@ async def test_the_attempt_screen_hides_until_judged_then_reveals_with_differenc
             screen.action_pane(pane)
             await settle(pilot)
         assert "loss" in screen_text(app) or "accuracy" in screen_text(app)
+        curves = screen.query_one("#curves-table")
+        assert "ratio" not in curves.columns and "tol r" not in screen_text(app)  # no ×tol: level 2 by another name
 
         # nothing that would show them is reachable: the brief, an override, nor through the palette
         for key in ("b", "o"):
@@ -156,6 +158,7 @@ async def test_the_attempt_screen_hides_until_judged_then_reveals_with_differenc
         await judge(pilot, ("pass", "pass", "pass", "fail", "fail"), cause="slower_or_costlier",
                     note="looks fine to me")
         await until(pilot, lambda: not screen.hidden)
+        await until(pilot, lambda: "ratio" in curves.columns)  # judged: the tolerance shows again
         await settle(pilot)
         toasts = [n.message for n in app._notifications]
         assert "Saved judgement" in " ".join(toasts)
@@ -342,18 +345,19 @@ async def test_counts_notes_and_the_ledger_of_a_migration_being_judged_blind_are
     assert rows[SLUG]["failed"] == 4 and rows[SLUG]["hidden"] is False
 
 
-def test_agreement_from_the_cli_lists_no_disagreement_to_a_blind_reviewer(blind: Path) -> None:
+def test_agreement_from_the_cli_is_closed_to_a_blind_reviewer(blind: Path) -> None:
+    """Its figures set the verifier's verdicts beside the judgements: closed (one line, status 2)
+    while the reviewer is blind to any attempt in its scope, open once they are blind to none."""
     for reviewer in ("ben", "chen"):  # two reviewers disagree with each other and the verifier on #3
         outcome = "pass" if reviewer == "ben" else "fail"
         result = workbench("judge", str(blind), SLUG, str(SEQ), "--levels",
                            f"pass,{outcome},pass,fail,fail", reviewer=reviewer)
         assert result.returncode == 0, result.stderr
-    for_ana = workbench("agreement", str(blind), "--json")
-    assert for_ana.returncode == 0, for_ana.stderr
-    assert json.loads(for_ana.stdout)["disagreements"] == "hidden"
-    assert "not listed: you judge blind" in workbench("agreement", str(blind)).stdout
-    for_ben = json.loads(workbench("agreement", str(blind), "--json", reviewer="ben").stdout)
-    assert for_ben["disagreements"] == "hidden"  # ben is still blind to the other five
+    for who in ("ana", "ben"):  # ben judged #3, and is still blind to the other five
+        for args in (("--json",), (), ("--migration", SLUG)):
+            closed = workbench("agreement", str(blind), *args, reviewer=who)
+            assert closed.returncode == 2 and closed.stdout == "", (who, args, closed.stdout)
+            assert f"Agreement is closed to {who} while they judge blind" in closed.stderr
     study = open_study(blind)
     try:
         set_study_blind(study.db, False, "lead")
@@ -377,3 +381,64 @@ async def test_blind_mode_turned_on_by_another_process_hides_an_open_attempt(bli
         await settle(pilot)
         text = everything(app)
         assert "hidden until you judge (J)" in text and "expects L4" not in text and "data-parallel" not in text
+
+
+async def test_the_judge_form_asks_for_the_cause_of_a_failed_level_once(blind: Path) -> None:
+    """A failing level with no cause is not saved without a word: the form says which level and
+    moves to the cause; a second ctrl+s records it as it is (the reviewer may not know)."""
+    from storage.judgements import current_judgements
+
+    app = WorkbenchApp(blind)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_attempt(pilot)
+        await pilot.press("J")
+        await until(pilot, lambda: isinstance(app.screen, JudgementForm))
+        form = app.screen
+        await pilot.press("p", "f", "f", "u", "u", "ctrl+s")
+        await settle(pilot)
+        assert app.screen is form
+        problem = shown(form.query_one("#form-error").render())
+        assert "L2, L3 fail with no cause" in " ".join(problem.split())
+        assert form.focused is form.query_one("#judge-cause")
+        await pilot.press("ctrl+s")
+        await until(pilot, lambda: not isinstance(app.screen, JudgementForm))
+    study = open_study(blind)
+    try:
+        [judgement] = current_judgements(study.db)
+        assert judgement.cause is None and [o.value for o in judgement.levels][:3] == ["pass", "fail", "fail"]
+    finally:
+        study.close()
+    told = workbench("judge", str(blind), SLUG, "2", "--levels", "pass,fail,unknown,unknown,unknown")
+    assert told.returncode == 0 and "warning: cause: L2 fails with no cause" in told.stderr
+    named = workbench("judge", str(blind), SLUG, "1", "--levels", "pass,fail,unknown,unknown,unknown",
+                      "--cause", "other")
+    assert named.returncode == 0 and "warning" not in named.stderr
+
+
+async def test_a_blind_decision_asks_for_a_reason_and_names_no_suggestion(blind: Path) -> None:
+    """The dialog shows the budgets but not the best level or the suggestion; a reason is always
+    asked (whether one is asked would tell the suggestion), and the refusal names none."""
+    from screens.forms import DecisionForm
+
+    app = WorkbenchApp(blind)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_migration(pilot, SLUG)
+        await pilot.press("x")  # stop: against the rules (L4 reached: they suggest accept)
+        await until(pilot, lambda: isinstance(app.screen, DecisionForm) and app.screen.standing is not None)
+        form = app.screen
+        await settle(pilot)
+        text = screen_text(app)
+        assert "required while you judge blind" in text and "best level L" not in text and "suggest:" not in text
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        problem = " ".join(shown(form.query_one("#form-error").render()).split())
+        assert "required while you judge" in problem and "accept" not in problem
+        form.query_one("#decision-reason", Input).value = "out of budget"
+        await pilot.press("ctrl+s")
+        await until(pilot, lambda: not isinstance(app.screen, DecisionForm))
+    study = open_study(blind)
+    try:
+        [made] = queries.decisions(study.db, queries.get_migration(study.db, SLUG).id)
+        assert made.kind.value == "stop" and made.reason == "out of budget"
+    finally:
+        study.close()

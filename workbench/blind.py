@@ -1,15 +1,17 @@
-"""Blind review's one gate (docs/judgements.md, "Blind mode"): every screen and command reads
-attempts and migrations through these, which ask `storage.queries.hidden_of` whether the reviewer
-judges them blind and blank what it hides (domain/blind.py). Light on purpose: `workbench
-attempts` and `migrations` load it at every start."""
+"""Blind review's one gate (docs/judgements.md, "Blind mode"): `sight` asks
+`storage.queries.hidden_of` which attempts a reviewer is blind to and hands back the one rule
+(domain.blind.Sight) that says what they may see; every screen, dialog, command and export reads
+through it, or through the helpers here built on it. Light on purpose: `workbench attempts` and
+`migrations` load it at every start."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from domain.blind import HIDDEN_FIELDS, MIGRATION_HIDDEN, Sight
 from domain.errors import WorkbenchError
 
-# domain.blind (two dataclasses to create) loads only when a row is blinded or an attempt viewed.
 if TYPE_CHECKING:  # `workbench attempts` reads through the standard sqlite3 module, without sqlite-utils
     from sqlite_utils import Database
 
@@ -17,42 +19,42 @@ if TYPE_CHECKING:  # `workbench attempts` reads through the standard sqlite3 mod
     from domain.models import AttemptSummary, MigrationSummary
     from storage.queries import Reader
 
-HIDDEN_FIELDS = ("claim", "expected_level", "ladder", "highest_level", "failure")
-"""What `workbench attempts --json` blanks for a reviewer who is blind to an attempt."""
-MIGRATION_HIDDEN = ("failed", "silent_failures", "highest_level", "over_claims")
-"""What `workbench migrations --json` blanks of a migration holding an attempt the reviewer judges blind."""
+__all__ = ["HIDDEN_FIELDS", "MIGRATION_HIDDEN", "Sight", "as_seen_by", "attempt_seen_by", "closed_while_blind",
+           "migrations_seen_by", "sight"]
 
 
-def hidden_attempts(db: Reader, reviewer: str, attempt_ids: list[int]) -> set[int]:
-    """The attempts among these that `reviewer` is blind to (storage.queries.hidden_attempts)."""
-    from storage.queries import hidden_attempts as hidden
+def sight(db: Reader, reviewer: str, *, attempts: Iterable[int | None] = (), migrations: bool = False,
+          scope: bool | list[int] = False) -> Sight:
+    """The one rule (domain.blind.Sight) for `reviewer` now: which of `attempts` they are blind
+    to, which migrations hold one (when `migrations`), and how many attempts of the scope they are
+    blind to (`scope`: True for the study, a list of migration ids, False to not count)."""
+    from storage.queries import hidden_attempts, hidden_migrations
 
-    return hidden(db, reviewer, attempt_ids)
+    ids = [a for a in attempts if a is not None]
+    pending = 0
+    if scope is not False:
+        from storage.judgements import hidden_count
+
+        pending = hidden_count(db, reviewer, None if scope is True else scope)
+    return Sight(reviewer, frozenset(hidden_attempts(db, reviewer, ids)) if ids else frozenset(),
+                 frozenset(hidden_migrations(db, reviewer)) if migrations else frozenset(), pending)
 
 
 def as_seen_by(db: Reader, reviewer: str, summaries: list[AttemptSummary]) -> list[AttemptSummary]:
-    """The rows as `reviewer` may see them: those they are blind to blinded (domain.blind).
-    Reference runs are never blinded (the rule says so). Every screen and command that lists or
-    shows attempts reads its rows through this."""
-    hidden = hidden_attempts(db, reviewer, [s.attempt.id for s in summaries]) if summaries else set()
-    if not hidden:
-        return list(summaries)
-    from domain.blind import blinded
-
-    return [blinded(s) if s.attempt.id in hidden else s for s in summaries]
+    """The rows as `reviewer` may see them (domain.blind.Sight.attempt_row). Reference runs are
+    never blinded (the rule says so). Every screen and command that lists or shows attempts reads
+    its rows through this."""
+    seen = sight(db, reviewer, attempts=[s.attempt.id for s in summaries])
+    return [seen.attempt_row(s) for s in summaries]
 
 
 def migrations_seen_by(db: Reader, reviewer: str, summaries: list[MigrationSummary]) -> list[MigrationSummary]:
     """The study screen's rows as `reviewer` may see them: a migration holding an attempt they
-    judge blind shows no verdict counts (domain.blind.blinded_migration)."""
-    from storage.queries import hidden_migrations
-
-    hidden = hidden_migrations(db, reviewer) if summaries else set()
-    if not hidden:
-        return list(summaries)
-    from domain.blind import blinded_migration
-
-    return [blinded_migration(s) if s.migration.id in hidden else s for s in summaries]
+    judge blind shows no verdict counts (domain.blind.Sight.migration_row)."""
+    if not summaries:
+        return []
+    seen = sight(db, reviewer, migrations=True)
+    return [seen.migration_row(s) for s in summaries]
 
 
 def attempt_seen_by(db: Database, reviewer: str, attempt_id: int) -> AttemptView | None:
@@ -75,12 +77,8 @@ def attempt_seen_by(db: Database, reviewer: str, attempt_id: int) -> AttemptView
 
 def closed_while_blind(db: Database, reviewer: str, what: str) -> None:
     """Refuse `what` (an export, a study-wide list of verdicts) while `reviewer` judges any attempt
-    blind: it would show them the verdicts and claims they have not judged yet."""
-    from storage.judgements import hidden_count
-
-    n = hidden_count(db, reviewer)
-    if n:
-        raise WorkbenchError(
-            f"{what} is closed to {reviewer} while they judge blind: {n} attempt"
-            f"{'s are' if n != 1 else ' is'} still hidden from them. Judge them first (workbench queue), "
-            "or have blind mode turned off (workbench blind DB off)")
+    blind (domain.blind.Sight.sees_scope): it would show them the verdicts and claims they have
+    not judged yet."""
+    seen = sight(db, reviewer, scope=True)
+    if not seen.sees_scope:
+        raise WorkbenchError(seen.closed(what))

@@ -41,9 +41,13 @@ class Seen:
     cause: str | None
     silent: bool
     over_claim: bool | None
+    hidden: bool = False
+    """The watching reviewer is blind to it (domain.blind.Sight): its level and flags are not said."""
 
     def line(self) -> str:
         code = f" (exit {self.exit_code})" if self.exit_code is not None else ""
+        if self.hidden:
+            return f"attempt {self.seq}: {self.status}{code}: verified; its verdicts are hidden until you judge it"
         flags = [self.cause or ""] + (["SILENT FAILURE"] if self.silent else []) + \
             (["OVER-CLAIM"] if self.over_claim else [])
         extra = ", ".join(f for f in flags if f)
@@ -128,6 +132,7 @@ class Watcher:
         return len(self._stamps)
 
     def _verify_changed(self) -> list[Seen]:
+        from workbench.blind import sight
         from workbench.verify import verify_migration
 
         db = self.study_db.db
@@ -140,11 +145,14 @@ class Watcher:
         for seq, state in states.items():
             if state == self._states.get(seq) or state[0] == "no_result":
                 continue
-            for outcome in verify_migration(db, migration, study, self.reviewer, seq=seq).outcomes:
+            outcomes = verify_migration(db, migration, study, self.reviewer, seq=seq).outcomes
+            blind = sight(db, self.reviewer, attempts=[o.attempt.id for o in outcomes])
+            for outcome in outcomes:
                 found = queries.current_verification(db, outcome.attempt.id)
                 if found is not None:
                     seen.append(Seen(seq, state[0], state[1], found.highest_level,
-                                     found.cause.value if found.cause else None, found.silent, found.over_claim))
+                                     found.cause.value if found.cause else None, found.silent, found.over_claim,
+                                     hidden=not blind.sees_attempt(outcome.attempt.id)))
             self._states[seq] = state
         return seen
 

@@ -22,11 +22,15 @@ class Curves:
     series: dict[str, list[Series]] = field(default_factory=dict)
     tolerance: dict[str, tuple[float, float]] = field(default_factory=dict)
     """(rtol, atol) per metric: the band is reference ± (atol + rtol·|reference|)."""
+    blind: bool = False
+    """The reviewer is blind to an attempt drawn (domain.blind.Sight): the curves against the
+    tolerance (the band, the ×tol column) are level 2's verdict in all but name, so they go."""
 
 
 def deviations(curves: Curves, limit: int = 20) -> list[tuple[str, int, float, float, float, float]]:
     """(metric, step, value, compared-with value, difference, difference / tolerance), worst
-    first: the first series against the last (the reference, or the other attempt)."""
+    first: the first series against the last (the reference, or the other attempt). Blind: no
+    ratio (nan), the largest differences first."""
     out = []
     for name in curves.metrics:
         rows = curves.series.get(name) or []
@@ -37,12 +41,14 @@ def deviations(curves: Curves, limit: int = 20) -> list[tuple[str, int, float, f
         for step in sorted(mine.keys() & base.keys()):
             a, r = mine[step], base[step]
             if not (math.isfinite(a) and math.isfinite(r)):
-                out.append((name, step, a, r, math.nan, math.inf))
+                out.append((name, step, a, r, math.nan, math.nan if curves.blind else math.inf))
                 continue
             band = atol + rtol * abs(r)
             ratio = abs(a - r) / band if band > 0 else (math.inf if a != r else 0.0)
-            out.append((name, step, a, r, a - r, ratio))
-    out.sort(key=lambda d: (-d[5] if not math.isnan(d[5]) else 0.0))
+            out.append((name, step, a, r, a - r, math.nan if curves.blind else ratio))
+    # worst first: against the tolerance, or (blind) by the size of the difference alone
+    column = 4 if curves.blind else 5
+    out.sort(key=lambda d: -abs(d[column]) if not math.isnan(d[column]) else -math.inf)
     return out[:limit]
 
 

@@ -48,7 +48,7 @@ def render_panel(data: PanelData, attempt_id: int | None) -> Text:
     if s.unpriced_runs:
         out.append(f" · {plural(s.unpriced_runs, 'run')} unpriced", style="dim")
     out.append("\n")
-    if data.hidden:
+    if data.hidden or s.hidden:
         out.append("Level, suggestion and notes hidden while you judge blind\n", style="dim italic")
     else:
         _standing_line(out, s)
@@ -110,6 +110,10 @@ def standing_text(standing: effort.Standing) -> Text:
         out.append(f"({plural(standing.unpriced_runs, 'run')} without a price or times are not in compute)\n",
                    style="dim")
     out.append(f"staff cost ${standing.staff_dollars:,.2f}\n")
+    if standing.hidden:  # domain.blind.Sight.standing
+        out.append(f"L{standing.acceptance_level} required · best level and the rules' suggestion hidden"
+                   " while you judge blind; say why you decide\n", style="dim italic")
+        return out
     best = "none verified" if standing.highest_level is None else f"L{standing.highest_level}"
     out.append(f"best level {best} · L{standing.acceptance_level} required\n")
     style = {DecisionKind.ACCEPT: tone("bold $text-success"), DecisionKind.STOP: tone("bold $text-error")}.get(standing.suggestion, "bold")

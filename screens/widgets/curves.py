@@ -21,6 +21,7 @@ from screens.messages import CurvesLoaded, LoadFailed
 from screens.presenters.curves import Curves, Series, deviations, fmt
 from screens.presenters.palette import tone
 from screens.text import text
+from workbench import config
 
 BITS = ((0x01, 0x08), (0x02, 0x10), (0x04, 0x20), (0x40, 0x80))
 """Braille dot bits by (row, column) inside a cell of 2x4 dots."""
@@ -29,10 +30,12 @@ AXIS = 9
 
 
 def load_curves(db, attempts: list[tuple[str, int]], reference_id: int | None,
-                migration_id: int) -> Curves:
+                migration_id: int, reviewer: str) -> Curves:
     """Runs in a worker: the compared metrics' series for `attempts` ((label, id)) and the
-    reference, with the migration's tolerances."""
+    reference, with the migration's tolerances unless `reviewer` is blind to one of the attempts
+    (domain.blind.Sight: the curves stay, the tolerance goes)."""
     from storage import queries, review
+    from workbench.blind import sight
     from workbench.verify.settings import merge, tolerance
 
     settings = merge(queries.verify_settings(db, migration_id))
@@ -40,7 +43,8 @@ def load_curves(db, attempts: list[tuple[str, int]], reference_id: int | None,
     present = review.metric_names(db, [a for _, a in attempts])
     names = [n for n in names if n in present]
     names += sorted(present - set(names) - {"step_time"})
-    curves = Curves(metrics=names)
+    ids = [a for _, a in attempts]
+    curves = Curves(metrics=names, blind=not sight(db, reviewer, attempts=ids).sees_attempts(ids))
     for name in names:
         rows = []
         for n, (label, attempt_id) in enumerate(attempts):
@@ -50,7 +54,8 @@ def load_curves(db, attempts: list[tuple[str, int]], reference_id: int | None,
             rows.append(Series("reference", {p.step: p.value for p in
                                              queries.metric_series(db, reference_id, name)}, "reference"))
         curves.series[name] = rows
-        curves.tolerance[name] = tolerance(settings, name)
+        if not curves.blind:
+            curves.tolerance[name] = tolerance(settings, name)
     return curves
 
 
@@ -188,16 +193,25 @@ class CurvesPane(Vertical):
         yield CurvePlot(id="curves-plot")
         table = DataTable(id="curves-table", cursor_type="row", zebra_stripes=True)
         for label, key in (("Metric", "metric"), ("Step", "step"), ("Value", "value"),
-                           ("Against", "against"), ("Diff", "diff"), ("×tol", "ratio")):
+                           ("Against", "against"), ("Diff", "diff")):
             table.add_column(label, key=key)
         yield table
 
     def on_mount(self) -> None:
-        self._load(self.db_path, self.attempts, self.reference_id, self.migration_id)
+        self.reload()
+
+    def reload(self) -> None:
+        """Read the series again (the reviewer judged an attempt drawn: the tolerance shows)."""
+        self._load(self.db_path, self.attempts, self.reference_id, self.migration_id, config.reviewer())
+
+    def sync_blind(self, blind: bool) -> None:
+        """Read again if what the reviewer may see changed since the series were read."""
+        if self.curves is not None and self.curves.blind != blind:
+            self.reload()
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="curves")
-    def _load(self, path: Path, attempts, reference_id, migration_id) -> None:
-        result = read(path, lambda db: load_curves(db, attempts, reference_id, migration_id))
+    def _load(self, path: Path, attempts, reference_id, migration_id, reviewer: str) -> None:
+        result = read(path, lambda db: load_curves(db, attempts, reference_id, migration_id, reviewer))
         if isinstance(result, LoadFailed):
             self.post_message(result)
         else:
@@ -208,13 +222,18 @@ class CurvesPane(Vertical):
         self.curves = message.curves
         table = self.query_one(DataTable)
         table.clear()
+        blind = self.curves.blind
+        if blind and "ratio" in table.columns:
+            table.remove_column("ratio")
+        elif not blind and "ratio" not in table.columns:
+            table.add_column("×tol", key="ratio")
         for name, step, a, r, diff, ratio in deviations(self.curves):
-            style = tone("bold $text-error") if ratio > 1 else ""
-            table.add_row(text(name), Text(str(step), justify="right"),
-                          Text(fmt(a), justify="right"), Text(fmt(r), justify="right"),
-                          Text(fmt(diff), justify="right"),
-                          Text(f"{ratio:.2g}" if math.isfinite(ratio) else "∞", style=style,
-                               justify="right"))
+            cells = [text(name), Text(str(step), justify="right"), Text(fmt(a), justify="right"),
+                     Text(fmt(r), justify="right"), Text(fmt(diff), justify="right")]
+            if not blind:
+                cells.append(Text(f"{ratio:.2g}" if math.isfinite(ratio) else "∞",
+                                  style=tone("bold $text-error") if ratio > 1 else "", justify="right"))
+            table.add_row(*cells)
         if self._pending is not None and self._pending in self.curves.metrics:
             self.metric_index = self.curves.metrics.index(self._pending)
         self._pending = None
@@ -235,7 +254,7 @@ class CurvesPane(Vertical):
             legend.update(Text("No metric series recorded for this attempt.", style="dim"))
             return
         series = self.curves.series[name]
-        rtol, atol = self.curves.tolerance[name]
+        tol = self.curves.tolerance.get(name)
         out = text(name, "bold")
         if len(self.curves.metrics) > 1:
             out.append(f" ({self.metric_index % len(self.curves.metrics) + 1}/"
@@ -245,14 +264,16 @@ class CurvesPane(Vertical):
             out.append("━━ ", style=plot.get_component_rich_style(f"curve-plot--{s.role}"))
             out.append_text(text(s.label))
             out.append(f" ({len(s.points)})", style="dim")
-        if any(s.role == "reference" for s in series):
+        if tol is not None and any(s.role == "reference" for s in series):
             out.append("  ")
             out.append("⣿ ", style=plot.get_component_rich_style("curve-plot--band"))
-            out.append(f"tol r{rtol:g} a{atol:g}")
+            out.append(f"tol r{tol[0]:g} a{tol[1]:g}")
+        elif self.curves.blind:
+            out.append("  no tolerance band while you judge blind", style="dim italic")
         if self.marker is not None:
             out.append(f"  │ step {self.marker}", style="bold")
         legend.update(out)
-        plot.show(series, (rtol, atol), self.marker)
+        plot.show(series, tol, self.marker)
 
     def action_next_metric(self) -> None:
         self.metric_index += 1

@@ -18,6 +18,7 @@ from screens.presenters.effort import PanelData, render_panel
 from screens.presenters.palette import tone
 from storage import queries
 from workbench import config
+from workbench.blind import sight
 
 
 class EffortPanel(Static):
@@ -48,10 +49,11 @@ class EffortPanel(Static):
             found = (queries.attempt_interventions(db, attempt_id) if attempt_id is not None
                      else queries.interventions(db, migration_id))
             made = queries.decisions(db, migration_id)
-            return PanelData(queries.migration_standing(db, migration_id), found,
+            seen = sight(db, reviewer, migrations=True)
+            return PanelData(seen.standing(migration_id, queries.migration_standing(db, migration_id)), found,
                              queries.corrected_ids(db, migration_id), made[-1] if made else None,
                              queries.review_seconds_by_reviewer(db, migration_id),
-                             migration_id in queries.hidden_migrations(db, reviewer))
+                             not seen.sees_migration(migration_id))
 
         result = read(path, gather)
         if isinstance(result, LoadFailed):

@@ -308,10 +308,10 @@ def find_attempt(db: Database, slug: str, seq: int, reviewer: str) -> tuple[Migr
     """The attempt a brief or a claim review is about; refused while `reviewer` judges it blind
     (the brief and the claim are what blind review hides)."""
     from storage.queries import find_attempt
-    from workbench.blind import hidden_attempts
+    from workbench.blind import sight
 
     found, attempt = find_attempt(db, slug, seq)
-    if hidden_attempts(db, reviewer, [attempt.id]):
+    if not sight(db, reviewer, attempts=[attempt.id]).sees_attempt(attempt.id):
         raise WorkbenchError(f"{slug} #{seq}: you judge it blind; its claim and brief show once you have judged it"
                              " (workbench judge)")
     return found, attempt
