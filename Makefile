@@ -32,7 +32,7 @@ xla-env:
 	@if $(XLA_VENV)/bin/python -c "import torch_xla" >/dev/null 2>&1; then echo "$(XLA_VENV) is ready"; else \
 	  rm -rf $(XLA_VENV) && mkdir -p $(dir $(XLA_VENV)) && $(PYTHON) -m venv $(XLA_VENV) && \
 	  $(XLA_VENV)/bin/python -m pip install --quiet --upgrade pip && \
-	  $(XLA_VENV)/bin/python -m pip install --quiet --no-deps -r workbench_assets/demo/requirements-xla-cpu.txt && \
+	  $(XLA_VENV)/bin/python -m pip install --quiet --no-deps -r assets/demo/requirements-xla-cpu.txt && \
 	  echo "made $(XLA_VENV)"; fi
 	@echo "use it with: export WORKBENCH_XLA_PYTHON=$(XLA_VENV)/bin/python WORKBENCH_TARGET_VENV=$(XLA_VENV)"
 

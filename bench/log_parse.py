@@ -34,7 +34,7 @@ from storage.logs import log_chunks  # noqa: E402
 from workbench.verify.logscan import LogScanner, file_chunks  # noqa: E402
 from workbench.verify.patterns import compile_patterns  # noqa: E402
 
-REPORT = (Path(__file__).resolve().parent.parent / "workbench_assets/demo/bundle/migrations/mlp-classifier/logs/002.log")
+REPORT = (Path(__file__).resolve().parent.parent / "assets/demo/bundle/migrations/mlp-classifier/logs/002.log")
 
 
 def write_log(path: Path, megabytes: int) -> int:

@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "workbench_assets" / "demo" / "project" / "mlp" / "v4" / "train.py"
+SCRIPT = ROOT / "assets" / "demo" / "project" / "mlp" / "v4" / "train.py"
 INJECT = ROOT / "workbench" / "probe" / "inject"
 STEP = re.compile(r"^step (\d+)/\d+ .* step_time (\S+)", re.M)
 

@@ -209,10 +209,26 @@ def test_the_wheel_ships_the_stylesheet_and_the_demo_bundle(tmp_path: Path) -> N
 
     (wheel,) = (tmp_path / "dist").glob("workbench-*.whl")
     shipped = set(zipfile.ZipFile(wheel).namelist())
-    wanted = {n for n in tracked if n.startswith("workbench_assets/demo/bundle/")} | {
-        "workbench_assets/styles/app.tcss", "workbench_assets/__init__.py"}
+    # the repository's assets/ folder ships as the workbench_assets package (setup.py)
+    wanted = {"workbench_assets/" + n.removeprefix("assets/") for n in tracked if n.startswith("assets/demo/bundle/")}
+    wanted |= {"workbench_assets/styles/app.tcss", "workbench_assets/__init__.py"}
     assert len(wanted) > 20 and wanted <= shipped, sorted(wanted - shipped)
-    assert not any(n.startswith("workbench_assets/demo/project/") for n in shipped)
+    assert not any(n.startswith(("workbench_assets/demo/project/", "assets/")) for n in shipped)
+    assert "workbench_assets/demo/generate.py" not in shipped
+
+
+def test_a_checkout_without_an_install_finds_the_assets_folder(tmp_path: Path) -> None:
+    """Run from the clone's folder with nothing installed (no site-packages, so no editable install
+    either), workbench/config.py finds the stylesheet and the demo bundle in assets/."""
+    root = Path(__file__).resolve().parents[1]
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from workbench import config; "
+            "print(config.STYLESHEET); print(config.DEMO_BUNDLE)")
+    out = subprocess.run([sys.executable, "-S", "-c", code, str(root)], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=60)
+    assert out.returncode == 0, out.stderr
+    stylesheet, bundle = map(Path, out.stdout.split())
+    assert stylesheet == root / "assets" / "styles" / "app.tcss" and stylesheet.is_file()
+    assert bundle == root / "assets" / "demo" / "bundle" and (bundle / "migrations").is_dir()
 
 
 def test_bad_paths_ports_and_values_give_one_line_each(small_bundle, tmp_path: Path) -> None:

@@ -66,7 +66,7 @@ def _same(log: bytes, sizes=(1 << 20, 4096, 333, 61, 7), standing: bool = False)
 
 
 def test_every_log_of_the_tests_and_the_assets(tmp_path) -> None:
-    files = sorted({*ROOT.glob("tests/**/*.log"), *ROOT.glob("workbench_assets/**/*.log")})
+    files = sorted({*ROOT.glob("tests/**/*.log"), *ROOT.glob("assets/**/*.log")})
     logs = [p.read_bytes() for p in files] + every_log(tmp_path)
     assert len(logs) > 10
     for log in logs:

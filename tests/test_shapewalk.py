@@ -253,7 +253,7 @@ def _same(log: bytes, sizes=(1 << 20, 4096, 333)) -> None:
 
 @needs_walk
 def test_the_scan_with_the_walk_finds_the_regex_paths_facts(tmp_path) -> None:
-    files = sorted({*ROOT.glob("tests/**/*.log"), *ROOT.glob("workbench_assets/**/*.log")})
+    files = sorted({*ROOT.glob("tests/**/*.log"), *ROOT.glob("assets/**/*.log")})
     logs = [p.read_bytes() for p in files] + every_log(tmp_path) + [_log(seed) for seed in range(6)]
     rng = random.Random(5)
     # hostile lines among step lines (digit runs under `int`'s 4300 digits: a step of more stops

@@ -2,7 +2,7 @@
 attempt variant on torch_xla with 4 virtual CPU devices and the workbench's probe inside
 (workbench/probe), then verified from its log alone (the probe's `workbench-probe` lines in it).
 
-Needs the torch_xla environment (workbench_assets/demo/requirements-xla-cpu.txt): its python is
+Needs the torch_xla environment (assets/demo/requirements-xla-cpu.txt): its python is
 `$WORKBENCH_XLA_PYTHON`, else `.venv-xla/bin/python` at the repository root, else the CI cache
 (`${XDG_CACHE_HOME:-~/.cache}/workbench/xla-venv`). Without one the tests skip, saying so. The
 runs (about a minute and a half on 2 cores) are cached by the hash of the script, the probe and

@@ -6,18 +6,23 @@ import os
 from pathlib import Path
 
 _ASSETS = {"ASSETS": (), "STYLESHEET": ("styles", "app.tcss"), "DEMO_BUNDLE": ("demo", "bundle")}
-"""ASSETS: the installed package data (the workbench_assets package), wherever pip or pipx put
-it; STYLESHEET and DEMO_BUNDLE within it."""
+"""ASSETS: the package data, the repository's assets/ folder, installed as the workbench_assets
+package wherever pip or pipx put it (setup.py maps it); STYLESHEET and DEMO_BUNDLE within it."""
 
 
 def __getattr__(name: str) -> Path:
     """The package data's paths, found on first use: importlib.resources costs ~8 ms of every
-    command's start-up."""
+    command's start-up. A checkout run from its folder without an install (PYTHONPATH) has no
+    workbench_assets package: there the folder itself is the data."""
     if name not in _ASSETS:
         raise AttributeError(name)
     from importlib.resources import files
 
-    return Path(str(files("workbench_assets"))).joinpath(*_ASSETS[name])
+    try:
+        root = Path(str(files("workbench_assets")))
+    except ModuleNotFoundError:
+        root = Path(__file__).resolve().parent.parent / "assets"
+    return root.joinpath(*_ASSETS[name])
 
 
 def data_dir() -> Path:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Check a study bundle against docs/bundle-format.md (format 1). Standard library only.
 
-Usage: python3 check_bundle.py [DIR]   (default: workbench_assets/demo/bundle). Exits 1 on any problem.
+Usage: python3 check_bundle.py [DIR]   (default: assets/demo/bundle). Exits 1 on any problem.
 """
 from __future__ import annotations
 

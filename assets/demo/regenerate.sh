@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Rebuild workbench_assets/demo/bundle/ from scratch by really running every attempt.
+# Rebuild assets/demo/bundle/ from scratch by really running every attempt.
 #
-#   bash workbench_assets/demo/regenerate.sh
+#   bash assets/demo/regenerate.sh
 #
 # Environment:
 #   WORKBENCH_DEMO_VENV  torch_xla virtual environment (default: <repo>/.venv-xla); created and
