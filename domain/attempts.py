@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from domain.models import AttemptSource, AttemptStatus, FailureCause, Outcome, pickled_by_fields
+from domain.kinds import AttemptSource, AttemptStatus, FailureCause, Outcome
+from domain.pickling import pickled_by_fields
 
 
 @dataclass(frozen=True, slots=True)

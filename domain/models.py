@@ -11,78 +11,24 @@ created only when first asked for: `workbench migrations` reads neither.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from enum import StrEnum
+from dataclasses import dataclass
 from importlib import import_module
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any
+
+from domain.kinds import (  # noqa: F401  (handed out from here too)
+    AttemptSource,
+    AttemptStatus,
+    DecisionKind,
+    Direction,
+    FailureCause,
+    MigrationStatus,
+    Outcome,
+)
+from domain.pickling import pickled_by_fields
 
 if TYPE_CHECKING:  # re-exported below, created on first use
     from domain.attempts import Attempt, AttemptSummary, Command, Evidence, Failure, Hardware  # noqa: F401
     from domain.study import Study  # noqa: F401
-
-
-class MigrationStatus(StrEnum):
-    IN_PROGRESS = "in_progress"
-    ACCEPTED = "accepted"
-    STOPPED = "stopped"
-
-
-class AttemptSource(StrEnum):
-    AGENT = "agent"
-    RERUN = "rerun"
-    REFERENCE = "reference"
-
-
-class AttemptStatus(StrEnum):
-    """How an execution ended, as far as the record shows (see the transcript notes)."""
-
-    OK = "ok"
-    NONZERO_EXIT = "nonzero_exit"
-    INTERRUPTED = "interrupted"
-    BACKGROUNDED = "backgrounded"
-    BLOCKED = "blocked"
-    NO_RESULT = "no_result"
-
-
-class Outcome(StrEnum):
-    PASS = "pass"
-    FAIL = "fail"
-    UNKNOWN = "unknown"
-
-
-class Direction(StrEnum):
-    MAX = "max"
-    MIN = "min"
-
-
-class DecisionKind(StrEnum):
-    CONTINUE = "continue"
-    ACCEPT = "accept"
-    STOP = "stop"
-
-
-class FailureCause(StrEnum):
-    """The failure taxonomy; docs/failure-taxonomy.md defines each cause."""
-
-    ENVIRONMENT = "environment"
-    API_MISUSE = "api_misuse"
-    RECOMPILATION = "recompilation"
-    CPU_FALLBACK = "cpu_fallback"
-    HOST_SYNC = "host_sync"
-    NUMERICAL_MISMATCH = "numerical_mismatch"
-    WRONG_CONFIGURATION = "wrong_configuration"
-    OUT_OF_MEMORY = "out_of_memory"
-    TIMEOUT = "timeout"
-    GOAL_NOT_MET = "goal_not_met"
-    INCOMPLETE = "incomplete"
-    CRASH = "crash"
-    SLOWER_OR_COSTLIER = "slower_or_costlier"
-    NO_ACCELERATOR_RUNTIME = "no_accelerator_runtime"
-    REPLICAS_SAME_DATA = "replicas_same_data"
-    OPTIMIZER_NOT_STEPPED = "optimizer_not_stepped"
-    REPLICAS_OUT_OF_SYNC = "replicas_out_of_sync"
-    OTHER = "other"
 
 
 LADDER = {
@@ -170,20 +116,6 @@ class MigrationSummary:
     hidden: bool = False
     """Blinded for the reviewer reading it (domain.blind.blinded_migration): it holds an
     attempt they judge blind, so its verdict counts are blanked."""
-
-
-def pickled_by_fields(*classes: type) -> None:
-    """Pickle instances of these frozen slotted dataclasses as the class called with their fields'
-    values (every field an init field, none with a __post_init__). A slotted dataclass's own
-    `__getstate__`/`__setstate__` call `dataclasses.fields()` for every object, both ways, and a
-    verify run sends each attempt to a worker and its verdicts' evidence back (issue 19)."""
-    for cls in classes:
-        names = [f.name for f in fields(cls)]
-        get = attrgetter(*names)
-        if len(names) == 1:
-            setattr(cls, "__reduce__", lambda self, cls=cls, get=get: (cls, (get(self),)))
-        else:
-            setattr(cls, "__reduce__", lambda self, cls=cls, get=get: (cls, get(self)))
 
 
 pickled_by_fields(Target, Goal, Budgets, Migration, MigrationSummary)

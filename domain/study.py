@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from domain.models import pickled_by_fields
+from domain.pickling import pickled_by_fields
 
 
 @dataclass(frozen=True, slots=True)
