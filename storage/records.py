@@ -6,7 +6,6 @@ inserted: the schema's triggers refuse updates and deletes, so a correction is a
 
 from __future__ import annotations
 
-import datetime
 import functools
 import json
 from collections.abc import Iterator
@@ -14,13 +13,10 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from domain.models import DecisionKind, Outcome
+from storage.transactions import immediate, now
 
 if TYPE_CHECKING:  # the app's review-time hooks load this module before the first screen (issue 19)
     from storage.sqlite import Database
-
-
-def now() -> str:
-    return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
 
 
 def audit(
@@ -48,32 +44,6 @@ def audits(db: Database, reviewer: str, rows: list[tuple[str, str, int | None, d
         [(at, reviewer, action, entity, entity_id, _sorted_json(detail or {}))
          for action, entity, entity_id, detail in rows],
     )
-
-
-@contextmanager
-def immediate(db: Database) -> Iterator[Database]:
-    """A write transaction that takes the write lock at BEGIN (waiting up to the busy timeout).
-
-    A deferred transaction that reads before it writes can fail at once with SQLITE_BUSY when
-    another process commits in between; taking the lock first makes concurrent writers queue.
-    Inside an open transaction it is a savepoint, as `db.atomic()` is.
-    """
-    if db.conn.in_transaction:
-        with db.atomic():
-            yield db
-        return
-    db.conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield db
-    except BaseException:
-        db.conn.rollback()
-        raise
-    else:
-        try:
-            db.conn.execute("COMMIT")
-        except BaseException:
-            db.conn.rollback()
-            raise
 
 
 @contextmanager

@@ -13,8 +13,8 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass
 
-from storage.records import immediate, now
 from storage.sqlite import Database
+from storage.transactions import immediate, now
 
 HEARTBEAT_S = 10.0
 """Seconds between a watcher's heartbeats (each one is a commit the open apps notice)."""
