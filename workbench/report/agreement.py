@@ -13,7 +13,7 @@ from typing import Any
 
 from domain.agreement import AgreementReport, Statistic
 from storage.sqlite import Database
-from workbench.report.tables import Table, V, interval, n, num, pct, s
+from workbench.report.cells import Table, V, interval, n, num, pct, s
 
 
 def agreement_of(db: Database, migration_ids: list[int]) -> AgreementReport | None:

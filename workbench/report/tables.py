@@ -1,69 +1,14 @@
 """The report's tables, the same for every format: Markdown, HTML, LaTeX and CSV render these.
 
-A cell is a `V`: the raw value (written to CSV) and its display text (everything else), so a
-number reads the same in every format.
+Their cells are workbench/report/cells.py's `V`s, so a number reads the same in every format.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
+from workbench.report.cells import Table, V, interval, n, num, pct, s, yes
 from workbench.report.final import RULE_TEXT, WHY_NONE
 from workbench.report.model import MigrationReport, Rate, StudyReport
 from workbench.report.stats import RESAMPLES
-
-
-@dataclass(frozen=True, slots=True)
-class V:
-    raw: Any
-    text: str
-
-    def __str__(self) -> str:
-        return self.text
-
-
-@dataclass
-class Table:
-    name: str
-    """File stem in the CSV zip; id in HTML."""
-    title: str
-    headers: list[str]
-    rows: list[list[V]] = field(default_factory=list)
-    numeric: tuple[int, ...] = ()
-    """Columns that hold numbers (right-aligned)."""
-    note: str = ""
-    wrap: tuple[int, ...] = ()
-    """Columns of free text that may wrap (LaTeX sets them as tabularx X columns); ids, numbers
-    and timestamps never wrap."""
-    raw_rows: list[list[Any]] | None = None
-    """Record-level tables (CSV only) hold raw values instead of `V` cells: faster by far."""
-
-
-def n(value: int | None) -> V:
-    return V(value, "–" if value is None else str(value))
-
-
-def num(value: float | None, digits: int = 2) -> V:
-    return V(None if value is None else round(value, 6), "–" if value is None else f"{value:,.{digits}f}")
-
-
-def pct(value: float | None) -> V:
-    return V(None if value is None else round(value, 1), "–" if value is None else f"{value:.1f}%")
-
-
-def interval(ci: tuple[float, float] | None, digits: int, unit: str = "") -> V:
-    if ci is None:
-        return V(None, "")
-    return V(f"{ci[0]:.{digits}f}-{ci[1]:.{digits}f}", f"{ci[0]:.{digits}f}{unit}–{ci[1]:.{digits}f}{unit}")
-
-
-def yes(value: bool | None) -> V:
-    return V(value, "–" if value is None else ("yes" if value else "no"))
-
-
-def s(value: str | None) -> V:
-    return V(value or "", value or "")
 
 
 def rate_text(rate: Rate) -> str:
@@ -286,7 +231,7 @@ def document_tables(report: StudyReport) -> list[Table]:
         tables.append(budget_changes_table(report))
     if report.overrides:
         tables.append(overrides_table(report))
-    from workbench.report.agreement import agreement_tables  # it builds on this module's cells
+    from workbench.report.agreement import agreement_tables
 
     return tables + agreement_tables(report.agreement)
 
