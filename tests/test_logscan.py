@@ -48,17 +48,16 @@ def test_planned_step_count_without_metric_extraction_is_the_extracted_one() -> 
 def test_level_1_of_a_log_over_the_extraction_limit_uses_its_planned_step_count(tmp_path, monkeypatch) -> None:
     """A run that planned 80 steps and stopped at 40 fails level 1, though the reference run's last
     step is 40, also when its log is over the extraction limit and its series are stored."""
-    import workbench.verify
     from storage import queries
     from storage.database import open_study
     from workbench.bundle import import_bundle
-    from workbench.verify import verify_study
+    from workbench.verify import evidence, verify_study
 
     bundle = tmp_path / "bundle"
     shutil.copytree(DEMO_BUNDLE, bundle)
     log = bundle / "migrations/mlp-classifier/logs/004.log"
     log.write_bytes(log.read_bytes().replace(b"/40 ", b"/80 "))
-    monkeypatch.setattr(workbench.verify, "EXTRACT_LIMIT", 0)  # every log is "over the limit"
+    monkeypatch.setattr(evidence, "EXTRACT_LIMIT", 0)  # every log is "over the limit"
     study = open_study(tmp_path / "s.db", create=True)
     try:
         assert not import_bundle(study, bundle, "ana").problems

@@ -12,13 +12,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_fuzz import FAST
 
-import workbench.verify
 from storage import queries
 from storage.database import open_study
 from storage.logs import CHUNK
 from workbench.bundle import import_bundle
 from workbench.config import DEMO_BUNDLE
-from workbench.verify import steplines, verify_study
+from workbench.verify import evidence, steplines, verify_study
 from workbench.verify.logscan import LogScanner, scan_chunks, steps_only_suits
 from workbench.verify.patterns import compile_patterns
 from workbench.verify.steplines import PointLines
@@ -147,9 +146,9 @@ def test_verdicts_and_cited_lines_are_the_same_without_extraction(bundle, tmp_pa
     got = {}
     # without extraction, cited lines numbered by counting newlines near the start or a line cited before, always
     # by the line index, or by both (lines within 300 bytes counted)
-    for skip, count_below in ((False, 0), (True, workbench.verify.COUNT_LINES_BELOW), (True, 0), (True, 300)):
-        monkeypatch.setattr(workbench.verify, "CITE_WITHOUT_EXTRACTION", skip)
-        monkeypatch.setattr(workbench.verify, "COUNT_LINES_BELOW", count_below)
+    for skip, count_below in ((False, 0), (True, evidence.COUNT_LINES_BELOW), (True, 0), (True, 300)):
+        monkeypatch.setattr(evidence, "CITE_WITHOUT_EXTRACTION", skip)
+        monkeypatch.setattr(evidence, "COUNT_LINES_BELOW", count_below)
         study = open_study(tmp_path / f"{skip}-{count_below}.db", create=True)
         try:
             assert not import_bundle(study, bundle, "ana").problems

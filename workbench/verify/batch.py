@@ -82,7 +82,13 @@ def judge_task(db: Database, task: Task, cache: dict[Any, Any]) -> list[Judged]:
     every worker."""
     from storage import verify_inputs
     from storage.records import verification_rows
-    from workbench.verify import _input_digest, compare_checkpoints, inputs_for, load_run, with_effective_expected
+    from workbench.verify.evidence import (
+        _input_digest,
+        compare_checkpoints,
+        inputs_for,
+        load_run,
+        with_effective_expected,
+    )
     from workbench.verify.ladder import judge
 
     reference = task.reference
