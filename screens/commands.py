@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
@@ -13,7 +13,25 @@ from textual.content import Content
 from domain.text import clean
 
 if TYPE_CHECKING:
-    from screens.app import WorkbenchApp
+    from domain.models import MigrationSummary
+
+
+class PaletteApp(Protocol):
+    """What the palette asks of the app (screens.app.WorkbenchApp), named here so that this module
+    needs nothing above it."""
+
+    attempt_names: list[tuple[str, int, int, str]]
+    screen_stack: Any
+
+    def get_key_display(self, binding: Any) -> str: ...
+    def run_action_on(self, node: Any, action: str) -> None: ...
+    def action_back(self) -> None: ...
+    def action_help(self) -> None: ...
+    def open_queue(self) -> None: ...
+    def open_agreement(self) -> None: ...
+    def loaded_migrations(self) -> list[MigrationSummary]: ...
+    def open_migration(self, slug: str) -> None: ...
+    def open_attempt(self, slug: str, attempt_id: int) -> None: ...
 
 
 class WorkbenchCommands(Provider):
@@ -23,7 +41,7 @@ class WorkbenchCommands(Provider):
         """Each key's action on this screen once, named as the footer and help name it, with its
         first key (`?` not also F1, `N` not also `+`); then back, help, my queue and the agreement
         where no key of this screen does them already."""
-        app: WorkbenchApp = self.app  # type: ignore[assignment]
+        app: PaletteApp = self.app  # type: ignore[assignment]
         commands: list[tuple[str, Callable[[], object], str]] = []
         listed = set()  # (node, action) of the keys listed: one entry per action, however many keys
         names, actions, keys = set(), set(), set()
@@ -62,7 +80,7 @@ class WorkbenchCommands(Provider):
 
     def _attempts(self, query: str) -> list[tuple[str, Callable[[], object], str]]:
         """Attempts whose `slug #seq` holds the query's words: cheap even for 15,000."""
-        app: WorkbenchApp = self.app  # type: ignore[assignment]
+        app: PaletteApp = self.app  # type: ignore[assignment]
         words = query.lower().replace("#", " ").split()
         if not words:
             return []
