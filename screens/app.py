@@ -229,6 +229,13 @@ class WorkbenchApp(App[None]):
 
         self.push_screen(AgreementScreen())
 
+    def open_ledger(self, migration: Migration | None) -> None:
+        """The ledger (screens/ledger.py) of a migration, or of the study with None, on top of the
+        screen shown now: opened from here because the ledger opens attempts, whose screens open it."""
+        from screens.ledger import LedgerScreen
+
+        self.push_screen(LedgerScreen(migration, page_size=self.page_size))
+
     def _keys_screen(self):
         """The screen the keys act on: the one shown, or under the command palette the one it was
         opened over (the palette lists that screen's keys and asks `check_action` about them)."""

@@ -85,10 +85,8 @@ class EffortActions(Screen):
         return done
 
     def action_ledger(self) -> None:
-        from screens.ledger import LedgerScreen
-
         migration, _, _ = self.effort_target()
-        self.app.push_screen(LedgerScreen(migration, page_size=self.app.page_size))
+        self.app.open_ledger(migration)
 
     def action_intervene(self) -> None:
         migration, attempt_id, _ = self.effort_target()
