@@ -42,10 +42,12 @@ xla-env:
 test: $(VENV)/.test xla-env
 	$(VENV)/bin/python -m pytest
 
-# Style, the floors' import contracts (pyproject.toml) and types on the two lowest floors.
+# Style, the floors' import contracts (pyproject.toml), no import circle between files (deferred,
+# TYPE_CHECKING and import_module imports counted) and types on the two lowest floors.
 lint: $(VENV)/.test
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/python .ci/import_cycles.py
 	$(VENV)/bin/mypy domain storage
 
 # A wheel installed in a fresh environment outside the clone builds the demo and starts the app.

@@ -1,8 +1,8 @@
 """The floors hold (docs/architecture.md): checked on the code, not described.
 
 domain < storage < workbench < screens < cli. Headless modules load without Textual or Rich,
-import-linter's contracts hold, SQL stays in storage/, and no production function grows past
-80 lines.
+import-linter's contracts hold, no two files import each other round a circle (.ci/import_cycles.py),
+SQL stays in storage/, no production function grows past 80 lines and no file past 1,000.
 """
 
 from __future__ import annotations
@@ -140,4 +140,37 @@ def test_the_screens_make_text_boxes_only_from_the_keys_in_order_ones() -> None:
         for number, line in enumerate(path.read_text().splitlines(), 1)
         if line.startswith("from textual.widgets import") and re.search(r"\b(Input|TextArea)\b", line)
     ]
+    assert not found, "\n".join(found)
+
+
+def import_circles(root: Path) -> subprocess.CompletedProcess[str]:
+    """.ci/import_cycles.py (run by `make lint`) on a tree of the project's packages."""
+    return subprocess.run([sys.executable, str(ROOT / ".ci" / "import_cycles.py"), str(root)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_the_circle_check_counts_deferred_type_checking_and_import_module_imports(tmp_path: Path) -> None:
+    """Each of the three hidden kinds of import closes a circle the check names; a package's
+    `from pkg import submodule` is no import of pkg's __init__."""
+    package = tmp_path / "domain"
+    package.mkdir()
+    (package / "__init__.py").write_text("from domain import a\n")
+    (package / "a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from domain.b import B\n")
+    (package / "b.py").write_text("def f():\n    from . import c\n")
+    (package / "c.py").write_text("import importlib\nX = importlib.import_module('domain.a')\n")
+    out = import_circles(tmp_path)
+    assert out.returncode == 1 and out.stdout.count("import circle") == 1, out.stdout + out.stderr
+    assert "domain.a -> domain.b; domain.b -> domain.c; domain.c -> domain.a" in out.stdout
+    (package / "c.py").write_text("X = 1\n")
+    assert import_circles(tmp_path).returncode == 0
+
+
+def test_no_import_circle_between_files() -> None:
+    out = import_circles(ROOT)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_no_production_file_over_1000_lines() -> None:
+    found = [f"{p.relative_to(ROOT)} ({n} lines)" for p in sources(*PRODUCTION)
+             if (n := len(p.read_text().splitlines())) > 1000]
     assert not found, "\n".join(found)
