@@ -1,6 +1,6 @@
 """CLI start-up (issue 19): `workbench`'s read commands and --help against `python -c pass`.
 
-    .venv/bin/python bench/cli_start.py [--runs 20] [--db DB] [--tree DIR]...
+    .venv/bin/python bench/cli_start.py [--runs 20] [--db DB] [--tree DIR]... [--installed] [--write]
 
 Each --tree is a source tree to run `python -m cli` from (default: this checkout); give a before
 and an after tree to compare them in one sitting: their runs alternate, and so does their order.
@@ -8,6 +8,11 @@ Without --db the demo study is built in a temporary folder (`workbench demo --no
 command runs once first so its .pyc files exist (PYTHONDONTWRITEBYTECODE is unset for every run),
 then --runs fresh processes; medians of wall time and of CPU time (user + system), each also as a
 multiple of `python -c pass`. Prints a Markdown table.
+
+The target (issue 39) is against what any read command of this design pays before its own work:
+`workbench migrations DB` at most 1.5x "the floor", a process that imports click, dataclasses and
+sqlite3 and runs one query on the study (timed beside it, alternated). --write rewrites the row of
+bench/RESULTS.md for the first tree, installed or editable as measured (bench/results.py).
 
 The checkout runs through this virtual environment, which holds workbench as an editable install
 (`pip install -e .`, what the Makefile does): at every start, `python -c pass` included, site runs
@@ -39,6 +44,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+FLOOR = "floor: click, dataclasses, sqlite3, one query"
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
@@ -97,6 +103,7 @@ def main() -> None:
                         help="run each tree as installed by pip into a virtual environment of its own, not editable")
     parser.add_argument("--floors", action="store_true",
                         help="also time the imports every read command pays for (click, dataclasses, our records)")
+    parser.add_argument("--write", action="store_true", help="rewrite this benchmark's row of bench/RESULTS.md")
     args = parser.parse_args()
     trees = [t.resolve() for t in args.tree or [ROOT]]
     with tempfile.TemporaryDirectory(prefix="cli-start-") as tmp:
@@ -112,6 +119,8 @@ def main() -> None:
             "`attempts DB SLUG`": ["-m", "cli", "attempts", db, slug],
             "`queue DB`": ["-m", "cli", "queue", db],
             "`--help`": ["-m", "cli", "--help"],
+            FLOOR: ["-c", "import click, dataclasses, sqlite3; "
+                          f"sqlite3.connect({db!r}).execute('SELECT * FROM migration').fetchall()"],
         }
         if args.floors:
             commands |= {
@@ -140,6 +149,21 @@ def main() -> None:
             bare_wall, bare_cpu = (statistics.median(x[i] for x in times[tree, "`python -c pass`"]) for i in (0, 1))
             cells += [f"{wall * 1000:.0f} ms (x{wall / bare_wall:.1f})", f"{cpu * 1000:.0f} ms (x{cpu / bare_cpu:.1f})"]
         print(f"| {name} | " + " | ".join(cells) + " |")
+    if args.write:
+        from results import record
+
+        tree = trees[0]
+        wall, cpu = (statistics.median(x[i] for x in times[tree, "`migrations DB`"]) for i in (0, 1))
+        floor_wall, floor_cpu = (statistics.median(x[i] for x in times[tree, FLOOR]) for i in (0, 1))
+        bare = statistics.median(x[0] for x in times[tree, "`python -c pass`"])
+        how = "installed (`pip install .`)" if args.installed else "editable (`pip install -e .`)"
+        record(f"CLI start, {how}: `workbench migrations DB` against its floor",
+               target="at most 1.5x the floor (wall)",
+               latest=f"{wall * 1000:.0f} ms wall, {cpu * 1000:.0f} ms CPU (median of {args.runs})",
+               baseline=f"floor (click, dataclasses, sqlite3, one query): {floor_wall * 1000:.0f} ms wall,"
+                        f" {floor_cpu * 1000:.0f} ms CPU; `python -c pass` {bare * 1000:.0f} ms",
+               ratio=f"x{wall / floor_wall:.2f} wall, x{cpu / floor_cpu:.2f} CPU (x{wall / bare:.1f} of `python -c pass`)",
+               command=f"bench/cli_start.py --runs {args.runs}{' --installed' if args.installed else ''} --write")
 
 
 if __name__ == "__main__":

@@ -73,6 +73,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=20_000)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--write", action="store_true", help="rewrite this benchmark's row of bench/RESULTS.md")
     args = parser.parse_args()
 
     from storage import ledger, queries
@@ -89,6 +90,7 @@ def main() -> None:
             mlp = queries.get_migration(db, "mlp-classifier")
             assert mlp is not None
             rows = []
+            found: dict[tuple[str, str], tuple[float, int]] = {}
             for scope, label in ((mlp.id, "one migration"), (None, "the study")):
                 first = ledger.ledger_page(db, scope)
                 oldest_shown = ledger.ledger_page(db, scope, limit=500)[-1].key
@@ -107,6 +109,7 @@ def main() -> None:
                 for name, read in cases:
                     ms, n = timed(args.runs, read)
                     rows.append(f"| {label} | {name} | {n:,} | {ms:.1f} ms |")
+                    found[label, name] = (ms, n)
         finally:
             study.close()
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M")
@@ -116,6 +119,14 @@ def main() -> None:
           f"medians of {args.runs}; {platform.machine()}, Python {platform.python_version()}.\n")
     print("| scope | read | rows | time |\n| --- | --- | --- | --- |")
     print("\n".join(rows))
+    if args.write:
+        from results import record
+
+        first, everything = found["one migration", "first page (100)"], found["one migration", "everything"]
+        record(f"ledger: first page (100) of one migration with {everything[1]:,} records (bench/ledger.py)",
+               target="none stated", latest=f"{first[0]:.1f} ms (median of {args.runs}); everything"
+               f" {everything[0]:.1f} ms", baseline="none", ratio="",
+               command=f"bench/ledger.py --records {args.records} --runs {args.runs} --write")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ warning every 50 steps, a debug compile block every 500, and a metrics report at
 temporary folder, warms the page cache, then times, each best of three:
 `grep -c step FILE`, the scan for errors and counters only (series stored, the log over
 EXTRACT_LIMIT) from the file and from the study database's chunk store, and the scan with metric
-extraction (no stored series; one run only when over 512 MiB). Prints a Markdown table row.
+extraction (no stored series; one run only when over 512 MiB). Prints a Markdown table row;
+--write rewrites its rows of bench/RESULTS.md (bench/results.py).
 
 `--hostile` writes instead a log of 1 MiB single lines built to make backtracking patterns
 explode (long runs of letters, digits, spaces, `torch_xla`, `Epoch 1`, unclosed tqdm brackets),
@@ -115,6 +116,7 @@ def main() -> None:
     parser.add_argument("--mb", type=int, default=256)
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--hostile", action="store_true", help="time a log of hostile 1 MiB lines instead")
+    parser.add_argument("--write", action="store_true", help="rewrite this benchmark's rows of bench/RESULTS.md")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="wb-bench-"))
     path = folder / "train.log"
@@ -161,6 +163,17 @@ def main() -> None:
           f"| {mb / t_stored:.0f} MiB/s ({t_grep / t_stored:.2f} of grep) "
           f"| {mb / t_full:.0f} MiB/s ({t_grep / t_full:.2f} of grep) |")
     db.close()
+    if args.write:
+        from results import record
+
+        command = f"bench/log_parse.py --mb {args.mb} --write"
+        grep = f"`grep -c step` on the same file: {mb / t_grep:.0f} MiB/s"
+        record(f"log scan, errors and counters (series stored), {args.mb} MiB log", target="at least 1/3 of grep",
+               latest=f"{mb / t_err:.0f} MiB/s from the file, {mb / t_stored:.0f} MiB/s from the chunk store",
+               baseline=grep, ratio=f"{t_grep / t_err:.2f} of grep ({t_grep / t_stored:.2f} from the store)",
+               command=command)
+        record(f"log scan with metric extraction, {args.mb} MiB log", target="at least 0.2 of grep",
+               latest=f"{mb / t_full:.0f} MiB/s", baseline=grep, ratio=f"{t_grep / t_full:.2f} of grep", command=command)
     if not args.keep:
         import shutil
 

@@ -42,6 +42,7 @@ def main() -> int:
     p.add_argument("--python", default=os.environ.get("WORKBENCH_XLA_PYTHON") or str(ROOT / ".venv-xla/bin/python"))
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--write", action="store_true", help="rewrite this benchmark's row of bench/RESULTS.md")
     args = p.parse_args()
     base: list[float] = []
     probed: list[float] = []
@@ -55,6 +56,13 @@ def main() -> int:
     print(f"mean step time without probe: {b * 1000:.3f} ms")
     print(f"mean step time with probe:    {w * 1000:.3f} ms")
     print(f"overhead: {overhead:+.2f}% (target < 3%)")
+    if args.write:
+        from results import record
+
+        record("probe overhead: mean step time, demo MLP on 4 XLA:CPU devices", target="under 3%",
+               latest=f"{w * 1000:.3f} ms with the probe", baseline=f"{b * 1000:.3f} ms without it, alternated",
+               ratio=f"{overhead:+.2f}% ({len(base)} steps a side)",
+               command=f"bench/probe_overhead.py --steps {args.steps} --runs {args.runs} --write")
     return 0 if overhead < 3 else 1
 
 

@@ -496,6 +496,7 @@ def main() -> None:
                         help="With --launch-only or --pauses: also run the app of this other checkout, alternated.")
     parser.add_argument("--cached-bytecode", action="store_true",
                         help="With --launch-only: the children start with their bytecode cached (as installed).")
+    parser.add_argument("--write", action="store_true", help="rewrite this benchmark's rows of bench/RESULTS.md")
     args = parser.parse_args()
 
     folder = args.keep or Path(tempfile.mkdtemp(prefix="bench-ui-"))
@@ -550,6 +551,34 @@ processes each; `j` over {len(times)} presses.
 | open the log pane / jump to the last line | {result['log_open_s'] * 1000:.0f} ms / {result['log_end_s'] * 1000:.0f} ms | 100 ms / 50 ms |
 {gc_rows(result)}
 """)
+    if args.write:
+        write(args, w, b, times, bare_times, result)
+
+
+def write(args, w: float, b: float, times: list[float], bare_times: list[float], result: dict) -> None:
+    """This run's figures as their rows of bench/RESULTS.md (bench/results.py)."""
+    from results import record
+
+    command = f"bench/ui.py --log-mb {args.log_mb} --runs {args.runs} --presses {args.presses} --write"
+    study = f"bench/ui.py's study: {MIGRATIONS} migrations, 15,150 attempts"
+    record(f"app launch to the first screen ({study})", target="at most 1.5x the bare app",
+           latest=f"{w * 1000:.0f} ms median of {args.runs}",
+           baseline=f"a bare Textual app showing one 100-row table: {b * 1000:.0f} ms", ratio=f"x{w / b:.2f}",
+           command=command)
+    p95, bare_p95 = (xs[int(0.95 * (len(xs) - 1))] * 1000 for xs in (times, bare_times))
+    record(f"`j` to the next attempt's detail shown (to the frame), p95 ({study})", target="16 ms",
+           latest=f"p50 {statistics.median(times) * 1000:.1f} ms, p95 {p95:.1f} ms ({len(times)} presses)",
+           baseline=f"the same on a bare app (101-row table, a Static updated on highlight): p50"
+                    f" {statistics.median(bare_times) * 1000:.1f} ms, p95 {bare_p95:.1f} ms",
+           ratio=f"x{p95 / bare_p95:.2f} (p95)", command=command)
+    record(f"open the log pane / jump to its last line ({args.log_mb:,} MiB log)", target="100 ms / 50 ms",
+           latest=f"{result['log_open_s'] * 1000:.0f} ms / {result['log_end_s'] * 1000:.0f} ms", baseline="none",
+           ratio="", command=command)
+    record(f"RSS with a {args.log_mb:,} MiB log open at its last line, after its error/warning scan",
+           target="under 200 MiB",
+           latest=f"{result['rss_log_open'][0]:.0f} MiB open, {result['rss_log_scanned'][0]:.0f} MiB after the scan"
+                  f" (peak {result['rss_log_scanned'][1]:.0f} MiB)",
+           baseline=f"the study screen: {result['rss_study'][0]:.0f} MiB", ratio="", command=command)
 
 
 if __name__ == "__main__":

@@ -98,6 +98,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--attempts", type=int, nargs="+", default=[50, 200, 800])
     parser.add_argument("--changes", type=int, default=15)
+    parser.add_argument("--write", action="store_true", help="rewrite this benchmark's row of bench/RESULTS.md")
     args = parser.parse_args()
     print("| attempts in the session | whole re-import, wall / CPU | follow, wall / CPU | whole per attempt (CPU) |")
     print("|---|---|---|---|")
@@ -107,6 +108,14 @@ def main() -> None:
             (ww, wc), (fw, fc) = got["whole"], got["follow"]
             print(f"| {attempts} | {ww * 1000:.1f} / {wc * 1000:.1f} ms | {fw * 1000:.2f} / {fc * 1000:.2f} ms"
                   f" | {wc * 1000 / attempts:.2f} ms |", flush=True)
+    if args.write:  # the longest session's row
+        from results import record
+
+        record(f"one change to a followed session of {attempts} attempts (bench/watch.py), the import only",
+               target="none stated", latest=f"{fw * 1000:.2f} ms wall / {fc * 1000:.2f} ms CPU (median of {args.changes}"
+               " changes)", baseline=f"the whole re-import it replaced: {ww * 1000:.1f} ms", ratio=f"x{fw / ww:.3f}",
+               command="bench/watch.py --attempts " + " ".join(map(str, args.attempts)) + f" --changes {args.changes}"
+               " --write")
 
 
 if __name__ == "__main__":
