@@ -21,12 +21,14 @@ HEADER = ("| figure | target | latest | baseline, measured beside it | ratio | d
 
 
 def commit(root: Path = ROOT) -> str:
-    """HEAD's short hash, with `+` when the tree measured has uncommitted changes to tracked files."""
+    """HEAD's short hash, with `+` when the tree measured has uncommitted changes to tracked files
+    (this table's own aside)."""
     def git(*args: str) -> str:
         return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True).stdout.strip()
 
     head = git("rev-parse", "--short", "HEAD") or "unknown"
-    return head + ("+" if git("status", "--porcelain", "--untracked-files=no") else "")
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench/RESULTS.md")
+    return head + ("+" if changed else "")
 
 
 def load() -> str:
