@@ -16,11 +16,16 @@ and the scan runs their pure-Python (workbench/verify/steplines.py, shapes.py), 
 
 from setuptools import Extension, find_namespace_packages, setup
 
+# The data folders are listed as (namespace) packages, as setuptools wants data folders to be.
+ASSETS = ["workbench_assets", *("workbench_assets." + name for name in
+                                find_namespace_packages(where="assets", include=["styles", "demo.bundle*"]))]
+
 setup(
     packages=[*find_namespace_packages(include=["domain*", "storage*", "workbench", "workbench.*", "screens*", "cli*"]),
-              "workbench_assets"],
+              *ASSETS],
     package_dir={"workbench_assets": "assets"},
-    package_data={"workbench_assets": ["styles/*.tcss", "demo/bundle/**/*"]},
+    package_data={"workbench_assets.styles": ["*.tcss"], "workbench_assets.demo.bundle": ["*.toml"],
+                  "workbench_assets.demo.bundle.migrations": ["**/*"]},
     ext_modules=[
         Extension("workbench.verify._steplines", ["workbench/verify/_steplines.c"], optional=True),
         Extension("workbench.verify._shapewalk", ["workbench/verify/_shapewalk.c"], optional=True),
