@@ -180,6 +180,23 @@ class WorkbenchApp(App[None]):
             self.notify(self.keymap_problem, severity="warning", markup=False)
         self._load_attempt_names(self.db_path)
 
+    def watch_app_focus(self, focused: bool) -> None:
+        """The app gained focus with nothing focused: the screen's AUTO_FOCUS widget gets it.
+
+        Served (`workbench serve`), Textual's web driver starts the app blurred, since the
+        browser's terminal has no focus yet; the study screen, made while blurred, got no auto
+        focus, and Textual gives back on focus only what was focused at the blur: nothing. So
+        Enter opened nothing until Tab. (Textual's own restore runs first, in `_watch_app_focus`.)
+        """
+        screen = self.screen
+        if not focused or screen.focused is not None:
+            return
+        selector = self.AUTO_FOCUS if screen.AUTO_FOCUS is None else screen.AUTO_FOCUS
+        for widget in screen.query(selector) if selector else ():
+            if widget.focusable:
+                screen.set_focus(widget, scroll_visible=False)
+                return
+
     def _theme_changed(self, _theme) -> None:
         """The presenters' colours follow the theme (rows drawn from now on use them)."""
         palette.use(self.get_css_variables())
