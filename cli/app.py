@@ -39,10 +39,11 @@ def prepare(path: Path) -> None:
             pass  # the full open says what is wrong
         finally:
             conn.close()
-    with study_at(path) as study:
+    with study_at(path, write=False) as study:
         from workbench.rerun.jobs import recover
 
-        recover(study.db, config.reviewer())
+        if study.read_only is None:  # a read-only study keeps its jobs as they were left
+            recover(study.db, config.reviewer())
 
 
 def build_demo(path: Path) -> None:

@@ -34,7 +34,7 @@ def report(db: Path, slugs: tuple[str, ...], fmt: str, output: Path | None, pseu
     from workbench.blind import closed_while_blind
     from workbench.report import ATTEMPT_TEXT_FORMATS, build_report, render
 
-    with study_at(db) as study:
+    with study_at(db, write=False) as study:
         closed_while_blind(study.db, config.reviewer(), "workbench report")
         data = render(build_report(study.db, list(slugs), pseudonymise=pseudonymise, final=final,
                                    attempt_texts=fmt in ATTEMPT_TEXT_FORMATS), fmt)

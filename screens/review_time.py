@@ -104,8 +104,10 @@ class EffortHooks:
     POLL_SECONDS = 1.0
     """How often the data version is polled; other reviewers' records show within about this."""
 
-    def __init__(self, app, *, idle_gap: float | None = None) -> None:
+    def __init__(self, app, *, idle_gap: float | None = None, save: bool = True) -> None:
+        """`save=False`: a read-only study, where review time is counted but not stored."""
         self.app = app
+        self.saves = save
         self.review = ReviewTracker(app.db_path, idle_gap=idle_gap)
         self.watcher = ChangeWatcher(app.db_path)
         self.inputs = _input_events()
@@ -128,7 +130,8 @@ class EffortHooks:
             return
         self.stopped = True
         try:
-            self.review.save(self.review.close())
+            if self.saves:
+                self.review.save(self.review.close())
         except Exception as exc:  # the app is closing: say so, never hide it
             import sys
 
@@ -142,7 +145,7 @@ class EffortHooks:
         self._watch()
 
     def _save(self, pieces: list[effort.ReviewPiece]) -> None:
-        if pieces:
+        if pieces and self.saves:
             self.app.run_worker(lambda: self.review.save(pieces), thread=True, exit_on_error=False,
                                 group="review-save")
 
