@@ -13,6 +13,7 @@ from textual.actions import SkipAction
 from textual.app import App
 from textual.binding import Binding
 from textual.command import CommandPalette
+from textual.content import Content
 from textual.widget import AwaitMount
 
 from domain.models import Migration, MigrationSummary
@@ -103,8 +104,9 @@ class WorkbenchApp(App[None]):
         self.page_size = page_size
         self.read_only = read_only_reason(self.db_path) if self.db_path.is_file() else None
         """Why this process cannot write the study (storage.fastread), or None: then the header
-        says read-only and every dialog that writes is refused with a toast (`push_screen`)."""
-        self.sub_title = clean(self.db_path.name) + (" · read-only" if self.read_only else "")
+        starts with read-only (`format_title`) and every dialog that writes is refused with a
+        toast (`push_screen`)."""
+        self.sub_title = clean(self.db_path.name)
         self.effort = EffortHooks(self, save=self.read_only is None)
         """Review time from input, and other reviewers' records within seconds (docs/effort.md)."""
         self.live = LiveWatches(self)
@@ -205,6 +207,12 @@ class WorkbenchApp(App[None]):
             if widget.focusable:
                 screen.set_focus(widget, scroll_visible=False)
                 return
+
+    def format_title(self, title: str, sub_title: str) -> Content:
+        """A read-only study says so first in the header, where 80 columns still show it (a long
+        study title cuts what follows it)."""
+        shown = super().format_title(title, sub_title)
+        return Content.assemble(("read-only", "reverse"), " ", shown) if self.read_only else shown
 
     def refuse_write(self) -> bool:
         """True, after a toast that says why, when the study cannot be written: the caller starts

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import BundleBuilder
-from test_app import SIZE, build, column, settle
+from test_app import SIZE, build, column, screen_text, settle
 from test_cli import fails_cleanly, workbench
 
 from domain.errors import WorkbenchError
@@ -115,7 +115,7 @@ async def test_the_app_says_read_only_and_refuses_each_write(read_only_db: Path)
     app = WorkbenchApp(read_only_db, keymap_path=Path("/nonexistent"))
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        assert app.sub_title == "study.db · read-only"
+        assert screen_text(app).splitlines()[0].lstrip(" ⭘").startswith("read-only Test study")  # the header
         assert column(app, "slug") == ["cnn-xla", "mlp-xla"]  # read as usual
         assert any("read-only" in n.message for n in app._notifications)  # why, at start
         app._notifications.clear()
