@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from textual.screen import Screen
 
+from domain.errors import WorkbenchError
 from domain.models import Migration
 from domain.text import clean
 from storage.review import ChangeWatcher
@@ -116,7 +117,7 @@ class EffortHooks:
     def start(self) -> None:
         try:
             self.watcher.changed()  # the baseline, before any screen reads: later commits all show
-        except sqlite3.Error:
+        except (sqlite3.Error, WorkbenchError):
             pass  # the screens report an unreadable database themselves
         self.app.set_interval(self.POLL_SECONDS, self._poll, name="effort-poll")
 
@@ -153,7 +154,7 @@ class EffortHooks:
         def check() -> None:
             try:
                 changed = self.watcher.changed()
-            except sqlite3.Error:
+            except (sqlite3.Error, WorkbenchError):
                 return
             if changed and not self.stopped:
                 self.app.call_from_thread(self.study_changed)

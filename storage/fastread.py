@@ -68,7 +68,8 @@ def check_file(path: Path) -> None:
 def connect_readonly(path: Path) -> sqlite3.Connection:
     """A read-only connection (`mode=ro`). Where SQLite cannot make the -shm a WAL study needs beside
     the file (a read-only folder or file system) it cannot open that way: then `immutable=1`, which
-    reads the file as it is, with no locks and no log (an archive, which nobody writes)."""
+    reads the file as it is, with no locks and no log (an archive, which nobody writes); refused
+    when a write-ahead log beside it holds changes that such a read would miss."""
     uri = path.resolve().as_uri()
     conn = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
     try:
@@ -76,8 +77,13 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
         return conn
     except sqlite3.OperationalError as exc:
         conn.close()
-        if exc.sqlite_errorname != "SQLITE_CANTOPEN" or not path.is_file() or read_only_reason(path) is None:
+        reason = read_only_reason(path) if exc.sqlite_errorname == "SQLITE_CANTOPEN" and path.is_file() else None
+        if reason is None:
             raise
+    wal = companions(path)[0]
+    if wal.is_file() and wal.stat().st_size:  # immutable=1 would read the study without them, silently
+        raise WorkbenchError(f"{path}: read-only ({reason}), and its write-ahead log {wal.name} holds changes that"
+                             f" SQLite reads only where it can make {path.name}-shm: copy both somewhere writable")
     return sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, check_same_thread=False)
 
 

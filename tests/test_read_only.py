@@ -10,6 +10,7 @@ a user who is not root gets the same by file modes (a 0444 file in a 0555 folder
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -138,6 +139,40 @@ async def test_the_app_says_read_only_and_refuses_each_write(read_only_db: Path)
         await settle(pilot)
         assert isinstance(app.screen, MigrationScreen)
         assert "read-only" in next(iter(app._notifications)).message
+
+
+def test_a_write_ahead_log_that_cannot_be_read_is_said_not_skipped(small_bundle: BundleBuilder,
+                                                                     tmp_path: Path) -> None:
+    """A study copied while open (its -wal holds commits, no -shm) onto a read-only mount: SQLite
+    can read the log only with a -shm it cannot make, and `immutable=1` would read the file without
+    the log's commits, silently. The open says so instead."""
+    import sqlite3
+
+    source = tmp_path / "copied-live"
+    source.mkdir()
+    live = build(small_bundle, tmp_path)
+    conn = sqlite3.connect(live)
+    try:
+        conn.execute("PRAGMA wal_autocheckpoint=0")
+        conn.execute("UPDATE migration SET title = 'retitled' WHERE slug = 'mlp-xla'")
+        conn.commit()
+        for suffix in ("", "-wal"):
+            shutil.copy(f"{live}{suffix}", source / f"study.db{suffix}")
+    finally:
+        conn.close()
+    assert (source / "study.db-wal").stat().st_size > 0
+    if os.geteuid() != 0:
+        pytest.skip("the read-only mount needs root (file modes would let SQLite read the log)")
+    mounted = tmp_path / "ro"
+    if not _mount_read_only(source, mounted):
+        pytest.skip("running as root without the right to mount")
+    try:
+        fails_cleanly(workbench("migrations", str(mounted / "study.db")), "write-ahead log study.db-wal",
+                      "copy both somewhere writable")
+        with pytest.raises(WorkbenchError, match="write-ahead log"):
+            open_study(mounted / "study.db")
+    finally:
+        subprocess.run(["umount", "-l", str(mounted)], capture_output=True)
 
 
 def test_an_empty_file_is_refused_not_read_as_an_empty_study(tmp_path: Path) -> None:
