@@ -14,7 +14,6 @@ from domain.errors import ReadOnlyStudy, WorkbenchError
 from storage import schema
 from storage.fastread import (
     BUSY_TIMEOUT_S,
-    check_file,
     check_study,
     companions,
     connect_readonly,
@@ -93,14 +92,20 @@ def open_study(path: Path | str, *, create: bool = False) -> StudyDatabase:
         _create(path)
     elif not path.is_file():
         raise WorkbenchError(f"{path}: not a file")
-    elif create and path.stat().st_size == 0:  # an empty file (made by hand, mktemp): make it a study
+    elif path.stat().st_size == 0:  # made by hand, mktemp or sqlite3.connect: a study only when asked
+        if not create:
+            raise WorkbenchError(f"{path}: an empty file, not a study database (`workbench init` or an import makes one)")
         _create(path, replace=True)
-    check_file(path)
+    # Never a header read of our own: closing any descriptor of the file drops every SQLite lock
+    # this process holds on it (POSIX locks are per process), and other threads' connections then
+    # wrote over each other ("database disk image is malformed"); SQLite says SQLITE_NOTADB instead.
     study = StudyDatabase(path, read_only_reason(path))
     try:
         _prepare(study)
     except sqlite3.DatabaseError as exc:
         study.close()
+        if exc.sqlite_errorname == "SQLITE_NOTADB":
+            raise WorkbenchError(f"{path}: not an SQLite database, so not a study database") from None
         raise WorkbenchError(f"{path}: not a readable study database ({exc})") from None
     except BaseException:
         study.close()

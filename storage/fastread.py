@@ -17,8 +17,6 @@ from storage import schema
 
 BUSY_TIMEOUT_S = 10.0
 """How long a writer waits for another process's lock before giving up."""
-SQLITE_HEADER = b"SQLite format 3\x00"
-"""The first 16 bytes of every SQLite database file."""
 
 
 def companions(path: Path) -> tuple[Path, Path]:
@@ -49,20 +47,6 @@ def read_only_reason(path: Path) -> str | None:
     if not os.access(folder, os.W_OK):
         return "its folder is not writable"
     return None
-
-
-def check_file(path: Path) -> None:
-    """Refuse a file that is not an SQLite database before SQLite reads it: an empty file read as
-    an empty study, and anything else gave SQLite's own words."""
-    try:
-        with path.open("rb") as file:
-            head = file.read(len(SQLITE_HEADER))
-    except OSError as exc:
-        raise WorkbenchError(f"{path}: cannot read it ({exc.strerror or exc})") from None
-    if not head:
-        raise WorkbenchError(f"{path}: an empty file, not a study database (`workbench init` or an import makes one)")
-    if head != SQLITE_HEADER:
-        raise WorkbenchError(f"{path}: not an SQLite database, so not a study database")
 
 
 def connect_readonly(path: Path) -> sqlite3.Connection:
