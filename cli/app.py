@@ -39,10 +39,11 @@ def prepare(path: Path) -> None:
             pass  # the full open says what is wrong
         finally:
             conn.close()
-    with study_at(path) as study:
+    with study_at(path, write=False) as study:
         from workbench.rerun.jobs import recover
 
-        recover(study.db, config.reviewer())
+        if study.read_only is None:  # a read-only study keeps its jobs as they were left
+            recover(study.db, config.reviewer())
 
 
 def build_demo(path: Path) -> None:
@@ -91,20 +92,23 @@ def demo(rebuild: bool, no_open: bool) -> None:
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535),
               help="Port to listen on.")
 @click.option("--allow-remote", is_flag=True,
-              help="Allow a --host beyond this machine; the page then needs the token printed at start.")
+              help="Allow a --host beyond this machine (the page needs the token printed at start, as on loopback).")
 def serve(db: Path | None, host: str, port: int, allow_remote: bool) -> None:
     """Serve the app to a web browser (textual-serve): every page load runs `workbench open DB`.
 
-    Listens on 127.0.0.1 unless --host says otherwise. Anyone who reaches the port can review,
+    Listens on 127.0.0.1 unless --host says otherwise. Anyone who reaches the page can review,
     record decisions and launch re-runs (which run commands) as the user running this command, so
-    a --host beyond this machine needs --allow-remote and then a token: printed at start, asked
-    for by the page or given as ?token=. The page loads nothing from outside this machine.
+    the page needs a token made at each start: open the URL printed at start (its ?token= sets a
+    cookie), or type the token into the page that asks. Requests must name this server (its
+    address, localhost, or the --host name) and come from its own page, so no other web page in
+    the browser can drive it. A --host beyond this machine needs --allow-remote. The page loads
+    nothing from outside this machine.
     """
     import errno
     import secrets
     import shlex
 
-    from cli.web import is_loopback, make_server
+    from cli.web import is_loopback, make_server, netloc, served_names
 
     path = (db or config.default_db()).resolve()
     open_study(path).close()  # refuse a missing or foreign database before serving anything
@@ -113,13 +117,14 @@ def serve(db: Path | None, host: str, port: int, allow_remote: bool) -> None:
         raise WorkbenchError(f"--host {host} answers beyond this machine, and the app can launch re-runs: "
                              "pass --allow-remote (the page then needs the token printed at start)")
     _check_can_listen(host, port)
-    token = secrets.token_urlsafe(24) if remote else None
+    token = secrets.token_urlsafe(24)
     command = shlex.join([sys.executable, "-m", "cli", "open", str(path)])
     try:
-        server = make_server(command, host, port, f"workbench — {clean(path.name)}", token)
+        server = make_server(command, host, port, f"workbench — {clean(path.name)}", token,
+                             served_names(host, remote))
     except ImportError as exc:
         raise WorkbenchError(f"serve needs textual-serve ({exc}): pip install textual-serve") from exc
-    where = f"http://{host}:{port}/" + (f"?token={token}" if token else "")
+    where = f"http://{netloc(host, port)}/?token={token}"
     click.echo(f"workbench: serving {clean(str(path))} at {where} (ctrl+c stops)", err=True)
     try:
         server.serve()

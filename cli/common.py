@@ -39,6 +39,8 @@ class Group(click.Group):
         except WorkbenchError as exc:
             fail(ctx, clean(str(exc)))
         except sqlite3.Error as exc:
+            if getattr(exc, "sqlite_errorname", "").startswith("SQLITE_READONLY"):  # a write study_at let by
+                fail(ctx, "the study is read-only: nothing was recorded")
             hint = ""
             if isinstance(exc, sqlite3.OperationalError) and any(
                 words in str(exc) for words in ("disk I/O error", "disk is full")
@@ -60,10 +62,14 @@ def open_study(path: Path, *, create: bool = False):
 
 
 @contextmanager
-def study_at(path: Path, *, create: bool = False) -> Iterator[Any]:
-    """The study at PATH for the length of a command, closed however it ends."""
+def study_at(path: Path, *, create: bool = False, write: bool = True) -> Iterator[Any]:
+    """The study at PATH for the length of a command, closed however it ends. A command that
+    writes is refused at once on a study that cannot be written; one that only reads says
+    `write=False` (the study then opens read-only where it must)."""
     study = open_study(path, create=create)
     try:
+        if write:
+            study.require_writable()
         yield study
     finally:
         study.close()

@@ -141,7 +141,7 @@ def agreement(db: Path, slug: str | None, seed: int | None, as_json: bool) -> No
     from workbench.judging import SEED, agreement_dict
     from workbench.judging import agreement as measure
 
-    with study_at(db) as study:
+    with study_at(db, write=False) as study:
         mid = migration_id_or_all(study.db, db, slug)
         seen = sight(study.db, config.reviewer(), scope=True if mid is None else [mid])
         if not seen.sees_scope:

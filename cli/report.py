@@ -16,14 +16,14 @@ from domain.text import clean
 @db_argument
 @click.option("--migration", "slugs", multiple=True, metavar="SLUG",
               help="Only this migration (repeatable); the whole study without it.")
-@click.option("--format", "fmt", type=click.Choice(["md", "html", "csv", "json", "latex"]), default="md",
-              show_default=True, help="csv writes a zip with one CSV file per table.")
+@click.option("--format", "fmt", type=click.Choice(["md", "html", "csv", "json", "latex"]), default=None,
+              help="md unless -o's name says (.md .html .json .tex .zip); csv writes a zip with one CSV file per table.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write to this file instead of standard output.")
+              help="Write to this file instead of standard output; its name must fit the format.")
 @click.option("--pseudonymise", is_flag=True, help="Replace reviewer names with Reviewer 1, 2, ...")
 @click.option("--final", type=click.Choice(["accepted", "last-passing"]), default="accepted", show_default=True,
               help="Final run: the accepted attempt, or the last verified one that passed level 1.")
-def report(db: Path, slugs: tuple[str, ...], fmt: str, output: Path | None, pseudonymise: bool,
+def report(db: Path, slugs: tuple[str, ...], fmt: str | None, output: Path | None, pseudonymise: bool,
            final: str) -> None:
     """Export the study's counted outcomes, human effort and costs (see docs/report.md).
 
@@ -34,7 +34,9 @@ def report(db: Path, slugs: tuple[str, ...], fmt: str, output: Path | None, pseu
     from workbench.blind import closed_while_blind
     from workbench.report import ATTEMPT_TEXT_FORMATS, build_report, render
 
-    with study_at(db) as study:
+    fmt = output_format(fmt, output)
+
+    with study_at(db, write=False) as study:
         closed_while_blind(study.db, config.reviewer(), "workbench report")
         data = render(build_report(study.db, list(slugs), pseudonymise=pseudonymise, final=final,
                                    attempt_texts=fmt in ATTEMPT_TEXT_FORMATS), fmt)
@@ -49,3 +51,30 @@ def report(db: Path, slugs: tuple[str, ...], fmt: str, output: Path | None, pseu
     else:
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
+
+
+SUFFIXES = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html", ".json": "json", ".tex": "latex",
+            ".zip": "csv"}
+"""The format each file name promises; csv's is .zip (one CSV file per table)."""
+
+
+def output_format(fmt: str | None, output: Path | None) -> str:
+    """The format to write: --format, else what -o's name promises, else md. A name that promises
+    another format than --format (`--format csv -o x.csv` wrote a zip) is refused, before any work."""
+    if output is None:
+        return fmt or "md"
+    suffix = output.suffix.lower()
+    named = SUFFIXES.get(suffix)
+    if suffix == ".csv":
+        raise WorkbenchError(f"-o {output}: the csv format is a zip of one CSV file per table,"
+                             f" so give -o a .zip name ({output.with_suffix('.zip').name})")
+    if fmt is None:
+        return named or "md"
+    if named is not None and named != fmt:
+        raise WorkbenchError(f"-o {output}: the name promises {named}, not --format {fmt}:"
+                             f" give -o a {_suffix_of(fmt)} name, or drop --format")
+    return fmt
+
+
+def _suffix_of(fmt: str) -> str:
+    return next(suffix for suffix, named in SUFFIXES.items() if named == fmt)

@@ -162,9 +162,10 @@ def jobs_cmd(db: Path, cancel_id: int | None) -> None:
     """List re-run jobs (marking those whose runner is gone as interrupted), or cancel one."""
     from workbench.rerun import jobs
 
-    with study_at(db) as study:
+    with study_at(db, write=cancel_id is not None) as study:
         sdb = study.db
-        jobs.recover(sdb, config.reviewer())
+        if study.read_only is None:
+            jobs.recover(sdb, config.reviewer())
         if cancel_id is not None:
             job = jobs.get_job(sdb, cancel_id)
             if not job.active:

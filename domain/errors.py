@@ -9,3 +9,7 @@ class WorkbenchError(Exception):
 
 class SchemaTooNew(WorkbenchError):
     pass
+
+
+class ReadOnlyStudy(WorkbenchError):
+    """A write asked of a study this process cannot write (a read-only file, folder or mount)."""

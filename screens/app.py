@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import threading
 from pathlib import Path
@@ -12,6 +13,8 @@ from textual.actions import SkipAction
 from textual.app import App
 from textual.binding import Binding
 from textual.command import CommandPalette
+from textual.content import Content
+from textual.widget import AwaitMount
 
 from domain.models import Migration, MigrationSummary
 from domain.text import clean, plural
@@ -24,6 +27,7 @@ from screens.presenters import palette
 from screens.review_time import EffortHooks
 from screens.study import StudyScreen
 from storage import queries
+from storage.fastread import read_only_reason
 from workbench.config import ASSETS
 
 if TYPE_CHECKING:
@@ -98,8 +102,12 @@ class WorkbenchApp(App[None]):
         super().__init__()
         self.db_path = Path(db_path)
         self.page_size = page_size
+        self.read_only = read_only_reason(self.db_path) if self.db_path.is_file() else None
+        """Why this process cannot write the study (storage.fastread), or None: then the header
+        starts with read-only (`format_title`) and every dialog that writes is refused with a
+        toast (`push_screen`)."""
         self.sub_title = clean(self.db_path.name)
-        self.effort = EffortHooks(self)
+        self.effort = EffortHooks(self, save=self.read_only is None)
         """Review time from input, and other reviewers' records within seconds (docs/effort.md)."""
         self.live = LiveWatches(self)
         """The migrations whose Claude Code sessions are followed live (`W`, screens/live.py)."""
@@ -176,9 +184,55 @@ class WorkbenchApp(App[None]):
 
     def on_mount(self) -> None:
         self.theme_changed_signal.subscribe(self, self._theme_changed)
+        if self.read_only:
+            self.notify(f"{clean(self.db_path.name)} is read-only ({self.read_only}): review and export work;"
+                        " nothing can be recorded, review time included", severity="warning", timeout=10, markup=False)
         if self.keymap_problem:
             self.notify(self.keymap_problem, severity="warning", markup=False)
         self._load_attempt_names(self.db_path)
+
+    def watch_app_focus(self, focused: bool) -> None:
+        """The app gained focus with nothing focused: the screen's AUTO_FOCUS widget gets it.
+
+        Served (`workbench serve`), Textual's web driver starts the app blurred, since the
+        browser's terminal has no focus yet; the study screen, made while blurred, got no auto
+        focus, and Textual gives back on focus only what was focused at the blur: nothing. So
+        Enter opened nothing until Tab. (Textual's own restore runs first, in `_watch_app_focus`.)
+        """
+        screen = self.screen
+        if not focused or screen.focused is not None:
+            return
+        selector = self.AUTO_FOCUS if screen.AUTO_FOCUS is None else screen.AUTO_FOCUS
+        for widget in screen.query(selector) if selector else ():
+            if widget.focusable:
+                screen.set_focus(widget, scroll_visible=False)
+                return
+
+    def format_title(self, title: str, sub_title: str) -> Content:
+        """A read-only study says so first in the header, where 80 columns still show it (a long
+        study title cuts what follows it)."""
+        shown = super().format_title(title, sub_title)
+        return Content.assemble(("read-only", "reverse"), " ", shown) if self.read_only else shown
+
+    def refuse_write(self) -> bool:
+        """True, after a toast that says why, when the study cannot be written: the caller starts
+        no write."""
+        if self.read_only is None:
+            return False
+        self.notify(f"{clean(self.db_path.name)} is read-only ({self.read_only}): nothing can be recorded",
+                    severity="warning", markup=False)
+        return True
+
+    def push_screen(self, screen, callback=None, wait_for_dismiss: bool = False):  # type: ignore[override]
+        """Every write of the app opens a dialog that says so (`WRITES_STUDY`): on a read-only
+        study it is refused here, in one place, rather than failing when saved."""
+        if getattr(screen, "WRITES_STUDY", False) and self.refuse_write():
+            if wait_for_dismiss:
+                refused = asyncio.get_running_loop().create_future()
+                refused.set_result(None)
+                return refused
+            return AwaitMount(self.screen, [])
+        return super().push_screen(screen, callback, wait_for_dismiss)  # type: ignore[call-overload]
 
     def _theme_changed(self, _theme) -> None:
         """The presenters' colours follow the theme (rows drawn from now on use them)."""
@@ -340,7 +394,7 @@ class WorkbenchApp(App[None]):
         from screens.verifying import VerifyProgress
 
         scope = scope_of(self.screen)
-        if scope is None:
+        if scope is None or self.refuse_write():
             return
         if self.verify_running:
             self.notify("A verify run is going on already", severity="warning", markup=False)

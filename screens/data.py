@@ -45,6 +45,8 @@ def describe_error(error: BaseException) -> str:
     if isinstance(error, WorkbenchError):
         return clean(str(error))
     if isinstance(error, sqlite3.Error):
+        if getattr(error, "sqlite_errorname", "").startswith("SQLITE_READONLY"):
+            return "the study is read-only: nothing was recorded"
         return f"database error: {clean(str(error))}"
     return f"unexpected error: {type(error).__name__}: {clean(str(error))}"
 

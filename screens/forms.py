@@ -53,6 +53,8 @@ class RecordForm(ModalScreen[int | None]):
 
     form_title = "Record"
     record_name = "record"
+    WRITES_STUDY = True
+    """The app refuses to open it on a read-only study (WorkbenchApp.push_screen)."""
 
     def __init__(self) -> None:
         super().__init__(classes="record-form")

@@ -147,7 +147,8 @@ class MigrationScreen(EffortActions, FilteredList):
         return self.migration, summary.attempt.id, f"{self.migration.slug} #{summary.attempt.seq}"
 
     def action_watch(self) -> None:
-        self.app.live.toggle(self.migration)
+        if not self.app.refuse_write():  # following sessions imports them
+            self.app.live.toggle(self.migration)
 
     def show_watch(self) -> None:
         """The subtitle says whether this migration's sessions are being watched (screens/live.py)."""

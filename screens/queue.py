@@ -83,11 +83,18 @@ def queue_cells(item: QueueItem, study_blind: bool) -> tuple[Text, ...]:
 
 
 def empty_queue(reviewer: str, db_path: Path) -> Text:
+    """What to do, with a command that works when pasted into a shell anywhere: the study's whole
+    path (the demo lives in the user data folder), quoted as a shell needs."""
+    import shlex
+
+    command = shlex.join(["workbench", "assign", str(db_path.resolve()), "--reviewers", reviewer, "--overlap", "0"])
     out = Text("Nothing is dealt to ", style="bold")
     out.append_text(text(reviewer, "bold"))
     out.append(" yet. Deal the study's unjudged attempts out with\n", style="bold")
-    out.append_text(text(f"  workbench assign {db_path.name} --reviewers {reviewer},ben [--overlap 0.2] [--blind]"))
-    out.append("\n(WORKBENCH_REVIEWER names you; docs/judgements.md, \"Queues\").", style="dim")
+    out.append_text(text(f"  {command}"))
+    out.append("\n(name every reviewer: --reviewers a,b,c, then --overlap 0.2 gives a fifth to two of them;"
+               " --blind hides verdicts until judged; WORKBENCH_REVIEWER names you; docs/judgements.md, \"Queues\").",
+               style="dim")
     return out
 
 

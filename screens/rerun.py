@@ -37,6 +37,8 @@ BACKENDS = [("local (this machine; XLA:CPU devices stand in for chips)", "local"
 class RerunLauncher(ModalScreen[int | None]):
     """Confirm and start a re-run; dismisses with the new job's id, or None."""
 
+    WRITES_STUDY = True  # a job and its results (WorkbenchApp.push_screen)
+
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="rerun.cancel", tooltip="Close; nothing runs"),
         Binding("ctrl+r", "run", "Run", id="rerun.run", tooltip="Run the command exactly as shown"),
@@ -278,6 +280,8 @@ class JobScreen(Screen[None]):
         return not (action == "cancel_job" and self.done)
 
     def action_cancel_job(self) -> None:
+        if self.app.refuse_write():
+            return
         now = time.monotonic()
         if now - self.cancel_armed > 3:
             self.cancel_armed = now

@@ -31,6 +31,8 @@ from screens.widgets.footer import Footer
 class RerunUnknownDialog(ModalScreen[list[int] | None]):
     """The attempts whose level 3 is unknown and their commands; dismisses with the started jobs."""
 
+    WRITES_STUDY = True  # jobs and their results (WorkbenchApp.push_screen)
+
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="rerun_unknown.cancel", tooltip="Close; nothing runs"),
         Binding("ctrl+r", "run", "Run all", id="rerun_unknown.run",

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from textual.screen import Screen
 
+from domain.errors import WorkbenchError
 from domain.models import Migration
 from domain.text import clean
 from storage.review import ChangeWatcher
@@ -104,8 +105,10 @@ class EffortHooks:
     POLL_SECONDS = 1.0
     """How often the data version is polled; other reviewers' records show within about this."""
 
-    def __init__(self, app, *, idle_gap: float | None = None) -> None:
+    def __init__(self, app, *, idle_gap: float | None = None, save: bool = True) -> None:
+        """`save=False`: a read-only study, where review time is counted but not stored."""
         self.app = app
+        self.saves = save
         self.review = ReviewTracker(app.db_path, idle_gap=idle_gap)
         self.watcher = ChangeWatcher(app.db_path)
         self.inputs = _input_events()
@@ -114,7 +117,7 @@ class EffortHooks:
     def start(self) -> None:
         try:
             self.watcher.changed()  # the baseline, before any screen reads: later commits all show
-        except sqlite3.Error:
+        except (sqlite3.Error, WorkbenchError):
             pass  # the screens report an unreadable database themselves
         self.app.set_interval(self.POLL_SECONDS, self._poll, name="effort-poll")
 
@@ -128,7 +131,8 @@ class EffortHooks:
             return
         self.stopped = True
         try:
-            self.review.save(self.review.close())
+            if self.saves:
+                self.review.save(self.review.close())
         except Exception as exc:  # the app is closing: say so, never hide it
             import sys
 
@@ -142,7 +146,7 @@ class EffortHooks:
         self._watch()
 
     def _save(self, pieces: list[effort.ReviewPiece]) -> None:
-        if pieces:
+        if pieces and self.saves:
             self.app.run_worker(lambda: self.review.save(pieces), thread=True, exit_on_error=False,
                                 group="review-save")
 
@@ -150,7 +154,7 @@ class EffortHooks:
         def check() -> None:
             try:
                 changed = self.watcher.changed()
-            except sqlite3.Error:
+            except (sqlite3.Error, WorkbenchError):
                 return
             if changed and not self.stopped:
                 self.app.call_from_thread(self.study_changed)

@@ -10,16 +10,26 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from domain.errors import WorkbenchError
+from domain.errors import ReadOnlyStudy, WorkbenchError
 from storage import schema
-from storage.fastread import BUSY_TIMEOUT_S, check_study, companions, way_out
+from storage.fastread import (
+    BUSY_TIMEOUT_S,
+    check_study,
+    companions,
+    connect_readonly,
+    read_only_reason,
+    way_out,
+)
 from storage.sqlite import Database
 
 
-def _connect(path: Path) -> Database:
+def _connect(path: Path, read_only: bool = False) -> Database:
     try:
         # Each thread gets its own connection; check_same_thread=False only lets close() run anywhere.
-        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, check_same_thread=False)
+        if read_only:
+            conn = connect_readonly(path)
+        else:
+            conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, check_same_thread=False)
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
     except sqlite3.Error as exc:
@@ -30,8 +40,11 @@ def _connect(path: Path) -> Database:
 class StudyDatabase:
     """A study's SQLite file. `db` gives the calling thread its own connection."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, read_only: str | None = None) -> None:
         self.path = path
+        self.read_only = read_only
+        """Why this process cannot write the study (storage.fastread.read_only_reason), or None:
+        then every connection is read-only and `require_writable` refuses a write up front."""
         self._local = threading.local()
         self._connections: list[Database] = []
         self._lock = threading.Lock()
@@ -40,7 +53,7 @@ class StudyDatabase:
     def db(self) -> Database:
         db = getattr(self._local, "db", None)
         if db is None:
-            db = _connect(self.path)
+            db = _connect(self.path, self.read_only is not None)
             self._local.db = db
             with self._lock:
                 self._connections.append(db)
@@ -53,6 +66,11 @@ class StudyDatabase:
             self._connections.clear()
         self._local = threading.local()
 
+    def require_writable(self) -> None:
+        """Refuse, in one line, a write to a study that cannot be written, before any work."""
+        if self.read_only is not None:
+            raise ReadOnlyStudy(f"{self.path}: the study is read-only ({self.read_only}); nothing was recorded")
+
     def data_version(self) -> int:
         """Changes when another connection commits: cheap polling for other reviewers' writes."""
         return self.db.execute("PRAGMA data_version").fetchone()[0]
@@ -61,7 +79,9 @@ class StudyDatabase:
 def open_study(path: Path | str, *, create: bool = False) -> StudyDatabase:
     """Open (or with `create`, make) a study database, upgrading an older schema in place.
 
-    An older database is backed up beside itself first; a newer one is refused.
+    An older database is backed up beside itself first; a newer one is refused. An empty file is
+    made a study only with `create`, and a file that is not an SQLite database is refused. A study
+    this process cannot write opens read-only (`StudyDatabase.read_only` says why).
     """
     path = Path(path)
     if not path.exists():
@@ -72,13 +92,20 @@ def open_study(path: Path | str, *, create: bool = False) -> StudyDatabase:
         _create(path)
     elif not path.is_file():
         raise WorkbenchError(f"{path}: not a file")
-    elif path.stat().st_size == 0:  # an empty file (made by hand, or sqlite3.connect): make it a study
+    elif path.stat().st_size == 0:  # made by hand, mktemp or sqlite3.connect: a study only when asked
+        if not create:
+            raise WorkbenchError(f"{path}: an empty file, not a study database (`workbench init` or an import makes one)")
         _create(path, replace=True)
-    study = StudyDatabase(path)
+    # Never a header read of our own: closing any descriptor of the file drops every SQLite lock
+    # this process holds on it (POSIX locks are per process), and other threads' connections then
+    # wrote over each other ("database disk image is malformed"); SQLite says SQLITE_NOTADB instead.
+    study = StudyDatabase(path, read_only_reason(path))
     try:
         _prepare(study)
     except sqlite3.DatabaseError as exc:
         study.close()
+        if exc.sqlite_errorname == "SQLITE_NOTADB":
+            raise WorkbenchError(f"{path}: not an SQLite database, so not a study database") from None
         raise WorkbenchError(f"{path}: not a readable study database ({exc})") from None
     except BaseException:
         study.close()
@@ -153,6 +180,11 @@ def _prepare(study: StudyDatabase) -> None:
     applied = [m.name for m in schema.migrations.applied(db)]
     check_study(study.path, applied, db.table_names())
     pending = schema.migrations.pending(db)
+    if pending and study.read_only is not None:
+        raise WorkbenchError(f"{study.path}: written by an older workbench, and read-only ({study.read_only}),"
+                             " so it cannot be upgraded: copy it where it can be written")
+    if study.read_only is not None:
+        return
     if not pending:
         _enable_wal(db)
         return

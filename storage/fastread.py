@@ -8,6 +8,7 @@ live here, and storage.database's full open runs the same ones.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -28,6 +29,46 @@ def way_out(path: Path) -> str:
     import shlex
 
     return "rm -f " + " ".join(shlex.quote(str(p)) for p in (path, *companions(path)))
+
+
+def read_only_reason(path: Path) -> str | None:
+    """Why this process cannot write the study at PATH, or None when it can. SQLite writes the file
+    and, in WAL mode, makes its -wal and -shm beside it, so a file system mounted read-only, a file
+    or a folder this user cannot write each make the study read-only. The kernel answers
+    (statvfs, access), so root is told of a read-only mount too, though it ignores file modes."""
+    folder = path.resolve().parent
+    try:
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:
+            return "on a read-only file system"
+    except OSError:
+        pass
+    if not os.access(path, os.W_OK):
+        return "the file is not writable"
+    if not os.access(folder, os.W_OK):
+        return "its folder is not writable"
+    return None
+
+
+def connect_readonly(path: Path) -> sqlite3.Connection:
+    """A read-only connection (`mode=ro`). Where SQLite cannot make the -shm a WAL study needs beside
+    the file (a read-only folder or file system) it cannot open that way: then `immutable=1`, which
+    reads the file as it is, with no locks and no log (an archive, which nobody writes); refused
+    when a write-ahead log beside it holds changes that such a read would miss."""
+    uri = path.resolve().as_uri()
+    conn = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError as exc:
+        conn.close()
+        reason = read_only_reason(path) if exc.sqlite_errorname == "SQLITE_CANTOPEN" and path.is_file() else None
+        if reason is None:
+            raise
+    wal = companions(path)[0]
+    if wal.is_file() and wal.stat().st_size:  # immutable=1 would read the study without them, silently
+        raise WorkbenchError(f"{path}: read-only ({reason}), and its write-ahead log {wal.name} holds changes that"
+                             f" SQLite reads only where it can make {path.name}-shm: copy both somewhere writable")
+    return sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, check_same_thread=False)
 
 
 def check_study(path: Path, applied: list[str], tables: list[str]) -> None:
@@ -63,13 +104,14 @@ def open_readonly(path: Path | str) -> sqlite3.Connection | None:
     """A read-only connection to an up-to-date study, after check_study.
 
     None when the file is missing, empty, unreadable or of an older schema: the full open
-    (storage.database.open_study) then creates, upgrades or gives its error.
+    (storage.database.open_study) then creates, upgrades or gives its error. A study that cannot
+    be written (read_only_reason) is read the same way.
     """
     path = Path(path)
     if not path.is_file() or path.stat().st_size == 0:
         return None
     try:
-        conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, check_same_thread=False)
+        conn = connect_readonly(path)
     except sqlite3.Error:
         return None
     try:

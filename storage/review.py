@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from storage.fastread import BUSY_TIMEOUT_S
+from storage.fastread import connect_readonly
 
 if TYPE_CHECKING:  # the study screen reads on a plain sqlite3 connection, without sqlite-utils (issue 19)
     from domain.models import AttemptSummary, MigrationSummary
@@ -66,9 +65,9 @@ class ChangeWatcher:
     def changed(self) -> bool:
         with self._lock:
             if self._conn is None:
-                # mode=rw: never create the file (a missing database is the screens' message)
-                uri = f"file:{urllib.parse.quote(str(self.path.resolve()))}?mode=rw"
-                self._conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
+                # read-only: never creates the file (a missing database is the screens' message),
+                # and reads a study that cannot be written
+                self._conn = connect_readonly(self.path)
             version = self._conn.execute("PRAGMA data_version").fetchone()[0]
             changed = self._last is not None and version != self._last
             self._last = version

@@ -398,7 +398,7 @@ async def test_a_file_that_is_not_a_database_is_a_message(tmp_path: Path) -> Non
         await settle(pilot)
         assert app.is_running
         assert "Cannot read the study" in screen_text(app)
-        assert "not a readable study database" in widget_text(app, "#problem")
+        assert "not an SQLite database" in widget_text(app, "#problem")
 
 
 async def test_an_empty_study_says_so(tmp_path: Path) -> None:

@@ -121,7 +121,7 @@ def test_bad_input_gives_one_line_and_exit_status_2(small_bundle, tmp_path: Path
     fails_cleanly(workbench("migrations", str(tmp_path / "missing.db")), "missing.db", "no such study database")
     garbage = tmp_path / "garbage.db"
     garbage.write_bytes(b"\x00\x01 not sqlite at all" * 50)
-    fails_cleanly(workbench("attempts", str(garbage), "x"), "garbage.db", "not a readable study database")
+    fails_cleanly(workbench("attempts", str(garbage), "x"), "garbage.db", "not an SQLite database")
     fails_cleanly(workbench("open", str(tmp_path / "nope.db")), "nope.db", "no such study database")
 
     db = tmp_path / "s.db"

@@ -151,7 +151,7 @@ def test_what_the_full_open_must_handle_is_left_to_it(tmp_path: Path) -> None:
 
 
 def test_missing_and_foreign_files_still_fail_cleanly_on_the_cli(tmp_path: Path) -> None:
-    for name, expected in (("missing.db", "no such study database"), ("garbage.db", "not a readable study")):
+    for name, expected in (("missing.db", "no such study database"), ("garbage.db", "not an SQLite database")):
         if name == "garbage.db":
             (tmp_path / name).write_bytes(b"this is not sqlite" * 100)
         done = subprocess.run([sys.executable, "-m", "cli", "migrations", str(tmp_path / name)],

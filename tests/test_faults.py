@@ -348,8 +348,8 @@ LIMITED = """
     from storage import database
 
     _connect = database._connect
-    def _limited(path):
-        db = _connect(path)
+    def _limited(path, *args, **kwargs):
+        db = _connect(path, *args, **kwargs)
         db.execute(f"PRAGMA max_page_count = {int(sys.argv[-1])}")
         return db
     database._connect = _limited

@@ -100,7 +100,7 @@ def _make(kind: str, path: Path) -> None:
 @pytest.mark.parametrize("kind", ["missing", "empty", "garbage", "older", "newer", "foreign", "half", "directory"])
 def test_what_the_plain_read_cannot_take_gets_the_full_opens_answer(tmp_path: Path, kind: str) -> None:
     """The same rows or the same one-line problem, the same files left (an older study upgraded
-    in place with its backup beside it, an empty file made a study)."""
+    in place with its backup beside it; an empty file refused, not read as an empty study)."""
     answers, left = [], []
     for reader in (read_plain, read):
         folder = tmp_path / reader.__name__
@@ -112,7 +112,7 @@ def test_what_the_plain_read_cannot_take_gets_the_full_opens_answer(tmp_path: Pa
                            for p in folder.iterdir()))
     assert answers[0] == answers[1]
     assert left[0] == left[1]
-    if kind in ("missing", "garbage", "newer", "foreign", "half", "directory"):
+    if kind in ("missing", "empty", "garbage", "newer", "foreign", "half", "directory"):
         assert isinstance(read_plain(tmp_path / "read_plain" / "s.db", queries.count_migrations), LoadFailed)
     else:
         assert read_plain(tmp_path / "read_plain" / "s.db", queries.count_migrations) == 0

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from domain.errors import WorkbenchError
 from storage.database import open_study
 from workbench.bundle import import_bundle
 from workbench.importers.claude_code import ClaudeCodeImporter
@@ -151,3 +153,18 @@ def test_a_background_run_takes_its_exit_code_from_the_task_notification(study, 
     assert report.inserted == 2
     got = agent_attempts(study)[call]
     assert (got["status"], got["exit_code"], got["exit_code_source"]) == ("nonzero_exit", 2, "task_notification")
+
+
+@pytest.mark.parametrize("kind", ["new", "fetched"])
+def test_a_repository_with_no_commit_is_said_in_one_line(study, bundle, tmp_path: Path, kind: str) -> None:
+    """`git init` and nothing more, or the project's objects fetched into it with HEAD on no
+    commit: git's usage line ('git <command> [<revision>...] -- [<file>...]') used to be the message."""
+    repo = tmp_path / "no-commit"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    if kind == "fetched":  # the base commit is there; HEAD still names none
+        subprocess.run(["git", "-C", str(repo), "fetch", "-q", str(bundle.root / "migrations" / "mlp-xla" / "repo")],
+                       check=True)
+    with pytest.raises(WorkbenchError) as caught:
+        run(study, SAMPLES / "session-main.jsonl", repo=repo)
+    assert str(caught.value) == (f"{repo}: the repository has no commit (its HEAD names none):"
+                                 " point --repo at the one the agent worked in")

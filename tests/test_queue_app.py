@@ -178,6 +178,27 @@ async def test_an_empty_queue_says_what_to_do(dealt: Path, monkeypatch) -> None:
         assert "Nothing is dealt to zoe" in text and "workbench assign" in text
 
 
+def test_the_empty_queues_command_works_when_pasted(demo_source: Path, tmp_path: Path) -> None:
+    """The hint named the file alone (`workbench assign demo.db ...`, the demo lives in the user
+    data folder) with `[--overlap 0.2]` in it: pasted, it failed. It is the whole path, quoted."""
+    import shlex
+
+    from screens.queue import empty_queue
+
+    folder = tmp_path / "my studies; $(echo x)"
+    folder.mkdir()
+    study = folder / "demo.db"
+    shutil.copy(demo_source, study)
+    hint = empty_queue("zoe", study).plain
+    line = next(line for line in hint.splitlines() if line.strip().startswith("workbench assign"))
+    command = shlex.split(line)
+    assert command[:3] == ["workbench", "assign", str(study)]
+    done = subprocess.run([sys.executable, "-m", "cli", *command[1:]], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path.parent, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    assert items(study, "zoe")  # dealt to zoe
+
+
 async def test_a_hostile_reviewer_name_shows_as_text(dealt: Path, monkeypatch) -> None:
     study = open_study(dealt)
     try:

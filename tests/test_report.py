@@ -611,7 +611,7 @@ def test_cli_writes_each_format(study, tmp_path):
     s, ids = study
     runner = CliRunner()
     for fmt in FORMATS:
-        out = tmp_path / f"r.{fmt}"
+        out = tmp_path / f"r.{'zip' if fmt == 'csv' else fmt}"
         result = runner.invoke(main, ["report", str(s.path), "--format", fmt, "-o", str(out),
                                       "--migration", "alpha", "--migration", "beta"])
         assert result.exit_code == 0, result.output
@@ -622,6 +622,27 @@ def test_cli_writes_each_format(study, tmp_path):
     assert result.exit_code == 0 and json.loads(result.stdout_bytes)["final_rule"] == "last-passing"
     result = runner.invoke(main, ["report", str(s.path), "--migration", "nope"])
     assert result.exit_code == 2 and "no migration 'nope'" in result.output
+
+
+def test_the_output_name_and_the_format_agree(study, tmp_path):
+    """`--format csv -o x.csv` wrote a zip under a .csv name: a name that promises another format
+    is refused (nothing written), and a name alone picks its format."""
+    s, _ = study
+    runner = CliRunner()
+    for args, name in ((["--format", "csv"], "x.csv"), ([], "x.csv"), (["--format", "md"], "x.json"),
+                       (["--format", "csv"], "x.html")):
+        result = runner.invoke(main, ["report", str(s.path), *args, "-o", str(tmp_path / name)])
+        assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+        assert not (tmp_path / name).exists()
+    assert "give -o a .zip name (x.zip)" in runner.invoke(
+        main, ["report", str(s.path), "--format", "csv", "-o", str(tmp_path / "x.csv")]).output
+    for name, check in (("r.zip", zipfile.is_zipfile), ("r.json", lambda p: json.loads(p.read_text())),
+                        ("r.html", lambda p: p.read_text().lstrip().lower().startswith("<!doctype html"))):
+        result = runner.invoke(main, ["report", str(s.path), "-o", str(tmp_path / name)])
+        assert result.exit_code == 0, result.output
+        assert check(tmp_path / name), name
+    result = runner.invoke(main, ["report", str(s.path), "--format", "md", "-o", str(tmp_path / "notes.txt")])
+    assert result.exit_code == 0 and (tmp_path / "notes.txt").read_text().startswith("#")
 
 
 def test_a_report_without_the_attempts_texts_renders_the_document_formats_alike(study):

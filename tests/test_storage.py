@@ -76,7 +76,7 @@ def test_missing_foreign_and_corrupt_files_give_one_line(tmp_path: Path) -> None
     assert not (tmp_path / "missing.db").exists()
     garbage = tmp_path / "garbage.db"
     garbage.write_bytes(b"this is not sqlite" * 100)
-    with pytest.raises(WorkbenchError, match="not a readable study database"):
+    with pytest.raises(WorkbenchError, match="not an SQLite database"):
         open_study(garbage)
     other = tmp_path / "other.db"
     Database(other)["things"].insert({"a": 1})

@@ -55,6 +55,11 @@ class GitLinker:
         self.migration = migration
         if not (repo / ".git").exists() and not (repo / "HEAD").is_file():
             raise WorkbenchError(f"{repo}: not a git repository")
+        try:  # else `git log HEAD` below failed with git's usage line
+            self._git("rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+        except WorkbenchError:
+            raise WorkbenchError(f"{repo}: the repository has no commit (its HEAD names none):"
+                                 " point --repo at the one the agent worked in") from None
         try:
             self.base = self._git("rev-parse", "--verify", "--quiet", f"{base_commit}^{{commit}}").strip()
         except WorkbenchError:
