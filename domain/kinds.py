@@ -70,4 +70,6 @@ class FailureCause(StrEnum):
     REPLICAS_SAME_DATA = "replicas_same_data"
     OPTIMIZER_NOT_STEPPED = "optimizer_not_stepped"
     REPLICAS_OUT_OF_SYNC = "replicas_out_of_sync"
+    NON_FINITE = "non_finite"
+    HANG_AT_EXIT = "hang_at_exit"
     OTHER = "other"

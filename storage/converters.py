@@ -23,6 +23,17 @@ from domain.models import (
     Target,
 )
 
+
+def point_value(value: float | None) -> float:
+    """A `metric_point` value as stored: NULL is NaN (SQLite stores a bound NaN as NULL)."""
+    return float("nan") if value is None else value
+
+
+def point_rows(rows: list[Any]) -> list[tuple[str, int, float]]:
+    """(name, step, value) rows of `metric_point`, NULL values as NaN."""
+    return [(name, step, point_value(value)) for name, step, value in rows]
+
+
 if TYPE_CHECKING:  # created on first use (domain.models): the migration list reads none of them
     from domain.attempts import Attempt, Hardware
     from domain.study import Study

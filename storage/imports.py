@@ -7,6 +7,7 @@ from typing import Any
 
 from domain.transcript import Edit
 from storage import records
+from storage.converters import point_rows
 from storage.sqlite import Database
 
 ATTEMPT_CHILDREN = ("attempt_edit", "attempt_tool_call")
@@ -22,10 +23,11 @@ def seq_of(db: Database, migration_id: int, external_id: str) -> int | None:
 
 def replace_metric_points(db: Database, attempt_id: int, points: list[tuple[str, int, float]],
                           reviewer: str) -> bool:
-    """Make the attempt's series exactly `points` (name, step, value in that order); True if it changed."""
-    current = db.execute("SELECT name, step, value FROM metric_point WHERE attempt_id = ? ORDER BY name, step",
-                         [attempt_id]).fetchall()
-    if current == points:
+    """Make the attempt's series exactly `points` (name, step, value in that order; NaN and infinities
+    kept); True if it changed."""
+    current = point_rows(db.execute("SELECT name, step, value FROM metric_point WHERE attempt_id = ?"
+                                    " ORDER BY name, step", [attempt_id]).fetchall())
+    if list(map(repr, current)) == list(map(repr, points)):  # repr: NaN equals NaN
         return False
     db.execute("DELETE FROM metric_point WHERE attempt_id = ?", [attempt_id])
     db.conn.executemany("INSERT INTO metric_point (attempt_id, name, step, value) VALUES (?, ?, ?, ?)",

@@ -31,7 +31,7 @@ from domain.models import (
     MigrationSummary,
     Outcome,
 )
-from storage.converters import attempt_from_row, migration_from_row, study_from_row
+from storage.converters import attempt_from_row, migration_from_row, point_value, study_from_row
 
 Reader = Union["Database", sqlite3.Connection]
 """A study connection to read from: sqlite-utils' or the standard module's."""
@@ -316,7 +316,7 @@ def metric_series(db: Database, attempt_id: int, name: str) -> list[MetricPoint]
     from domain.verdicts import MetricPoint
 
     return [
-        MetricPoint(name, step, value)
+        MetricPoint(name, step, point_value(value))
         for step, value in db.execute(
             "SELECT step, value FROM metric_point WHERE attempt_id = ? AND name = ? ORDER BY step",
             [attempt_id, name],
@@ -811,7 +811,7 @@ def report_series(db: Database, attempt_ids: list[int], name: str) -> dict[int, 
         " AND attempt_id IN (SELECT value FROM json_each(?)) ORDER BY attempt_id, step",
         [name, json.dumps(attempt_ids)],
     ).fetchall():
-        out.setdefault(attempt_id, []).append((step, value))
+        out.setdefault(attempt_id, []).append((step, point_value(value)))
     return out
 
 

@@ -658,6 +658,21 @@ def m014_metric_point_last_step(db: Database) -> None:
     db.execute("CREATE INDEX IF NOT EXISTS idx_metric_point_attempt_step ON metric_point (attempt_id, step)")
 
 
+@migrations()
+def m015_metric_point_non_finite(db: Database) -> None:
+    """A point's value may be NULL, which stands for NaN: SQLite stores a bound NaN as NULL, so a
+    diverged run's `loss nan` could not be kept under NOT NULL and its import lost the whole
+    attempt (issue 35). Infinities are REAL values already. Readers turn NULL back into NaN
+    (`storage.queries.point_value`)."""
+    db.execute("CREATE TABLE metric_point_new (attempt_id INTEGER NOT NULL REFERENCES attempt(id),"
+               " name TEXT NOT NULL, step INTEGER NOT NULL, value REAL,"
+               " PRIMARY KEY (attempt_id, name, step)) WITHOUT ROWID")
+    db.execute("INSERT INTO metric_point_new SELECT attempt_id, name, step, value FROM metric_point")
+    db.execute("DROP TABLE metric_point")
+    db.execute("ALTER TABLE metric_point_new RENAME TO metric_point")
+    db.execute("CREATE INDEX idx_metric_point_attempt_step ON metric_point (attempt_id, step)")
+
+
 def known() -> list[str]:
     """Every migration this workbench knows, oldest first."""
     return [func.__name__ for func in migrations.functions]

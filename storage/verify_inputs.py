@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from domain.models import Attempt, AttemptSource
-from storage.converters import attempt_from_row
+from storage.converters import attempt_from_row, point_rows
 from storage.records import select_rows
 from storage.sqlite import Database
 
@@ -53,8 +53,8 @@ def attempt_inputs(db: Database, attempt: Attempt) -> AttemptInputs:
     from storage.artifacts import artifact_of
     from storage.queries import probe_reports
 
-    points = db.execute("SELECT name, step, value FROM metric_point WHERE attempt_id = ? ORDER BY name, step",
-                        [attempt.id]).fetchall()
+    points = point_rows(db.execute("SELECT name, step, value FROM metric_point WHERE attempt_id = ?"
+                                   " ORDER BY name, step", [attempt.id]).fetchall())
     return AttemptInputs(attempt_record(db, attempt.id),
                          log_info(db, attempt.log_id) if attempt.log_id is not None else None,
                          probe_reports(db, attempt.id), artifact_of(db, attempt.id), points)

@@ -526,7 +526,7 @@ print("eval_accuracy 0.95", flush=True)
 
 
 def test_a_rerun_whose_loss_goes_nan_is_stored_and_fails_level_2(tmp_path):
-    """metric_point cannot hold NaN: the result is stored (the log carries the NaN), not lost."""
+    """A diverged re-run is stored with its NaN points, and the verifier names the first one."""
     from storage import queries
     from tests.rerun_helpers import attempt, study_with_script
     from workbench.rerun import jobs
@@ -539,7 +539,11 @@ def test_a_rerun_whose_loss_goes_nan_is_stored_and_fails_level_2(tmp_path):
         job = jobs.wait(study.db, jobs.launch(study, spec, "ana").id, timeout=120)
         assert job.state is JobState.FINISHED, job.error
         levels = {v.level: v.outcome.value for v in queries.verdicts(study.db, job.result_attempt_id)}
-        assert levels[2] == "fail"
+        assert levels[1] == levels[2] == "fail"
+        loss = {p.step: p.value for p in queries.metric_series(study.db, job.result_attempt_id, "loss")}
+        assert loss[2] == 0.5 and math.isnan(loss[3])
+        failure = queries.current_failure(study.db, job.result_attempt_id)
+        assert failure.cause.value == "non_finite" and "loss is NaN from step 3" in failure.note
     finally:
         study.close()
     assert_intact(study.path)

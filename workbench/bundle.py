@@ -56,8 +56,10 @@ _TYPES = {
 }
 
 
-def take(table: dict[str, Any], key: str, kind: type, *, required: bool = True, default: Any = None) -> Any:
-    """table[key] checked against kind; ints pass as floats, bools never pass as numbers."""
+def take(table: dict[str, Any], key: str, kind: type, *, required: bool = True, default: Any = None,
+         finite: bool = True) -> Any:
+    """table[key] checked against kind; ints pass as floats, bools never pass as numbers; a float
+    must be finite unless `finite` is false (a metric point: a diverged run's NaN is data)."""
     if key not in table or table[key] is None:
         if required:
             raise BadRecord(f"missing {key!r}")
@@ -68,7 +70,7 @@ def take(table: dict[str, Any], key: str, kind: type, *, required: bool = True, 
         value, ok = float(value), True
     if not ok:
         raise BadRecord(f"{key!r} must be {_TYPES[kind]}, not {type(value).__name__} {value!r:.40}")
-    if kind is float and not math.isfinite(value):
+    if kind is float and finite and not math.isfinite(value):
         raise BadRecord(f"{key!r} must be a finite number")
     return value
 
@@ -259,7 +261,7 @@ def parse_metrics(path: Path) -> list[tuple[str, int, float]]:
                 step = take(point, "step", int)
                 if step < 0:
                     raise BadRecord("'step' must not be negative")
-                points[(name, step)] = take(point, "value", float)
+                points[(name, step)] = take(point, "value", float, finite=False)
             except (ValueError, BadRecord) as exc:
                 raise BadRecord(f"{path}:{number}: {_json_error(exc)}") from None
     return [(name, step, value) for (name, step), value in sorted(points.items())]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
-import math
 import shlex
 import subprocess
 import tempfile
@@ -86,7 +85,7 @@ def _series(measured: Measured, sdb: StudyDatabase, migration: Migration) -> lis
         for name, points in probe.series(main).items():
             series.setdefault(name, points)
     return sorted((name, step, value) for name, points in series.items()
-                  for step, value in points.items() if math.isfinite(value))
+                  for step, value in points.items())
 
 
 def _observed(reports: list[dict[str, Any]], given: Hardware | None) -> Hardware | None:

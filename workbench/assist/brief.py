@@ -51,6 +51,8 @@ CAUSES = {
     "replicas_out_of_sync": "data-parallel replicas never average their gradients and drift apart",
     "replicas_same_data": "every replica reads the same batch: the work is repeated, not split",
     "no_accelerator_runtime": "trained without the target's accelerator runtime (plain torch)",
+    "non_finite": "the loss (or another series) turned NaN or infinite: the run diverged",
+    "hang_at_exit": "finished its work, then hung until a timeout killed it",
     "other": "none of the above",
 }
 """docs/failure-taxonomy.md, in a line each; every FailureCause is here (a test checks)."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +45,6 @@ def store_result(db: Database, job: Job, *, exit_code: int | None, timed_out: bo
     if main is not None:
         for name, points in probe.series(main).items():
             series.setdefault(name, points)   # the program's own prints first, the probe fills gaps
-    if any(not math.isfinite(v) for points in series.values() for v in points.values()):
-        # a diverged run (`loss nan`): metric_point cannot hold NaN (SQLite stores it as NULL), so
-        # store no series and let the verifier read them, NaN included, from the stored log
-        series = {}
     observed_kind, observed_count = _observed(main)
     row = {
         "source": AttemptSource.RERUN.value,

@@ -155,6 +155,32 @@ def errors_raised(run: Run) -> list[Evidence]:
     return out
 
 
+def _loss_like(name: str, goal_metric: str) -> bool:
+    return name in (goal_metric, "loss") or name.endswith(("_loss", "/loss", ".loss"))
+
+
+def first_non_finite(points: Mapping[int, float]) -> int | None:
+    """The first step whose value is NaN or infinite, if any."""
+    return min((s for s, v in points.items() if not math.isfinite(v)), default=None)
+
+
+def non_finite(run: Run, goal_metric: str) -> tuple[str, int] | None:
+    """The earliest non-finite point of a loss series (`loss`, `train_loss`, `val/loss`) or of the
+    goal metric: (name, step). A loss that turns NaN ends the training whatever the exit code
+    (gradient norms may be infinite on the steps a loss scaler skips, so they are not read here)."""
+    found = [(step, name) for name in run.series if _loss_like(name, goal_metric)
+             if (step := first_non_finite(run.series[name])) is not None]
+    if not found:
+        return None
+    step, name = min(found)
+    return name, step
+
+
+def non_finite_text(name: str, value: float, step: int) -> str:
+    word = "NaN" if math.isnan(value) else "infinite" if value > 0 else "-infinite"
+    return f"{name} is {word} from step {step}"
+
+
 def level1(run: Run, reference: Run | None, goal_metric: str, settings: dict[str, Any]) -> LevelResult:
     a = run.attempt
     errors = errors_raised(run)
@@ -175,6 +201,13 @@ def level1(run: Run, reference: Run | None, goal_metric: str, settings: dict[str
     expected, source = _expected_steps(run, reference, settings)
     last = _last_step(run)
     evidence = [_record("exit_code", 0)]
+    diverged = non_finite(run, goal_metric)
+    if diverged is not None:
+        name, step = diverged
+        ev = evidence + [run.metric_evidence(name, step)]
+        return LevelResult(1, FAIL, f"exited 0 without an error, but {non_finite_text(name, run.series[name][step], step)}"
+                           + (f" (it printed up to step {last})" if last is not None else ""), ev,
+                           [(FailureCause.NON_FINITE, ev)])
     if expected is not None:
         if last is None or last < expected:
             return LevelResult(1, FAIL, f"exited 0 without an error but stopped at step {last or 0} of {expected} ({source})",
@@ -297,6 +330,9 @@ def _level2_series(run: Run, reference: Run | None, goal_metric: str,
             unknown.append(f"{name} (the attempt has no {name} series)")
             continue
         rtol, atol = tolerance(settings, name)
+        bad = next((s for s in common if not math.isfinite(mine[s]) and math.isfinite(ref[s])), None)
+        if bad is not None:
+            common = [s for s in common if s < bad]
         for start in range(0, len(common), window):
             block = common[start : start + window]
             a = sum(mine[s] for s in block) / len(block)
@@ -311,6 +347,11 @@ def _level2_series(run: Run, reference: Run | None, goal_metric: str,
                 ev += [run.metric_evidence(name, s, f"reference {ref[s]:.6g}") for s in block if s != worst][:2]
                 return LevelResult(2, FAIL, reason, ev,
                                    [(FailureCause.NUMERICAL_MISMATCH, ev)]), True
+        if bad is not None:
+            ev = [run.metric_evidence(name, bad, f"reference {ref[bad]:.6g}")]
+            return LevelResult(2, FAIL, f"{non_finite_text(name, mine[bad], bad)} where the reference's is "
+                               f"{ref[bad]:.6g}" + (f" (agrees before it, over {len(common)} steps)" if common else ""),
+                               ev, [(FailureCause.NON_FINITE, ev)]), True
         ref_end = max(ref)
         if ref_end not in mine:
             unknown.append(f"{name} agrees through step {common[-1]}; the run stopped before step {ref_end}")

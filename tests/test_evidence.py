@@ -1,0 +1,113 @@
+"""Evidence the verifier reads where the run states it (issue 35): non-finite points kept and
+named, facts read from logs wherever they are printed."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from domain.models import FailureCause, Outcome
+from storage import queries
+from storage.database import open_study
+from workbench.bundle import import_bundle
+from workbench.verify import verify_study
+
+P, F, U = Outcome.PASS, Outcome.FAIL, Outcome.UNKNOWN
+
+
+def _loss(step: int) -> float:
+    return 2.0 / (1 + 0.05 * step)
+
+
+def _log(steps: int, nan_from: int | None = None) -> str:
+    lines = [f"step {s}/{steps} loss {'nan' if nan_from is not None and s >= nan_from else f'{_loss(s):.6f}'}"
+             for s in range(1, steps + 1)]
+    return "\n".join(lines + ["eval_accuracy 0.95", ""])
+
+
+def _points(steps: int, nan_from: int | None = None, value: float = math.nan) -> str:
+    return "".join(json.dumps({"name": "loss", "step": s,
+                               "value": value if nan_from is not None and s >= nan_from else _loss(s)}) + "\n"
+                   for s in range(1, steps + 1))
+
+
+def _verdicts(db, slug: str, seq: int):
+    m = queries.get_migration(db, slug)
+    a = db.execute("SELECT id FROM attempt WHERE migration_id = ? AND seq = ?", [m.id, seq]).fetchone()[0]
+    return a, {v.level: v for v in queries.verdicts(db, a)}, queries.current_failure(db, a)
+
+
+def test_a_bundle_attempt_with_nan_and_infinite_points_is_kept_and_its_divergence_named(bundle, tmp_path: Path):
+    folder, shas = bundle.add_migration("mlp-xla")
+    (folder / "logs" / "0.log").write_text(_log(60))
+    (folder / "metrics" / "0.jsonl").write_text(_points(60))
+    (folder / "logs" / "1.log").write_text(_log(60, nan_from=35))
+    (folder / "metrics" / "1.jsonl").write_text(_points(60, nan_from=35))
+    (folder / "logs" / "2.log").write_text(_log(60))
+    (folder / "metrics" / "2.jsonl").write_text(_points(60, nan_from=50, value=math.inf))
+    bundle.write_attempts(folder, [bundle.attempt(0, shas[0]), bundle.attempt(1, shas[1]),
+                                   bundle.attempt(2, shas[2])])
+    study = open_study(tmp_path / "s.db", create=True)
+    try:
+        report = import_bundle(study, bundle.root, "ana")
+        assert report.problems == []
+        attempt_id, _, _ = _verdicts(study.db, "mlp-xla", 1)
+        series = {p.step: p.value for p in queries.metric_series(study.db, attempt_id, "loss")}
+        assert len(series) == 60 and all(math.isnan(series[s]) for s in range(35, 61))
+        assert series[34] == _loss(34)
+        again = import_bundle(study, bundle.root, "ana")  # NaN equals NaN: nothing changed
+        assert again.problems == [] and again.inserted == again.updated == 0
+
+        verify_study(study.db, "ana", slug="mlp-xla")
+        _, levels, failure = _verdicts(study.db, "mlp-xla", 1)
+        assert levels[1].outcome is F and "loss is NaN from step 35" in levels[1].reason
+        assert "reached step 60 of 60" not in levels[1].reason
+        assert levels[2].outcome is F and "loss is NaN from step 35" in levels[2].reason
+        assert "nan%" not in levels[2].reason
+        assert failure.cause is FailureCause.NON_FINITE and failure.silent
+        _, levels, failure = _verdicts(study.db, "mlp-xla", 2)
+        assert "loss is infinite from step 50" in levels[1].reason
+        assert failure.cause is FailureCause.NON_FINITE
+    finally:
+        study.close()
+
+
+def test_a_log_whose_loss_turns_nan_fails_level_1_and_names_the_step(bundle, tmp_path: Path):
+    """The same run read from its log alone (no stored series): level 1 no longer says it reached
+    step 60 of 60, level 2 names the first NaN step instead of a '(nan%)' difference."""
+    folder, shas = bundle.add_migration("mlp-xla")
+    (folder / "logs" / "0.log").write_text(_log(60))
+    (folder / "logs" / "1.log").write_text(_log(60, nan_from=35))
+    bundle.write_attempts(folder, [bundle.attempt(0, shas[0], metrics=None), bundle.attempt(1, shas[1], metrics=None)])
+    study = open_study(tmp_path / "s.db", create=True)
+    try:
+        assert import_bundle(study, bundle.root, "ana").problems == []
+        verify_study(study.db, "ana", slug="mlp-xla")
+        _, levels, failure = _verdicts(study.db, "mlp-xla", 1)
+        assert levels[1].outcome is F and "loss is NaN from step 35" in levels[1].reason, levels[1].reason
+        assert "(log line 35)" in " ".join(e.text for e in levels[1].evidence)
+        assert "nan%" not in levels[2].reason and "loss is NaN from step 35" in levels[2].reason
+        assert failure.cause is FailureCause.NON_FINITE and failure.silent
+    finally:
+        study.close()
+
+
+def test_an_older_study_keeps_its_points_and_then_holds_nan(tmp_path: Path):
+    """The schema step that lets metric_point hold NaN (as NULL) keeps the points it finds."""
+    from storage import schema
+    from storage.sqlite import Database
+
+    path = tmp_path / "old.db"
+    db = Database(path)
+    schema.migrations.apply(db, stop_before="m015_metric_point_non_finite")
+    cols = {c.name for c in db.table("metric_point").columns}
+    assert cols == {"attempt_id", "name", "step", "value"}
+    db.conn.execute("PRAGMA foreign_keys = OFF")
+    db.execute("INSERT INTO metric_point VALUES (7, 'loss', 1, 0.5)")
+    db.conn.commit()
+    schema.migrations.apply(db)
+    assert db.execute("SELECT * FROM metric_point").fetchall() == [(7, "loss", 1, 0.5)]
+    db.execute("INSERT INTO metric_point VALUES (7, 'loss', 2, ?)", [math.nan])
+    assert db.execute("SELECT value FROM metric_point WHERE step = 2").fetchone() == (None,)
+    assert "idx_metric_point_attempt_step" in {i.name for i in db.table("metric_point").indexes}
