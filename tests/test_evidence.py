@@ -111,3 +111,94 @@ def test_an_older_study_keeps_its_points_and_then_holds_nan(tmp_path: Path):
     db.execute("INSERT INTO metric_point VALUES (7, 'loss', 2, ?)", [math.nan])
     assert db.execute("SELECT value FROM metric_point WHERE step = 2").fetchone() == (None,)
     assert "idx_metric_point_attempt_step" in {i.name for i in db.table("metric_point").indexes}
+
+
+NO_EXECUTION_REPORT = """\
+Metric: DeviceLockWait
+  TotalSamples: 6
+  Accumulator: 024.746us
+  Percentiles: 1%=000.211us; 5%=000.211us; 50%=003.091us; 99%=015.496us
+Counter: RegisterXLAFunctions
+  Value: 1
+Counter: MarkStep
+  Value: 60
+"""
+"""torch_xla's report at exit of a process that trained on host tensors (printed by torch_xla
+2.x on XLA:CPU for such a script: no CompileTime, ExecuteTime or transfers)."""
+
+EXECUTED_REPORT = """\
+Metric: CompileTime
+  TotalSamples: 3
+  Accumulator: 120ms
+Metric: ExecuteTime
+  TotalSamples: 60
+  Accumulator: 30ms
+Counter: UncachedCompile
+  Value: 3
+Counter: MarkStep
+  Value: 60
+"""
+
+
+def _study(bundle, tmp_path: Path, logs: dict[int, str], **records):
+    """A migration whose reference (seq 0, a correct CPU run) and attempts have these logs and no
+    stored series; `records[seq]` overrides an attempt's record."""
+    folder, shas = bundle.add_migration("mlp-xla")
+    attempts = []
+    for seq, text in logs.items():
+        (folder / "logs" / f"{seq}.log").write_text(text)
+        attempts.append(bundle.attempt(seq, shas[min(seq, 2)], metrics=None,
+                                       intended_hardware={"kind": "cpu", "count": 4},
+                                       **records.get(f"a{seq}", {})))
+    bundle.write_attempts(folder, attempts)
+    study = open_study(tmp_path / "s.db", create=True)
+    assert import_bundle(study, bundle.root, "ana").problems == []
+    verify_study(study.db, "ana", slug="mlp-xla")
+    return study
+
+
+def test_a_run_that_finished_then_hung_until_timeout_is_a_hang_at_exit(bundle, tmp_path: Path):
+    study = _study(bundle, tmp_path, {0: _log(60), 1: _log(60), 2: "\n".join(_log(60).splitlines()[:20]) + "\n"},
+                   a1={"exit_code": 124, "status": "nonzero_exit"}, a2={"exit_code": 124, "status": "nonzero_exit"})
+    try:
+        _, levels, failure = _verdicts(study.db, "mlp-xla", 1)
+        assert levels[1].outcome is F and "reached step 60 of 60, then hung at exit" in levels[1].reason
+        assert failure.cause is FailureCause.HANG_AT_EXIT and not failure.silent
+        _, levels, failure = _verdicts(study.db, "mlp-xla", 2)  # stopped short: a real timeout
+        assert failure.cause is FailureCause.TIMEOUT
+    finally:
+        study.close()
+
+
+def test_device_kind_and_replica_batch_statements_are_read(bundle, tmp_path: Path):
+    """`device_kind=XLA:CPU` names the kind; a per-replica batch equal to the global batch over 4
+    replicas means every replica reads the same batch (a correct port says 8)."""
+    head = "replicas=4 per_replica_batch={} global_batch=32 device_kind=XLA:CPU num_devices=4\n"
+    study = _study(bundle, tmp_path, {0: _log(60), 1: head.format(8) + _log(60), 2: head.format(32) + _log(60)})
+    try:
+        _, levels, failure = _verdicts(study.db, "mlp-xla", 1)
+        assert levels[3].outcome is P and "ran on CPU x 4" in levels[3].reason
+        assert "kind not stated" not in levels[3].reason
+        assert [levels[n].outcome for n in (1, 2, 3, 4)] == [P, P, P, P]
+        _, levels, failure = _verdicts(study.db, "mlp-xla", 2)
+        assert levels[3].outcome is F and "replicas read the same data" in levels[3].reason
+        assert "4 replicas each read a batch of 32 where the global batch is 32" in levels[3].reason
+        assert failure.cause is FailureCause.REPLICAS_SAME_DATA and failure.silent
+        assert [e.ref for e in failure.evidence] == ["1"]
+    finally:
+        study.close()
+
+
+def test_a_metrics_report_without_execution_fails_level_3_even_when_the_log_says_xla(bundle, tmp_path: Path):
+    head = "device xla:0 device_kind=XLA:CPU num_devices=4\n"
+    study = _study(bundle, tmp_path, {0: _log(60), 1: head + _log(60) + NO_EXECUTION_REPORT,
+                                      2: head + _log(60) + EXECUTED_REPORT})
+    try:
+        _, levels, failure = _verdicts(study.db, "mlp-xla", 1)
+        assert levels[3].outcome is F and "ran without the accelerator runtime" in levels[3].reason
+        assert failure.cause is FailureCause.NO_ACCELERATOR_RUNTIME and failure.silent
+        assert "no CompileTime, ExecuteTime" in failure.evidence[0].text
+        _, levels, failure = _verdicts(study.db, "mlp-xla", 2)
+        assert levels[3].outcome is P, levels[3].reason
+    finally:
+        study.close()

@@ -188,6 +188,11 @@ def level1(run: Run, reference: Run | None, goal_metric: str, settings: dict[str
         what = "exited with status %s" % a.exit_code if a.exit_code not in (None, 0) else "exited 0"
         tb = run.facts is not None and (run.facts.tracebacks or run.facts.fatal)
         reason = what + (" and its log holds a traceback or fatal error" if tb else "")
+        done = hung_at_exit(run, reference, goal_metric, settings)
+        if done:
+            ev = errors + _last_step_evidence(run, _last_step(run))
+            return LevelResult(1, FAIL, f"{reason}: it {done}, then hung at exit until the timeout killed it", ev,
+                               [(FailureCause.HANG_AT_EXIT, ev)])
         return LevelResult(1, FAIL, reason, errors)
     if a.exit_code is None:
         if a.status is AttemptStatus.INTERRUPTED:
@@ -219,6 +224,20 @@ def level1(run: Run, reference: Run | None, goal_metric: str, settings: dict[str
         return LevelResult(1, PASS, f"exited 0, no traceback or fatal error, printed its final {goal_metric}",
                            evidence + [run.metric_evidence(goal_metric, step)])
     return LevelResult(1, FAIL, "exited 0 but shows no step count or final metric: its end is not reached", evidence)
+
+
+def hung_at_exit(run: Run, reference: Run | None, goal_metric: str, settings: dict[str, Any]) -> str | None:
+    """How a run killed by `timeout` (exit 124) with no traceback had already finished its work
+    (reached its expected last step, else printed its goal metric), if it had: it hung at exit
+    (a process group or a collective left waiting), it was not slow."""
+    a = run.attempt
+    if a.exit_code != 124 or run.facts is None or run.facts.exceptions:
+        return None
+    expected, _ = _expected_steps(run, reference, settings)
+    last = _last_step(run)
+    if expected is not None:
+        return f"reached step {last} of {expected}" if last is not None and last >= expected else None
+    return f"printed its final {goal_metric}" if goal_metric in run.series else None
 
 
 def _last_step_evidence(run: Run, last: int | None) -> list[Evidence]:
@@ -425,6 +444,10 @@ def observed_devices(run: Run) -> tuple[str | None, int | None, list[Evidence]]:
         if len(ranks) > 1 and probe.global_device_count:   # one world of processes: their devices add up
             used = sum(p.devices_used or 1 for p in probes if (p.world_size or 1) > 1 and p.steps)
             count = min(probe.global_device_count, used)
+    said = run.topology.device_kind() if run.topology is not None else None
+    if kind is None and said is not None:
+        kind = said[0]
+        evidence.append(_stated(said[1], f"the run states device kind {kind}: "))
     stated = run.topology.device_count() if run.topology is not None else None
     if count is None and stated is not None:
         count = stated[0]
@@ -472,6 +495,43 @@ def processes_alone(run: Run) -> tuple[str, list[Evidence]] | None:
             ev.append(Evidence("log_line", str(line), f"printed {topo.repeats} times: {text}"[:300]))
         return f"{processes} processes each report world size 1", ev
     return None
+
+
+def replicas_same_data(run: Run) -> tuple[str, list[Evidence]] | None:
+    """The batch each replica reads against the global batch the run states: replicas x
+    per-replica batch above the global batch means the replicas read the same examples (no
+    per-replica sampler: `per_replica_batch=32` with a global batch of 32 and 4 replicas)."""
+    topo = run.topology
+    if topo is None:
+        return None
+    per, whole = topo.values("per_replica_batch"), topo.values("global_batch")
+    replicas = topo.values("replicas") or ([topo.device_count()] if topo.device_count() else [])
+    if not per or not whole or not replicas:
+        return None
+    (p, ps), (g, gs), (r, rs) = per[0], whole[0], replicas[0]
+    if r < 2 or p * r <= g:
+        return None
+    ev = [_stated(s) for i, s in enumerate((ps, gs, rs)) if s not in (ps, gs, rs)[:i]]
+    return (f"replicas read the same data: {r} replicas each read a batch of {p} where the global batch is {g} "
+            f"({p * r} examples read per step for {g})", ev)
+
+
+NO_EXECUTION = ("CompileTime", "ExecuteTime", "ExecuteReplicatedTime", "UncachedCompile", "CachedCompile")
+"""What a torch_xla metrics report shows once anything ran on an XLA device."""
+
+
+def never_executed(facts: LogFacts) -> Evidence | None:
+    """A torch_xla metrics report, printed at or after the last step, that shows no compilation
+    or execution at all: the process imported torch_xla but trained on host tensors (only
+    bookkeeping such as `MarkStep`, `DeviceLockWait`), whatever device name it printed."""
+    if not facts.counters or any(n in facts.counters or n in facts.counter_series for n in NO_EXECUTION):
+        return None
+    last = max(facts.counters.values(), key=lambda h: h.line)
+    if facts.last_step is not None and (last.step or 0) < facts.last_step:
+        return None
+    names = ", ".join(sorted(facts.counters)[:4])
+    return Evidence("log_line", str(last.line), f"metrics report with no CompileTime, ExecuteTime or compile "
+                    f"counter (counters: {names})"[:300])
 
 
 def recompilation(facts: LogFacts, settings: dict[str, Any],
@@ -605,6 +665,10 @@ def level3(run: Run, intended: Hardware, settings: dict[str, Any]) -> LevelResul
                          evidence[:1]))
     facts = run.facts
     probes = run.probes()
+    idle = never_executed(facts) if facts is not None else None
+    if idle is not None and not any(p.compiles for p in probes):
+        problems.insert(0, (FailureCause.NO_ACCELERATOR_RUNTIME, "ran without the accelerator runtime: its torch_xla "
+                            "metrics report shows nothing compiled or executed on an XLA device", [idle]))
     alone_in_log = processes_alone(run)
     if alone_in_log is not None:
         problems.append((FailureCause.WRONG_CONFIGURATION, alone_in_log[0], alone_in_log[1]))
@@ -618,6 +682,9 @@ def level3(run: Run, intended: Hardware, settings: dict[str, Any]) -> LevelResul
             problems.append((FailureCause.WRONG_CONFIGURATION,
                              f"{len(alone)} process(es) under a multi-process launch each report world size 1",
                              [_probe(p) for p in alone[:4]]))
+    same = replicas_same_data(run)
+    if same is not None:
+        problems.append((FailureCause.REPLICAS_SAME_DATA, same[0], same[1]))
     if facts is not None:
         fb = fallbacks(facts, settings, probes)
         if fb:
@@ -793,10 +860,14 @@ def with_findings(result: LevelResult, found: list[trace.Finding]) -> LevelResul
     return LevelResult(result.level, FAIL, "; ".join(reasons), evidence, causes)
 
 
+CONFIGURATION = (FailureCause.WRONG_CONFIGURATION, FailureCause.NO_ACCELERATOR_RUNTIME,
+                 FailureCause.REPLICAS_SAME_DATA, FailureCause.REPLICAS_OUT_OF_SYNC)
+"""Level 3 causes that make a run's numbers meaningless: a level-2 mismatch is their effect."""
+
+
 def _wrong_configuration(failed: list[LevelResult]) -> LevelResult | None:
     """Level 3's failure when its cause is a wrong configuration, else None."""
-    return next((r for r in failed if r.level == 3 and r.causes
-                 and r.causes[0][0] is FailureCause.WRONG_CONFIGURATION), None)
+    return next((r for r in failed if r.level == 3 and r.causes and r.causes[0][0] in CONFIGURATION), None)
 
 
 def judge(
@@ -830,9 +901,11 @@ def judge(
     if failed:
         first = failed[0]
         if first.level == 1:
-            if raised or run.attempt.exit_code not in (0, None) or run.attempt.status is AttemptStatus.INTERRUPTED:
+            if first.causes and first.causes[0][0] is FailureCause.HANG_AT_EXIT:  # finished, then hung
+                (cause, cause_ev), note = first.causes[0], first.reason
+            elif raised or run.attempt.exit_code not in (0, None) or run.attempt.status is AttemptStatus.INTERRUPTED:
                 cause, cause_ev, note = crash_cause(run)
-            elif first.causes:   # the trace's own finding (an optimizer that never stepped)
+            elif first.causes:   # level 1's own finding: the trace's (an optimizer never stepped), a non-finite loss
                 (cause, cause_ev), note = first.causes[0], first.reason
             else:
                 cause, cause_ev, note = FailureCause.INCOMPLETE, first.evidence, first.reason

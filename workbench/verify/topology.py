@@ -36,16 +36,29 @@ _KEYS = {
     b"global_devices": "global_devices", b"mesh_shape": "mesh_shape",
     # Hugging Face Accelerate's state: "Num processes: 4", "Process index: 0"
     b"num_processes": "world_size", b"process_index": "rank", b"local_process_index": "local_rank",
+    # the batch each replica reads and the global batch of a step, and the replicas (issue 35)
+    b"per_replica_batch": "per_replica_batch", b"per_replica_batch_size": "per_replica_batch",
+    b"per_device_batch": "per_replica_batch", b"per_device_batch_size": "per_replica_batch",
+    b"per_device_train_batch_size": "per_replica_batch",
+    b"global_batch": "global_batch", b"global_batch_size": "global_batch", b"total_batch_size": "global_batch",
+    b"replicas": "replicas", b"num_replicas": "replicas", b"replica_count": "replicas",
+    b"num_replicas_in_sync": "replicas",
 }
 _STATEMENT = re.compile(
     rb"(?i)(?<![A-Za-z_.])(global[ _]runtime[ _]device[ _]count|global[ _]device[ _]count|device[ _]count|"
     rb"num[ _]devices|devices[ _]used|local[ _]world[ _]size|world[ _]size|global[ _]rank|global[ _]ordinal|"
     rb"local[ _]rank|rank|global[ _]devices|mesh[ _]shape|num[ _]processes|local[ _]process[ _]index|"
-    rb"process[ _]index)['\"]?[ \t]{0,3}[=:][ \t]{0,3}"
+    rb"process[ _]index|per[ _](?:replica|device)[ _](?:train[ _])?batch(?:[ _]size)?|global[ _]batch(?:[ _]size)?|"
+    rb"total[ _]batch[ _]size|num[ _]replicas(?:[ _]in[ _]sync)?|replica[ _]count|replicas)"
+    rb"['\"]?[ \t]{0,3}[=:][ \t]{0,3}"
     rb"(\[[0-9, ]{0,256}\]|\([0-9, ]{0,256}\)|[0-9]{1,6})(?![0-9.])"
 )
 """A statement; a digit may touch it on either side (`device_count=4rank=2`: two processes'
 start lines glued by interleaved output)."""
+_KIND = re.compile(rb"(?i)(?<![A-Za-z_.])device[ _]kind['\"]?[ \t]{0,3}[=:][ \t]{0,3}['\"]?"
+                   rb"([A-Za-z][A-Za-z0-9:_.-]{0,40})")
+"""A device kind statement (`device_kind=XLA:CPU`, `device kind: TPU`): `xla:` is dropped, the
+runtime's name, not the device's."""
 _ERROR = re.compile(rb"(?i)error|exception|traceback|failed|abort|invalid|mismatch|expected|warn|stuck|"
                     rb"rendezvous|timed out|^[EFW][0-9]{4} |[0-9]: [EFW] ")
 """Lines that state nothing: errors, warnings and glog's E/F/W lines may quote devices (XLA's
@@ -58,7 +71,8 @@ stops only at a `[` (three to four times faster on the bench's logs, which have 
 _STEP = re.compile(rb"step[ :=#]{1,3}([0-9]{1,9})")
 _STEP_TITLE = re.compile(rb"Step[ :=#]{1,3}([0-9]{1,9})")
 _CUES = Expressions([cue + rb"['\"]?[ \t]{0,3}[=:]" for cue in (
-    b"size", b"ank", b"count", b"ices", b"used", b"shape", b"rdinal", b"rocesses", b"ndex")])
+    b"size", b"ank", b"count", b"ices", b"used", b"shape", b"rdinal", b"rocesses", b"ndex", b"atch", b"licas",
+    b"sync", b"kind")])
 """Every statement's name ends with one of these, then its separator: the lines that may hold a
 statement are found in one pass for all nine (a search per cue was 0.4 ms of a verified attempt)."""
 CARRY_MAX = 64 << 20
@@ -80,6 +94,8 @@ class Statement:
     values: dict[str, int]
     rank: int | None = None
     """The `[rank N]:` prefix of the line, if any."""
+    kind: str | None = None
+    """The device kind the line states (`device_kind=XLA:CPU` gives `CPU`)."""
 
 
 @dataclass
@@ -96,6 +112,10 @@ class Topology:
 
     def values(self, key: str) -> list[tuple[int, Statement]]:
         return [(s.values[key], s) for s in self.statements if key in s.values]
+
+    def device_kind(self) -> tuple[str, Statement] | None:
+        """The first device kind the log states."""
+        return next(((s.kind, s) for s in self.statements if s.kind), None)
 
     def device_count(self) -> tuple[int, Statement] | None:
         """The devices the run used: the largest mesh or global device list it states (a run
@@ -158,7 +178,12 @@ def _statements(line: bytes, number: int) -> list[Statement]:
     prefix = _RANK_PREFIX.match(line)
     text = line.rstrip(b"\r").decode("utf-8", "replace")[:300]
     rank = int(prefix.group(1)) if prefix else None
-    return [Statement(number, text, values, rank) for values in groups if values]
+    found = _KIND.search(line)
+    kind = found.group(1).decode() if found else None
+    if kind is not None and kind.lower().startswith("xla:"):
+        kind = kind[4:]
+    return [Statement(number, text, values, rank, kind if i == 0 else None)
+            for i, values in enumerate(groups) if values or (i == 0 and kind)]
 
 
 def _candidates(head: bytes) -> list[int]:
