@@ -202,3 +202,34 @@ def test_a_metrics_report_without_execution_fails_level_3_even_when_the_log_says
         assert levels[3].outcome is P, levels[3].reason
     finally:
         study.close()
+
+
+OWN_FORMAT = """\
+for i in range(1, 6):
+    print(f"step {i}/5 loss {1.0 / i:.6f}", flush=True)
+print("Accuracy = 0.95", flush=True)
+"""
+
+
+def test_a_rerun_extracts_its_series_with_the_migrations_patterns(tmp_path):
+    """Issue 38: a re-run's stored series are read with the migration's `patterns` setting, as the
+    verifier reads logs, not with the defaults alone."""
+    from storage import records
+    from tests.rerun_helpers import attempt, study_with_script
+    from workbench.rerun import jobs
+    from workbench.rerun.jobs import JobState
+
+    study = study_with_script(tmp_path, OWN_FORMAT)
+    try:
+        m = queries.get_migration(study.db, "toy")
+        with records.immediate(study.db):
+            records.add_verify_settings(study.db, migration_id=m.id, source="test", reviewer="ana", settings={
+                "patterns": [{"name": "accuracy", "regex": r"(?m)^(?P<name>Accuracy) = (?P<value>[0-9.]+)$"}]})
+        spec = jobs.with_changes(jobs.spec_for(study.db, attempt(study, "toy", 1), "local"),
+                                 argv=("python3", "train.py"))
+        job = jobs.wait(study.db, jobs.launch(study, spec, "ana").id, timeout=120)
+        assert job.state is JobState.FINISHED, job.error
+        assert [(p.step, p.value) for p in queries.metric_series(study.db, job.result_attempt_id, "Accuracy")] \
+            == [(5, 0.95)]
+    finally:
+        study.close()

@@ -11,11 +11,15 @@ from domain.models import AttemptSource, AttemptStatus
 from storage.sqlite import Database
 
 
-def _series_from_log(path: Path) -> dict[str, dict[int, float]]:
+def _series_from_log(db: Database, migration_id: int, path: Path) -> dict[str, dict[int, float]]:
+    """The log's series as the verifier extracts them: with the migration's `patterns` setting."""
+    from storage import queries
     from workbench.verify.logscan import file_chunks, scan_chunks
     from workbench.verify.patterns import compile_patterns
 
-    return scan_chunks(file_chunks(path), patterns=compile_patterns((), defaults=True)).point_series()
+    settings = queries.verify_settings(db, migration_id)
+    patterns = compile_patterns(settings.get("patterns") or (), defaults=settings.get("default_patterns", True))
+    return scan_chunks(file_chunks(path), patterns=patterns).point_series()
 
 
 def _status(exit_code: int | None, timed_out: bool) -> AttemptStatus:
@@ -41,7 +45,7 @@ def store_result(db: Database, job: Job, *, exit_code: int | None, timed_out: bo
     spec = job.spec
     reports = probe.read_reports(job.probe_dir)
     main = probe.main_report(reports)
-    series = _series_from_log(job.log_path) if job.log_path.is_file() else {}
+    series = _series_from_log(db, spec.migration_id, job.log_path) if job.log_path.is_file() else {}
     if main is not None:
         for name, points in probe.series(main).items():
             series.setdefault(name, points)   # the program's own prints first, the probe fills gaps
