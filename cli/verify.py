@@ -152,17 +152,31 @@ def _attempt_or_exit(sdb: Any, migration: Any, seq: int) -> None:
 
 def _record_settings(sdb: Any, migration: Any, assignments: tuple[str, ...]) -> None:
     """The reviewer's KEY=VALUE overrides on top of the current ones, recorded before verifying."""
+    import json
+    import re
+
     from storage import queries, records
+    from workbench.verify.patterns import compile_patterns
     from workbench.verify.settings import apply_assignment, parse_assignment
 
     overrides = queries.verify_settings(sdb, migration.id)
+    keys = []
     try:
         for text in assignments:
-            overrides = apply_assignment(overrides, *parse_assignment(text))
-    except ValueError as exc:
-        raise WorkbenchError(str(exc)) from None
-    records.add_verify_settings(sdb, migration_id=migration.id, settings=overrides,
-                                source="reviewer", reviewer=config.reviewer())
+            key, value = parse_assignment(text)
+            overrides = apply_assignment(overrides, key, value)
+            keys.append(key)
+        compile_patterns(overrides.get("patterns") or (), defaults=False)  # a bad one refused now, by name
+    except (ValueError, re.error, KeyError, TypeError, AttributeError) as exc:
+        raise WorkbenchError(f"--set: {exc}") from None
+    stored = records.add_verify_settings(sdb, migration_id=migration.id, settings=overrides,
+                                         source="reviewer", reviewer=config.reviewer())
+    for key in dict.fromkeys(keys):
+        value: Any = overrides
+        for part in key.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        said = "stored" if stored is not None else "unchanged"
+        click.echo(clean(f"{said} for {migration.slug}: {key} = {json.dumps(value)}"), err=True)
 
 
 def _rows(sdb: Any, outcomes: list[Any], evidence: bool) -> Iterator[tuple[Any, ...]]:

@@ -69,6 +69,8 @@ def shapes(n: int) -> dict[str, str]:
         "quotes": "'" * n, "secret_spaces": "my_token" + " " * n + "x", "digits": "1" * n, "1e": "1e" * (n // 2),
         "braces": "{'" * (n // 2), "json": '{"' + "} " * (n // 2) + "x", "counters": "Counter: " * (n // 9),
         "bearer": "bearer " * (n // 7), "sk": "sk-" * (n // 3), "pem": "-----BEGIN A " * (n // 13),
+        "qualifiers": "train " * (n // 6) + "1", "val_words": "val val_" * (n // 8) + "=1",
+        "test_set": "Test set: Accuracy: 1" * (n // 21) + "/x", "train_epoch": "Train Epoch: 1 [1/2 (" * (n // 20),
     }
 
 

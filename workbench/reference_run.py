@@ -88,6 +88,36 @@ def _series(measured: Measured, sdb: StudyDatabase, migration: Migration) -> lis
                   for step, value in points.items())
 
 
+def _missing_goal(sdb: StudyDatabase, migration: Migration, log: Path) -> str:
+    """Why a reference run was not recorded when its output lacks the goal metric: the metrics
+    that were read, a sample line of each, and how to add a pattern that reads the goal (issue 38)."""
+    from domain.text import clean
+    from storage import queries
+    from workbench.verify.logscan import file_chunks, scan_chunks
+    from workbench.verify.patterns import compile_patterns
+
+    settings = queries.verify_settings(sdb.db, migration.id)
+    facts = scan_chunks(file_chunks(log), patterns=compile_patterns(
+        settings.get("patterns") or (), defaults=settings.get("default_patterns", True)))
+    where = {name: point[1] for name, steps in list(facts.point_series().items())[:8]
+             if (point := facts.point(name, max(steps))) is not None}
+    wanted = set(where.values())
+    text: dict[int, str] = {}
+    with log.open("rb") as fh:  # only the sample lines are kept
+        for number, raw in enumerate(fh, 1):
+            if number in wanted:
+                text[number] = raw[:200].decode("utf-8", "replace").strip()
+                if len(text) == len(wanted):
+                    break
+    found = [f"{name} (line {line}: {text.get(line, '')[:80]!r})" for name, line in where.items()]
+    goal = migration.goal.metric
+    return clean(f"--run: the goal metric {goal!r} is not in the reference's output; nothing recorded (output: {log}). "
+                 + (f"Metrics read: {', '.join(found)}. " if found else "No metric was read from it. ")
+                 + f"To read {goal} from its own line, add a pattern: workbench verify {sdb.path} --migration "
+                 f"{migration.slug} --set 'patterns=[{{\"name\": \"{goal}\", \"regex\": \"<text before it> "
+                 f"(?P<value>[0-9.]+)\"}}]' (docs/verification.md, Metric patterns), then run the reference again")
+
+
 def _observed(reports: list[dict[str, Any]], given: Hardware | None) -> Hardware | None:
     from workbench import probe
 
@@ -117,8 +147,7 @@ def run_reference(sdb: StudyDatabase, slug: str, *, command: str | None, env: di
                              f" (output: {measured.log})")
     points = _series(measured, sdb, migration)
     if not any(name == migration.goal.metric for name, _, _ in points):
-        raise WorkbenchError(f"--run: the goal metric {migration.goal.metric!r} is not in the reference's output;"
-                             f" nothing recorded (output: {measured.log})")
+        raise WorkbenchError(_missing_goal(sdb, migration, measured.log))
     attempt = Attempt(
         id=0, migration_id=migration.id, seq=store.next_reference_seq(sdb.db, migration.id),
         source=AttemptSource.REFERENCE, commit=migration.base_commit,

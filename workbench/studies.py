@@ -158,6 +158,7 @@ def check_budgets(budgets: Budgets) -> Budgets:
 
 
 def check_goal(metric: str, reference: float, direction: str, tolerance: float) -> Goal:
+    metric = "_".join(metric.split())  # as the log writes it: `val loss` is read as val_loss
     if not re.fullmatch(r"[A-Za-z_][\w./-]{0,99}", metric):
         raise WorkbenchError(f"--goal: {metric[:40]!r} is not a metric name (letters, digits, '_', '.', '/', '-')")
     return Goal(metric, finite(reference, "--reference-value"), Direction(direction),

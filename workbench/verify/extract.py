@@ -14,7 +14,17 @@ from typing import Protocol
 from workbench.verify.logfacts import _Run
 from workbench.verify.loglines import _LineCounter, _matches_at
 from workbench.verify.markers import Markers
-from workbench.verify.patterns import _KV, _NAMES, _SKIP_BYTES, DEFAULT_PATTERNS, SKIP_NAMES, _Compiled
+from workbench.verify.patterns import (
+    _KV,
+    _NAMES,
+    _SKIP_BYTES,
+    DEFAULT_PATTERNS,
+    SKIP_NAMES,
+    _Compiled,
+    is_setting,
+    metric_name,
+    skipped,
+)
 from workbench.verify.shapes import _Shape, _shape_of, _Shaped, _total_on, _walk, _walk_regex
 
 
@@ -45,7 +55,7 @@ SUMMARY_AT_LEADS = True
 """The default summary pattern tried only at the line starts that `_summary_starts` finds, where
 `finditer` ran it over the piece (a regex pass, some 5 ms/MiB, in every piece whose gate opens:
 a study's logs end with `eval_accuracy`); False runs `finditer`, which tests compare it with."""
-_SUMMARY = DEFAULT_PATTERNS[4]
+_SUMMARY = next(p for p in DEFAULT_PATTERNS if p.name == "summary")
 assert _SUMMARY.regex.startswith("(?m)^(?P<name>(?:eval|val|valid|test|final)[_/]")
 _SUMMARY_LEADS: list[Markers] = []
 
@@ -207,6 +217,8 @@ class MetricExtraction:
         has_epoch = "epoch" in groups
         has_name = "name" in groups
         has_body = "body" in groups
+        own, value_of = compiled.own, compiled.value_of
+        summary = pattern == _SUMMARY
         plain = pattern.name == "plain"
         kv = _KV.findall
         skip = _SKIP_BYTES
@@ -230,6 +242,10 @@ class MetricExtraction:
                 facts.total_steps = int(m.group("total"))
             if has_name:
                 found = [(m.group("name"), m.group("value"))]
+                if summary and is_setting(found[0][0].decode("utf-8", "replace")):
+                    continue  # `eval_interval = 50`: a configuration echo, not a metric
+            elif own is not None:
+                found = [(own, value_of(m))]  # type: ignore[misc]
             else:
                 found = kv(m.group("body") if has_body else m.group(0))
             if step is not None and not sequential:
@@ -237,16 +253,16 @@ class MetricExtraction:
             line += count(b"\n", last, start)
             last = start
             for key, raw_value in found:
-                if not has_name and key in skip:
+                if not has_name and own is None and (key in skip or b" " in key and skipped(key)):
                     continue
                 name = names.get(key)
                 if name is None:
-                    name = key.decode("utf-8", "replace")
+                    name = metric_name(key)
                     if len(names) < 4096:
                         names[key] = name
                 try:
-                    value = float(raw_value)
-                except ValueError:
+                    value = float(raw_value)  # type: ignore[arg-type]
+                except (TypeError, ValueError):
                     continue
                 if step is not None:
                     dest = ops.get(name)

@@ -5,8 +5,9 @@ gates, and the `name value` pairs (`_KV`) read from a matched line.
 
 from __future__ import annotations
 
+import ast
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,10 +16,36 @@ from workbench.verify.markers import Markers
 NUMBER = rb"[-+]?+(?:\d++\.?+\d*+|\.\d++)(?:[eE][-+]?+\d++)?+"
 """A number taken whole and never given back: a shorter one would be followed by a digit, a dot or
 an exponent, which no pattern here accepts after a value."""
-_KV = re.compile(rb"(?<![\w./-])[\d./-]*+([A-Za-z_][\w./-]*+)['\"]?\s*+(?:[=:]\s*+)?['\"]?(" + NUMBER + rb"|nan|inf)(?![\w.])")
-"""`name value`, `name=value`, `'name': value` pairs. Linear on any line: a name is a whole run of
-name characters (digits, dots, dashes and slashes before its first letter skipped), tried once
-from the run's start, and no part gives back what it took, so nothing is read twice."""
+QUALIFIERS = rb"(?:train|training|val|valid|validation|eval|test|dev)"
+"""Words that qualify the metric name after them: `train loss 2.56, val loss 2.51` is `train_loss`
+and `val_loss` (issue 38), not two values of `loss`."""
+_KV = re.compile(rb"(?<![\w./-])[\d./-]*+((?:" + QUALIFIERS + rb" (?=[A-Za-z_]))?+[A-Za-z_][\w./-]*+)['\"]?\s*+"
+                 rb"(?:[=:]\s*+)?['\"]?(" + NUMBER + rb"|nan|inf)(?![\w.])")
+"""`name value`, `name=value`, `'name': value` pairs, a name after a qualifier word joined to it
+(`train loss`: `metric_name` writes `train_loss`). Linear on any line: a name is a whole run of
+name characters (digits, dots, dashes and slashes before its first letter skipped, a qualifier
+literal and one space before it), tried once from the run's start, and no part gives back what it
+took, so nothing is read twice."""
+
+
+def metric_name(key: bytes) -> str:
+    """A name as `_KV` read it, as a metric's: `train loss` is `train_loss`."""
+    return key.decode("utf-8", "replace").replace(" ", "_")
+
+
+def skipped(key: bytes) -> bool:
+    """Whether a `_KV` name is not a metric of the run (`step`, `lr`, `train epoch`)."""
+    return key in _SKIP_BYTES or (b" " in key and key.rsplit(b" ", 1)[1] in _SKIP_BYTES)
+
+
+SETTING_WORDS = frozenset({"interval", "iters", "iter", "every", "freq", "frequency", "steps", "epochs", "size",
+                           "seed", "workers", "batches", "only", "init", "period", "patience", "dir", "path"})
+"""Last words of configuration names: `eval_interval = 50`, `eval_iters = 200` echo settings."""
+
+
+def is_setting(name: str) -> bool:
+    """A summary-like name that is a configuration echo, not a metric (`eval_interval`)."""
+    return re.split(r"[_/.-]", name)[-1].lower() in SETTING_WORDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +66,9 @@ class Pattern:
     """The match is a JSON object; its numeric fields are metrics, `step` its step."""
     gate: tuple[str, ...] = ()
     """Literals of which a piece must hold one for the regex to run on it (a cheap pre-check)."""
+    compute: str = ""
+    """An arithmetic expression over the regex's named groups giving the value (`correct / n`
+    reads `991/1000` as 0.991); the metric is then the pattern's `name`."""
 
 
 DEFAULT_PATTERNS: tuple[Pattern, ...] = (
@@ -55,6 +85,14 @@ DEFAULT_PATTERNS: tuple[Pattern, ...] = (
         r"(?>[^\r\n\]|]*?(?:it/s|s/it))\]?,? ?(?P<body>[^\r\n\]|]*+)\]",
         gate=("it/s", "s/it"),
     ),
+    # pytorch/examples' MNIST: "Train Epoch: 1 [0/3072 (0%)]\tLoss: 0.30", counted per line printed,
+    # and "Test set: Average loss: 0.3307, Accuracy: 991/1000 (99%)", counted per evaluation
+    Pattern("loss", r"Train Epoch: \d++ \[\d++/\d++ \([^)\n]{0,12}\)\][ \t]*+Loss: (?P<value>" + NUMBER.decode() + ")",
+            sequential=True, gate=("Train Epoch: ",)),
+    Pattern("test_loss", r"Test set: Average loss: (?P<value>" + NUMBER.decode() + ")", sequential=True,
+            gate=("Test set: ",)),
+    Pattern("test_accuracy", r"Test set: [^\n]{0,80}?Accuracy: (?P<correct>\d{1,12})/(?P<count>\d{1,12})",
+            sequential=True, gate=("Test set: ",), compute="correct / count"),
     # bare summary lines: "eval_accuracy 0.9014", "test/acc: 0.91"
     Pattern(
         "summary",
@@ -82,6 +120,19 @@ class _Compiled:
         self.groups = self.regex.groupindex
         self.gate = tuple(g.encode() for g in pattern.gate)
         self._gate = _gate_markers(self.gate)
+        self.own: bytes | None = None
+        """The metric's name when the pattern names it (a regex with a `value` group, or one group,
+        or a `compute`, and no `name` group): the pattern's `name`."""
+        self.value_of: Callable[[re.Match[bytes]], bytes | float | None] | None = None
+        if "name" not in self.groups and not pattern.json:
+            if pattern.compute:
+                self.value_of = arithmetic(pattern.compute, set(self.groups))
+            elif "value" in self.groups:
+                self.value_of = operator_group("value")
+            elif self.regex.groups == 1 and not self.groups:
+                self.value_of = operator_group(1)
+            if self.value_of is not None:
+                self.own = pattern.name.encode()
 
     def opens(self, piece: bytes) -> bool:
         """Whether one of the gate's literals is in the piece."""
@@ -104,7 +155,55 @@ def _gate_markers(literals: tuple[bytes, ...]) -> Markers | None:
         return gate
 
 
+def operator_group(group: str | int) -> Callable[[re.Match[bytes]], bytes | None]:
+    return lambda m: m.group(group)
+
+
+_OPS: dict[type, Callable[[float, float], float]] = {
+    ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+    ast.Div: lambda a, b: a / b if b else float("nan"),
+}
+
+
+def arithmetic(text: str, groups: set[str]) -> Callable[[re.Match[bytes]], float | None]:
+    """A pattern's `value` expression (`correct / count`, `100 - err`): numbers, the regex's named
+    groups, + - * / and parentheses; anything else is refused here, once, by name. A group that did
+    not match or is not a number gives no value."""
+    try:
+        tree = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        raise ValueError(f"pattern value {text!r}: not an arithmetic expression") from None
+
+    def build(node: ast.AST) -> Callable[[re.Match[bytes]], float]:
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+            op, left, right = _OPS[type(node.op)], build(node.left), build(node.right)
+            return lambda m: op(left(m), right(m))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            inner = build(node.operand)
+            return lambda m: -inner(m)
+        if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+            number = float(node.value)
+            return lambda m: number
+        if isinstance(node, ast.Name) and node.id in groups:
+            name = node.id
+            return lambda m: float(m.group(name))
+        raise ValueError(f"pattern value {text!r}: only numbers, the regex's named groups "
+                         f"({', '.join(sorted(groups)) or 'none'}), + - * / and parentheses")
+
+    run = build(tree)
+
+    def value(m: re.Match[bytes]) -> float | None:
+        try:
+            return run(m)
+        except (TypeError, ValueError):
+            return None
+
+    return value
+
+
 def compile_patterns(extra: Iterable[dict[str, Any] | Pattern] = (), *, defaults: bool = True) -> list[_Compiled]:
+    """The default patterns (unless `defaults` is false), then a migration's own (`patterns`
+    setting: tables of `name`, `regex` and optionally `value`, `sequential`, `json`, `gate`)."""
     out = [_Compiled(p) for p in (DEFAULT_PATTERNS if defaults else ())]
     for spec in extra:
         pattern = spec if isinstance(spec, Pattern) else Pattern(
@@ -113,6 +212,7 @@ def compile_patterns(extra: Iterable[dict[str, Any] | Pattern] = (), *, defaults
             sequential=bool(spec.get("sequential", False)),
             json=bool(spec.get("json", False)),
             gate=tuple(spec.get("gate", ())),
+            compute=str(spec.get("value", "")),
         )
         out.append(_Compiled(pattern))
     return out

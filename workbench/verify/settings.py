@@ -21,7 +21,7 @@ DEFAULTS: dict[str, Any] = {
     "window": 5,
     "end_rtol": None,
     "end_atol": None,
-    "compare": ["loss", "grad_norm"],
+    "compare": ["loss", "train_loss", "grad_norm"],
     "compare_eval": True,
     "metrics": {},
     "tensor_rtol": 1e-3,

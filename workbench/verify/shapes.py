@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workbench.verify.loglines import _line_end, _line_starts, _LineCounter
-from workbench.verify.patterns import _KV, _SKIP_BYTES
+from workbench.verify.patterns import _KV, metric_name, skipped
 from workbench.verify.steplines import _STEP_LINES
 
 _shapewalk: Any
@@ -175,14 +175,14 @@ def _shape_of(line: bytes, plain: re.Pattern[bytes]) -> _Shape | None:
         key = kv.group(1)
         parts += (_digits(body[last : kv.start(1)], ops), re.escape(key), re.escape(body[kv.end(1) : kv.start(2)]))
         _literal(ops, body[kv.start(1) : kv.start(2)])
-        keep = key not in _SKIP_BYTES
+        keep = not skipped(key)
         if keep:
             ops.append(_OPEN)
         value = _digits(kv.group(2), ops)
         if keep:
             ops.append(_CLOSE)
             values.append(1 + len(values))
-            names.append(key.decode("utf-8", "replace"))
+            names.append(metric_name(key))
             parts.append(b"(" + value + b")")
         else:
             parts.append(b"(?:" + value + b")")

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from workbench.verify.loglines import _line_end
-from workbench.verify.patterns import _KV, DEFAULT_PATTERNS, SKIP_NAMES
+from workbench.verify.patterns import _KV, DEFAULT_PATTERNS, SKIP_NAMES, metric_name
 
 if TYPE_CHECKING:
     from workbench.verify.logfacts import LogFacts
@@ -277,7 +277,6 @@ class PointLines:
 
     def _step_line(self, name: str, step: int) -> int:
         """Start of the last step line of `step` whose pairs give `name`, else -1."""
-        raw = name.encode()
         for k in range(len(self.step_lines) - 1, -1, -1):
             steps = self.step_lines[k][2]
             if step not in steps:
@@ -290,7 +289,8 @@ class PointLines:
                     break
                 start, end = self._bounds(self._nth_line(k, len(steps) - 1 - j))
                 m = self._plain.search(self.data, start, end)
-                if m is not None and any(key == raw and _number(value) for key, value in _KV.findall(m.group("body"))):
+                if m is not None and any(metric_name(key) == name and _number(value)
+                                         for key, value in _KV.findall(m.group("body"))):
                     return start
                 j += 1
         return -1
