@@ -72,4 +72,5 @@ class FailureCause(StrEnum):
     REPLICAS_OUT_OF_SYNC = "replicas_out_of_sync"
     NON_FINITE = "non_finite"
     HANG_AT_EXIT = "hang_at_exit"
+    BATCH_UNDERSPLIT = "batch_undersplit"
     OTHER = "other"

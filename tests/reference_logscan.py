@@ -113,6 +113,10 @@ class LogFacts:
     """`workbench-probe {json}` lines written by the probe (workbench/probe)."""
     sharding: list[Hit] = field(default_factory=list)
     """Sharding specs `{devices=[4,1]0,1,2,3}`; `text` is the number of devices named."""
+    batch_splits: list[Hit] = field(default_factory=list)
+    """Sharding specs that replicate over their last tile dim (`devices=[2,1,1,2]0,1,2,3
+    last_tile_dim_replicate`); `text` is `SPLIT of N`: the tensor's first dim (the batch of an
+    input) split SPLIT ways over the N devices named, each part held by N / SPLIT of them."""
     reports: int = 0
     """How many metrics reports (blocks with `Counter:` lines) the log holds."""
 
@@ -524,6 +528,9 @@ class LogScanner:
         for m in _SHARDING.finditer(piece, start):
             ids = [x for x in m.group(2).split(b",") if x]
             self.facts.sharding.append(Hit(counter.at(m.start()), str(len(ids))))
+            tiles = [x for x in m.group(1).split(b",") if x]
+            if len(tiles) > 1 and piece.startswith(b" last_tile_dim_replicate", m.end()):
+                self.facts.batch_splits.append(Hit(self.facts.sharding[-1].line, f"{int(tiles[0])} of {len(ids)}"))
 
     def _probes(self, piece: bytes, base: int, start: int = 0) -> None:
         pos = piece.find(b"workbench-probe ", start)

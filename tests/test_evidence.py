@@ -233,3 +233,21 @@ def test_a_rerun_extracts_its_series_with_the_migrations_patterns(tmp_path):
             == [(5, 0.95)]
     finally:
         study.close()
+
+
+def test_a_sharding_spec_that_splits_the_batch_over_fewer_devices_fails_level_3(bundle, tmp_path: Path):
+    """`devices=[2,1,1,2]0,1,2,3 last_tile_dim_replicate` names 4 devices but splits the batch 2
+    ways (a (2, 2) mesh); `devices=[4,1]0,1,2,3` splits it over all 4."""
+    head = "mesh_shape=(2, 2) device_kind=XLA:CPU\ninput sharding: {devices=[%s]0,1,2,3%s}\n"
+    study = _study(bundle, tmp_path, {0: _log(60), 1: head % ("4,1", "") + _log(60),
+                                      2: head % ("2,1,1,2", " last_tile_dim_replicate") + _log(60)})
+    try:
+        _, levels, failure = _verdicts(study.db, "mlp-xla", 1)
+        assert levels[3].outcome is P, levels[3].reason
+        _, levels, failure = _verdicts(study.db, "mlp-xla", 2)
+        assert levels[3].outcome is F and "batch split over fewer devices than intended: 2 ways over 4" \
+            in levels[3].reason
+        assert failure.cause is FailureCause.BATCH_UNDERSPLIT and failure.silent
+        assert [e.ref for e in failure.evidence] == ["2"]
+    finally:
+        study.close()

@@ -53,6 +53,7 @@ CAUSES = {
     "no_accelerator_runtime": "trained without the target's accelerator runtime (plain torch)",
     "non_finite": "the loss (or another series) turned NaN or infinite: the run diverged",
     "hang_at_exit": "finished its work, then hung until a timeout killed it",
+    "batch_undersplit": "the input batch is split over fewer devices than intended, the others hold copies",
     "other": "none of the above",
 }
 """docs/failure-taxonomy.md, in a line each; every FailureCause is here (a test checks)."""

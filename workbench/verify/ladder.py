@@ -516,6 +516,21 @@ def replicas_same_data(run: Run) -> tuple[str, list[Evidence]] | None:
             f"({p * r} examples read per step for {g})", ev)
 
 
+def batch_undersplit(facts: LogFacts, intended: int) -> tuple[str, list[Evidence]] | None:
+    """Sharding specs over the intended devices that all split their first (batch) dim fewer ways
+    and replicate the rest (`devices=[2,1,1,2]0,1,2,3 last_tile_dim_replicate`: 2 ways over 4
+    devices): counting the device ids would say 4."""
+    full = [h for h in facts.batch_splits if int(h.text.split(" of ")[1]) >= intended]
+    if not full or len(full) != sum(int(h.text) >= intended for h in facts.sharding):
+        return None  # a spec over every device with no replication splits the work over them all
+    widest = max(full, key=lambda h: int(h.text.split(" of ")[0]))
+    split = int(widest.text.split(" of ")[0])
+    if split >= intended:
+        return None
+    return (f"batch split over fewer devices than intended: {split} ways over {intended} devices, the others "
+            f"holding copies (last_tile_dim_replicate)", [Evidence("log_line", str(widest.line), f"a sharding spec splits its batch {widest.text} devices")])
+
+
 NO_EXECUTION = ("CompileTime", "ExecuteTime", "ExecuteReplicatedTime", "UncachedCompile", "CachedCompile")
 """What a torch_xla metrics report shows once anything ran on an XLA device."""
 
@@ -685,6 +700,9 @@ def level3(run: Run, intended: Hardware, settings: dict[str, Any]) -> LevelResul
     same = replicas_same_data(run)
     if same is not None:
         problems.append((FailureCause.REPLICAS_SAME_DATA, same[0], same[1]))
+    under = batch_undersplit(facts, intended.count) if facts is not None else None
+    if under is not None:
+        problems.append((FailureCause.BATCH_UNDERSPLIT, under[0], under[1]))
     if facts is not None:
         fb = fallbacks(facts, settings, probes)
         if fb:
@@ -861,7 +879,7 @@ def with_findings(result: LevelResult, found: list[trace.Finding]) -> LevelResul
 
 
 CONFIGURATION = (FailureCause.WRONG_CONFIGURATION, FailureCause.NO_ACCELERATOR_RUNTIME,
-                 FailureCause.REPLICAS_SAME_DATA, FailureCause.REPLICAS_OUT_OF_SYNC)
+                 FailureCause.REPLICAS_SAME_DATA, FailureCause.REPLICAS_OUT_OF_SYNC, FailureCause.BATCH_UNDERSPLIT)
 """Level 3 causes that make a run's numbers meaningless: a level-2 mismatch is their effect."""
 
 

@@ -189,6 +189,10 @@ class LogFacts:
     """`workbench-probe {json}` lines written by the probe (workbench/probe)."""
     sharding: list[Hit] = field(default_factory=list)
     """Sharding specs `{devices=[4,1]0,1,2,3}`; `text` is the number of devices named."""
+    batch_splits: list[Hit] = field(default_factory=list)
+    """Sharding specs that replicate over their last tile dim (`devices=[2,1,1,2]0,1,2,3
+    last_tile_dim_replicate`); `text` is `SPLIT of N`: the tensor's first dim (the batch of an
+    input) split SPLIT ways over the N devices named, each part held by N / SPLIT of them."""
     reports: int = 0
     """How many metrics reports (blocks with `Counter:` lines) the log holds."""
 

@@ -124,6 +124,9 @@ class MarkerLines:
         for m in _SHARDING.finditer(piece, start):
             ids = [x for x in m.group(2).split(b",") if x]
             self.facts.sharding.append(Hit(counter.at(m.start()), str(len(ids))))
+            tiles = [x for x in m.group(1).split(b",") if x]
+            if len(tiles) > 1 and piece.startswith(b" last_tile_dim_replicate", m.end()):
+                self.facts.batch_splits.append(Hit(self.facts.sharding[-1].line, f"{int(tiles[0])} of {len(ids)}"))
 
     def _probes(self, piece: bytes, base: int, positions: list[int], start: int = 0) -> None:
         counter = _LineCounter(piece, base)

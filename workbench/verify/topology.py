@@ -353,7 +353,8 @@ class Untangler:
                 seen.add(id(hit))
                 hit.line = self.original_line(hit.line)
 
-        for hit in [*facts.tracebacks, *facts.exceptions, *facts.compile_causes, *facts.profiler, *facts.sharding]:
+        for hit in [*facts.tracebacks, *facts.exceptions, *facts.compile_causes, *facts.profiler, *facts.sharding,
+                    *facts.batch_splits]:
             fix(hit)
         for _, hit in facts.fatal:
             fix(hit)
