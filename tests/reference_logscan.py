@@ -538,13 +538,14 @@ class LogScanner:
             return
         counter = _LineCounter(piece, base)
         while pos != -1:
-            text = _line_text(piece, pos)
-            try:
-                record = json.loads(text.split("workbench-probe ", 1)[1])
+            end = piece.find(b"\n", pos)
+            line = piece[piece.rfind(b"\n", 0, pos) + 1 : len(piece) if end == -1 else end]
+            try:  # the whole line: a probe summary (trace version 2) is longer than a cited line's 300
+                record = json.loads(line.split(b"workbench-probe ", 1)[1])
             except (ValueError, IndexError):
                 record = None
             if isinstance(record, dict):
-                self.facts.probes.append((Hit(counter.at(pos), _clip(text.encode())), record))
+                self.facts.probes.append((Hit(counter.at(pos), _clip(line)), record))
             nl = piece.find(b"\n", pos)
             pos = -1 if nl == -1 else piece.find(b"workbench-probe ", nl)
 

@@ -131,10 +131,11 @@ class MarkerLines:
     def _probes(self, piece: bytes, base: int, positions: list[int], start: int = 0) -> None:
         counter = _LineCounter(piece, base)
         for pos in _first_on_lines(piece, positions, start):
-            text = _line_text(piece, pos)
-            try:
-                record = json.loads(text.split("workbench-probe ", 1)[1])
+            end = piece.find(b"\n", pos)
+            line = piece[piece.rfind(b"\n", 0, pos) + 1 : len(piece) if end == -1 else end]
+            try:  # the whole line: a probe summary (trace version 2) is longer than a cited line's 300
+                record = json.loads(line.split(b"workbench-probe ", 1)[1])
             except (ValueError, IndexError):
                 record = None
             if isinstance(record, dict):
-                self.facts.probes.append((Hit(counter.at(pos), _clip(text.encode())), record))
+                self.facts.probes.append((Hit(counter.at(pos), _clip(line)), record))
