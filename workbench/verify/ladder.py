@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import math
 import re
-import statistics
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from domain.costs import chip_cost
 from domain.ladder import highest_level, over_claim
 from domain.models import (
     Attempt,
@@ -86,6 +84,10 @@ class LevelResult:
     evidence: list[Evidence] = field(default_factory=list)
     causes: list[tuple[FailureCause, list[Evidence]]] = field(default_factory=list)
     """Candidate causes when the level fails, most specific first."""
+    setup: tuple[FailureCause, list[Evidence], str] | None = None
+    """Level 3's first problem that makes a run's numbers incomparable (fewer devices, processes
+    each alone): a level-2 mismatch is put down to it. A device kind is not one: a run on another
+    kind computes the same numbers."""
 
 
 @dataclass
@@ -509,56 +511,15 @@ def fallbacks(facts: LogFacts, settings: dict[str, Any], probes: list[ProbeFacts
     return out
 
 
-_TRANSFERS = re.compile(r"TransferFromDeviceTime too frequent: ([0-9]{1,12}) counts during ([0-9]{1,12}) steps")
-
-
-def host_sync_rate(facts: LogFacts | None) -> tuple[float, Evidence] | None:
-    """Host syncs per step: `aten::_local_scalar_dense` over the steps, else torch_xla's
-    profiler count of device-to-host transfers over its steps."""
-    if facts is None:
-        return None
-    hit = facts.counters.get("aten::_local_scalar_dense")
-    steps = facts.last_step or 0
-    if hit is not None and steps:
-        rate = int(hit.text) / steps
-        return rate, Evidence("log_line", str(hit.line),
-                              f"aten::_local_scalar_dense {hit.text} over {steps} steps ({rate:.1f} per step)")
-    for h in facts.profiler:
-        m = _TRANSFERS.search(h.text)
-        if m and int(m.group(2)):
-            return int(m.group(1)) / int(m.group(2)), _log(h)
-    return None
-
-
-def host_syncs(run: Run, reference: Run | None, settings: dict[str, Any]) -> tuple[bool, list[Evidence]]:
-    """Host syncs per step and whether they are abnormal: above twice the reference's rate plus
-    one where the reference reports it, else above `max_host_syncs_per_step` (logging a scalar
-    or two each step, `loss.item()`, costs one or two and is normal)."""
-    found = host_sync_rate(run.facts)
-    if found is None:
-        return False, []
-    rate, first = found
-    theirs = host_sync_rate(reference.facts) if reference is not None else None
-    if theirs is not None:
-        limit, against = 2 * theirs[0] + 1, f"twice the reference's {theirs[0]:.1f} per step, plus one"
-    else:
-        limit = float(settings["max_host_syncs_per_step"])
-        against = f"max_host_syncs_per_step {limit:g}"
-    abnormal = rate > limit
-    ev = [Evidence(first.kind, first.ref, f"{first.text}: {'above' if abnormal else 'within'} {limit:g} per step "
-                   f"({against})"[:300])]
-    ev += [_log(h) for h in (run.facts.profiler if run.facts else [])
-           if "TransferFromDeviceTime too frequent" in h.text and str(h.line) != first.ref][:1]
-    if theirs is not None:
-        ev.append(Evidence(theirs[1].kind, "reference " + theirs[1].ref, theirs[1].text))
-    return abnormal, ev
-
-
 def level3(run: Run, intended: Hardware, settings: dict[str, Any]) -> LevelResult:
+    from workbench.verify.timing import stand_in_of
+
     kind, count, evidence = observed_devices(run)
     problems: list[tuple[FailureCause, str, list[Evidence]]] = []
-    if kind is not None and not _kind_matches(intended.kind, str(kind)):
+    standin = stand_in_of(run, intended, kind)
+    if kind is not None and not _kind_matches(intended.kind, str(kind)) and standin is None:
         problems.append((FailureCause.WRONG_CONFIGURATION, f"ran on {kind}, not {intended.kind}", evidence[:1]))
+    kind_problems = len(problems)
     if count is not None and count < intended.count:
         problems.append((FailureCause.WRONG_CONFIGURATION, f"ran on {count} device(s) where {intended.count} are intended",
                          evidence[:1]))
@@ -587,7 +548,9 @@ def level3(run: Run, intended: Hardware, settings: dict[str, Any]) -> LevelResul
             problems.append((FailureCause.RECOMPILATION, f"repeated compilation: {why}", rev))
     if problems:
         ev = [e for _, _, es in problems for e in es]
-        return LevelResult(3, FAIL, "; ".join(p[1] for p in problems), ev, [(c, es) for c, _, es in problems])
+        setup = next(((c, es, why) for c, why, es in problems[kind_problems:]
+                      if c is FailureCause.WRONG_CONFIGURATION), None)
+        return LevelResult(3, FAIL, "; ".join(p[1] for p in problems), ev, [(c, es) for c, _, es in problems], setup)
     if count is None:
         return LevelResult(3, UNKNOWN, f"no evidence of the device count (intended {intended.describe()})", evidence)
     notes = ""
@@ -596,6 +559,10 @@ def level3(run: Run, intended: Hardware, settings: dict[str, Any]) -> LevelResul
         if recompiled is False:
             notes = f"; no repeated compilation ({why})"
             evidence += rev
+    if standin is not None:
+        return LevelResult(3, PASS, f"{standin[0]} x{count} standing in for {intended.kind} x{intended.count} (the"
+                           f" documented stand-in: it shows the device count, world size and mesh, not the target's"
+                           f" speed), no CPU fallback{notes}", evidence + [standin[1]])
     ran = f"{kind} x {count}" if kind else f"{count} device(s), kind not stated in the evidence,"
     return LevelResult(3, PASS, f"ran on {ran} as intended ({intended.describe()}), no CPU fallback{notes}", evidence)
 
@@ -616,93 +583,6 @@ def level4(run: Run, migration: Migration) -> LevelResult:
         return LevelResult(4, PASS, f"{goal.metric} {value:.6g} meets the goal ({want})", ev)
     return LevelResult(4, FAIL, f"{goal.metric} {value:.6g} misses the goal ({want})", ev,
                        [(FailureCause.GOAL_NOT_MET, ev)])
-
-
-# --------------------------------------------------------------------------- level 5
-
-def cost(run: Run, prices: dict[str, float], kind: str | None, chips: int | None) -> tuple[float | None, float | None]:
-    return chip_cost(run.attempt.started_at, run.attempt.ended_at, prices, kind, chips)
-
-
-STEP_TIMES: dict[str, float] = {
-    "step_time_ms": 1e-3, "step_ms": 1e-3, "iter_time_ms": 1e-3, "time_ms": 1e-3,
-    "step_time_s": 1.0, "step_time": 1.0, "iter_time": 1.0, "batch_time": 1.0,
-}
-"""Per-step time series a run may log, and their unit in seconds: level 5's preferred figure."""
-
-
-def step_times(run: Run, warm: int) -> tuple[str, float, float, int] | None:
-    """(series, median seconds per step after warm-up, seconds spent in the warm-up steps (the
-    compilation), steps after warm-up) from the first step-time series with 3 steps after it."""
-    for name, unit in STEP_TIMES.items():
-        points = run.series.get(name) or {}
-        after = [v * unit for s, v in points.items() if s > warm]
-        if len(after) >= 3:
-            return name, statistics.median(after), sum(v * unit for s, v in points.items() if s <= warm), len(after)
-    return None
-
-
-def _throughput(run: Run, reference: Run, settings: dict[str, Any], rates: tuple[float | None, float | None]
-                ) -> tuple[float, float | None, str, list[Evidence]] | None:
-    """Level 5 on training throughput when both runs log step times: the time ratio of the median
-    step after warm-up, the cost ratio from it and each run's dollars per second."""
-    warm = int(settings["warmup_steps"])
-    mine, theirs = step_times(run, warm), step_times(reference, warm)
-    if mine is None or theirs is None or theirs[1] <= 0:
-        return None
-    tr = mine[1] / theirs[1]
-    cr = tr * rates[0] / rates[1] if rates[0] is not None and rates[1] else None
-    text = (f"median step time after step {warm}: {mine[1] * 1e3:.4g} ms ({mine[0]}, {mine[3]} steps) vs the "
-            f"reference's {theirs[1] * 1e3:.4g} ms ({theirs[0]}); warm-up and compilation apart: "
-            f"{mine[2]:.3g} s vs {theirs[2]:.3g} s")
-    last = max(s for s in run.series[mine[0]] if s > warm)
-    return tr, cr, text, [run.metric_evidence(mine[0], last)]
-
-
-def level5(run: Run, reference: Run | None, migration: Migration, study: Study, intended: Hardware,
-           level1_outcome: Outcome, settings: dict[str, Any]) -> tuple[LevelResult, dict[str, float | None]]:
-    """Time and cost against the reference: the median step time after warm-up when both runs log
-    step times, else process wall time (start-up and compilation included)."""
-    _, observed_count, _ = observed_devices(run)
-    chips = observed_count or intended.count
-    kind = intended.kind
-    wall, dollars = cost(run, study.prices, kind, chips)
-    figures: dict[str, float | None] = {"wall": wall, "cost": dollars, "time_ratio": None, "cost_ratio": None}
-    if reference is None:
-        return LevelResult(5, UNKNOWN, "no reference run to compare with"), figures
-    ref_kind, ref_count, _ = observed_devices(reference)
-    ref_hw = reference.attempt.intended_hardware
-    ref_kind = ref_kind or (ref_hw.kind if ref_hw else None)
-    ref_wall, ref_dollars = cost(reference, study.prices, ref_kind, ref_count or (ref_hw.count if ref_hw else 1))
-    if wall is not None and ref_wall:
-        figures["time_ratio"] = wall / ref_wall
-    if dollars is not None and ref_dollars:
-        figures["cost_ratio"] = dollars / ref_dollars
-    ev = [
-        _record("wall", f"{wall:.2f} s on {kind} x {chips}" if wall is not None else "unknown"),
-        Evidence("record", "reference wall", f"{ref_wall:.2f} s on {ref_kind} x {ref_count or 1}" if ref_wall else "unknown"),
-    ]
-    used = "process wall time"
-    rates = (dollars / wall if dollars is not None and wall else None,
-             ref_dollars / ref_wall if ref_dollars is not None and ref_wall else None)
-    steps = _throughput(run, reference, settings, rates)
-    if steps is not None:
-        figures["time_ratio"], figures["cost_ratio"], used, step_ev = steps
-        ev = step_ev + ev
-    if level1_outcome is not PASS:
-        return LevelResult(5, UNKNOWN, "the run did not complete (level 1), so its time says nothing", ev), figures
-    tr, cr = figures["time_ratio"], figures["cost_ratio"]
-    if tr is None:
-        return LevelResult(5, UNKNOWN, "no wall time for this run or the reference", ev), figures
-    mt, mc = float(settings["max_time_ratio"]), float(settings["max_cost_ratio"])
-    text = (f"time x{tr:.2f} of the reference" + (f", cost x{cr:.2f}" if cr is not None else ", cost unknown (no price)")
-            + f" (from {used})")
-    if tr >= mt or (cr is not None and cr >= mc):
-        return LevelResult(5, FAIL, f"{text}: slower or costlier (limits x{mt:g} time, x{mc:g} cost)", ev,
-                           [(FailureCause.SLOWER_OR_COSTLIER, ev)]), figures
-    if cr is None:
-        return LevelResult(5, UNKNOWN, f"{text}: faster, cost unknown", ev), figures
-    return LevelResult(5, PASS, f"{text}: better on both", ev), figures
 
 
 # --------------------------------------------------------------------------- cause and flags
@@ -749,13 +629,7 @@ def with_findings(result: LevelResult, found: list[trace.Finding]) -> LevelResul
         reasons.append(result.reason)
         evidence += result.evidence
         causes += result.causes
-    return LevelResult(result.level, FAIL, "; ".join(reasons), evidence, causes)
-
-
-def _wrong_configuration(failed: list[LevelResult]) -> LevelResult | None:
-    """Level 3's failure when its cause is a wrong configuration, else None."""
-    return next((r for r in failed if r.level == 3 and r.causes
-                 and r.causes[0][0] is FailureCause.WRONG_CONFIGURATION), None)
+    return LevelResult(result.level, FAIL, "; ".join(reasons), evidence, causes, result.setup)
 
 
 def judge(
@@ -765,10 +639,22 @@ def judge(
     study: Study,
     settings: dict[str, Any],
     tensors: LevelResult | None = None,
+    siblings: Sequence[Any] = (),
 ) -> Judgement:
+    """The five levels and the cause, taken from the lowest level that failed on its own evidence.
+    `siblings` are the migration's correct attempts (`timing.Sibling`) level 5 compares with."""
+    from workbench.verify.timing import host_syncs, level5
+
     intended = run.attempt.intended_hardware or Hardware(migration.target.accelerator, migration.target.chips)
+    errors = errors_raised(run)
+    raised = bool(errors)
     l1 = level1(run, reference, migration.goal.metric, settings)
     l2 = level2(run, reference, migration.goal.metric, settings, tensors)
+    crashed = l1.outcome is FAIL and (raised or run.attempt.exit_code not in (0, None)
+                                      or run.attempt.status is AttemptStatus.INTERRUPTED)
+    if l2.outcome is PASS and (crashed or l1.outcome is FAIL and run.attempt.status is AttemptStatus.NONZERO_EXIT):
+        # what it printed before it failed agrees, but a run that failed has not shown its result
+        l2 = LevelResult(2, UNKNOWN, f"the run failed (level 1), so agreement is unknown: {l2.reason}", l2.evidence)
     l3 = level3(run, intended, settings)
     traced = trace.findings(run.probes(), run.probe_reports, migration.target.runtime)
     l1 = with_findings(l1, [f for f in traced if f.level == 1])
@@ -776,31 +662,28 @@ def judge(
     l4 = level4(run, migration)
     if l1.outcome is not PASS and l4.outcome is FAIL:
         l4 = LevelResult(4, UNKNOWN, f"the run did not complete: {l4.reason}", l4.evidence)
-    l5, figures = level5(run, reference, migration, study, intended, l1.outcome, settings)
+    l5, figures = level5(run, reference, study, intended, l1.outcome, settings, siblings)
     levels = [l1, l2, l3, l4, l5]
     highest = highest_level({r.level: r.outcome.value for r in levels})
-    errors = errors_raised(run)
-    raised = bool(errors)
     failed = [r for r in levels if r.outcome is FAIL]
     cause = None
     cause_ev: list[Evidence] = []
     note = ""
-    abnormal, notes = host_syncs(run, reference, settings)
+    _, notes = host_syncs(run, reference, settings)
     if failed:
         first = failed[0]
         if first.level == 1:
-            if raised or run.attempt.exit_code not in (0, None) or run.attempt.status is AttemptStatus.INTERRUPTED:
+            if crashed:
                 cause, cause_ev, note = crash_cause(run)
             elif first.causes:   # the trace's own finding (an optimizer that never stepped)
                 (cause, cause_ev), note = first.causes[0], first.reason
             else:
                 cause, cause_ev, note = FailureCause.INCOMPLETE, first.evidence, first.reason
-        elif first.level == 2 and (setup := _wrong_configuration(failed)) is not None:
+        elif first.level == 2 and l3.setup is not None:
             # a run on the wrong configuration (processes each alone, fewer devices) cannot match
             # the reference's numbers: the configuration is the cause, the mismatch its effect
-            (cause, cause_ev), note = setup.causes[0], f"{setup.reason}; so {first.reason}"
-        elif first.level == 5 and abnormal:
-            cause, cause_ev, note = FailureCause.HOST_SYNC, notes, f"{first.reason}; abnormal host syncs: {notes[0].text}"
+            cause, cause_ev, why = l3.setup
+            note = f"{why}; so {first.reason}"
         else:
             cause, cause_ev = first.causes[0] if first.causes else (FailureCause.OTHER, first.evidence)
             note = first.reason

@@ -34,6 +34,7 @@ DEFAULTS: dict[str, Any] = {
     "max_time_ratio": 1.0,
     "max_cost_ratio": 1.0,
     "max_host_syncs_per_step": 4.0,
+    "max_sibling_step_ratio": 2.0,
     # extraction
     "patterns": [],
     "default_patterns": True,
