@@ -48,6 +48,6 @@ def time_cost_outcome(time_ratio: float, cost_ratio: float | None, max_time: flo
 
 def far_above(value: float, best: float, factor: float, slack: float = 0.0) -> bool:
     """`value` beyond `factor` times the best sibling's plus `slack`: the sibling rule (step time:
-    factor 2; compilations and host syncs: twice plus one, as the host-sync rule against the
-    reference)."""
+    factor 2; compilations: 1.5 times plus 2; host syncs: twice plus one, as the host-sync rule
+    against the reference)."""
     return value > factor * best + slack

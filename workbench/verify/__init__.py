@@ -171,12 +171,14 @@ def _input_digest(inputs: verify_inputs.AttemptInputs) -> dict[str, Any]:
 
 
 def inputs_for(migration: Migration, study: Study, attempt: Attempt, inputs: verify_inputs.AttemptInputs,
-               settings: dict[str, Any], reference_digest: dict[str, Any] | None) -> tuple[str, str]:
+               settings: dict[str, Any], reference_digest: dict[str, Any] | None,
+               siblings: tuple[Any, ...] = ()) -> tuple[str, str]:
     """Hashes of every input a verdict depends on, as JSON text, and one hash over it. `attempt` carries
     its effective expected level (see `with_effective_expected`): a claim review changes it.
     When both runs saved a checkpoint, the torch version (None when absent) is an input too:
     installing torch redoes a comparison that was skipped for want of it. `reference_digest` is
-    the reference's `_input_digest` (None without a reference), once per migration."""
+    the reference's `_input_digest` (None without a reference), once per migration; `siblings`
+    the migration's correct attempts' figures level 5 compares with (its own left out)."""
     mine = _input_digest(inputs)
     theirs = reference_digest
     tensor_backend = None
@@ -198,6 +200,7 @@ def inputs_for(migration: Migration, study: Study, attempt: Attempt, inputs: ver
             "target": [migration.target.accelerator, migration.target.chips],
         },
         "prices": study.prices,
+        "siblings": [dataclasses.astuple(s) for s in siblings if s.attempt_id != attempt.id],
     }
     text = json.dumps(hashed, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest(), text
@@ -230,13 +233,21 @@ class _Plan:
     settings also as the JSON text each verification stores), each attempt's result as its task
     comes back, and how many of its tasks are still out."""
 
-    migration_id: int
-    attempt_ids: list[int]
+    migration: Migration
+    attempts: list[Attempt]
     settings: dict[str, Any]
     reference: Attempt | None
     settings_json: str
+    siblings: tuple[Any, ...] = ()
+    """The correct attempts level 5 compares with, as read before its tasks were judged."""
     results: dict[int, AttemptResult] = field(default_factory=dict)
     out: int = 0
+    swept: bool = False
+    """Its correct attempts were read again once its verdicts were written."""
+
+    @property
+    def attempt_ids(self) -> list[int]:
+        return [a.id for a in self.attempts]
 
 
 def verify_migration(db: Database, migration: Migration, study: Study, reviewer: str, *,
@@ -270,17 +281,19 @@ def verify_groups(db: Database, migrations: list[Migration], study: Study, revie
     from storage import queries, records
     from workbench.verify import batch
     from workbench.verify.settings import merge
+    from workbench.verify.timing import siblings_of
 
     total = verify_inputs.count_agent_attempts(db, [m.id for m in migrations], seq)
     done = 0
     errors: list[str] = []
     open_plans: deque[_Plan] = deque()
     by_migration: dict[int, _Plan] = {}
+    again: deque[batch.Task] = deque()
     if progress:
         progress(0, total)
 
     def settle(finished: Iterator[tuple[batch.Task, list[batch.Judged]]]) -> Iterator[list[AttemptResult]]:
-        nonlocal done
+        nonlocal done, total
         for task, judged in finished:
             plan = by_migration[task.migration.id]
             new = [j for j in judged if j.rows is not None]
@@ -292,15 +305,35 @@ def verify_groups(db: Database, migrations: list[Migration], study: Study, revie
                 elif isinstance(vid, Exception):
                     errors.append(f"{task.migration.slug}#{j.attempt.seq}: verdicts not written ({type(vid).__name__}: {vid})")
                 else:
-                    plan.results[j.attempt.id] = AttemptResult(j.attempt, vid, j.rows is not None)
+                    before = plan.results.get(j.attempt.id)
+                    plan.results[j.attempt.id] = AttemptResult(j.attempt, vid, j.rows is not None
+                                                               or (before is not None and before.changed))
             plan.out -= 1
             done += len(judged)
             if progress:
                 progress(done, total)
         while open_plans and open_plans[0].out == 0:
-            plan = open_plans.popleft()
-            del by_migration[plan.migration_id]
+            plan = open_plans[0]
+            if not plan.swept:
+                # its verdicts may have changed which attempts are correct: level 5 compares with
+                # those, so a changed set judges the migration once more (never a third time)
+                plan.swept = True
+                siblings = siblings_of(db, plan.migration.id, plan.settings)
+                if siblings != plan.siblings:
+                    plan.siblings = siblings
+                    tasks = batch.tasks_of(plan.migration, study, plan.settings, plan.reference, plan.attempts,
+                                           False, siblings)
+                    if tasks:
+                        plan.out, total = len(tasks), total + len(plan.attempts)
+                        again.extend(tasks)
+                        break
+            open_plans.popleft()
+            del by_migration[plan.migration.id]
             yield [plan.results[aid] for aid in plan.attempt_ids if aid in plan.results]
+
+    def resubmit() -> Iterator[list[AttemptResult]]:
+        while again:
+            yield from settle(judges.submit(again.popleft()))
 
     path = verify_inputs.database_file(db)
     pool_min = batch.POOL_MIN if pool_min is None else pool_min
@@ -308,16 +341,21 @@ def verify_groups(db: Database, migrations: list[Migration], study: Study, revie
         for migration in migrations:
             attempts = verify_inputs.agent_attempts(db, migration.id, seq)
             settings = merge(queries.verify_settings(db, migration.id))
-            plan = _Plan(migration.id, [a.id for a in attempts], settings, verify_inputs.reference_attempt(db, migration.id),
-                         json.dumps(settings, sort_keys=True))
-            tasks = batch.tasks_of(migration, study, plan.settings, plan.reference, attempts, force)
+            plan = _Plan(migration, attempts, settings, verify_inputs.reference_attempt(db, migration.id),
+                         json.dumps(settings, sort_keys=True), siblings_of(db, migration.id, settings))
+            tasks = batch.tasks_of(migration, study, plan.settings, plan.reference, attempts, force, plan.siblings)
             plan.out = len(tasks)
             open_plans.append(plan)
             by_migration[migration.id] = plan
             for task in tasks:
                 yield from settle(judges.submit(task))
             yield from settle(iter(()))
-        yield from settle(judges.drain())
+            yield from resubmit()
+        while True:
+            yield from settle(judges.drain())
+            if not again:
+                break
+            yield from resubmit()
     if errors:
         more = f"; and {len(errors) - 5} more" if len(errors) > 5 else ""
         raise NotAllVerified(f"{plural(len(errors), 'attempt')} not verified: " + "; ".join(errors[:5]) + more)

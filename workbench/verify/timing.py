@@ -16,7 +16,8 @@ from typing import Any
 from domain.costs import chip_cost, price_of
 from domain.models import Evidence, FailureCause, Hardware, Outcome, Study
 from domain.performance import family, far_above, stand_in, time_cost_outcome
-from workbench.probe import main_report
+from storage.sqlite import Database
+from workbench.probe import facts_of_reports, main_report
 from workbench.verify.ladder import LevelResult, Run, _log, _probe, _record, observed_devices
 from workbench.verify.logfacts import LogFacts
 
@@ -222,11 +223,32 @@ class Sibling:
     host_syncs: float | None
 
 
+def _hardware(run: Run) -> tuple[str | None, int | None]:
+    """Where a run ran, as siblings are matched: its probe's device kind and count (a re-run),
+    else its recorded observed hardware."""
+    probes = facts_of_reports(run.probe_reports)
+    if probes:
+        p = probes[-1]
+        return (p.device_kind.lower() if p.device_kind else None, p.device_count)
+    hw = run.attempt.observed_hardware
+    return (hw.kind.lower(), hw.count) if hw is not None else (None, None)
+
+
 def sibling_of(run: Run, settings: dict[str, Any]) -> Sibling:
-    kind, count, _ = observed_devices(run)
     bd = breakdown(run, settings)
-    return Sibling(run.attempt.id, run.attempt.seq, (kind.lower() if kind else None, count),
-                   bd.steady[1] if bd.steady else None, bd.compiles, bd.host_syncs)
+    return Sibling(run.attempt.id, run.attempt.seq, _hardware(run), bd.steady[1] if bd.steady else None,
+                   bd.compiles, bd.host_syncs)
+
+
+def siblings_of(db: Database, migration_id: int, settings: dict[str, Any]) -> tuple[Sibling, ...]:
+    """The migration's correct attempts (current levels 1-4 pass, overrides counted) with a figure
+    level 5 can compare: from their stored series and probe reports (a log-only attempt's figures
+    come from its log, which is not read for this: it has none here)."""
+    from storage import verify_inputs
+
+    found = (sibling_of(Run(c.attempt, None, c.series, "stored", c.probe_reports), settings)
+             for c in verify_inputs.correct_attempts(db, migration_id, tuple(STEP_TIMES)))
+    return tuple(s for s in found if (s.step_seconds, s.compiles, s.host_syncs) != (None, None, None))
 
 
 @dataclass(frozen=True)
@@ -243,17 +265,18 @@ def _best(peers: Sequence[Sibling], attr: str) -> Sibling | None:
 
 def sibling_findings(run: Run, bd: Breakdown, siblings: Sequence[Sibling], settings: dict[str, Any]) -> list[Finding]:
     """Far behind the best correct sibling on the same hardware: per step (more than
-    `max_sibling_step_ratio` times its median step time after warm-up), in compilations or in
-    host syncs per step (more than twice its count plus one)."""
-    me = sibling_of(run, settings)
-    peers = [s for s in siblings if s.attempt_id != run.attempt.id and s.hardware == me.hardware]
+    `max_sibling_step_ratio` times its median step time after warm-up), in compilations (more
+    than 1.5 times its count plus 2: one more per evaluation shows, a cached graph's jitter does
+    not) or in host syncs per step (more than twice its rate plus one)."""
+    where = _hardware(run)
+    peers = [s for s in siblings if s.attempt_id != run.attempt.id and s.hardware == where]
     out: list[Finding] = []
     best = _best(peers, "host_syncs")
     if bd.host_syncs is not None and best is not None and far_above(bd.host_syncs, best.host_syncs or 0.0, 2, 1):
         out.append(Finding(FailureCause.HOST_SYNC, f"{bd.host_syncs:.1f} host syncs per step against "
                            f"{best.host_syncs:.1f} in #{best.seq}, the best correct sibling", []))
     best = _best(peers, "compiles")
-    if bd.compiles is not None and best is not None and far_above(bd.compiles, best.compiles or 0, 2, 1):
+    if bd.compiles is not None and best is not None and far_above(bd.compiles, best.compiles or 0, 1.5, 2):
         out.append(Finding(FailureCause.RECOMPILATION, f"{bd.compiles} compilations against {best.compiles} in "
                            f"#{best.seq}, the best correct sibling", []))
     best = _best(peers, "step_seconds")
@@ -304,8 +327,9 @@ def level5(run: Run, reference: Run | None, study: Study, intended: Hardware, le
         return LevelResult(5, UNKNOWN, f"the run did not complete (level 1), so its time says nothing; {said}", ev), figures
     abnormal, syncs = host_syncs(run, reference, settings)
     findings = sibling_findings(run, bd, siblings, settings)
-    if abnormal:
-        findings.insert(0, Finding(FailureCause.HOST_SYNC, f"abnormal host syncs: {syncs[0].text}", syncs))
+    if abnormal:  # said once: against the reference's rate, not again against a sibling's
+        findings = [Finding(FailureCause.HOST_SYNC, f"abnormal host syncs: {syncs[0].text}", syncs)] + [
+            f for f in findings if f.cause is not FailureCause.HOST_SYNC or "median step" in f.text]
     tr, cr = figures["time_ratio"], figures["cost_ratio"]
     standin = stand_in_of(run, intended, kind_seen)
     clock = "" if tr is None else time_cost_outcome(tr, cr, float(settings["max_time_ratio"]),
