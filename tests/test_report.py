@@ -813,19 +813,21 @@ def _recompute_totals(doc: dict) -> None:
     assert sorted(t["final_runs"]["migration_ids"]) == sorted(finals)
     for why, count in t["without_final_run"].items():
         assert count["migration_ids"] == [m for m in migrations if M[m]["final_run"]["why_none"] == why]
+    # a final run's ratios are its migration's: full-run wall and cost over the reference run's
+    final_of = {a: M[m]["final_run"] for m, a in finals.items()}
     for key, field, test in (("time_ratio", "time_ratio", "faster"), ("cost_ratio", "cost_ratio", "cheaper")):
         ids = t[key]["attempt_ids"]
-        assert sorted(ids) == sorted(a for a in finals.values() if A[a][field] is not None)
-        values = [A[i][field] for i in ids]
+        assert sorted(ids) == sorted(a for a in finals.values() if final_of[a][field] is not None)
+        values = [final_of[i][field] for i in ids]
         assert t[key]["values"] == values and t[key]["n"] == len(ids)
         assert t[key]["median"] == (statistics.median(values) if values else None)
         assert (t[key]["min"], t[key]["max"]) == ((min(values), max(values)) if values else (None, None))
         assert t[key]["median_bootstrap95"] == _bootstrap_by_hand(values, **t[key]["bootstrap"])
-        rate(test, "migration", [m for m, a in finals.items() if A[a][field] is not None],
-             lambda m, f=field: A[finals[m]][f] < 1)
+        rate(test, "migration", [m for m, a in finals.items() if final_of[a][field] is not None],
+             lambda m, f=field: final_of[finals[m]][f] < 1)
     rate("faster_and_cheaper", "migration",
-         [m for m, a in finals.items() if A[a]["time_ratio"] is not None and A[a]["cost_ratio"] is not None],
-         lambda m: A[finals[m]]["time_ratio"] < 1 and A[finals[m]]["cost_ratio"] < 1)
+         [m for m, a in finals.items() if final_of[a]["time_ratio"] is not None and final_of[a]["cost_ratio"] is not None],
+         lambda m: final_of[finals[m]]["time_ratio"] < 1 and final_of[finals[m]]["cost_ratio"] < 1)
     assert sorted(t["untimed"]["attempt_ids"]) == [i for i in runs if A[i]["wall_seconds"] is None]
     assert sorted(t["unpriced"]["attempt_ids"]) == [i for i in runs if A[i]["unpriced"]]
     src = t["sources"]
