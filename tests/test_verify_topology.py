@@ -455,3 +455,28 @@ def test_a_run_on_xla_cpu_standing_in_for_a_tpu_is_named_not_failed(tmp_path):
     levels, v, verdicts, _ = out[5]  # the kind fails, but it does not explain the numbers
     assert levels[1:3] == (F, F) and "ran on cpu, not tpu-v5e" in verdicts[2].reason
     assert v.cause is FailureCause.NUMERICAL_MISMATCH
+
+
+# --------------------------------------------------------------------------- a series at its bound
+
+
+def test_a_clipped_gradient_norm_is_compared_as_the_share_of_clipped_steps(tmp_path):
+    """The reference clips its gradient norm to 1.0 on most steps; a faithful port on another
+    backend clips on a few steps more (0.999999 where the reference had 0.872528, 14.6%: point by
+    point it failed at any sane rtol); a port clipping each replica before averaging never reaches
+    the bound."""
+    def log(norm):
+        return "".join(f"step={s} loss={1.0 / s:.6f} grad_norm={norm(s):.6f}\n" for s in range(1, STEPS + 1))
+
+    ref = log(lambda s: 0.872528 if s % 7 == 0 else 0.999999) + "eval_accuracy 0.91\n"
+    port = log(lambda s: 0.872528 if s % 14 == 0 else 0.999999) + "eval_accuracy 0.91\n"
+    per_replica = log(lambda s: 0.61) + "eval_accuracy 0.91\n"
+    out = verified(tmp_path, {1: (port, ["python", "train.py"]), 2: (per_replica, ["python", "train.py"])},
+                   reference=ref)
+    levels, v, verdicts, _ = out[1]
+    assert levels[1] is P, verdicts[1].reason
+    assert "grad_norm sits at its bound 0.999999 on 87% of the reference's steps (clipped)" in verdicts[1].reason
+    assert "93% vs 87% over 30 steps" in verdicts[1].reason
+    levels, v, verdicts, _ = out[2]
+    assert levels[1] is F and v.cause is FailureCause.NUMERICAL_MISMATCH
+    assert "0% vs 87% over 30 steps, more than 10% apart" in verdicts[1].reason

@@ -250,6 +250,32 @@ def level2(run: Run, reference: Run | None, goal_metric: str, settings: dict[str
     return LevelResult(2, UNKNOWN, f"{series.reason}; {tensors.reason}", series.evidence + tensors.evidence)
 
 
+CLIP_SHARE_MIN = 0.3
+"""A series whose reference sits at its largest value on this share of its steps is clipped."""
+
+
+def _at_bound(name: str, mine: dict[int, float], ref: dict[int, float], common: list[int],
+              tol: float) -> tuple[Outcome, str] | None:
+    """A series sitting at a bound (a gradient norm clipped to its limit on most steps: the
+    reference's largest value, within 1e-4, on at least `CLIP_SHARE_MIN` of its steps) is not a
+    quantity to compare point by point: the shares of steps at the bound are compared instead,
+    agreeing within `tol` (a share). None for a series that is not clipped."""
+    values = [ref[s] for s in common]
+    bound = max(values)
+    if len(values) < 5 or not math.isfinite(bound) or bound <= 0:
+        return None
+    at = bound * (1 - 1e-4)
+    share_r = sum(v >= at for v in values) / len(values)
+    if share_r < CLIP_SHARE_MIN:
+        return None
+    share_a = sum(mine[s] >= at for s in common) / len(common)
+    words = (f"{name} sits at its bound {bound:.6g} on {share_r:.0%} of the reference's steps (clipped), so the shares"
+             f" of clipped steps are compared: {share_a:.0%} vs {share_r:.0%} over {len(common)} steps")
+    if abs(share_a - share_r) > tol:
+        return FAIL, f"{words}, more than {tol:.0%} apart"
+    return PASS, words
+
+
 def _bfloat16_grid(value: float) -> bool | None:
     """Whether a logged value is a bfloat16 number as far as its printed digits tell (None when
     they cannot: too few digits for the spacing of bfloat16 numbers near it)."""
@@ -297,6 +323,13 @@ def _level2_series(run: Run, reference: Run | None, goal_metric: str,
         common = sorted(set(ref) & set(mine))
         if not common:
             unknown.append(f"{name} (the attempt has no {name} series)")
+            continue
+        clipped = _at_bound(name, mine, ref, common, float(settings["clip_share_tol"]))
+        if clipped is not None:
+            if clipped[0] is FAIL:
+                ev = [run.metric_evidence(name, common[-1], f"reference {ref[common[-1]]:.6g}")]
+                return LevelResult(2, FAIL, clipped[1], ev, [(FailureCause.NUMERICAL_MISMATCH, ev)]), True
+            agreed.append(clipped[1])
             continue
         rtol, atol = tolerance(settings, name)
         for start in range(0, len(common), window):

@@ -25,6 +25,7 @@ DEFAULTS: dict[str, Any] = {
     "compare_eval": True,
     "metrics": {},
     "tensor_rtol": 1e-3,
+    "clip_share_tol": 0.1,
     # level 3
     "fallback_ignore": ["aten::_local_scalar_dense"],
     "warmup_steps": 10,
