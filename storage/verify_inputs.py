@@ -149,3 +149,20 @@ def correct_attempts(db: Database, migration_id: int, names: tuple[str, ...]) ->
                                 " (SELECT value FROM json_each(?)) ORDER BY id", [ids]).fetchall():
         reports.setdefault(aid, []).append(json.loads(data))
     return [Correct(attempt_from_row(row), series.get(row["id"], {}), reports.get(row["id"], [])) for row in rows]
+
+
+def reference_replicates(db: Database, reference: Attempt) -> list[Attempt]:
+    """The reference run's replicates: the migration's other reference attempts at the same commit
+    whose recorded environment names a `WORKBENCH_SEED` other than the reference's own, one per
+    seed (the latest), in seed order."""
+    rows = select_rows(db, "SELECT * FROM attempt WHERE migration_id = ? AND source = ? AND id != ? AND commit_sha = ?"
+                       " ORDER BY seq", [reference.migration_id, AttemptSource.REFERENCE.value, reference.id,
+                                         reference.commit])
+    own = reference.command.env.get("WORKBENCH_SEED")
+    by_seed: dict[str, Attempt] = {}
+    for row in rows:
+        attempt = attempt_from_row(row)
+        seed = attempt.command.env.get("WORKBENCH_SEED")
+        if seed is not None and seed != own:
+            by_seed[seed] = attempt
+    return [by_seed[s] for s in sorted(by_seed)]

@@ -480,3 +480,44 @@ def test_a_clipped_gradient_norm_is_compared_as_the_share_of_clipped_steps(tmp_p
     levels, v, verdicts, _ = out[2]
     assert levels[1] is F and v.cause is FailureCause.NUMERICAL_MISMATCH
     assert "0% vs 87% over 30 steps, more than 10% apart" in verdicts[1].reason
+    assert verdicts[1].reason.endswith("; one reference run: noise not measured")
+
+
+# --------------------------------------------------------------------------- the reference's noise
+
+SEEDS = {1: -1.2, 2: -0.5, 3: 0.0, 4: 0.6, 5: 1.1}  # each seed's offset, in units of 0.002
+
+
+def test_agreement_is_judged_against_the_replicates_band_in_sigmas(tmp_path):
+    """The reference run five times with WORKBENCH_SEED 1-5 (its loss moves by about 0.002 from
+    seed to seed): a port 0.003 off (9% at step 30, failing any fixed 1%) is within the noise and
+    says by how many sigmas; a port 10% off is outside it."""
+    def log(loss):
+        return "".join(f"step={s} loss={loss(s):.6f}\n" for s in range(1, STEPS + 1)) + "eval_accuracy 0.91\n"
+
+    builder = BundleBuilder(tmp_path / "bundle", prices={"cpu": 0.05})
+    builder.write_study()
+    folder, shas = builder.add_migration("m")
+    runs = {seq: (log(lambda s, z=z: 1.0 / s + 0.002 * z), "reference", {"WORKBENCH_SEED": str(seq)})
+            for seq, z in SEEDS.items()}
+    runs[6] = (log(lambda s: 1.0 / s + 0.003), "agent", {})
+    runs[7] = (log(lambda s: 1.1 / s), "agent", {})
+    records = []
+    for seq, (text, source, env) in runs.items():
+        (folder / "logs" / f"{seq}.log").write_text(text)
+        records.append(builder.attempt(seq, shas[-1], **{
+            "source": source, "metrics": None, "command": {"argv": ["python", "train.py"], "env": env},
+            "intended_hardware": {"kind": "cpu", "count": 1}, "observed_hardware": {"kind": "cpu", "count": 1}}))
+    builder.write_attempts(folder, records)
+    study = open_study(tmp_path / "s.db", create=True)
+    assert not import_bundle(study, builder.root, "ana").problems
+    db = study.db
+    verify_study(db, "ana")
+    m = queries.get_migration(db, "m")
+    inside = queries.verdicts(db, queries.attempt_id_by_seq(db, m.id, 6))[1]
+    off = queries.verdicts(db, queries.attempt_id_by_seq(db, m.id, 7))[1]
+    study.close()
+    assert inside.outcome is P, inside.reason
+    assert "loss over 30 steps within the noise (largest: loss steps" in inside.reason
+    assert "(5 seeds): 1.7σ, within noise" in inside.reason and "noise not measured" not in inside.reason
+    assert off.outcome is F and "loss steps 1–5: 0.502" in off.reason and "outside the noise (95% band ±" in off.reason

@@ -95,7 +95,11 @@ def judge_task(db: Database, task: Task, cache: dict[Any, Any]) -> list[Judged]:
         cache.clear()
         cache["key"] = key
         cache["reference_inputs"] = verify_inputs.attempt_inputs(db, reference) if reference else None
+        replicates = verify_inputs.reference_replicates(db, reference) if reference else []
+        cache["replicates"] = [(a, verify_inputs.attempt_inputs(db, a)) for a in replicates]
         cache["digest"] = _input_digest(cache["reference_inputs"]) if reference else None
+        if cache["replicates"]:  # their evidence is the reference's noise: an input of every verdict
+            cache["digest"]["replicates"] = [_input_digest(i) for _, i in cache["replicates"]]
         cache["current"] = verify_inputs.current_hashes(db, task.migration.id)
         cache["checkpoints"] = {}
     reference_inputs = cache["reference_inputs"]
@@ -112,6 +116,9 @@ def judge_task(db: Database, task: Task, cache: dict[Any, Any]) -> list[Judged]:
         if "reference" not in cache:
             try:
                 cache["reference"] = load_run(db, reference, task.settings, reference_inputs, cite=False) if reference else None
+                if cache["reference"] is not None:
+                    cache["reference"].replicates = [load_run(db, a, task.settings, i, cite=False)
+                                                     for a, i in cache["replicates"]]
             except Exception as exc:  # noqa: BLE001 - read once, said for each attempt judged against it
                 cache["reference"] = f"its reference run: {_why(exc)}"
         if isinstance(cache["reference"], str):

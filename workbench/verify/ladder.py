@@ -51,6 +51,8 @@ class Run:
     """What the log's head and the command say of devices and processes (verify/topology.py)."""
     point_line: Callable[[str, int], int | None] | None = None
     """The log line of a metric point when the log was not extracted (`steplines.PointLines`)."""
+    replicates: list[Run] = field(default_factory=list)
+    """A reference run's replicates: the reference run again with other seeds (level 2's noise)."""
 
     def probes(self) -> list[ProbeFacts]:
         """Each probed process's facts: from the stored reports when there are any, else from the
@@ -305,7 +307,34 @@ def _bfloat16_note(name: str, mine: dict[int, float], ref: dict[int, float]) -> 
 
 def _level2_series(run: Run, reference: Run | None, goal_metric: str,
                    settings: dict[str, Any]) -> tuple[LevelResult, bool]:
-    """Level 2 on the metric series alone, and whether anything was compared."""
+    """Level 2 on the metric series alone, and whether anything was compared; without replicates
+    the reason says the noise was not measured."""
+    result, compared = _compare_series(run, reference, goal_metric, settings)
+    if compared and reference is not None and not reference.replicates and result.outcome is not UNKNOWN:
+        result.reason += "; one reference run: noise not measured"
+    return result, compared
+
+
+def _samples(reference: Run, name: str) -> list[Mapping[int, float]]:
+    """The reference's and its replicates' series of `name`, when there are at least two."""
+    found = [r.series[name] for r in [reference, *reference.replicates] if r.series.get(name)]
+    return found if len(found) >= 2 else []
+
+
+def _band_at(samples: list[Mapping[int, float]], steps: list[int]) -> Any:
+    """The replicates' band (domain.noise) of their means over `steps`, from those that have
+    every one of them; None with fewer than two."""
+    from domain.noise import band
+
+    return band([sum(s[k] for k in steps) / len(steps) for s in samples if all(k in s for k in steps)])
+
+
+def _noise_words(name: str, where: str, value: float, b: Any) -> str:
+    return (f"{name} {where}: {value:.6g} vs {b.mean:.6g} ± {b.sd:.2g} ({b.n} seeds): {b.sigmas(value):.1f}σ")
+
+
+def _compare_series(run: Run, reference: Run | None, goal_metric: str,
+                    settings: dict[str, Any]) -> tuple[LevelResult, bool]:
     if reference is None:
         return LevelResult(2, UNKNOWN, "no reference run to compare with"), False
     from workbench.verify.settings import tolerance
@@ -332,10 +361,22 @@ def _level2_series(run: Run, reference: Run | None, goal_metric: str,
             agreed.append(clipped[1])
             continue
         rtol, atol = tolerance(settings, name)
+        samples = _samples(reference, name)
+        worst: tuple[float, str] | None = None
         for start in range(0, len(common), window):
             block = common[start : start + window]
             a = sum(mine[s] for s in block) / len(block)
             r = sum(ref[s] for s in block) / len(block)
+            b = _band_at(samples, block) if samples else None
+            if b is not None:  # the replicates' band decides, not the fixed tolerance
+                words = _noise_words(name, f"steps {block[0]}–{block[-1]}", a, b)
+                if not b.holds(a, atol):
+                    ev = [run.metric_evidence(name, s, f"reference {ref[s]:.6g}") for s in block][:3]
+                    return LevelResult(2, FAIL, f"{words}, outside the noise (95% band ± {b.half:.2g})", ev,
+                                       [(FailureCause.NUMERICAL_MISMATCH, ev)]), True
+                if worst is None or b.sigmas(a) > worst[0]:
+                    worst = (b.sigmas(a), words)
+                continue
             if not _agree(a, r, rtol, atol):
                 worst = max(block, key=lambda s: abs(mine[s] - ref[s]) / (abs(ref[s]) or 1.0))
                 rel = abs(mine[worst] - ref[worst]) / (abs(ref[worst]) or 1.0)
@@ -352,12 +393,19 @@ def _level2_series(run: Run, reference: Run | None, goal_metric: str,
             evidence.append(run.metric_evidence(name, common[-1]))
             continue
         ertol, eatol = tolerance(settings, name, end=True)
-        if not _agree(mine[ref_end], ref[ref_end], ertol, eatol):
+        b = _band_at(samples, [ref_end]) if samples else None
+        if b is not None and not b.holds(mine[ref_end], eatol):
+            ev = [run.metric_evidence(name, ref_end, f"reference {ref[ref_end]:.6g}")]
+            return LevelResult(2, FAIL, _noise_words(name, f"at the end (step {ref_end})", mine[ref_end], b)
+                               + f", outside the noise (95% band ± {b.half:.2g})", ev,
+                               [(FailureCause.NUMERICAL_MISMATCH, ev)]), True
+        if b is None and not _agree(mine[ref_end], ref[ref_end], ertol, eatol):
             ev = [run.metric_evidence(name, ref_end, f"reference {ref[ref_end]:.6g}")]
             return LevelResult(2, FAIL, f"{name} at the end (step {ref_end}) is {mine[ref_end]:.6g} vs "
                                f"{ref[ref_end]:.6g} (rtol {ertol:g}, atol {eatol:g})", ev,
                                [(FailureCause.NUMERICAL_MISMATCH, ev)]), True
-        agreed.append(f"{name} over {len(common)} steps")
+        agreed.append(f"{name} over {len(common)} steps"
+                      + (f" within the noise (largest: {worst[1]}, within noise)" if worst else ""))
         evidence.append(run.metric_evidence(name, ref_end, f"reference {ref[ref_end]:.6g}"))
     for name in at_end:
         ref = reference.series[name]
@@ -371,7 +419,14 @@ def _level2_series(run: Run, reference: Run | None, goal_metric: str,
             continue
         ms = common[-1]
         rtol, atol = tolerance(settings, name, end=True)
-        if not _agree(mine[ms], ref[ms], rtol, atol):
+        samples = _samples(reference, name)
+        b = _band_at(samples, [ms]) if samples else None
+        if b is not None and not b.holds(mine[ms], atol):
+            ev = [run.metric_evidence(name, ms, f"reference {ref[ms]:.6g}")]
+            return LevelResult(2, FAIL, _noise_words(name, f"at step {ms}", mine[ms], b)
+                               + f", outside the noise (95% band ± {b.half:.2g})", ev,
+                               [(FailureCause.NUMERICAL_MISMATCH, ev)]), True
+        if b is None and not _agree(mine[ms], ref[ms], rtol, atol):
             ev = [run.metric_evidence(name, ms, f"reference {ref[ms]:.6g}")]
             return LevelResult(2, FAIL, f"{name} at step {ms} is {mine[ms]:.6g} vs the reference's {ref[ms]:.6g} "
                                f"(rtol {rtol:g}, atol {atol:g})", ev, [(FailureCause.NUMERICAL_MISMATCH, ev)]), True
