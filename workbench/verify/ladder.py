@@ -333,6 +333,54 @@ def _noise_words(name: str, where: str, value: float, b: Any) -> str:
     return (f"{name} {where}: {value:.6g} vs {b.mean:.6g} ± {b.sd:.2g} ({b.n} seeds): {b.sigmas(value):.1f}σ")
 
 
+def _windows(run: Run, name: str, mine: Mapping[int, float], ref: Mapping[int, float], common: list[int],
+             samples: list[Mapping[int, float]], tol: tuple[float, float], window: int) -> Any:
+    """Each window of `window` steps: against the replicates' band when there are replicates, else
+    the fixed tolerance. The failing level (`LevelResult`), else the largest deviation in sigmas
+    with its words (None without replicates)."""
+    rtol, atol = tol
+    worst: tuple[float, str] | None = None
+    for start in range(0, len(common), window):
+        block = common[start : start + window]
+        a = sum(mine[s] for s in block) / len(block)
+        r = sum(ref[s] for s in block) / len(block)
+        b = _band_at(samples, block) if samples else None
+        if b is not None:  # the replicates' band decides, not the fixed tolerance
+            words = _noise_words(name, f"steps {block[0]}–{block[-1]}", a, b)
+            if not b.holds(a, atol):
+                ev = [run.metric_evidence(name, s, f"reference {ref[s]:.6g}") for s in block][:3]
+                return LevelResult(2, FAIL, f"{words}, outside the noise (95% band ± {b.half:.2g})", ev,
+                                   [(FailureCause.NUMERICAL_MISMATCH, ev)])
+            if worst is None or b.sigmas(a) > worst[0]:
+                worst = (b.sigmas(a), words)
+        elif not _agree(a, r, rtol, atol):
+            far = max(block, key=lambda s: abs(mine[s] - ref[s]) / (abs(ref[s]) or 1.0))
+            rel = abs(mine[far] - ref[far]) / (abs(ref[far]) or 1.0)
+            reason = (f"{name} disagrees with the reference over steps {block[0]}-{block[-1]}: mean "
+                      f"{a:.6g} vs {r:.6g} (rtol {rtol:g}, atol {atol:g}); worst at step {far}, "
+                      f"{mine[far]:.6g} vs {ref[far]:.6g} ({rel:.1%})") + _bfloat16_note(name, mine, ref)
+            ev = [run.metric_evidence(name, far, f"reference {ref[far]:.6g}")]
+            ev += [run.metric_evidence(name, s, f"reference {ref[s]:.6g}") for s in block if s != far][:2]
+            return LevelResult(2, FAIL, reason, ev, [(FailureCause.NUMERICAL_MISMATCH, ev)])
+    return worst
+
+
+def _point(run: Run, name: str, step: int, ref: Mapping[int, float], samples: list[Mapping[int, float]],
+           tol: tuple[float, float], words: tuple[str, str]) -> LevelResult | None:
+    """One value (the end, an evaluation) against the replicates' band, else the fixed tolerance:
+    the failing level, or None when it agrees."""
+    mine = run.series[name][step]
+    ev = [run.metric_evidence(name, step, f"reference {ref[step]:.6g}")]
+    b = _band_at(samples, [step]) if samples else None
+    if b is not None and not b.holds(mine, tol[1]):
+        return LevelResult(2, FAIL, _noise_words(name, words[0], mine, b)
+                           + f", outside the noise (95% band ± {b.half:.2g})", ev, [(FailureCause.NUMERICAL_MISMATCH, ev)])
+    if b is None and not _agree(mine, ref[step], *tol):
+        return LevelResult(2, FAIL, f"{name} {words[0]} is {mine:.6g} {words[1]} {ref[step]:.6g} "
+                           f"(rtol {tol[0]:g}, atol {tol[1]:g})", ev, [(FailureCause.NUMERICAL_MISMATCH, ev)])
+    return None
+
+
 def _compare_series(run: Run, reference: Run | None, goal_metric: str,
                     settings: dict[str, Any]) -> tuple[LevelResult, bool]:
     if reference is None:
@@ -362,48 +410,18 @@ def _compare_series(run: Run, reference: Run | None, goal_metric: str,
             continue
         rtol, atol = tolerance(settings, name)
         samples = _samples(reference, name)
-        worst: tuple[float, str] | None = None
-        for start in range(0, len(common), window):
-            block = common[start : start + window]
-            a = sum(mine[s] for s in block) / len(block)
-            r = sum(ref[s] for s in block) / len(block)
-            b = _band_at(samples, block) if samples else None
-            if b is not None:  # the replicates' band decides, not the fixed tolerance
-                words = _noise_words(name, f"steps {block[0]}–{block[-1]}", a, b)
-                if not b.holds(a, atol):
-                    ev = [run.metric_evidence(name, s, f"reference {ref[s]:.6g}") for s in block][:3]
-                    return LevelResult(2, FAIL, f"{words}, outside the noise (95% band ± {b.half:.2g})", ev,
-                                       [(FailureCause.NUMERICAL_MISMATCH, ev)]), True
-                if worst is None or b.sigmas(a) > worst[0]:
-                    worst = (b.sigmas(a), words)
-                continue
-            if not _agree(a, r, rtol, atol):
-                worst = max(block, key=lambda s: abs(mine[s] - ref[s]) / (abs(ref[s]) or 1.0))
-                rel = abs(mine[worst] - ref[worst]) / (abs(ref[worst]) or 1.0)
-                reason = (f"{name} disagrees with the reference over steps {block[0]}-{block[-1]}: mean "
-                          f"{a:.6g} vs {r:.6g} (rtol {rtol:g}, atol {atol:g}); worst at step {worst}, "
-                          f"{mine[worst]:.6g} vs {ref[worst]:.6g} ({rel:.1%})") + _bfloat16_note(name, mine, ref)
-                ev = [run.metric_evidence(name, worst, f"reference {ref[worst]:.6g}")]
-                ev += [run.metric_evidence(name, s, f"reference {ref[s]:.6g}") for s in block if s != worst][:2]
-                return LevelResult(2, FAIL, reason, ev,
-                                   [(FailureCause.NUMERICAL_MISMATCH, ev)]), True
+        worst = _windows(run, name, mine, ref, common, samples, (rtol, atol), window)
+        if isinstance(worst, LevelResult):
+            return worst, True
         ref_end = max(ref)
         if ref_end not in mine:
             unknown.append(f"{name} agrees through step {common[-1]}; the run stopped before step {ref_end}")
             evidence.append(run.metric_evidence(name, common[-1]))
             continue
-        ertol, eatol = tolerance(settings, name, end=True)
-        b = _band_at(samples, [ref_end]) if samples else None
-        if b is not None and not b.holds(mine[ref_end], eatol):
-            ev = [run.metric_evidence(name, ref_end, f"reference {ref[ref_end]:.6g}")]
-            return LevelResult(2, FAIL, _noise_words(name, f"at the end (step {ref_end})", mine[ref_end], b)
-                               + f", outside the noise (95% band ± {b.half:.2g})", ev,
-                               [(FailureCause.NUMERICAL_MISMATCH, ev)]), True
-        if b is None and not _agree(mine[ref_end], ref[ref_end], ertol, eatol):
-            ev = [run.metric_evidence(name, ref_end, f"reference {ref[ref_end]:.6g}")]
-            return LevelResult(2, FAIL, f"{name} at the end (step {ref_end}) is {mine[ref_end]:.6g} vs "
-                               f"{ref[ref_end]:.6g} (rtol {ertol:g}, atol {eatol:g})", ev,
-                               [(FailureCause.NUMERICAL_MISMATCH, ev)]), True
+        bad = _point(run, name, ref_end, ref, samples, tolerance(settings, name, end=True),
+                     (f"at the end (step {ref_end})", "vs"))
+        if bad is not None:
+            return bad, True
         agreed.append(f"{name} over {len(common)} steps"
                       + (f" within the noise (largest: {worst[1]}, within noise)" if worst else ""))
         evidence.append(run.metric_evidence(name, ref_end, f"reference {ref[ref_end]:.6g}"))
@@ -418,18 +436,10 @@ def _compare_series(run: Run, reference: Run | None, goal_metric: str,
             unknown.append(f"{name} at step {max(mine)} (the reference has no {name} at that step)")
             continue
         ms = common[-1]
-        rtol, atol = tolerance(settings, name, end=True)
-        samples = _samples(reference, name)
-        b = _band_at(samples, [ms]) if samples else None
-        if b is not None and not b.holds(mine[ms], atol):
-            ev = [run.metric_evidence(name, ms, f"reference {ref[ms]:.6g}")]
-            return LevelResult(2, FAIL, _noise_words(name, f"at step {ms}", mine[ms], b)
-                               + f", outside the noise (95% band ± {b.half:.2g})", ev,
-                               [(FailureCause.NUMERICAL_MISMATCH, ev)]), True
-        if b is None and not _agree(mine[ms], ref[ms], rtol, atol):
-            ev = [run.metric_evidence(name, ms, f"reference {ref[ms]:.6g}")]
-            return LevelResult(2, FAIL, f"{name} at step {ms} is {mine[ms]:.6g} vs the reference's {ref[ms]:.6g} "
-                               f"(rtol {rtol:g}, atol {atol:g})", ev, [(FailureCause.NUMERICAL_MISMATCH, ev)]), True
+        bad = _point(run, name, ms, ref, _samples(reference, name), tolerance(settings, name, end=True),
+                     (f"at step {ms}", "vs the reference's"))
+        if bad is not None:
+            return bad, True
         evidence.append(run.metric_evidence(name, ms, f"reference {ref[ms]:.6g}"))
         if ms < max(ref):
             unknown.append(f"{name} agrees at step {ms}; the run has none at the reference's last, step {max(ref)}")
