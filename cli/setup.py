@@ -128,31 +128,39 @@ def migration_edit(db: Path, slug: str, acceptance_level: int | None, **given: o
 @click.option("--env", "env_pairs", multiple=True, metavar="KEY=VALUE", help="--run: environment (repeatable).")
 @click.option("--venv", help="--run: the environment's folder (its bin/ goes first on PATH).")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="--run: stop after this many seconds.")
+@click.option("--replicates", type=click.IntRange(1, 100), default=1, show_default=True,
+              help="--run: run it this many times, seed N in WORKBENCH_SEED (and for {seed} in the command).")
 def reference(db: Path, slug: str, log: Path | None, metrics: Path | None, wall: float | None,
               hardware: str | None, command: str | None, run_it: bool, backend: str, env_pairs: tuple[str, ...],
-              venv: str | None, timeout: float | None) -> None:
+              venv: str | None, timeout: float | None, replicates: int) -> None:
     """Record a migration's reference run (the original code's run): from its files (--log), or
     by running its command at the base commit here (--run), measured by the re-run probe."""
     from workbench.studies import open_existing, record_reference
 
     if run_it == (log is not None):
         raise WorkbenchError("give either --log FILE (a run's files) or --run (run it here)")
+    if replicates > 1 and not run_it:
+        raise WorkbenchError("--replicates needs --run (a bundle brings recorded replicates)")
     sdb = open_existing(db)
     try:
         if run_it:
-            made = _run_reference(sdb, slug, command, env_pairs, venv, timeout, hardware)
+            made = _run_reference(sdb, slug, command, env_pairs, venv, timeout, hardware, replicates)
         else:
-            made = record_reference(sdb, slug, log=log, metrics=metrics, wall=wall, hardware=hardware,
-                                    command=command, reviewer=config.reviewer())
+            made = [record_reference(sdb, slug, log=log, metrics=metrics, wall=wall, hardware=hardware,
+                                     command=command, reviewer=config.reviewer())]
     finally:
         sdb.close()
-    click.echo(f"reference run recorded for {clean(slug)} as attempt {made.seq}")
+    if len(made) == 1:
+        click.echo(f"reference run recorded for {clean(slug)} as attempt {made[0].seq}")
+    else:
+        click.echo(f"{len(made)} reference runs recorded for {clean(slug)} as attempts {made[0].seq}-{made[-1].seq}"
+                   f" (WORKBENCH_SEED 1-{len(made)})")
 
 
 def _run_reference(sdb, slug: str, command: str | None, env_pairs: tuple[str, ...], venv: str | None,
-                   timeout: float | None, hardware: str | None):
+                   timeout: float | None, hardware: str | None, replicates: int):
     from domain.models import Hardware
-    from workbench.reference_run import run_reference
+    from workbench.reference_run import run_replicates
     from workbench.studies import parse_target
 
     env = {}
@@ -162,8 +170,8 @@ def _run_reference(sdb, slug: str, command: str | None, env_pairs: tuple[str, ..
             raise WorkbenchError(f"--env: {text[:40]!r} must be KEY=VALUE")
         env[key] = value
     given = Hardware(*parse_target(hardware, "--hardware")) if hardware else None
-    return run_reference(sdb, slug, command=command, env=env, venv=venv, timeout=timeout, hardware=given,
-                         reviewer=config.reviewer())
+    return run_replicates(sdb, slug, replicates, command=command, env=env, venv=venv, timeout=timeout,
+                          hardware=given, reviewer=config.reviewer())
 
 
 @click.command()

@@ -740,7 +740,7 @@ def report_attempt_rows(db: Database, migration_ids: list[int]) -> list[dict[str
     SELECT a.id, a.migration_id, a.seq, a.source, a.argv, a.cwd, a.env, a.status, a.exit_code,
            a.started_at, a.ended_at, {expected_level_of("a")} AS expected_level,
            {expected_source_of("a")} AS expected_source, a.claim,
-           a.intended_kind, a.intended_count, a.observed_count, a.rerun_of,
+           a.intended_kind, a.intended_count, a.observed_kind, a.observed_count, a.rerun_of,
            v.id AS verification_id, v.wall_seconds, v.cost_dollars, v.time_ratio, v.cost_ratio,
            f.id AS failure_id, f.cause AS failure_cause, f.silent AS failure_silent,
            f.note AS failure_note,

@@ -111,3 +111,58 @@ def database_file(db: Database) -> str | None:
     """The file the connection reads (None in memory): what a worker process opens again."""
     row = db.execute("PRAGMA database_list").fetchone()
     return str(row[2]) if row and row[2] else None
+
+
+@dataclass(frozen=True, slots=True)
+class Correct:
+    """A correct attempt of a migration, as level 5 compares with it: its record, its stored
+    per-step series of the names asked for, and its probe reports."""
+
+    attempt: Attempt
+    series: dict[str, dict[int, float]]
+    probe_reports: list[dict[str, Any]]
+
+
+def correct_attempts(db: Database, migration_id: int, names: tuple[str, ...]) -> list[Correct]:
+    """The migration's attempts (every source but `reference`) whose current effective levels 1
+    to 4 all pass, with their stored series named in `names` and their probe reports: three reads
+    for the migration."""
+    from storage.queries import EFFECTIVE_VERDICTS
+
+    rows = select_rows(db, f"""
+        WITH {EFFECTIVE_VERDICTS}
+        SELECT a.* FROM attempt a
+        WHERE a.migration_id = ? AND a.source != ?
+          AND (SELECT count(*) FROM effective e WHERE e.attempt_id = a.id AND e.level <= 4
+               AND e.outcome = 'pass') = 4
+        ORDER BY a.seq""", [migration_id, AttemptSource.REFERENCE.value])
+    if not rows:
+        return []
+    ids = json.dumps([row["id"] for row in rows])
+    series: dict[int, dict[str, dict[int, float]]] = {}
+    for aid, name, step, value in db.execute(
+            "SELECT attempt_id, name, step, value FROM metric_point WHERE attempt_id IN (SELECT value FROM json_each(?))"
+            " AND name IN (SELECT value FROM json_each(?))", [ids, json.dumps(list(names))]).fetchall():
+        series.setdefault(aid, {}).setdefault(name, {})[step] = value
+    reports: dict[int, list[dict[str, Any]]] = {}
+    for aid, data in db.execute("SELECT attempt_id, data FROM probe_report WHERE attempt_id IN"
+                                " (SELECT value FROM json_each(?)) ORDER BY id", [ids]).fetchall():
+        reports.setdefault(aid, []).append(json.loads(data))
+    return [Correct(attempt_from_row(row), series.get(row["id"], {}), reports.get(row["id"], [])) for row in rows]
+
+
+def reference_replicates(db: Database, reference: Attempt) -> list[Attempt]:
+    """The reference run's replicates: the migration's other reference attempts at the same commit
+    whose recorded environment names a `WORKBENCH_SEED` other than the reference's own, one per
+    seed (the latest), in seed order."""
+    rows = select_rows(db, "SELECT * FROM attempt WHERE migration_id = ? AND source = ? AND id != ? AND commit_sha = ?"
+                       " ORDER BY seq", [reference.migration_id, AttemptSource.REFERENCE.value, reference.id,
+                                         reference.commit])
+    own = reference.command.env.get("WORKBENCH_SEED")
+    by_seed: dict[str, Attempt] = {}
+    for row in rows:
+        attempt = attempt_from_row(row)
+        seed = attempt.command.env.get("WORKBENCH_SEED")
+        if seed is not None and seed != own:
+            by_seed[seed] = attempt
+    return [by_seed[s] for s in sorted(by_seed)]

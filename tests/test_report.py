@@ -98,7 +98,8 @@ def build_study(path: Path):
             }).last_pk
         a, b, g = mids["alpha"], mids["beta"], mids["gamma"]
         ids: dict[str, int] = {}
-        ids["ref_a"] = _attempt(db, a, 0, "09:00", "09:30", source="reference")
+        # the references' walls give the final runs' ratios (a4: 1800 s over 3600 s; b2: over 1500 s)
+        ids["ref_a"] = _attempt(db, a, 0, "09:00", "10:00", source="reference")
         ids["a1"] = _attempt(db, a, 1, "10:00", "10:06", exit_code=1, expected=2,
                              argv=("python", "train.py", f"--api-key={SECRETS['openai']}"),
                              env={"HF_TOKEN": SECRETS["huggingface"]},
@@ -109,7 +110,7 @@ def build_study(path: Path):
         ids["a5"] = _attempt(db, a, 5, "14:00", "14:10", expected=3,
                              argv=("python", "train.py", f"--slack={SECRETS['slack']}"),
                              claim=f"pushed with {SECRETS['gitlab']}; key:\n{SECRETS['private-key']}")
-        ids["ref_b"] = _attempt(db, b, 0, "09:00", "09:30", source="reference")
+        ids["ref_b"] = _attempt(db, b, 0, "09:00", "09:25", source="reference")
         ids["b1"] = _attempt(db, b, 1, "10:00", "10:06", expected=3)
         ids["b2"] = _attempt(db, b, 2, "11:00", "11:30", expected=4)
         ids["c1"] = _attempt(db, g, 1, "10:00", "11:00")
@@ -195,9 +196,9 @@ def expected_totals(llm: bool, final: str = "last-passing") -> dict[str, tuple]:
             "Time ratio of final runs, median": (0.5, None, None),
             "Time ratio of final runs, min": (0.5, None, None),
             "Time ratio of final runs, max": (0.5, None, None),
-            "Cost ratio of final runs, median": (0.9, None, None),
-            "Cost ratio of final runs, min": (0.9, None, None),
-            "Cost ratio of final runs, max": (0.9, None, None),
+            "Cost ratio of final runs, median": (0.5, None, None),  # $4 over the reference's $8
+            "Cost ratio of final runs, min": (0.5, None, None),
+            "Cost ratio of final runs, max": (0.5, None, None),
             "Migrations that ended faster": (1, 1, 100.0),
             "Migrations that ended cheaper": (1, 1, 100.0),
             "Migrations that ended faster and cheaper": (1, 1, 100.0),
@@ -209,11 +210,11 @@ def expected_totals(llm: bool, final: str = "last-passing") -> dict[str, tuple]:
             "Time ratio of final runs, median": (0.85, None, None),
             "Time ratio of final runs, min": (0.5, None, None),
             "Time ratio of final runs, max": (1.2, None, None),
-            "Cost ratio of final runs, median": (0.8, None, None),
-            "Cost ratio of final runs, min": (0.7, None, None),
-            "Cost ratio of final runs, max": (0.9, None, None),
+            "Cost ratio of final runs, median": (0.85, None, None),  # $4 over $8 and over $3.33
+            "Cost ratio of final runs, min": (0.5, None, None),
+            "Cost ratio of final runs, max": (1.2, None, None),
             "Migrations that ended faster": (1, 2, 50.0),
-            "Migrations that ended cheaper": (2, 2, 100.0),
+            "Migrations that ended cheaper": (1, 2, 50.0),
             "Migrations that ended faster and cheaper": (1, 2, 50.0),
         }
     return finals | {
@@ -246,8 +247,8 @@ def expected_totals(llm: bool, final: str = "last-passing") -> dict[str, tuple]:
 
 
 OUTCOMES = {  # attempts, failed, silent, over-claims, expectations, highest, goal met, final, time, cost
-    "alpha": (5, 3, 2, 2, 3, 5, "yes", 4, 0.5, 0.9),
-    "beta": (2, 1, 1, 1, 2, 4, "yes", 2, 1.2, 0.7),
+    "alpha": (5, 3, 2, 2, 3, 5, "yes", 4, 0.5, 0.5),
+    "beta": (2, 1, 1, 1, 2, 4, "yes", 2, 1.2, 1.2),
     "gamma": (1, 0, 0, 0, 0, None, None, None, None, None),
 }
 """Under --final last-passing; under the accepted rule beta (stopped) has no final run."""
@@ -462,14 +463,14 @@ def test_json_carries_every_count_with_the_ids_behind_it(study):
     assert sorted(t["time_ratio"]["attempt_ids"]) == A("a4", "b2")
     assert (t["time_ratio"]["min"], t["time_ratio"]["max"]) == (0.5, 1.2)
     assert t["faster"]["migration_ids"] == [ids["alpha"]]
-    assert sorted(t["cheaper"]["migration_ids"]) == sorted([ids["alpha"], ids["beta"]])
+    assert t["cheaper"]["migration_ids"] == [ids["alpha"]]
     assert t["faster_and_cheaper"]["n"] == 1
     assert t["staff_cost_dollars"] == pytest.approx(375.0)
     assert t["compute_cost_dollars"] == pytest.approx(0.8 + 4 * 3 + 4 / 3 + 0.8 + 4.0 + 8.0)
     m = {x["slug"]: x for x in doc["migrations"]}
     assert m["alpha"]["interventions"]["by_kind"]["hint"] == {"n": 1, "intervention_ids": [ids["i3"]],
                                                                "minutes": 15.0}
-    assert m["alpha"]["final_run"] == {"attempt_id": ids["a4"], "seq": 4, "time_ratio": 0.5, "cost_ratio": 0.9,
+    assert m["alpha"]["final_run"] == {"attempt_id": ids["a4"], "seq": 4, "time_ratio": 0.5, "cost_ratio": 0.5,
                                        "faster": True, "cheaper": True, "why_none": None}
     assert m["gamma"]["final_run"]["why_none"] == "not_passing"
     assert m["alpha"]["goal"] == {"metric": "eval_accuracy", "direction": "max", "reference_value": 0.9,
@@ -696,7 +697,7 @@ def test_the_final_run_is_the_accepted_attempt_and_never_a_smoke_run(study):
     assert m["gamma"]["final_run"]["why_none"] == "in_progress"
     assert t["without_final_run"]["stopped"]["migration_ids"] == [ids["beta"]]
     assert t["without_final_run"]["in_progress"]["migration_ids"] == [ids["gamma"]]
-    assert t["time_ratio"]["attempt_ids"] == [ids["a4"]] and t["cost_ratio"]["values"] == [0.9]
+    assert t["time_ratio"]["attempt_ids"] == [ids["a4"]] and t["cost_ratio"]["values"] == [0.5]
     md = render(build_report(s.db), "md").decode()
     assert "Final run: the attempt named by the migration's latest accept decision" in md
     assert "- alpha: Alpha to torch\\_xla, tpu-v5e x 4, accepted; final run: seq 4" in md
@@ -834,19 +835,21 @@ def _recompute_totals(doc: dict) -> None:
     assert sorted(t["final_runs"]["migration_ids"]) == sorted(finals)
     for why, count in t["without_final_run"].items():
         assert count["migration_ids"] == [m for m in migrations if M[m]["final_run"]["why_none"] == why]
+    # a final run's ratios are its migration's: full-run wall and cost over the reference run's
+    final_of = {a: M[m]["final_run"] for m, a in finals.items()}
     for key, field, test in (("time_ratio", "time_ratio", "faster"), ("cost_ratio", "cost_ratio", "cheaper")):
         ids = t[key]["attempt_ids"]
-        assert sorted(ids) == sorted(a for a in finals.values() if A[a][field] is not None)
-        values = [A[i][field] for i in ids]
+        assert sorted(ids) == sorted(a for a in finals.values() if final_of[a][field] is not None)
+        values = [final_of[i][field] for i in ids]
         assert t[key]["values"] == values and t[key]["n"] == len(ids)
         assert t[key]["median"] == (statistics.median(values) if values else None)
         assert (t[key]["min"], t[key]["max"]) == ((min(values), max(values)) if values else (None, None))
         assert t[key]["median_bootstrap95"] == _bootstrap_by_hand(values, **t[key]["bootstrap"])
-        rate(test, "migration", [m for m, a in finals.items() if A[a][field] is not None],
-             lambda m, f=field: A[finals[m]][f] < 1)
+        rate(test, "migration", [m for m, a in finals.items() if final_of[a][field] is not None],
+             lambda m, f=field: final_of[finals[m]][f] < 1)
     rate("faster_and_cheaper", "migration",
-         [m for m, a in finals.items() if A[a]["time_ratio"] is not None and A[a]["cost_ratio"] is not None],
-         lambda m: A[finals[m]]["time_ratio"] < 1 and A[finals[m]]["cost_ratio"] < 1)
+         [m for m, a in finals.items() if final_of[a]["time_ratio"] is not None and final_of[a]["cost_ratio"] is not None],
+         lambda m: final_of[finals[m]]["time_ratio"] < 1 and final_of[finals[m]]["cost_ratio"] < 1)
     assert sorted(t["untimed"]["attempt_ids"]) == [i for i in runs if A[i]["wall_seconds"] is None]
     assert sorted(t["unpriced"]["attempt_ids"]) == [i for i in runs if A[i]["unpriced"]]
     src = t["sources"]

@@ -320,3 +320,36 @@ def test_reference_run_measures_the_base_commit(tmp_path: Path) -> None:
     (output,) = [p for p in (tmp_path / "s.reference").glob("m-*/output.log") if "eval_accuracy" in p.read_text()
                  and "FOO bar" in p.read_text()]
     assert git(repo, "worktree", "list").count("\n") == 0  # the checkout is gone; the output stays
+
+
+def test_reference_replicates_run_with_their_seeds(tmp_path: Path) -> None:
+    """`--replicates 3`: three reference runs, seed N in WORKBENCH_SEED and for `{seed}` in the
+    command; the latest is the reference, the other two its replicates (level 2's noise)."""
+    import shlex
+    import sys
+
+    from storage import verify_inputs
+    from storage.database import open_study
+
+    repo, db = tmp_path / "runnable", tmp_path / "s.db"
+    script = ("import os, sys\nseed = int(os.environ['WORKBENCH_SEED'])\nassert sys.argv[2] == str(seed)\n"
+              "print(f'step 1 loss {0.9 + seed / 100}')\nprint('step 2 loss 0.5 eval_accuracy 0.93')\n")
+    make_repo(repo, [{"train.py": script}])
+    command = f"{shlex.quote(sys.executable)} train.py --seed {{seed}}"
+    assert workbench("init", str(db), "--title", "T").returncode == 0
+    assert workbench("migration", "add", str(db), "m", "--repo", str(repo), "--base", "HEAD", "--target", "cpu",
+                     "--goal", "eval_accuracy", "--direction", "max", "--reference-value", "0.9",
+                     "--command", command).returncode == 0
+    fails_cleanly(workbench("reference", str(db), "m", "--log", str(tmp_path / "x.log"), "--replicates", "2"),
+                  "--replicates needs --run")
+    made = workbench("reference", str(db), "m", "--run", "--replicates", "3")
+    assert made.returncode == 0, made.stderr
+    assert "3 reference runs recorded for m as attempts" in made.stdout
+    assert [(json.loads(env), json.loads(argv)[-1]) for env, argv in rows(db, "SELECT env, argv FROM attempt ORDER BY seq")] \
+        == [({"WORKBENCH_SEED": str(n)}, str(n)) for n in (1, 2, 3)]
+    assert rows(db, "SELECT value FROM metric_point WHERE name = 'loss' AND step = 1 ORDER BY attempt_id") == [
+        (0.91,), (0.92,), (0.93,)]
+    study = open_study(db)
+    reference = verify_inputs.reference_attempt(study.db, 1)
+    assert [a.command.env["WORKBENCH_SEED"] for a in verify_inputs.reference_replicates(study.db, reference)] == ["1", "2"]
+    study.close()

@@ -49,7 +49,8 @@ def test_the_pool_gives_the_serial_verdicts(tmp_path: Path):
     assert [(o.attempt.id, o.changed) for o in one.outcomes] == [(o.attempt.id, o.changed) for o in two.outcomes]
     a, b = _everything(serial.db), _everything(pooled.db)
     assert a and a == b
-    assert seen[0] == (0, two.changed) and seen[-1] == (two.changed, two.changed)
+    # the first verification judges again once it knows the correct attempts level 5 compares with
+    assert seen[0] == (0, two.changed) and seen[-1] in ((two.changed, two.changed), (2 * two.changed, 2 * two.changed))
     # unchanged evidence: nothing judged again, in either mode; progress counts the skipped ones
     seen.clear()
     assert verify_study(pooled.db, "ana", workers=2, pool_min=0, progress=lambda d, t: seen.append((d, t))).changed == 0
@@ -96,7 +97,7 @@ def test_a_migration_is_planned_and_judged_only_when_the_ones_before_are_given_b
 
     def verified(migration) -> int:
         return db.execute("SELECT count(*) FROM verification v JOIN attempt a ON a.id = v.attempt_id"
-                          " WHERE a.migration_id = ?", [migration.id]).fetchone()[0]
+                          " WHERE a.migration_id = ? AND v.superseded_by IS NULL", [migration.id]).fetchone()[0]
 
     groups = verify_groups(db, migrations, whole, "ana", workers=1)
     first = next(groups)

@@ -129,13 +129,34 @@ def _observed(reports: list[dict[str, Any]], given: Hardware | None) -> Hardware
     return given
 
 
+SEED = "WORKBENCH_SEED"
+"""Each replicate's seed, 1 to N, in the environment (and in place of `{seed}` in the command):
+projects that take a seed another way read it from there (docs/verification.md)."""
+
+
+def run_replicates(sdb: StudyDatabase, slug: str, replicates: int, **options: Any) -> list[Attempt]:
+    """The reference run `replicates` times, each with its seed (`SEED`), each recorded: level 2
+    measures the reference's noise from them. One run (replicates 1) is `run_reference` as it is,
+    without a seed."""
+    if replicates <= 1:
+        return [run_reference(sdb, slug, **options)]
+    made = []
+    for seed in range(1, replicates + 1):
+        made.append(run_reference(sdb, slug, **{**options, "env": {**options["env"], SEED: str(seed)}}, seed=seed))
+    return made
+
+
 def run_reference(sdb: StudyDatabase, slug: str, *, command: str | None, env: dict[str, str],
-                  venv: str | None, timeout: float | None, hardware: Hardware | None, reviewer: str) -> Attempt:
-    """Run, measure and record the migration's reference run; WorkbenchError when it fails."""
+                  venv: str | None, timeout: float | None, hardware: Hardware | None, reviewer: str,
+                  seed: int | None = None) -> Attempt:
+    """Run, measure and record the migration's reference run; WorkbenchError when it fails. With
+    `seed`, `{seed}` in the command becomes it."""
     migration = find_migration(sdb, slug)
     text = check_command(command) or store.migration_command(sdb.db, migration.id)
     if not text:
         raise WorkbenchError("--command: the migration has no command; give the reference's command here")
+    if seed is not None:
+        text = text.replace("{seed}", str(seed))
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S")
     runs = sdb.path.resolve().parent / f"{sdb.path.stem}.reference"
     runs.mkdir(parents=True, exist_ok=True)

@@ -114,7 +114,7 @@ def main():
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=0.5)
     p.add_argument("--max-grad-norm", type=float, default=0.5)
-    p.add_argument("--slow-seconds", type=float, default=0.5)
+    p.add_argument("--slow-seconds", type=float, default=2.0)
     args = p.parse_args()
     x, y = make_data(2048, seed=1)
     xe, ye = make_data(1024, seed=2)

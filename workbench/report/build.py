@@ -67,8 +67,8 @@ def build_report(db: Database, slugs: list[str] | tuple[str, ...] | None = None,
     latest = {row["verdict_id"]: row["id"] for row in override_rows}  # oldest first: the last one counts
     overrides = [_override_row(r, latest, scrub) for r in override_rows]
     texts = _attempt_texts(scrub) if attempt_texts else lambda row: ("", "", "")
-    facts_by_migration, reference_of = _attempts(queries.report_attempt_rows(db, ids), migrations, study.prices,
-                                                 override_rows, texts)
+    facts_by_migration, reference_of, reference_runs = _attempts(queries.report_attempt_rows(db, ids), migrations,
+                                                                 study.prices, override_rows, texts)
     interventions, decisions, budget_changes, sessions = _human_records(human, scrub)
     llm_rows = queries.report_llm_rows(db, ids)
     if llm_rows is None:
@@ -79,7 +79,7 @@ def build_report(db: Database, slugs: list[str] | tuple[str, ...] | None = None,
     by_migration = _by_migration(interventions, decisions, budget_changes, sessions, llm_rows)
     reports = [
         _migration_report(m, facts_by_migration.get(m.id, []), reference_of.get(m.id), by_migration,
-                          study.staff_hourly_rate, scrub, final)
+                          study.staff_hourly_rate, scrub, final, reference_runs.get(m.id, (None, None)))
         for m in migrations
     ]
     _add_loss_curves(db, reports)
@@ -143,12 +143,14 @@ def _override_row(r: dict[str, Any], latest: dict[int, int], scrub: Scrub) -> Ov
 
 
 def _attempts(rows, migrations, prices, override_rows, texts):
-    """Each migration's attempt facts, and its reference run's id. Rows come by migration and
+    """Each migration's attempt facts, its reference run's id and (wall, cost). Rows come by migration and
     seq, so a migration's reference run (seq 0) comes before its attempts."""
     from domain.costs import chip_cost, price_of
 
     facts_by_migration: dict[int, list[AttemptFacts]] = defaultdict(list)
     reference_of: dict[int, int] = {}
+    reference_runs: dict[int, tuple[float | None, float | None]] = {}
+    failures = {row["id"]: row for row in rows if row["failure_id"] is not None}
     last_steps = {row["id"]: row["last_step"] for row in rows}
     rerun_of = {row["id"]: row["rerun_of"] for row in rows if row["rerun_of"] is not None}
     verdicts, decided = _verdicts(rows, override_rows, rerun_of)
@@ -157,15 +159,33 @@ def _attempts(rows, migrations, prices, override_rows, texts):
     for row in rows:
         if row["source"] == "reference":
             reference_of[row["migration_id"]] = row["id"]  # rows come by seq: the last one wins
+            # its wall and cost as level 5 prices them: its observed kind and count, else intended, else 1
+            reference_runs[row["migration_id"]] = chip_cost(
+                row["started_at"], row["ended_at"], prices, row["observed_kind"] or row["intended_kind"],
+                row["observed_count"] or row["intended_count"] or 1)
             continue
         reference_last = last_steps.get(reference_of.get(row["migration_id"], -1))
         last = row["last_step"]
         measures = (last, is_smoke(last, reference_last), row["goal_value"], row["rerun_of"],
-                    decided.get(row["id"], ()))
+                    decided.get(row["id"], ()), _failure_row(row, verdicts[1], decided, failures))
         facts_by_migration[row["migration_id"]].append(
             _attempt_facts(row, migration_by_id[row["migration_id"]], prices, verdicts, texts, costs, measures)
         )
-    return facts_by_migration, reference_of
+    return facts_by_migration, reference_of, reference_runs
+
+
+def _failure_row(row: dict[str, Any], effective: dict[int, tuple[str | None, ...]],
+                 decided: dict[int, tuple[tuple[int, int], ...]], failures: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """The row whose failure (cause, silent flag) the attempt's effective ladder rests on: the
+    re-run that decided its lowest failing level, when one did (the app shows that re-run's
+    failure: one source), else its own."""
+    by_level = dict(decided.get(row["id"], ()))
+    if not by_level:
+        return row
+    ladder = effective.get(row["id"], NO_VERDICTS)
+    lowest = next((level for level, outcome in zip(LEVELS, ladder) if outcome == "fail"), None)
+    rerun = by_level.get(lowest) if lowest is not None else None
+    return failures.get(rerun, row) if rerun is not None else row
 
 
 def _attempt_texts(scrub: Scrub):
@@ -291,7 +311,8 @@ def _attempt_facts(row, migration, prices, verdicts, texts, costs, measured) -> 
     exit_code = row["exit_code"]
     # "Raised no error": the verifier's silent flag on its failure; an attempt it did not fail
     # raised none when it exited 0 (a traceback or fatal line would have failed level 1).
-    no_error = bool(row["failure_silent"]) if row["failure_id"] is not None else exit_code == 0
+    failure = measured[5]
+    no_error = bool(failure["failure_silent"]) if failure["failure_id"] is not None else exit_code == 0
     expected = row["expected_level"]
     # Compute: the verifier's own figures where it stored them; else its cost function on the record.
     kind = row["intended_kind"] or migration.target.accelerator
@@ -327,8 +348,8 @@ def _attempt_facts(row, migration, prices, verdicts, texts, costs, measured) -> 
         over_claim=bool(over_claim(expected, level_eff or 0, verified=verified)),  # unverified: None, unread
         over_claim_automated=bool(over_claim(expected, level_auto or 0, verified=verified)),
         passes_level1=verified and eff[0] == "pass",
-        failure_id=row["failure_id"],
-        cause=row["failure_cause"],
+        failure_id=failure["failure_id"],
+        cause=failure["failure_cause"],
         failure_note=failure_note,
         wall_seconds=wall,
         chip_hours=chip_hours,
@@ -353,8 +374,11 @@ def _ids(items, pred=None, table: str = "attempt") -> Count:
 
 
 def _migration_report(m, runs: list[AttemptFacts], reference_id: int | None, by_migration, rate: float,
-                      scrub: Scrub, rule: str) -> MigrationReport:
-    """Outcome counts over the agent's attempts; compute over its attempts and the re-runs."""
+                      scrub: Scrub, rule: str, reference_run: tuple[float | None, float | None] = (None, None)
+                      ) -> MigrationReport:
+    """Outcome counts over the agent's attempts; compute over its attempts and the re-runs. The
+    final run's time and cost ratios are its full-run wall and cost over the reference run's (the
+    paper times full runs), else the verifier's stored ratios."""
     facts = [a for a in runs if not a.is_rerun]
     reruns = [a for a in runs if a.is_rerun]
     by_id = {a.id: a for a in facts} if reruns else {}
@@ -419,14 +443,18 @@ def _migration_report(m, runs: list[AttemptFacts], reference_id: int | None, by_
         decided_by_reruns=_ids(facts, attrgetter("levels_from_reruns")),
         final_attempt_id=final.id if final else None,
         final_seq=final.seq if final else None,
-        time_ratio=final.time_ratio if final else None,
-        cost_ratio=final.cost_ratio if final else None,
+        time_ratio=_ratio(final.wall_seconds, reference_run[0], final.time_ratio) if final else None,
+        cost_ratio=_ratio(final.cost_dollars, reference_run[1], final.cost_ratio) if final else None,
         reference_attempt_id=reference_id,
         goal_metric=scrub.text(m.goal.metric),
         goal=_goal_values(m.goal, scrub.text(m.goal.metric), reference_id, final, verified),
         final_why_none=chosen.why_none,
         attempt_facts=runs,
     )
+
+
+def _ratio(mine: float | None, reference: float | None, stored: float | None) -> float | None:
+    return mine / reference if mine is not None and reference else stored
 
 
 def _confirms(rerun: AttemptFacts, by_id: dict[int, AttemptFacts]) -> bool:

@@ -52,13 +52,21 @@ class _Plan:
     settings also as the JSON text each verification stores), each attempt's result as its task
     comes back, and how many of its tasks are still out."""
 
-    migration_id: int
-    attempt_ids: list[int]
+    migration: Migration
+    attempts: list[Attempt]
     settings: dict[str, Any]
     reference: Attempt | None
     settings_json: str
+    siblings: tuple[Any, ...] = ()
+    """The correct attempts level 5 compares with, as read before its tasks were judged."""
     results: dict[int, AttemptResult] = field(default_factory=dict)
     out: int = 0
+    swept: bool = False
+    """Its correct attempts were read again once its verdicts were written."""
+
+    @property
+    def attempt_ids(self) -> list[int]:
+        return [a.id for a in self.attempts]
 
 
 def verify_migration(db: Database, migration: Migration, study: Study, reviewer: str, *,
@@ -89,60 +97,111 @@ def verify_groups(db: Database, migrations: list[Migration], study: Study, revie
     the end (the others are written)."""
     from collections import deque
 
-    from storage import queries, records
+    from storage import records
     from workbench.verify import batch
-    from workbench.verify.settings import merge
 
     total = verify_inputs.count_agent_attempts(db, [m.id for m in migrations], seq)
     done = 0
     errors: list[str] = []
     open_plans: deque[_Plan] = deque()
     by_migration: dict[int, _Plan] = {}
+    again: deque[batch.Task] = deque()
     if progress:
         progress(0, total)
 
     def settle(finished: Iterator[tuple[batch.Task, list[batch.Judged]]]) -> Iterator[list[AttemptResult]]:
-        nonlocal done
+        nonlocal done, total
         for task, judged in finished:
             plan = by_migration[task.migration.id]
             new = [j for j in judged if j.rows is not None]
             written = dict(zip((j.attempt.id for j in new), _write(db, reviewer, plan, new)))
-            for j in judged:
-                vid = written.get(j.attempt.id, j.verification_id)
-                if j.error:
-                    errors.append(f"{task.migration.slug}#{j.attempt.seq} could not be judged ({j.error})")
-                elif isinstance(vid, Exception):
-                    errors.append(f"{task.migration.slug}#{j.attempt.seq}: verdicts not written ({type(vid).__name__}: {vid})")
-                else:
-                    plan.results[j.attempt.id] = AttemptResult(j.attempt, vid, j.rows is not None)
+            errors.extend(_results(plan, task.migration.slug, judged, written))
             plan.out -= 1
             done += len(judged)
             if progress:
                 progress(done, total)
         while open_plans and open_plans[0].out == 0:
-            plan = open_plans.popleft()
-            del by_migration[plan.migration_id]
+            plan = open_plans[0]
+            tasks = _sweep_again(db, study, plan)
+            if tasks:
+                plan.out, total = len(tasks), total + len(plan.attempts)
+                again.extend(tasks)
+                break
+            open_plans.popleft()
+            del by_migration[plan.migration.id]
             yield [plan.results[aid] for aid in plan.attempt_ids if aid in plan.results]
+
+    def resubmit() -> Iterator[list[AttemptResult]]:
+        while again:
+            yield from settle(judges.submit(again.popleft()))
 
     path = verify_inputs.database_file(db)
     pool_min = batch.POOL_MIN if pool_min is None else pool_min
     with records.relaxed_sync(db), batch.Judges(db, workers, path, pool_min) as judges:
         for migration in migrations:
-            attempts = verify_inputs.agent_attempts(db, migration.id, seq)
-            settings = merge(queries.verify_settings(db, migration.id))
-            plan = _Plan(migration.id, [a.id for a in attempts], settings, verify_inputs.reference_attempt(db, migration.id),
-                         json.dumps(settings, sort_keys=True))
-            tasks = batch.tasks_of(migration, study, plan.settings, plan.reference, attempts, force)
+            plan = _plan_of(db, migration, seq)
+            tasks = batch.tasks_of(migration, study, plan.settings, plan.reference, plan.attempts, force, plan.siblings)
             plan.out = len(tasks)
             open_plans.append(plan)
             by_migration[migration.id] = plan
             for task in tasks:
                 yield from settle(judges.submit(task))
             yield from settle(iter(()))
-        yield from settle(judges.drain())
+            yield from resubmit()
+        while True:
+            yield from settle(judges.drain())
+            if not again:
+                break
+            yield from resubmit()
     if errors:
         more = f"; and {len(errors) - 5} more" if len(errors) > 5 else ""
         raise NotAllVerified(f"{plural(len(errors), 'attempt')} not verified: " + "; ".join(errors[:5]) + more)
+
+
+def _plan_of(db: Database, migration: Migration, seq: int | None) -> _Plan:
+    """A migration as a verify run reads it: its attempts (or `seq`), settings, reference run and
+    the correct attempts level 5 compares with."""
+    from storage import queries
+    from workbench.verify.settings import merge
+    from workbench.verify.timing import siblings_of
+
+    settings = merge(queries.verify_settings(db, migration.id))
+    return _Plan(migration, verify_inputs.agent_attempts(db, migration.id, seq), settings,
+                 verify_inputs.reference_attempt(db, migration.id), json.dumps(settings, sort_keys=True),
+                 siblings_of(db, migration.id, settings))
+
+
+def _results(plan: _Plan, slug: str, judged: list[Any], written: dict[int, Any]) -> list[str]:
+    """Each judged attempt's result kept in the plan (changed when either sweep changed it); what
+    could not be judged or written, in words."""
+    errors = []
+    for j in judged:
+        vid = written.get(j.attempt.id, j.verification_id)
+        if j.error:
+            errors.append(f"{slug}#{j.attempt.seq} could not be judged ({j.error})")
+        elif isinstance(vid, Exception):
+            errors.append(f"{slug}#{j.attempt.seq}: verdicts not written ({type(vid).__name__}: {vid})")
+        else:
+            before = plan.results.get(j.attempt.id)
+            plan.results[j.attempt.id] = AttemptResult(j.attempt, vid, j.rows is not None
+                                                       or (before is not None and before.changed))
+    return errors
+
+
+def _sweep_again(db: Database, study: Study, plan: _Plan) -> list[Any]:
+    """The migration's tasks once more when its verdicts changed which attempts are correct: level
+    5 compares with those (`timing.siblings_of`). Once per verify run; empty when nothing changed."""
+    from workbench.verify import batch
+    from workbench.verify.timing import siblings_of
+
+    if plan.swept:
+        return []
+    plan.swept = True
+    siblings = siblings_of(db, plan.migration.id, plan.settings)
+    if siblings == plan.siblings:
+        return []
+    plan.siblings = siblings
+    return batch.tasks_of(plan.migration, study, plan.settings, plan.reference, plan.attempts, False, siblings)
 
 
 def _write(db: Database, reviewer: str, plan: _Plan, judged: list[Any]) -> list[int | Exception]:

@@ -39,6 +39,9 @@ class Task:
     attempts: tuple[Attempt, ...]
     force: bool = False
     """Judge even an attempt whose inputs hash is its current verification's."""
+    siblings: tuple[Any, ...] = ()
+    """The migration's correct attempts level 5 compares with (`timing.Sibling`), read once by
+    the parent: an input of every verdict."""
 
 
 @dataclass(frozen=True)
@@ -92,12 +95,17 @@ def judge_task(db: Database, task: Task, cache: dict[Any, Any]) -> list[Judged]:
     from workbench.verify.ladder import judge
 
     reference = task.reference
-    key = ("migration", task.migration.id, reference.id if reference else None)
+    # a second sweep (new siblings) reads the hashes its first sweep wrote
+    key = ("migration", task.migration.id, reference.id if reference else None, task.siblings)
     if cache.get("key") != key:
         cache.clear()
         cache["key"] = key
         cache["reference_inputs"] = verify_inputs.attempt_inputs(db, reference) if reference else None
+        replicates = verify_inputs.reference_replicates(db, reference) if reference else []
+        cache["replicates"] = [(a, verify_inputs.attempt_inputs(db, a)) for a in replicates]
         cache["digest"] = _input_digest(cache["reference_inputs"]) if reference else None
+        if cache["replicates"]:  # their evidence is the reference's noise: an input of every verdict
+            cache["digest"]["replicates"] = [_input_digest(i) for _, i in cache["replicates"]]
         cache["current"] = verify_inputs.current_hashes(db, task.migration.id)
         cache["checkpoints"] = {}
     reference_inputs = cache["reference_inputs"]
@@ -105,7 +113,8 @@ def judge_task(db: Database, task: Task, cache: dict[Any, Any]) -> list[Judged]:
     for row in task.attempts:
         attempt = with_effective_expected(db, row)
         read = verify_inputs.attempt_inputs(db, attempt)
-        digest, inputs = inputs_for(task.migration, task.study, attempt, read, task.settings, cache["digest"])
+        digest, inputs = inputs_for(task.migration, task.study, attempt, read, task.settings, cache["digest"],
+                                    task.siblings)
         stored = cache["current"].get(attempt.id)
         if stored is not None and stored[1] == digest and not task.force:
             out.append(Judged(attempt, stored[0]))
@@ -113,6 +122,9 @@ def judge_task(db: Database, task: Task, cache: dict[Any, Any]) -> list[Judged]:
         if "reference" not in cache:
             try:
                 cache["reference"] = load_run(db, reference, task.settings, reference_inputs, cite=False) if reference else None
+                if cache["reference"] is not None:
+                    cache["reference"].replicates = [load_run(db, a, task.settings, i, cite=False)
+                                                     for a, i in cache["replicates"]]
             except Exception as exc:  # noqa: BLE001 - read once, said for each attempt judged against it
                 cache["reference"] = f"its reference run: {_why(exc)}"
         if isinstance(cache["reference"], str):
@@ -122,7 +134,8 @@ def judge_task(db: Database, task: Task, cache: dict[Any, Any]) -> list[Judged]:
             run = load_run(db, attempt, task.settings, read)
             checkpoints = compare_checkpoints(read.checkpoint, reference_inputs.checkpoint if reference_inputs else None,
                                               task.settings, cache["checkpoints"])
-            judgement = judge(run, cache["reference"], task.migration, task.study, task.settings, checkpoints)
+            judgement = judge(run, cache["reference"], task.migration, task.study, task.settings, checkpoints,
+                              task.siblings)
         except Exception as exc:  # noqa: BLE001 - one attempt's evidence never stops the others' verdicts
             out.append(Judged(attempt, error=_why(exc)))
             continue
@@ -238,8 +251,8 @@ def _start_resource_tracker() -> None:
 
 
 def tasks_of(migration: Migration, study: Study, settings: dict[str, Any], reference: Attempt | None,
-             attempts: list[Attempt], force: bool = False) -> list[Task]:
+             attempts: list[Attempt], force: bool = False, siblings: tuple[Any, ...] = ()) -> list[Task]:
     """The migration's attempts cut into as few tasks as `BATCH` allows, of even size."""
     n = -(-len(attempts) // BATCH)
     return [Task(migration, study, settings, reference, tuple(attempts[len(attempts) * i // n:len(attempts) * (i + 1) // n]),
-                 force) for i in range(n)]
+                 force, siblings) for i in range(n)]

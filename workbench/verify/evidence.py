@@ -19,7 +19,7 @@ from storage.logs import log_chunks
 from storage.sqlite import Database
 
 VERIFIER = "workbench.ladder"
-VERSION = "1.4.1"
+VERSION = "1.6.0"
 """Bump on any change to what a level checks: stored verdicts of an older version are redone."""
 
 EXTRACT_LIMIT = 64 << 20
@@ -141,12 +141,14 @@ def _input_digest(inputs: verify_inputs.AttemptInputs) -> dict[str, Any]:
 
 
 def inputs_for(migration: Migration, study: Study, attempt: Attempt, inputs: verify_inputs.AttemptInputs,
-               settings: dict[str, Any], reference_digest: dict[str, Any] | None) -> tuple[str, str]:
+               settings: dict[str, Any], reference_digest: dict[str, Any] | None,
+               siblings: tuple[Any, ...] = ()) -> tuple[str, str]:
     """Hashes of every input a verdict depends on, as JSON text, and one hash over it. `attempt` carries
     its effective expected level (see `with_effective_expected`): a claim review changes it.
     When both runs saved a checkpoint, the torch version (None when absent) is an input too:
     installing torch redoes a comparison that was skipped for want of it. `reference_digest` is
-    the reference's `_input_digest` (None without a reference), once per migration."""
+    the reference's `_input_digest` (None without a reference), once per migration; `siblings`
+    the migration's correct attempts' figures level 5 compares with (its own left out)."""
     mine = _input_digest(inputs)
     theirs = reference_digest
     tensor_backend = None
@@ -168,6 +170,7 @@ def inputs_for(migration: Migration, study: Study, attempt: Attempt, inputs: ver
             "target": [migration.target.accelerator, migration.target.chips],
         },
         "prices": study.prices,
+        "siblings": [dataclasses.astuple(s) for s in siblings if s.attempt_id != attempt.id],
     }
     text = json.dumps(hashed, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest(), text

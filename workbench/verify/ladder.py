@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import math
 import re
-import statistics
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from domain.costs import chip_cost
 from domain.ladder import highest_level, over_claim
 from domain.models import (
     Attempt,
@@ -53,6 +51,8 @@ class Run:
     """What the log's head and the command say of devices and processes (verify/topology.py)."""
     point_line: Callable[[str, int], int | None] | None = None
     """The log line of a metric point when the log was not extracted (`steplines.PointLines`)."""
+    replicates: list[Run] = field(default_factory=list)
+    """A reference run's replicates: the reference run again with other seeds (level 2's noise)."""
 
     def probes(self) -> list[ProbeFacts]:
         """Each probed process's facts: from the stored reports when there are any, else from the
@@ -86,6 +86,10 @@ class LevelResult:
     evidence: list[Evidence] = field(default_factory=list)
     causes: list[tuple[FailureCause, list[Evidence]]] = field(default_factory=list)
     """Candidate causes when the level fails, most specific first."""
+    setup: tuple[FailureCause, list[Evidence], str] | None = None
+    """Level 3's first problem that makes a run's numbers incomparable (fewer devices, processes
+    each alone): a level-2 mismatch is put down to it. A device kind is not one: a run on another
+    kind computes the same numbers."""
 
 
 @dataclass
@@ -300,6 +304,32 @@ def level2(run: Run, reference: Run | None, goal_metric: str, settings: dict[str
     return LevelResult(2, UNKNOWN, f"{series.reason}; {tensors.reason}", series.evidence + tensors.evidence)
 
 
+CLIP_SHARE_MIN = 0.3
+"""A series whose reference sits at its largest value on this share of its steps is clipped."""
+
+
+def _at_bound(name: str, mine: dict[int, float], ref: dict[int, float], common: list[int],
+              tol: float) -> tuple[Outcome, str] | None:
+    """A series sitting at a bound (a gradient norm clipped to its limit on most steps: the
+    reference's largest value, within 1e-4, on at least `CLIP_SHARE_MIN` of its steps) is not a
+    quantity to compare point by point: the shares of steps at the bound are compared instead,
+    agreeing within `tol` (a share). None for a series that is not clipped."""
+    values = [ref[s] for s in common]
+    bound = max(values)
+    if len(values) < 5 or not math.isfinite(bound) or bound <= 0:
+        return None
+    at = bound * (1 - 1e-4)
+    share_r = sum(v >= at for v in values) / len(values)
+    if share_r < CLIP_SHARE_MIN:
+        return None
+    share_a = sum(mine[s] >= at for s in common) / len(common)
+    words = (f"{name} sits at its bound {bound:.6g} on {share_r:.0%} of the reference's steps (clipped), so the shares"
+             f" of clipped steps are compared: {share_a:.0%} vs {share_r:.0%} over {len(common)} steps")
+    if abs(share_a - share_r) > tol:
+        return FAIL, f"{words}, more than {tol:.0%} apart"
+    return PASS, words
+
+
 def _bfloat16_grid(value: float) -> bool | None:
     """Whether a logged value is a bfloat16 number as far as its printed digits tell (None when
     they cannot: too few digits for the spacing of bfloat16 numbers near it)."""
@@ -329,7 +359,82 @@ def _bfloat16_note(name: str, mine: dict[int, float], ref: dict[int, float]) -> 
 
 def _level2_series(run: Run, reference: Run | None, goal_metric: str,
                    settings: dict[str, Any]) -> tuple[LevelResult, bool]:
-    """Level 2 on the metric series alone, and whether anything was compared."""
+    """Level 2 on the metric series alone, and whether anything was compared; without replicates
+    the reason says the noise was not measured."""
+    result, compared = _compare_series(run, reference, goal_metric, settings)
+    if compared and reference is not None and not reference.replicates and result.outcome is not UNKNOWN:
+        result.reason += "; one reference run: noise not measured"
+    return result, compared
+
+
+def _samples(reference: Run, name: str) -> list[Mapping[int, float]]:
+    """The reference's and its replicates' series of `name`, when there are at least two."""
+    found = [r.series[name] for r in [reference, *reference.replicates] if r.series.get(name)]
+    return found if len(found) >= 2 else []
+
+
+def _band_at(samples: list[Mapping[int, float]], steps: list[int]) -> Any:
+    """The replicates' band (domain.noise) of their means over `steps`, from those that have
+    every one of them; None with fewer than two."""
+    from domain.noise import band
+
+    return band([sum(s[k] for k in steps) / len(steps) for s in samples if all(k in s for k in steps)])
+
+
+def _noise_words(name: str, where: str, value: float, b: Any) -> str:
+    return (f"{name} {where}: {value:.6g} vs {b.mean:.6g} ± {b.sd:.2g} ({b.n} seeds): {b.sigmas(value):.1f}σ")
+
+
+def _windows(run: Run, name: str, mine: Mapping[int, float], ref: Mapping[int, float], common: list[int],
+             samples: list[Mapping[int, float]], tol: tuple[float, float], window: int) -> Any:
+    """Each window of `window` steps: against the replicates' band when there are replicates, else
+    the fixed tolerance. The failing level (`LevelResult`), else the largest deviation in sigmas
+    with its words (None without replicates)."""
+    rtol, atol = tol
+    worst: tuple[float, str] | None = None
+    for start in range(0, len(common), window):
+        block = common[start : start + window]
+        a = sum(mine[s] for s in block) / len(block)
+        r = sum(ref[s] for s in block) / len(block)
+        b = _band_at(samples, block) if samples else None
+        if b is not None:  # the replicates' band decides, not the fixed tolerance
+            words = _noise_words(name, f"steps {block[0]}–{block[-1]}", a, b)
+            if not b.holds(a, atol):
+                ev = [run.metric_evidence(name, s, f"reference {ref[s]:.6g}") for s in block][:3]
+                return LevelResult(2, FAIL, f"{words}, outside the noise (95% band ± {b.half:.2g})", ev,
+                                   [(FailureCause.NUMERICAL_MISMATCH, ev)])
+            if worst is None or b.sigmas(a) > worst[0]:
+                worst = (b.sigmas(a), words)
+        elif not _agree(a, r, rtol, atol):
+            far = max(block, key=lambda s: abs(mine[s] - ref[s]) / (abs(ref[s]) or 1.0))
+            rel = abs(mine[far] - ref[far]) / (abs(ref[far]) or 1.0)
+            reason = (f"{name} disagrees with the reference over steps {block[0]}-{block[-1]}: mean "
+                      f"{a:.6g} vs {r:.6g} (rtol {rtol:g}, atol {atol:g}); worst at step {far}, "
+                      f"{mine[far]:.6g} vs {ref[far]:.6g} ({rel:.1%})") + _bfloat16_note(name, mine, ref)
+            ev = [run.metric_evidence(name, far, f"reference {ref[far]:.6g}")]
+            ev += [run.metric_evidence(name, s, f"reference {ref[s]:.6g}") for s in block if s != far][:2]
+            return LevelResult(2, FAIL, reason, ev, [(FailureCause.NUMERICAL_MISMATCH, ev)])
+    return worst
+
+
+def _point(run: Run, name: str, step: int, ref: Mapping[int, float], samples: list[Mapping[int, float]],
+           tol: tuple[float, float], words: tuple[str, str]) -> LevelResult | None:
+    """One value (the end, an evaluation) against the replicates' band, else the fixed tolerance:
+    the failing level, or None when it agrees."""
+    mine = run.series[name][step]
+    ev = [run.metric_evidence(name, step, f"reference {ref[step]:.6g}")]
+    b = _band_at(samples, [step]) if samples else None
+    if b is not None and not b.holds(mine, tol[1]):
+        return LevelResult(2, FAIL, _noise_words(name, words[0], mine, b)
+                           + f", outside the noise (95% band ± {b.half:.2g})", ev, [(FailureCause.NUMERICAL_MISMATCH, ev)])
+    if b is None and not _agree(mine, ref[step], *tol):
+        return LevelResult(2, FAIL, f"{name} {words[0]} is {mine:.6g} {words[1]} {ref[step]:.6g} "
+                           f"(rtol {tol[0]:g}, atol {tol[1]:g})", ev, [(FailureCause.NUMERICAL_MISMATCH, ev)])
+    return None
+
+
+def _compare_series(run: Run, reference: Run | None, goal_metric: str,
+                    settings: dict[str, Any]) -> tuple[LevelResult, bool]:
     if reference is None:
         return LevelResult(2, UNKNOWN, "no reference run to compare with"), False
     from workbench.verify.settings import tolerance
@@ -348,41 +453,37 @@ def _level2_series(run: Run, reference: Run | None, goal_metric: str,
         if not common:
             unknown.append(f"{name} (the attempt has no {name} series)")
             continue
+        clipped = _at_bound(name, mine, ref, common, float(settings["clip_share_tol"]))
+        if clipped is not None:
+            if clipped[0] is FAIL:
+                ev = [run.metric_evidence(name, common[-1], f"reference {ref[common[-1]]:.6g}")]
+                return LevelResult(2, FAIL, clipped[1], ev, [(FailureCause.NUMERICAL_MISMATCH, ev)]), True
+            agreed.append(clipped[1])
+            continue
         rtol, atol = tolerance(settings, name)
-        bad = next((s for s in common if not math.isfinite(mine[s]) and math.isfinite(ref[s])), None)
-        if bad is not None:
-            common = [s for s in common if s < bad]
-        for start in range(0, len(common), window):
-            block = common[start : start + window]
-            a = sum(mine[s] for s in block) / len(block)
-            r = sum(ref[s] for s in block) / len(block)
-            if not _agree(a, r, rtol, atol):
-                worst = max(block, key=lambda s: abs(mine[s] - ref[s]) / (abs(ref[s]) or 1.0))
-                rel = abs(mine[worst] - ref[worst]) / (abs(ref[worst]) or 1.0)
-                reason = (f"{name} disagrees with the reference over steps {block[0]}-{block[-1]}: mean "
-                          f"{a:.6g} vs {r:.6g} (rtol {rtol:g}, atol {atol:g}); worst at step {worst}, "
-                          f"{mine[worst]:.6g} vs {ref[worst]:.6g} ({rel:.1%})") + _bfloat16_note(name, mine, ref)
-                ev = [run.metric_evidence(name, worst, f"reference {ref[worst]:.6g}")]
-                ev += [run.metric_evidence(name, s, f"reference {ref[s]:.6g}") for s in block if s != worst][:2]
-                return LevelResult(2, FAIL, reason, ev,
-                                   [(FailureCause.NUMERICAL_MISMATCH, ev)]), True
-        if bad is not None:
-            ev = [run.metric_evidence(name, bad, f"reference {ref[bad]:.6g}")]
-            return LevelResult(2, FAIL, f"{non_finite_text(name, mine[bad], bad)} where the reference's is "
-                               f"{ref[bad]:.6g}" + (f" (agrees before it, over {len(common)} steps)" if common else ""),
+        nan_at = next((s for s in common if not math.isfinite(mine[s]) and math.isfinite(ref[s])), None)
+        if nan_at is not None:
+            common = [s for s in common if s < nan_at]
+        samples = _samples(reference, name)
+        worst = _windows(run, name, mine, ref, common, samples, (rtol, atol), window)
+        if isinstance(worst, LevelResult):
+            return worst, True
+        if nan_at is not None:
+            ev = [run.metric_evidence(name, nan_at, f"reference {ref[nan_at]:.6g}")]
+            return LevelResult(2, FAIL, f"{non_finite_text(name, mine[nan_at], nan_at)} where the reference's is "
+                               f"{ref[nan_at]:.6g}" + (f" (agrees before it, over {len(common)} steps)" if common else ""),
                                ev, [(FailureCause.NON_FINITE, ev)]), True
         ref_end = max(ref)
         if ref_end not in mine:
             unknown.append(f"{name} agrees through step {common[-1]}; the run stopped before step {ref_end}")
             evidence.append(run.metric_evidence(name, common[-1]))
             continue
-        ertol, eatol = tolerance(settings, name, end=True)
-        if not _agree(mine[ref_end], ref[ref_end], ertol, eatol):
-            ev = [run.metric_evidence(name, ref_end, f"reference {ref[ref_end]:.6g}")]
-            return LevelResult(2, FAIL, f"{name} at the end (step {ref_end}) is {mine[ref_end]:.6g} vs "
-                               f"{ref[ref_end]:.6g} (rtol {ertol:g}, atol {eatol:g})", ev,
-                               [(FailureCause.NUMERICAL_MISMATCH, ev)]), True
-        agreed.append(f"{name} over {len(common)} steps")
+        bad = _point(run, name, ref_end, ref, samples, tolerance(settings, name, end=True),
+                     (f"at the end (step {ref_end})", "vs"))
+        if bad is not None:
+            return bad, True
+        agreed.append(f"{name} over {len(common)} steps"
+                      + (f" within the noise (largest: {worst[1]}, within noise)" if worst else ""))
         evidence.append(run.metric_evidence(name, ref_end, f"reference {ref[ref_end]:.6g}"))
     for name in at_end:
         ref = reference.series[name]
@@ -395,11 +496,10 @@ def _level2_series(run: Run, reference: Run | None, goal_metric: str,
             unknown.append(f"{name} at step {max(mine)} (the reference has no {name} at that step)")
             continue
         ms = common[-1]
-        rtol, atol = tolerance(settings, name, end=True)
-        if not _agree(mine[ms], ref[ms], rtol, atol):
-            ev = [run.metric_evidence(name, ms, f"reference {ref[ms]:.6g}")]
-            return LevelResult(2, FAIL, f"{name} at step {ms} is {mine[ms]:.6g} vs the reference's {ref[ms]:.6g} "
-                               f"(rtol {rtol:g}, atol {atol:g})", ev, [(FailureCause.NUMERICAL_MISMATCH, ev)]), True
+        bad = _point(run, name, ms, ref, _samples(reference, name), tolerance(settings, name, end=True),
+                     (f"at step {ms}", "vs the reference's"))
+        if bad is not None:
+            return bad, True
         evidence.append(run.metric_evidence(name, ms, f"reference {ref[ms]:.6g}"))
         if ms < max(ref):
             unknown.append(f"{name} agrees at step {ms}; the run has none at the reference's last, step {max(ref)}")
@@ -625,56 +725,15 @@ def fallbacks(facts: LogFacts, settings: dict[str, Any], probes: list[ProbeFacts
     return out
 
 
-_TRANSFERS = re.compile(r"TransferFromDeviceTime too frequent: ([0-9]{1,12}) counts during ([0-9]{1,12}) steps")
-
-
-def host_sync_rate(facts: LogFacts | None) -> tuple[float, Evidence] | None:
-    """Host syncs per step: `aten::_local_scalar_dense` over the steps, else torch_xla's
-    profiler count of device-to-host transfers over its steps."""
-    if facts is None:
-        return None
-    hit = facts.counters.get("aten::_local_scalar_dense")
-    steps = facts.last_step or 0
-    if hit is not None and steps:
-        rate = int(hit.text) / steps
-        return rate, Evidence("log_line", str(hit.line),
-                              f"aten::_local_scalar_dense {hit.text} over {steps} steps ({rate:.1f} per step)")
-    for h in facts.profiler:
-        m = _TRANSFERS.search(h.text)
-        if m and int(m.group(2)):
-            return int(m.group(1)) / int(m.group(2)), _log(h)
-    return None
-
-
-def host_syncs(run: Run, reference: Run | None, settings: dict[str, Any]) -> tuple[bool, list[Evidence]]:
-    """Host syncs per step and whether they are abnormal: above twice the reference's rate plus
-    one where the reference reports it, else above `max_host_syncs_per_step` (logging a scalar
-    or two each step, `loss.item()`, costs one or two and is normal)."""
-    found = host_sync_rate(run.facts)
-    if found is None:
-        return False, []
-    rate, first = found
-    theirs = host_sync_rate(reference.facts) if reference is not None else None
-    if theirs is not None:
-        limit, against = 2 * theirs[0] + 1, f"twice the reference's {theirs[0]:.1f} per step, plus one"
-    else:
-        limit = float(settings["max_host_syncs_per_step"])
-        against = f"max_host_syncs_per_step {limit:g}"
-    abnormal = rate > limit
-    ev = [Evidence(first.kind, first.ref, f"{first.text}: {'above' if abnormal else 'within'} {limit:g} per step "
-                   f"({against})"[:300])]
-    ev += [_log(h) for h in (run.facts.profiler if run.facts else [])
-           if "TransferFromDeviceTime too frequent" in h.text and str(h.line) != first.ref][:1]
-    if theirs is not None:
-        ev.append(Evidence(theirs[1].kind, "reference " + theirs[1].ref, theirs[1].text))
-    return abnormal, ev
-
-
 def level3(run: Run, intended: Hardware, settings: dict[str, Any]) -> LevelResult:
+    from workbench.verify.timing import stand_in_of
+
     kind, count, evidence = observed_devices(run)
     problems: list[tuple[FailureCause, str, list[Evidence]]] = []
-    if kind is not None and not _kind_matches(intended.kind, str(kind)):
+    standin = stand_in_of(run, intended, kind)
+    if kind is not None and not _kind_matches(intended.kind, str(kind)) and standin is None:
         problems.append((FailureCause.WRONG_CONFIGURATION, f"ran on {kind}, not {intended.kind}", evidence[:1]))
+    kind_problems = len(problems)
     if count is not None and count < intended.count:
         problems.append((FailureCause.WRONG_CONFIGURATION, f"ran on {count} device(s) where {intended.count} are intended",
                          evidence[:1]))
@@ -713,7 +772,9 @@ def level3(run: Run, intended: Hardware, settings: dict[str, Any]) -> LevelResul
             problems.append((FailureCause.RECOMPILATION, f"repeated compilation: {why}", rev))
     if problems:
         ev = [e for _, _, es in problems for e in es]
-        return LevelResult(3, FAIL, "; ".join(p[1] for p in problems), ev, [(c, es) for c, _, es in problems])
+        setup = next(((c, es, why) for c, why, es in problems[kind_problems:]
+                      if c in CONFIGURATION), None)
+        return LevelResult(3, FAIL, "; ".join(p[1] for p in problems), ev, [(c, es) for c, _, es in problems], setup)
     if count is None:
         return LevelResult(3, UNKNOWN, f"no evidence of the device count (intended {intended.describe()})", evidence)
     notes = ""
@@ -722,6 +783,10 @@ def level3(run: Run, intended: Hardware, settings: dict[str, Any]) -> LevelResul
         if recompiled is False:
             notes = f"; no repeated compilation ({why})"
             evidence += rev
+    if standin is not None:
+        return LevelResult(3, PASS, f"{standin[0]} x{count} standing in for {intended.kind} x{intended.count} (the"
+                           f" documented stand-in: it shows the device count, world size and mesh, not the target's"
+                           f" speed), no CPU fallback{notes}", evidence + [standin[1]])
     ran = f"{kind} x {count}" if kind else f"{count} device(s), kind not stated in the evidence,"
     return LevelResult(3, PASS, f"ran on {ran} as intended ({intended.describe()}), no CPU fallback{notes}", evidence)
 
@@ -742,93 +807,6 @@ def level4(run: Run, migration: Migration) -> LevelResult:
         return LevelResult(4, PASS, f"{goal.metric} {value:.6g} meets the goal ({want})", ev)
     return LevelResult(4, FAIL, f"{goal.metric} {value:.6g} misses the goal ({want})", ev,
                        [(FailureCause.GOAL_NOT_MET, ev)])
-
-
-# --------------------------------------------------------------------------- level 5
-
-def cost(run: Run, prices: dict[str, float], kind: str | None, chips: int | None) -> tuple[float | None, float | None]:
-    return chip_cost(run.attempt.started_at, run.attempt.ended_at, prices, kind, chips)
-
-
-STEP_TIMES: dict[str, float] = {
-    "step_time_ms": 1e-3, "step_ms": 1e-3, "iter_time_ms": 1e-3, "time_ms": 1e-3,
-    "step_time_s": 1.0, "step_time": 1.0, "iter_time": 1.0, "batch_time": 1.0,
-}
-"""Per-step time series a run may log, and their unit in seconds: level 5's preferred figure."""
-
-
-def step_times(run: Run, warm: int) -> tuple[str, float, float, int] | None:
-    """(series, median seconds per step after warm-up, seconds spent in the warm-up steps (the
-    compilation), steps after warm-up) from the first step-time series with 3 steps after it."""
-    for name, unit in STEP_TIMES.items():
-        points = run.series.get(name) or {}
-        after = [v * unit for s, v in points.items() if s > warm]
-        if len(after) >= 3:
-            return name, statistics.median(after), sum(v * unit for s, v in points.items() if s <= warm), len(after)
-    return None
-
-
-def _throughput(run: Run, reference: Run, settings: dict[str, Any], rates: tuple[float | None, float | None]
-                ) -> tuple[float, float | None, str, list[Evidence]] | None:
-    """Level 5 on training throughput when both runs log step times: the time ratio of the median
-    step after warm-up, the cost ratio from it and each run's dollars per second."""
-    warm = int(settings["warmup_steps"])
-    mine, theirs = step_times(run, warm), step_times(reference, warm)
-    if mine is None or theirs is None or theirs[1] <= 0:
-        return None
-    tr = mine[1] / theirs[1]
-    cr = tr * rates[0] / rates[1] if rates[0] is not None and rates[1] else None
-    text = (f"median step time after step {warm}: {mine[1] * 1e3:.4g} ms ({mine[0]}, {mine[3]} steps) vs the "
-            f"reference's {theirs[1] * 1e3:.4g} ms ({theirs[0]}); warm-up and compilation apart: "
-            f"{mine[2]:.3g} s vs {theirs[2]:.3g} s")
-    last = max(s for s in run.series[mine[0]] if s > warm)
-    return tr, cr, text, [run.metric_evidence(mine[0], last)]
-
-
-def level5(run: Run, reference: Run | None, migration: Migration, study: Study, intended: Hardware,
-           level1_outcome: Outcome, settings: dict[str, Any]) -> tuple[LevelResult, dict[str, float | None]]:
-    """Time and cost against the reference: the median step time after warm-up when both runs log
-    step times, else process wall time (start-up and compilation included)."""
-    _, observed_count, _ = observed_devices(run)
-    chips = observed_count or intended.count
-    kind = intended.kind
-    wall, dollars = cost(run, study.prices, kind, chips)
-    figures: dict[str, float | None] = {"wall": wall, "cost": dollars, "time_ratio": None, "cost_ratio": None}
-    if reference is None:
-        return LevelResult(5, UNKNOWN, "no reference run to compare with"), figures
-    ref_kind, ref_count, _ = observed_devices(reference)
-    ref_hw = reference.attempt.intended_hardware
-    ref_kind = ref_kind or (ref_hw.kind if ref_hw else None)
-    ref_wall, ref_dollars = cost(reference, study.prices, ref_kind, ref_count or (ref_hw.count if ref_hw else 1))
-    if wall is not None and ref_wall:
-        figures["time_ratio"] = wall / ref_wall
-    if dollars is not None and ref_dollars:
-        figures["cost_ratio"] = dollars / ref_dollars
-    ev = [
-        _record("wall", f"{wall:.2f} s on {kind} x {chips}" if wall is not None else "unknown"),
-        Evidence("record", "reference wall", f"{ref_wall:.2f} s on {ref_kind} x {ref_count or 1}" if ref_wall else "unknown"),
-    ]
-    used = "process wall time"
-    rates = (dollars / wall if dollars is not None and wall else None,
-             ref_dollars / ref_wall if ref_dollars is not None and ref_wall else None)
-    steps = _throughput(run, reference, settings, rates)
-    if steps is not None:
-        figures["time_ratio"], figures["cost_ratio"], used, step_ev = steps
-        ev = step_ev + ev
-    if level1_outcome is not PASS:
-        return LevelResult(5, UNKNOWN, "the run did not complete (level 1), so its time says nothing", ev), figures
-    tr, cr = figures["time_ratio"], figures["cost_ratio"]
-    if tr is None:
-        return LevelResult(5, UNKNOWN, "no wall time for this run or the reference", ev), figures
-    mt, mc = float(settings["max_time_ratio"]), float(settings["max_cost_ratio"])
-    text = (f"time x{tr:.2f} of the reference" + (f", cost x{cr:.2f}" if cr is not None else ", cost unknown (no price)")
-            + f" (from {used})")
-    if tr >= mt or (cr is not None and cr >= mc):
-        return LevelResult(5, FAIL, f"{text}: slower or costlier (limits x{mt:g} time, x{mc:g} cost)", ev,
-                           [(FailureCause.SLOWER_OR_COSTLIER, ev)]), figures
-    if cr is None:
-        return LevelResult(5, UNKNOWN, f"{text}: faster, cost unknown", ev), figures
-    return LevelResult(5, PASS, f"{text}: better on both", ev), figures
 
 
 # --------------------------------------------------------------------------- cause and flags
@@ -875,17 +853,13 @@ def with_findings(result: LevelResult, found: list[trace.Finding]) -> LevelResul
         reasons.append(result.reason)
         evidence += result.evidence
         causes += result.causes
-    return LevelResult(result.level, FAIL, "; ".join(reasons), evidence, causes)
+    setup = result.setup or next(((f.cause, f.evidence, f.reason) for f in found if f.cause in CONFIGURATION), None)
+    return LevelResult(result.level, FAIL, "; ".join(reasons), evidence, causes, setup)
 
 
 CONFIGURATION = (FailureCause.WRONG_CONFIGURATION, FailureCause.NO_ACCELERATOR_RUNTIME,
                  FailureCause.REPLICAS_SAME_DATA, FailureCause.REPLICAS_OUT_OF_SYNC, FailureCause.BATCH_UNDERSPLIT)
 """Level 3 causes that make a run's numbers meaningless: a level-2 mismatch is their effect."""
-
-
-def _wrong_configuration(failed: list[LevelResult]) -> LevelResult | None:
-    """Level 3's failure when its cause is a wrong configuration, else None."""
-    return next((r for r in failed if r.level == 3 and r.causes and r.causes[0][0] in CONFIGURATION), None)
 
 
 def judge(
@@ -895,10 +869,23 @@ def judge(
     study: Study,
     settings: dict[str, Any],
     tensors: LevelResult | None = None,
+    siblings: Sequence[Any] = (),
 ) -> Judgement:
+    """The five levels and the cause, taken from the lowest level that failed on its own evidence.
+    `siblings` are the migration's correct attempts (`timing.Sibling`) level 5 compares with."""
+    from workbench.verify.timing import host_syncs, level5
+
     intended = run.attempt.intended_hardware or Hardware(migration.target.accelerator, migration.target.chips)
+    errors = errors_raised(run)
+    raised = bool(errors)
     l1 = level1(run, reference, migration.goal.metric, settings)
     l2 = level2(run, reference, migration.goal.metric, settings, tensors)
+    hung = bool(l1.causes) and l1.causes[0][0] is FailureCause.HANG_AT_EXIT   # finished its work, then hung
+    crashed = not hung and l1.outcome is FAIL and (raised or run.attempt.exit_code not in (0, None)
+                                                   or run.attempt.status is AttemptStatus.INTERRUPTED)
+    if l2.outcome is PASS and (crashed or l1.outcome is FAIL and run.attempt.status is AttemptStatus.NONZERO_EXIT):
+        # what it printed before it failed agrees, but a run that failed has not shown its result
+        l2 = LevelResult(2, UNKNOWN, f"the run failed (level 1), so agreement is unknown: {l2.reason}", l2.evidence)
     l3 = level3(run, intended, settings)
     traced = trace.findings(run.probes(), run.probe_reports, migration.target.runtime)
     l1 = with_findings(l1, [f for f in traced if f.level == 1])
@@ -906,33 +893,30 @@ def judge(
     l4 = level4(run, migration)
     if l1.outcome is not PASS and l4.outcome is FAIL:
         l4 = LevelResult(4, UNKNOWN, f"the run did not complete: {l4.reason}", l4.evidence)
-    l5, figures = level5(run, reference, migration, study, intended, l1.outcome, settings)
+    l5, figures = level5(run, reference, study, intended, l1.outcome, settings, siblings)
     levels = [l1, l2, l3, l4, l5]
     highest = highest_level({r.level: r.outcome.value for r in levels})
-    errors = errors_raised(run)
-    raised = bool(errors)
     failed = [r for r in levels if r.outcome is FAIL]
     cause = None
     cause_ev: list[Evidence] = []
     note = ""
-    abnormal, notes = host_syncs(run, reference, settings)
+    _, notes = host_syncs(run, reference, settings)
     if failed:
         first = failed[0]
         if first.level == 1:
             if first.causes and first.causes[0][0] is FailureCause.HANG_AT_EXIT:  # finished, then hung
                 (cause, cause_ev), note = first.causes[0], first.reason
-            elif raised or run.attempt.exit_code not in (0, None) or run.attempt.status is AttemptStatus.INTERRUPTED:
+            elif crashed:
                 cause, cause_ev, note = crash_cause(run)
             elif first.causes:   # level 1's own finding: the trace's (an optimizer never stepped), a non-finite loss
                 (cause, cause_ev), note = first.causes[0], first.reason
             else:
                 cause, cause_ev, note = FailureCause.INCOMPLETE, first.evidence, first.reason
-        elif first.level == 2 and (setup := _wrong_configuration(failed)) is not None:
+        elif first.level == 2 and l3.setup is not None:
             # a run on the wrong configuration (processes each alone, fewer devices) cannot match
             # the reference's numbers: the configuration is the cause, the mismatch its effect
-            (cause, cause_ev), note = setup.causes[0], f"{setup.reason}; so {first.reason}"
-        elif first.level == 5 and abnormal:
-            cause, cause_ev, note = FailureCause.HOST_SYNC, notes, f"{first.reason}; abnormal host syncs: {notes[0].text}"
+            cause, cause_ev, why = l3.setup
+            note = f"{why}; so {first.reason}"
         else:
             cause, cause_ev = first.causes[0] if first.causes else (FailureCause.OTHER, first.evidence)
             note = first.reason

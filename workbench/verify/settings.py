@@ -25,6 +25,7 @@ DEFAULTS: dict[str, Any] = {
     "compare_eval": True,
     "metrics": {},
     "tensor_rtol": 1e-3,
+    "clip_share_tol": 0.1,
     # level 3
     "fallback_ignore": ["aten::_local_scalar_dense"],
     "warmup_steps": 10,
@@ -34,6 +35,7 @@ DEFAULTS: dict[str, Any] = {
     "max_time_ratio": 1.0,
     "max_cost_ratio": 1.0,
     "max_host_syncs_per_step": 4.0,
+    "max_sibling_step_ratio": 2.0,
     # extraction
     "patterns": [],
     "default_patterns": True,
