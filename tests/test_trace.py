@@ -88,7 +88,8 @@ def test_judge_names_the_trace_cause_and_the_attempt_is_silent(ddp_runs):
         Study,
         Target,
     )
-    from workbench.verify.ladder import Run, judge
+    from workbench.verify.judge import judge
+    from workbench.verify.ladder import Run
     from workbench.verify.logscan import scan_chunks
     from workbench.verify.settings import merge
 

@@ -92,7 +92,7 @@ def judge_task(db: Database, task: Task, cache: dict[Any, Any]) -> list[Judged]:
         load_run,
         with_effective_expected,
     )
-    from workbench.verify.ladder import judge
+    from workbench.verify.judge import judge
 
     reference = task.reference
     # a second sweep (new siblings) reads the hashes its first sweep wrote

@@ -15,11 +15,10 @@ from typing import Any
 
 from domain.costs import chip_cost, price_of
 from domain.models import Evidence, FailureCause, Hardware, Outcome, Study
-from domain.performance import family, far_above, stand_in, time_cost_outcome
+from domain.performance import far_above, time_cost_outcome
 from storage.sqlite import Database
 from workbench.probe import facts_of_reports, main_report
-from workbench.verify.ladder import LevelResult, Run, _log, _probe, _record, observed_devices
-from workbench.verify.logfacts import LogFacts
+from workbench.verify.ladder import LevelResult, Run, _log, _record, observed_devices, stand_in_of
 
 PASS, FAIL, UNKNOWN = Outcome.PASS, Outcome.FAIL, Outcome.UNKNOWN
 
@@ -115,30 +114,6 @@ def host_syncs(run: Run, reference: Run | None, settings: dict[str, Any]) -> tup
 
 
 # --------------------------------------------------------------------------- the stand-in
-
-
-def on_xla(facts: LogFacts | None, run: Run) -> Evidence | None:
-    """Evidence that the run executed on torch_xla: compilations the probe counted, else a
-    metrics report's compile counters above 0 (a process that imported torch_xla but kept its
-    tensors on the host compiles nothing)."""
-    for p in run.probes():
-        if p.compiles:
-            return _probe(p)
-    for name in ("UncachedCompile", "CachedCompile", "CompileTime"):
-        hit = facts.counters.get(name) if facts is not None else None
-        if hit is not None and hit.text.isdigit() and int(hit.text) > 0:
-            return Evidence("log_line", str(hit.line), f"{name} {hit.text}: the run executed on XLA")
-    return None
-
-
-def stand_in_of(run: Run, intended: Hardware, kind: str | None) -> tuple[str, Evidence] | None:
-    """(the stand-in's name, the evidence it ran on XLA) when the run, on `kind`, executed on the
-    documented stand-in for the intended kind (domain.performance.STAND_INS)."""
-    if kind is None or family(kind) == family(intended.kind):
-        return None
-    xla = on_xla(run.facts, run)
-    name = stand_in(intended.kind, kind, xla is not None)
-    return (name, xla) if name is not None and xla is not None else None
 
 
 # --------------------------------------------------------------------------- the breakdown
