@@ -153,6 +153,7 @@ def _run_reference(sdb, slug: str, command: str | None, env_pairs: tuple[str, ..
                    timeout: float | None, hardware: str | None):
     from domain.models import Hardware
     from workbench.reference_run import run_reference
+    from workbench.rerun.preflight import target_venv
     from workbench.studies import parse_target
 
     env = {}
@@ -162,7 +163,7 @@ def _run_reference(sdb, slug: str, command: str | None, env_pairs: tuple[str, ..
             raise WorkbenchError(f"--env: {text[:40]!r} must be KEY=VALUE")
         env[key] = value
     given = Hardware(*parse_target(hardware, "--hardware")) if hardware else None
-    return run_reference(sdb, slug, command=command, env=env, venv=venv, timeout=timeout, hardware=given,
+    return run_reference(sdb, slug, command=command, env=env, venv=target_venv(venv), timeout=timeout, hardware=given,
                          reviewer=config.reviewer())
 
 

@@ -24,6 +24,7 @@ from domain.models import Attempt, AttemptSource, AttemptStatus, Command, Hardwa
 from domain.redact import redact_env
 from storage import setup as store
 from storage.database import StudyDatabase
+from workbench.rerun import preflight
 from workbench.studies import check_command, find_migration
 
 
@@ -107,12 +108,15 @@ def run_reference(sdb: StudyDatabase, slug: str, *, command: str | None, env: di
     text = check_command(command) or store.migration_command(sdb.db, migration.id)
     if not text:
         raise WorkbenchError("--command: the migration has no command; give the reference's command here")
+    argv = shlex.split(text)
+    preflight.check_local(Path(migration.repo), migration.base_commit, tuple(argv), ".", env,
+                          {"venv": venv} if venv else {})  # as the run will start: nothing stored when it cannot
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S")
     runs = sdb.path.resolve().parent / f"{sdb.path.stem}.reference"
     runs.mkdir(parents=True, exist_ok=True)
     run_dir = Path(tempfile.mkdtemp(prefix=f"{slug}-{stamp}-", dir=runs))
     t0 = time.monotonic()
-    measured = _execute(migration, shlex.split(text), run_dir, env, venv, timeout)
+    measured = _execute(migration, argv, run_dir, env, venv, timeout)
     if measured.exit_code != 0:
         raise WorkbenchError(f"--run: the reference run exited with {measured.exit_code}; nothing recorded"
                              f" (output: {measured.log})")

@@ -121,9 +121,11 @@ def start(db_path: Path, job: Job) -> int:
 
 def launch(study: StudyDatabase, spec: JobSpec, reviewer: str, *, checked: bool = False) -> Job:
     """Check that the program can start (JobEnvironmentError naming the fix; skipped when the caller
-    just did), store the job, start its runner."""
+    just did), store the job, start its runner. A relative target venv is read from this process's
+    folder, never the job's worktree."""
     from workbench.rerun import preflight
 
+    spec = preflight.resolved(spec)
     if not checked:
         preflight.check(study.db, spec)
     job = create_job(study.db, study.path, spec, reviewer)
