@@ -7,6 +7,7 @@ that); nothing is written until every check has passed.
 from __future__ import annotations
 
 import inspect
+import math
 from pathlib import Path
 
 import click
@@ -32,8 +33,8 @@ def init(db: Path | None, title: str, slug: str | None, prices: tuple[str, ...],
     table = dict(parse_price(p) for p in prices)
     study = init_study(path, title, table, slug=slug, reviewer=config.reviewer(), staff_hourly_rate=staff_rate)
     click.echo(f"study {clean(study.slug)} created in {clean(str(path))}")
-    click.echo(f"next: workbench migration add {clean(str(path))} SLUG --repo PATH --target ACCEL:CHIPS"
-               " --goal METRIC --direction max|min --reference-value X")
+    click.echo(f"next: workbench migration add {clean(str(path))} SLUG --repo PATH [--base REV] --target ACCEL:CHIPS"
+               " --goal METRIC --direction max|min --command \"...\"")
 
 
 @click.group()
@@ -52,18 +53,21 @@ def _budget_options(fn):
 @click.argument("db", type=DB_PATH)
 @click.argument("slug")
 @click.option("--repo", required=True, type=click.Path(path_type=Path), help="The project's git working tree.")
-@click.option("--base", default="HEAD", show_default=True, help="The original (GPU) code's revision.")
+@click.option("--base", help="The original (GPU) code's revision. Default: the commit before the agent's work"
+              " (the parent of its first trailer-marked commit, the last commit before its first Claude Code"
+              " session, or where HEAD left its upstream branch), shown; refused when none tells.")
 @click.option("--target", required=True, metavar="ACCEL[:CHIPS]", help="e.g. tpu-v5e:4.")
 @click.option("--runtime", default="torch_xla", show_default=True)
 @click.option("--goal", required=True, metavar="METRIC", help="The metric the migration must reach.")
 @click.option("--direction", required=True, type=click.Choice(["max", "min"]), help="max: higher is better.")
-@click.option("--reference-value", required=True, type=float, help="The goal metric's value to meet.")
+@click.option("--reference-value", type=float,
+              help="The goal metric's value to meet. Default: the reference run's last value, once recorded.")
 @click.option("--tolerance", type=float, default=0.0, show_default=True, help="Absolute slack on the wrong side.")
 @click.option("--command", help="The command that runs the project, e.g. \"python train.py\".")
 @click.option("--title", help="A title (default: the slug).")
 @_budget_options
-def migration_add(db: Path, slug: str, repo: Path, base: str, target: str, runtime: str, goal: str,
-                  direction: str, reference_value: float, tolerance: float, command: str | None,
+def migration_add(db: Path, slug: str, repo: Path, base: str | None, target: str, runtime: str, goal: str,
+                  direction: str, reference_value: float | None, tolerance: float, command: str | None,
                   title: str | None, acceptance_level: int | None, **budgets: float | None) -> None:
     """Add a migration of a git project to a study."""
     from domain.models import Budgets
@@ -77,13 +81,16 @@ def migration_add(db: Path, slug: str, repo: Path, base: str, target: str, runti
     )
     sdb = open_existing(db)
     try:
-        made = add_migration(sdb, spec, config.reviewer())
+        made, why = add_migration(sdb, spec, config.reviewer())
     finally:
         sdb.close()
+    value = "(the reference run's, once recorded)" if reference_value is None else f"{made.goal.reference:g}"
     click.echo(f"migration {clean(made.slug)} added: base {made.base_commit[:12]}, target"
                f" {clean(made.target.describe())}, goal {clean(made.goal.metric)} {made.goal.direction.value}"
-               f" {made.goal.reference:g}")
-    click.echo(f"next: workbench reference {clean(str(db))} {clean(made.slug)} --log FILE [--metrics FILE]")
+               f" {value}")
+    if why:
+        click.echo(clean(f"base      {made.base_commit[:12]}: {why} (give --base to choose another)"))
+    click.echo(f"next: workbench reference {clean(str(db))} {clean(made.slug)} --run | --log FILE [--metrics FILE]")
 
 
 @migration.command("edit")
@@ -137,16 +144,24 @@ def reference(db: Path, slug: str, log: Path | None, metrics: Path | None, wall:
 
     if run_it == (log is not None):
         raise WorkbenchError("give either --log FILE (a run's files) or --run (run it here)")
+    from storage.queries import get_migration
+
     sdb = open_existing(db)
     try:
+        found = get_migration(sdb.db, slug)
+        unset = found is not None and math.isnan(found.goal.reference)
         if run_it:
             made = _run_reference(sdb, slug, command, env_pairs, venv, timeout, hardware)
         else:
             made = record_reference(sdb, slug, log=log, metrics=metrics, wall=wall, hardware=hardware,
                                     command=command, reviewer=config.reviewer())
+        goal = get_migration(sdb.db, slug).goal
     finally:
         sdb.close()
     click.echo(f"reference run recorded for {clean(slug)} as attempt {made.seq}")
+    if unset and not math.isnan(goal.reference):
+        click.echo(clean(f"goal      {goal.metric} {goal.direction.value} {goal.reference:g}: the reference value,"
+                         " taken from this run (its last step)"))
 
 
 def _run_reference(sdb, slug: str, command: str | None, env_pairs: tuple[str, ...], venv: str | None,

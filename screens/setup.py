@@ -45,14 +45,15 @@ class NewMigrationForm(RecordForm):
     record_name = "migration"
     FIELDS = (
         ("slug", "Slug (SLUG)", ""), ("repo", "Repository (--repo, a git working tree)", ""),
-        ("base", "Base revision (--base)", "HEAD"), ("target", "Target (--target ACCEL[:CHIPS])", ""),
+        ("base", "Base revision (--base; empty: the commit before the agent's work)", ""),
+        ("target", "Target (--target ACCEL[:CHIPS])", ""),
         ("runtime", "Runtime (--runtime)", "torch_xla"), ("goal", "Goal metric (--goal)", ""),
-        ("reference", "Reference value (--reference-value)", ""),
+        ("reference", "Reference value (--reference-value; empty: the reference run's)", ""),
         ("tolerance", "Tolerance (--tolerance)", "0"), ("command", "Command (--command)", ""),
         ("title", "Title (--title)", ""), ("acceptance", "Acceptance level (--acceptance-level)", "4"),
     )
 
-    REQUIRED = frozenset({"slug", "repo", "target", "goal", "reference"})
+    REQUIRED = frozenset({"slug", "repo", "target", "goal"})
 
     def compose_fields(self) -> ComposeResult:
         for key, label, value in self.FIELDS:
@@ -79,10 +80,10 @@ class NewMigrationForm(RecordForm):
         level = got["acceptance"].strip()
         spec = MigrationSpec(
             slug=got["slug"].strip(), repo=Path(got["repo"].strip()).expanduser(),
-            base=got["base"].strip() or "HEAD", target=got["target"].strip(),
+            base=got["base"].strip() or None, target=got["target"].strip(),
             runtime=got["runtime"].strip() or "torch_xla", goal=got["goal"].strip(),
             direction=str(self.query_one("#new-direction", Select).value),
-            reference_value=finite(got["reference"], "--reference-value"),
+            reference_value=_number(got["reference"], "--reference-value"),
             tolerance=finite(got["tolerance"] or "0", "--tolerance", minimum=0.0),
             command=got["command"].strip() or None, title=got["title"].strip() or None,
             acceptance_level=int(level) if level.isdigit() else 0,
@@ -92,7 +93,7 @@ class NewMigrationForm(RecordForm):
         def save(_db) -> int:
             sdb = open_existing(path)
             try:
-                return add_migration(sdb, spec, config.reviewer()).id
+                return add_migration(sdb, spec, config.reviewer())[0].id
             finally:
                 sdb.close()
 

@@ -136,12 +136,14 @@ class MigrationSpec:
 
     slug: str
     repo: Path
-    base: str
+    base: str | None
+    """None: inferred as the commit before the agent's work (`repos.infer_base`)."""
     target: str
     runtime: str
     goal: str
     direction: str
-    reference_value: float
+    reference_value: float | None
+    """None: taken from the reference run when it is recorded."""
     tolerance: float = 0.0
     command: str | None = None
     title: str | None = None
@@ -157,10 +159,12 @@ def check_budgets(budgets: Budgets) -> Budgets:
     return budgets
 
 
-def check_goal(metric: str, reference: float, direction: str, tolerance: float) -> Goal:
+def check_goal(metric: str, reference: float | None, direction: str, tolerance: float) -> Goal:
+    """The goal; a reference value of None (or NaN: not set yet) is taken from the reference run."""
     if not re.fullmatch(r"[A-Za-z_][\w./-]{0,99}", metric):
         raise WorkbenchError(f"--goal: {metric[:40]!r} is not a metric name (letters, digits, '_', '.', '/', '-')")
-    return Goal(metric, finite(reference, "--reference-value"), Direction(direction),
+    value = math.nan if reference is None or math.isnan(reference) else finite(reference, "--reference-value")
+    return Goal(metric, value, Direction(direction),
                 finite(tolerance, "--tolerance", minimum=0.0))
 
 
@@ -176,8 +180,9 @@ def check_command(command: str | None) -> str | None:
     return redact(command)
 
 
-def add_migration(sdb: StudyDatabase, spec: MigrationSpec, reviewer: str) -> Migration:
-    """Check everything, then write the migration in one audited transaction."""
+def add_migration(sdb: StudyDatabase, spec: MigrationSpec, reviewer: str) -> tuple[Migration, str | None]:
+    """Check everything, then write the migration in one audited transaction. Also why the base
+    is that commit when it was inferred (None when --base named it)."""
     slug = slug_of(spec.slug, "SLUG")
     if queries.get_migration(sdb.db, slug) is not None:
         raise WorkbenchError(f"SLUG: migration {slug!r} already exists; change it with `workbench migration edit`")
@@ -186,14 +191,27 @@ def add_migration(sdb: StudyDatabase, spec: MigrationSpec, reviewer: str) -> Mig
         raise WorkbenchError("--acceptance-level: must be from 1 to 5")
     goal = check_goal(spec.goal, spec.reference_value, spec.direction, spec.tolerance)
     command = check_command(spec.command)
-    repo, base = base_commit(spec.repo, spec.base)
+    repo, base, why = _base(spec.repo, spec.base)
     migration = Migration(
         id=0, slug=slug, title=(spec.title or slug).strip() or slug, repo=str(repo), base_commit=base,
         target=Target(accelerator, chips, spec.runtime), goal=goal, budgets=check_budgets(spec.budgets),
         status=MigrationStatus.IN_PROGRESS, acceptance_level=spec.acceptance_level,
     )
     migration_id = store.add_migration(sdb.db, migration, command, reviewer)
-    return dataclasses.replace(migration, id=migration_id)
+    return dataclasses.replace(migration, id=migration_id), why
+
+
+def _base(repo: Path, rev: str | None) -> tuple[Path, str, str | None]:
+    """(root, base SHA, why when inferred): --base as given, else the commit before the agent's work."""
+    from workbench.importers.sessions import find_sessions
+    from workbench.repos import infer_base
+
+    if rev:
+        return (*base_commit(repo, rev), None)
+    root, _ = base_commit(repo, "HEAD")
+    started = next((info.started_at for info in find_sessions(root) if info.started_at), None)
+    sha, why = infer_base(root, started)
+    return root, sha, why
 
 
 def find_migration(sdb: StudyDatabase, slug: str) -> Migration:
@@ -222,7 +240,8 @@ def edit_migration(sdb: StudyDatabase, slug: str, *, target: str | None = None, 
     old = migration.goal
     new_goal = check_goal(goal or old.metric, old.reference if reference_value is None else reference_value,
                           direction or old.direction.value, old.tolerance if tolerance is None else tolerance)
-    changes.update(goal_metric=new_goal.metric, goal_reference=new_goal.reference,
+    changes.update(goal_metric=new_goal.metric,
+                   goal_reference=None if math.isnan(new_goal.reference) else new_goal.reference,
                    goal_direction=new_goal.direction.value, goal_tolerance=new_goal.tolerance)
     new_budgets = _merged_budgets(sdb, migration, budgets or {})
     names = store.update_migration(sdb.db, migration.id, changes, reviewer)

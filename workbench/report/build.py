@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from collections import defaultdict
 from itertools import chain
 from operator import attrgetter
@@ -442,7 +443,8 @@ def _goal_values(goal, metric: str, reference_id: int | None, final: AttemptFact
     valued = [(a.goal_value, a) for a in verified if a.goal_value is not None]
     best = max(valued, key=lambda pair: (sign * pair[0], -pair[1].seq), default=(None, None))[1]
     return GoalValues(
-        metric=metric, direction=goal.direction.value, reference=goal.reference, tolerance=goal.tolerance,
+        metric=metric, direction=goal.direction.value,
+        reference=None if math.isnan(goal.reference) else goal.reference, tolerance=goal.tolerance,
         reference_attempt_id=reference_id,
         final_value=final.goal_value if final else None, final_attempt_id=final.id if final else None,
         best_value=best.goal_value if best else None, best_attempt_id=best.id if best else None,
