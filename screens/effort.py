@@ -111,8 +111,9 @@ class EffortActions(Screen):
         self.app.call_from_thread(self.app.push_screen, form, self._after("intervention"))
 
     def action_decide(self, kind: str) -> None:
-        migration, _, _ = self.effort_target()
-        self.app.push_screen(DecisionForm(migration.id, DecisionKind(kind), migration_title=migration.title),
+        migration, attempt_id, label = self.effort_target()  # the attempt on screen is the run decided on
+        self.app.push_screen(DecisionForm(migration.id, DecisionKind(kind), migration_title=migration.title,
+                                          attempt_id=attempt_id, attempt_label=label),
                              self._after("decision"))
 
     def action_budgets(self) -> None:

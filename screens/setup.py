@@ -38,6 +38,10 @@ def _number(value: str, what: str) -> float | None:
     return finite(value, what) if value.strip() else None
 
 
+TARGETS = ("tpu-v5e:4", "tpu-v5e:8", "tpu-v4:4", "tpu-v6e:4", "cpu:4", "cpu:8")
+"""What the target field completes: TPU kinds, and `cpu:N` for a study run on XLA:CPU (docs/setup.md)."""
+
+
 class NewMigrationForm(RecordForm):
     """`workbench migration add` as a form; dismisses with the new migration's id."""
 
@@ -56,8 +60,14 @@ class NewMigrationForm(RecordForm):
     REQUIRED = frozenset({"slug", "repo", "target", "goal"})
 
     def compose_fields(self) -> ComposeResult:
+        from textual.suggester import SuggestFromList
+
         for key, label, value in self.FIELDS:
             yield Label(label)
+            if key == "target":  # where no TPU is at hand, XLA:CPU devices stand in for its chips
+                yield Input(value, id="new-target", placeholder="tpu-v5e:4, or cpu:4 where XLA:CPU stands in for the TPU",
+                            suggester=SuggestFromList(TARGETS, case_sensitive=False))
+                continue
             yield Input(value, id=f"new-{key}")
             if key == "goal":
                 yield Label("Direction (--direction)")

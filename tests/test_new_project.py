@@ -96,3 +96,132 @@ def test_without_anything_that_tells_the_base_is_asked_for(tmp_path):
     assert rows(db, "SELECT COUNT(*) FROM migration") == [(0,)]
     made = add(db, repo, "--base", "HEAD~1")
     assert made.returncode == 0 and "base      " not in made.stdout  # given, not inferred: nothing to explain
+
+
+# --------------------------------------------------------------------------- decisions and overrides
+
+
+def _study_with_two_runs(tmp_path: Path) -> tuple[Path, Path]:
+    """A migration whose base and two agent commits carry their own logs (ordinary commits)."""
+    repo, db = new_repo(tmp_path / "project"), tmp_path / "s.db"
+    base = commit(repo, {"train.py": TRAIN}, "original")
+    log = "step 1 loss 0.9\nstep 2 loss 0.5 eval_accuracy 0.93\n"
+    metrics = "".join(f'{{"name": "{n}", "step": {st}, "value": {v}}}\n'
+                      for n, st, v in (("loss", 1, 0.9), ("loss", 2, 0.5), ("eval_accuracy", 2, 0.93)))
+    commit(repo, {"train.py": TRAIN + "#1\n", ".workbench/attempt.log": log, ".workbench/metrics.jsonl": metrics},
+           "Port to XLA: matches the GPU run.\n\nAttempt-Exit-Code: 0")
+    commit(repo, {"train.py": TRAIN + "#2\n", ".workbench/attempt.log": "Traceback\nRuntimeError: boom\n"},
+           "Try bf16.\n\nAttempt-Exit-Code: 1")
+    assert workbench("init", str(db), "--title", "T", "--price", "cpu=0.05").returncode == 0
+    steps = [("migration", "add", str(db), "m", "--repo", str(repo), "--base", base, "--target", "cpu:2",
+              "--goal", "eval_accuracy", "--direction", "max", "--command", f"{PYTHON} train.py"),
+             ("reference", str(db), "m", "--run"),
+             ("import", "git", str(repo), "--db", str(db), "--migration", "m"),
+             ("verify", str(db))]
+    for args in steps:
+        done = workbench(*args)
+        assert done.returncode == 0, (args, done.stderr)
+    return db, repo
+
+
+def test_decide_names_the_attempt_and_the_report_takes_it_as_the_final_run(tmp_path):
+    db, _ = _study_with_two_runs(tmp_path)
+    fails_cleanly(workbench("decide", str(db), "m", "accept", "--attempt", "7", "--reason", "x"), "--attempt")
+    fails_cleanly(workbench("decide", str(db), "m", "accept", "--attempt", "0", "--reason", "x"), "reference run")
+    done = workbench("decide", str(db), "m", "accept", "--attempt", "1", "--reason", "the port matches")
+    assert done.returncode == 0 and "decision 1: accept, attempt #1" in done.stdout, done.stderr
+    assert rows(db, "SELECT a.seq FROM decision d JOIN attempt a ON a.id = d.attempt_id") == [(1,)]
+    import json
+
+    report = json.loads(workbench("report", str(db), "--format", "json").stdout)
+    (migration,) = report["migrations"]
+    assert migration["final_run"]["seq"] == 1  # not the latest attempt (2, the crash)
+
+
+def test_override_from_the_cli_counts_alike_in_the_header_verify_and_the_report(tmp_path):
+    import json
+
+    from storage import queries
+    from storage.database import open_study
+
+    db, _ = _study_with_two_runs(tmp_path)
+    fails_cleanly(workbench("override", str(db), "m", "9", "--level", "1", "--outcome", "fail",
+                            "--justification", "x"), "no attempt 9")
+    # attempt 1 passed level 1; the reviewer saw the run die later in its full log
+    done = workbench("override", str(db), "m", "1", "--level", "1", "--outcome", "fail",
+                     "--justification", "the full log ends in an OOM")
+    assert done.returncode == 0 and "L1 pass -> fail" in done.stdout, done.stderr
+    study = open_study(db)
+    try:
+        (summary,) = queries.migration_summaries(study.db)
+        header = (summary.failed, summary.highest_level, summary.over_claims)
+        totals = queries.study_totals(study.db)
+    finally:
+        study.close()
+    report = json.loads(workbench("report", str(db), "--format", "json").stdout)["totals"]
+    table = workbench("verify", str(db)).stdout.splitlines()
+    levels = {line.split()[1]: line.split()[3] for line in table[1:] if line.split()[:1] == ["m"]}
+    assert header[0] == totals["failed"] == report["failed"]["n"] == 2  # both attempts now fail
+    assert levels == {"1": "0", "2": "0"} and header[1] == 0
+    assert header[2] == totals["over_claims"] == report["over_claims"]["n"]
+
+
+# --------------------------------------------------------------------------- re-runs and evidence
+
+
+def test_a_reruns_diff_compares_with_the_attempt_it_reran(bundle, tmp_path):
+    """#3 re-ran #1 after #2 was made: its Diff is against #1 (same code), not the row before it
+    (#2, a later commit); #4, the agent's next step, compares with #2, not with the re-run."""
+    from screens.navigation import AttemptCursor
+    from storage import queries
+    from storage.database import open_study
+    from workbench.bundle import import_bundle
+
+    folder, shas = bundle.add_migration("mlp", commits=4)
+    bundle.write_attempts(folder, [bundle.attempt(0, shas[0]), bundle.attempt(1, shas[1]), bundle.attempt(2, shas[2]),
+                                   bundle.attempt(3, shas[1], source="rerun", rerun_of=1),
+                                   bundle.attempt(4, shas[3])])
+    study = open_study(tmp_path / "s.db", create=True)
+    try:
+        assert not import_bundle(study, bundle.root, "ana").problems
+        mid = queries.get_migration(study.db, "mlp").id
+        cursor = AttemptCursor(rows=queries.attempt_summaries(study.db, mid))
+        ids = {s.attempt.seq: s.attempt.id for s in cursor.rows}
+        assert cursor.previous_commit(ids[3]) == (1, shas[1])
+        assert cursor.previous_commit(ids[4]) == (2, shas[2])
+        assert queries.previous_agent_commit(study.db, mid, 3) == (1, shas[1])
+        assert queries.previous_agent_commit(study.db, mid, 4) == (2, shas[2])
+    finally:
+        study.close()
+
+
+def test_an_attempt_without_evidence_is_not_an_over_claim(tmp_path):
+    """An ordinary commit whose message claims a level, imported with no log and no exit code:
+    its levels are unknown, and unknown is not below expectation."""
+    import json
+
+    from storage import queries
+    from storage.database import open_study
+
+    repo, db = new_repo(tmp_path / "project"), tmp_path / "s.db"
+    base = commit(repo, {"train.py": TRAIN}, "original")
+    commit(repo, {"train.py": TRAIN + "# xla\n"}, "Runs on 4 TPU chips now and matches the GPU accuracy.")
+    assert workbench("init", str(db), "--title", "T").returncode == 0
+    for args in (("migration", "add", str(db), "m", "--repo", str(repo), "--base", base, "--target", "tpu-v5e:4",
+                  "--goal", "eval_accuracy", "--direction", "max", "--reference-value", "0.9",
+                  "--command", "python train.py"),
+                 ("import", "git", str(repo), "--db", str(db), "--migration", "m")):
+        done = workbench(*args)
+        assert done.returncode == 0, (args, done.stderr)
+    table = workbench("verify", str(db)).stdout.splitlines()
+    assert rows(db, "SELECT expected_level IS NOT NULL, log_id, exit_code FROM attempt") == [(1, None, None)]
+    column = slice(table[0].index("over-claim"), table[0].index("time"))
+    assert table[1].split()[:4] == ["m", "1", "?????", "0"] and table[1][column].strip() == ""
+    study = open_study(db)
+    try:
+        (summary,) = queries.migration_summaries(study.db)
+        assert summary.over_claims == 0 and queries.study_totals(study.db)["over_claims"] == 0
+    finally:
+        study.close()
+    report = json.loads(workbench("report", str(db), "--format", "json").stdout)["totals"]
+    assert report["over_claims"]["n"] == 0

@@ -229,7 +229,9 @@ def test_a_study_from_nothing_with_only_the_new_commands(tmp_path: Path, project
     assert totals["migrations"]["n"] == 1
     assert totals["attempts"]["n"] == 3 and totals["verified"]["n"] == 3
     assert totals["failed"]["n"] == 2 and totals["silent"]["n"] == 1
-    assert totals["over_claims"]["n"] == 1
+    # the claim "reaches the target accuracy on the TPU": level 3 (the hardware) is unknown from a
+    # transcript, and unknown is not below expectation (issue 38): no over-claim
+    assert totals["over_claims"]["n"] == 0
     (migration,) = json.loads(report.stdout)["migrations"]
     assert migration["reference_attempt_id"] is not None
     assert rows(db, "SELECT COUNT(*) FROM attempt WHERE agent_id = 'a77'") == [(1,)]

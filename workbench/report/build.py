@@ -325,8 +325,8 @@ def _attempt_facts(row, migration, prices, verdicts, texts, costs, measured) -> 
         failed_automated=failed_auto,
         silent=failed_eff and no_error,
         silent_automated=failed_auto and no_error,
-        over_claim=bool(over_claim(expected, level_eff or 0, verified=verified)),  # unverified: None, unread
-        over_claim_automated=bool(over_claim(expected, level_auto or 0, verified=verified)),
+        over_claim=bool(over_claim(expected, dict(zip(LEVELS, eff)), verified=verified)),  # None: not counted
+        over_claim_automated=bool(over_claim(expected, dict(zip(LEVELS, auto)), verified=verified)),
         passes_level1=verified and eff[0] == "pass",
         failure_id=row["failure_id"],
         cause=row["failure_cause"],
