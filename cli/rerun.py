@@ -77,6 +77,8 @@ def rerun(db: Path, migration: str, attempt: int, backend: str, host: str | None
         click.echo(clean(f"backend   {where}, {plural(spec.chips, 'chip')} of {spec.accelerator}"))
         click.echo(clean(f"directory {spec.cwd}"))
         click.echo(clean("env       " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(spec.env.items()))))
+        if spec.options.get("setup"):
+            click.echo(clean(f"setup     {spec.options['setup']} (the migration's, first, in the worktree)"))
         if spec.options.get("venv"):
             click.echo(clean(f"venv      {spec.options['venv']}"))
         click.echo(clean(f"command   {shlex.join(spec.argv)}"))

@@ -49,6 +49,14 @@ def _budget_options(fn):
     return click.option("--acceptance-level", type=int, help="Ladder level required to accept, 1-5.")(fn)
 
 
+def _run_options(fn):
+    fn = click.option("--shell", is_flag=True,
+                      help="The --command needs a shell (&&, pipes, globs): it runs as sh -c COMMAND.")(fn)
+    return click.option("--setup", metavar="LINE",
+                        help="A shell line run in each re-run's worktree (and the reference run's) before the"
+                             " command: prepare the data git ignores, install the project. Edit: \"\" clears it.")(fn)
+
+
 @migration.command("add")
 @click.argument("db", type=DB_PATH)
 @click.argument("slug")
@@ -64,18 +72,20 @@ def _budget_options(fn):
               help="The goal metric's value to meet. Default: the reference run's last value, once recorded.")
 @click.option("--tolerance", type=float, default=0.0, show_default=True, help="Absolute slack on the wrong side.")
 @click.option("--command", help="The command that runs the project, e.g. \"python train.py\".")
+@_run_options
 @click.option("--title", help="A title (default: the slug).")
 @_budget_options
 def migration_add(db: Path, slug: str, repo: Path, base: str | None, target: str, runtime: str, goal: str,
                   direction: str, reference_value: float | None, tolerance: float, command: str | None,
-                  title: str | None, acceptance_level: int | None, **budgets: float | None) -> None:
+                  setup: str | None, shell: bool, title: str | None, acceptance_level: int | None,
+                  **budgets: float | None) -> None:
     """Add a migration of a git project to a study."""
     from domain.models import Budgets
     from workbench.studies import MigrationSpec, add_migration, open_existing
 
     spec = MigrationSpec(
         slug=slug, repo=repo, base=base, target=target, runtime=runtime, goal=goal, direction=direction,
-        reference_value=reference_value, tolerance=tolerance, command=command, title=title,
+        reference_value=reference_value, tolerance=tolerance, command=command, setup=setup, shell=shell, title=title,
         acceptance_level=4 if acceptance_level is None else acceptance_level,
         budgets=Budgets(**{k.removeprefix("budget_"): v for k, v in budgets.items()}),
     )
@@ -103,6 +113,7 @@ def migration_add(db: Path, slug: str, repo: Path, base: str | None, target: str
 @click.option("--reference-value", type=float)
 @click.option("--tolerance", type=float)
 @click.option("--command")
+@_run_options
 @click.option("--title")
 @_budget_options
 def migration_edit(db: Path, slug: str, acceptance_level: int | None, **given: object) -> None:

@@ -134,3 +134,14 @@ def result_line(result: JobResult) -> str:
     if result.cause:
         text += f", cause {result.cause}{' (silent)' if result.silent else ''}"
     return text
+
+
+def with_setup(argv: tuple[str, ...] | list[str], setup: str | None) -> list[str]:
+    """The command as a run starts it: the migration's setup line first (prepare data git
+    ignores, install the project) in the same folder and shell, stopping the run when it fails,
+    then the command itself in its place (`exec`), so its exit code is the run's."""
+    import shlex
+
+    if not setup or not setup.strip():
+        return list(argv)
+    return ["sh", "-c", f"set -e\n{setup.strip()}\nexec {shlex.join(argv)}"]

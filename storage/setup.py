@@ -29,9 +29,10 @@ def create_study(db: Database, study: Study, reviewer: str) -> None:
         records.audit(db, reviewer, "insert", "study", 1, row)
 
 
-def add_migration(db: Database, migration: Migration, command: str | None, reviewer: str) -> int:
+def add_migration(db: Database, migration: Migration, command: str | None, reviewer: str,
+                  setup: str | None = None) -> int:
     """A new migration row; the caller has checked the slug is free (the unique index holds)."""
-    row = {**migration_to_row(migration), "command": command}
+    row = {**migration_to_row(migration), "command": command, "setup": setup}
     with records.immediate(db):
         migration_id = records.insert_row(db, "migration", row)
         records.audit(db, reviewer, "insert", "migration", migration_id, row)
@@ -40,6 +41,12 @@ def add_migration(db: Database, migration: Migration, command: str | None, revie
 
 def migration_command(db: Database, migration_id: int) -> str | None:
     row = db.execute("SELECT command FROM migration WHERE id = ?", [migration_id]).fetchone()
+    return row[0] if row else None
+
+
+def migration_setup(db: Database, migration_id: int) -> str | None:
+    """The shell line run in each re-run's worktree before the command (None: none)."""
+    row = db.execute("SELECT setup FROM migration WHERE id = ?", [migration_id]).fetchone()
     return row[0] if row else None
 
 

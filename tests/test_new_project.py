@@ -4,6 +4,7 @@ real SQLite files, the CLI as a subprocess."""
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import sqlite3
@@ -225,3 +226,57 @@ def test_an_attempt_without_evidence_is_not_an_over_claim(tmp_path):
         study.close()
     report = json.loads(workbench("report", str(db), "--format", "json").stdout)["totals"]
     assert report["over_claims"]["n"] == 0
+
+
+# --------------------------------------------------------------------------- setup and shell
+
+PREPARE = ("import pathlib\npathlib.Path('data').mkdir(exist_ok=True)\n"
+           "pathlib.Path('data/acc.txt').write_text('0.93\\n')\nprint('prepared')\n")
+TRAIN_ON_DATA = ("import pathlib\nacc = pathlib.Path('data/acc.txt').read_text().strip()\n"
+                 "print('step 1 loss 0.9')\nprint(f'step 2 loss 0.5 eval_accuracy {acc}')\n")
+
+
+def _project_with_prepared_data(tmp_path: Path) -> tuple[Path, str]:
+    """Data made by a prepare script and ignored by git: present in the user's tree only."""
+    repo = new_repo(tmp_path / "project")
+    base = commit(repo, {".gitignore": "data/\n", "prepare.py": PREPARE, "train.py": TRAIN_ON_DATA}, "original")
+    commit(repo, {"train.py": TRAIN_ON_DATA + "# ported\n"}, "port to XLA")
+    subprocess.run([sys.executable, "prepare.py"], cwd=repo, check=True, capture_output=True)
+    return repo, base
+
+
+def test_the_migrations_setup_runs_in_each_worktree_before_the_command(tmp_path):
+    repo, base = _project_with_prepared_data(tmp_path)
+    db = tmp_path / "s.db"
+    assert workbench("init", str(db), "--title", "T").returncode == 0
+    for args in (("migration", "add", str(db), "m", "--repo", str(repo), "--base", base, "--target", "cpu",
+                  "--goal", "eval_accuracy", "--direction", "max", "--command", f"{PYTHON} train.py",
+                  "--setup", f"{PYTHON} prepare.py"),
+                 ("reference", str(db), "m", "--run"),
+                 ("import", "git", str(repo), "--db", str(db), "--migration", "m")):
+        done = workbench(*args)
+        assert done.returncode == 0, (args, done.stderr)
+    ran = workbench("rerun", str(db), "m", "1", "--yes", "--wait")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert f"setup     {PYTHON} prepare.py" in ran.stdout and "prepared" in ran.stdout
+    assert rows(db, "SELECT source, status, argv FROM attempt WHERE source = 'rerun'") == [
+        ("rerun", "ok", json.dumps([sys.executable, "train.py"]))]  # the command as recorded, not the wrapper
+    assert rows(db, "SELECT goal_reference FROM migration") == [(0.93,)]
+    cleared = workbench("migration", "edit", str(db), "m", "--setup", "")
+    assert cleared.returncode == 0 and "setup" in cleared.stdout
+    assert rows(db, "SELECT setup FROM migration") == [(None,)]
+
+
+def test_a_command_that_needs_a_shell(tmp_path):
+    repo, base = _project_with_prepared_data(tmp_path)
+    db = tmp_path / "s.db"
+    line = f"{PYTHON} prepare.py && {PYTHON} train.py"
+    assert workbench("init", str(db), "--title", "T").returncode == 0
+    for args in (("migration", "add", str(db), "m", "--repo", str(repo), "--base", base, "--target", "cpu",
+                  "--goal", "eval_accuracy", "--direction", "max", "--command", line, "--shell"),
+                 ("reference", str(db), "m", "--run"),
+                 ("import", "git", str(repo), "--db", str(db), "--migration", "m")):
+        done = workbench(*args)
+        assert done.returncode == 0, (args, done.stderr)
+    assert rows(db, "SELECT argv FROM attempt ORDER BY seq") == [(json.dumps(["sh", "-c", line]),)] * 2
+    fails_cleanly(workbench("migration", "edit", str(db), "m", "--shell"), "--shell", "--command")

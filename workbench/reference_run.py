@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from domain.errors import WorkbenchError
+from domain.jobs import with_setup
 from domain.models import Attempt, AttemptSource, AttemptStatus, Command, Hardware, Migration
 from domain.redact import redact_env
 from storage import setup as store
@@ -44,8 +45,9 @@ def _iso_now() -> str:
 
 
 def _execute(migration: Migration, argv: list[str], run_dir: Path, env: dict[str, str], venv: str | None,
-             timeout: float | None) -> Measured:
-    """Check the base commit out, run the command there with the probe, remove the checkout."""
+             timeout: float | None, setup: str | None = None) -> Measured:
+    """Check the base commit out, run the command there (after the migration's setup line) with
+    the probe, remove the checkout."""
     from workbench import probe
     from workbench.rerun import backends, worktree
 
@@ -53,7 +55,7 @@ def _execute(migration: Migration, argv: list[str], run_dir: Path, env: dict[str
     worktree.add(Path(migration.repo), migration.base_commit, tree)
     try:
         ctx = backends.Context(
-            job_id=0, commit=migration.base_commit, worktree=tree, job_dir=run_dir, argv=argv, cwd=".",
+            job_id=0, commit=migration.base_commit, worktree=tree, job_dir=run_dir, argv=with_setup(argv, setup), cwd=".",
             env=env, chips=migration.target.chips, host=None, zone=None, options={"venv": venv} if venv else {},
         )
         run_argv, run_env, cwd = backends.Local().main(ctx)
@@ -116,7 +118,7 @@ def run_reference(sdb: StudyDatabase, slug: str, *, command: str | None, env: di
     runs.mkdir(parents=True, exist_ok=True)
     run_dir = Path(tempfile.mkdtemp(prefix=f"{slug}-{stamp}-", dir=runs))
     t0 = time.monotonic()
-    measured = _execute(migration, argv, run_dir, env, venv, timeout)
+    measured = _execute(migration, argv, run_dir, env, venv, timeout, store.migration_setup(sdb.db, migration.id))
     if measured.exit_code != 0:
         raise WorkbenchError(f"--run: the reference run exited with {measured.exit_code}; nothing recorded"
                              f" (output: {measured.log})")

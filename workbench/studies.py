@@ -146,6 +146,10 @@ class MigrationSpec:
     """None: taken from the reference run when it is recorded."""
     tolerance: float = 0.0
     command: str | None = None
+    setup: str | None = None
+    """A shell line run in each re-run's worktree (and the reference run's) before the command."""
+    shell: bool = False
+    """The command needs a shell (`prepare && train`, pipes, globs): it is run as `sh -c COMMAND`."""
     title: str | None = None
     acceptance_level: int = 4
     budgets: Budgets = Budgets()
@@ -168,9 +172,13 @@ def check_goal(metric: str, reference: float | None, direction: str, tolerance: 
                 finite(tolerance, "--tolerance", minimum=0.0))
 
 
-def check_command(command: str | None) -> str | None:
+def check_command(command: str | None, shell: bool = False) -> str | None:
+    """The command as stored (secrets redacted); with `shell`, as `sh -c COMMAND`, so every run of
+    it (reference, imported commits, re-runs) is one argv that a shell reads."""
     if command is None:
         return None
+    if shell and command.strip():
+        command = shlex.join(["sh", "-c", command.strip()])
     try:
         words = shlex.split(command)
     except ValueError as exc:
@@ -178,6 +186,13 @@ def check_command(command: str | None) -> str | None:
     if not words:
         raise WorkbenchError("--command: must not be empty")
     return redact(command)
+
+
+def check_setup(setup: str | None) -> str | None:
+    """The setup line as stored: None for none (an empty one clears it), secrets redacted."""
+    if setup is None or not setup.strip():
+        return None
+    return redact(setup.strip())
 
 
 def add_migration(sdb: StudyDatabase, spec: MigrationSpec, reviewer: str) -> tuple[Migration, str | None]:
@@ -190,14 +205,15 @@ def add_migration(sdb: StudyDatabase, spec: MigrationSpec, reviewer: str) -> tup
     if not 1 <= spec.acceptance_level <= 5:
         raise WorkbenchError("--acceptance-level: must be from 1 to 5")
     goal = check_goal(spec.goal, spec.reference_value, spec.direction, spec.tolerance)
-    command = check_command(spec.command)
+    command = check_command(spec.command, spec.shell)
+    setup = check_setup(spec.setup)
     repo, base, why = _base(spec.repo, spec.base)
     migration = Migration(
         id=0, slug=slug, title=(spec.title or slug).strip() or slug, repo=str(repo), base_commit=base,
         target=Target(accelerator, chips, spec.runtime), goal=goal, budgets=check_budgets(spec.budgets),
         status=MigrationStatus.IN_PROGRESS, acceptance_level=spec.acceptance_level,
     )
-    migration_id = store.add_migration(sdb.db, migration, command, reviewer)
+    migration_id = store.add_migration(sdb.db, migration, command, reviewer, setup=setup)
     return dataclasses.replace(migration, id=migration_id), why
 
 
@@ -224,6 +240,7 @@ def find_migration(sdb: StudyDatabase, slug: str) -> Migration:
 def edit_migration(sdb: StudyDatabase, slug: str, *, target: str | None = None, runtime: str | None = None,
                    goal: str | None = None, direction: str | None = None, reference_value: float | None = None,
                    tolerance: float | None = None, command: str | None = None, title: str | None = None,
+                   setup: str | None = None, shell: bool = False,
                    budgets: dict[str, float | None] | None = None, reviewer: str) -> list[str]:
     """Change what was given, audited; budgets go through the budget history the effort rules read.
     Returns the names of the columns that changed."""
@@ -236,7 +253,11 @@ def edit_migration(sdb: StudyDatabase, slug: str, *, target: str | None = None, 
     if title is not None and title.strip():
         changes["title"] = title.strip()
     if command is not None:
-        changes["command"] = check_command(command)
+        changes["command"] = check_command(command, shell)
+    elif shell:
+        raise WorkbenchError("--shell: give the --command it applies to")
+    if setup is not None:
+        changes["setup"] = check_setup(setup)
     old = migration.goal
     new_goal = check_goal(goal or old.metric, old.reference if reference_value is None else reference_value,
                           direction or old.direction.value, old.tolerance if tolerance is None else tolerance)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -151,7 +152,7 @@ class GitHistoryImporter:
         raw = _git(self.repo, "show", "-s", "--format=%aI%x00%cI%x00%B", sha).decode("utf-8", errors="replace")
         author_date, commit_date, message = raw.split("\0", 2)
         claim, trailers = parse_message(message)
-        command = trailers.get("attempt-command") or self.command
+        command = trailers.get("attempt-command")
         exit_code = _int(trailers, "attempt-exit-code")
         level = _int(trailers, "attempt-expected-level")
         if level is not None and not 1 <= level <= 5:
@@ -165,7 +166,8 @@ class GitHistoryImporter:
             raise BadCommit(f"Attempt-Status {status_text!r:.40} is not one of "
                             f"{', '.join(s.value for s in AttemptStatus)}") from None
         claim = redact(claim)
-        argv, env = command_parts(command) if command else ((), {})
+        # a trailer is a shell line as the agent typed it; the migration's command is an argv line
+        argv, env = command_parts(command) if command else (tuple(shlex.split(self.command or "")), {})
         key = {"migration_id": self.migration.id, "external_id": f"git:{sha}"}
         existing = imports.seq_of(self.db, self.migration.id, key["external_id"])
         seq = existing if existing is not None else next_seq

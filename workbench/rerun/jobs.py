@@ -77,13 +77,22 @@ def env_changes(recorded: dict[str, str], env: dict[str, str], differ: list[EnvD
 def spec_for(db: Database, attempt: Attempt, backend: str, *, chips: int | None = None, **kwargs: Any) -> JobSpec:
     """The launcher's starting point: the attempt's command and environment, the migration's target,
     and the backend's defaults for variables the attempt did not record."""
+    import shlex
+
+    from storage.setup import migration_command, migration_setup
+
     target_chips, target_kind = migration_target(db, attempt.migration_id)
     hw = attempt.intended_hardware
     chips = chips or (hw.count if hw else target_chips) or 1
     env, _ = environment(attempt.command.env, backend, chips, kwargs.get("options"))
+    setup = migration_setup(db, attempt.migration_id)
+    if setup:  # the migration's setup line, run in the job's worktree before the command
+        kwargs["options"] = {"setup": setup, **(kwargs.get("options") or {})}
+    # an attempt recorded without a command (a bundle's, a transcript's lost call) runs the migration's
+    argv = attempt.command.argv or tuple(shlex.split(migration_command(db, attempt.migration_id) or ""))
     return JobSpec(
         migration_id=attempt.migration_id, attempt_id=attempt.id, backend=backend,
-        argv=attempt.command.argv, cwd=attempt.command.cwd, env=env, chips=chips,
+        argv=argv, cwd=attempt.command.cwd, env=env, chips=chips,
         accelerator=kwargs.pop("accelerator", None) or (hw.kind if hw else target_kind), **kwargs,
     )
 
