@@ -49,6 +49,8 @@ class RerunLauncher(ModalScreen[int | None]):
         self.attempt = attempt
         self.differ: list = []
         """The recorded variables the chosen backend would set otherwise (jobs.EnvDifference)."""
+        self.launching = False
+        """The pre-flight and the job's start are under way: Run is off, so one press makes one job."""
 
     def compose(self) -> ComposeResult:
         from workbench.rerun.jobs import environment
@@ -88,7 +90,33 @@ class RerunLauncher(ModalScreen[int | None]):
                 yield Button("Cancel", id="rerun-close")
 
     def on_mount(self) -> None:
+        from screens.typeahead import focus_now
+
         self._show_differences()
+        focus_now(self.query_one("#rerun-argv", TextArea))  # typing goes to the command, as the form opens
+        if not self.attempt.command.argv:
+            self._offer_migration_command()
+
+    @work(thread=True, exit_on_error=False, group="rerun-offer")
+    def _offer_migration_command(self) -> None:
+        """An attempt recorded without a command: the migration's is offered (what `workbench rerun`
+        runs too); nothing runs until Run."""
+        import shlex
+
+        from screens.data import reading
+        from storage.setup import migration_command
+
+        with reading(self.db_path) as db:
+            argv = shlex.split(migration_command(db, self.migration.id) or "")
+        self.app.call_from_thread(self._offer, argv)
+
+    def _offer(self, argv: list[str]) -> None:
+        area = self.query_one("#rerun-argv", TextArea)
+        if argv and not area.text.strip():
+            area.text = "\n".join(argv)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return not (action == "run" and self.launching)
 
     def _show_differences(self) -> None:
         """Each recorded variable the backend would set otherwise, and why; the checkbox is the
@@ -162,12 +190,22 @@ class RerunLauncher(ModalScreen[int | None]):
 
     @on(Button.Pressed, "#rerun-go")
     def action_run(self) -> None:
+        if self.launching:
+            return
         try:
             spec = self._spec()
         except ValueError as exc:
             self.query_one("#rerun-error", Static).update(text(str(exc)))
             return
+        self._launching(True)
+        self.query_one("#rerun-error", Static).update(
+            text("Checking that the target environment can start it (pre-flight)…", "italic"))
         self._launch(spec)
+
+    def _launching(self, on: bool) -> None:
+        self.launching = on
+        self.query_one("#rerun-go", Button).disabled = on
+        self.refresh_bindings()
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="rerun-launch")
     def _launch(self, spec) -> None:
@@ -182,9 +220,13 @@ class RerunLauncher(ModalScreen[int | None]):
             finally:
                 study.close()
         except Exception as exc:  # shown on the form; the form stays open with what was typed
-            self.app.call_from_thread(self.query_one("#rerun-error", Static).update, text(describe_error(exc)))
+            self.app.call_from_thread(self._failed, describe_error(exc))
             return
         self.app.call_from_thread(self.dismiss, job.id)
+
+    def _failed(self, problem: str) -> None:
+        self._launching(False)
+        self.query_one("#rerun-error", Static).update(text(problem))
 
     @on(Button.Pressed, "#rerun-close")
     def action_cancel(self) -> None:

@@ -61,3 +61,62 @@ async def test_the_migration_forms_target_offers_cpu_n(tmp_path: Path) -> None:
         await pilot.pause()
         await pilot.press("c", "right")  # the suggestion, accepted
         await until(pilot, lambda: target.value == "cpu:4")
+
+
+async def test_the_launcher_offers_the_migrations_command_takes_typing_and_runs_once(tmp_path: Path) -> None:
+    """An attempt recorded without a command gets the migration's; the command box has the focus
+    (also after Cancel and r again); Run is off while the pre-flight runs: two presses, one job."""
+    import asyncio
+
+    from textual.widgets import Button, Input, TextArea
+
+    from screens.rerun import JobScreen, RerunLauncher, open_launcher
+    from storage import queries
+    from storage.database import open_study
+    from storage.setup import update_migration
+    from tests.rerun_helpers import attempt, study_with_script
+
+    from tests.rerun_helpers import TRAIN
+    from tests.test_target_paths import fake_venv
+
+    slow = fake_venv(tmp_path / "slow-venv")  # its python waits 2 s: the pre-flight takes that long
+    python = slow / "bin" / "python"
+    python.write_text(python.read_text().replace("echo venv-marker", "sleep 2; echo venv-marker"))
+    study = study_with_script(tmp_path, "import torch\n" + TRAIN)
+    migration = queries.get_migration(study.db, "toy")
+    update_migration(study.db, migration.id, {"command": "python train.py 3"}, "ana")
+    study.db.execute("UPDATE attempt SET argv = '[]' WHERE seq = 1")
+    study.db.conn.commit()
+    a = attempt(study, "toy", 1)
+    study.close()
+    app = WorkbenchApp(tmp_path / "study.db")
+    async with app.run_test(size=(120, 50)) as pilot:
+        await pilot.pause(0.3)
+        open_launcher(app.screen, migration, a)
+        await until(pilot, lambda: isinstance(app.screen, RerunLauncher) and app.screen.query("#rerun-argv"))
+        area = app.screen.query_one("#rerun-argv", TextArea)
+        await until(pilot, lambda: area.text.splitlines() == ["python", "train.py", "3"])
+        assert app.focused is area
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, RerunLauncher))
+        open_launcher(app.screen, migration, a)
+        await until(pilot, lambda: isinstance(app.screen, RerunLauncher) and app.screen.query("#rerun-argv"))
+        launcher = app.screen
+        area = launcher.query_one("#rerun-argv", TextArea)
+        await until(pilot, lambda: area.text.startswith("python"))
+        launcher.query_one("#rerun-venv", Input).value = str(slow)
+        area.move_cursor(area.document.end)
+        await pilot.press("0")  # typed keys reach the command: 3 -> 30
+        await until(pilot, lambda: area.text.splitlines()[-1] == "30")
+        await pilot.press("ctrl+r")
+        assert launcher.query_one("#rerun-go", Button).disabled and "pre-flight" in screen_text(app)
+        await pilot.press("ctrl+r")
+        launcher.query_one("#rerun-go", Button).press()
+        await until(pilot, lambda: isinstance(app.screen, JobScreen), timeout=30)
+        await asyncio.sleep(1.0)
+    s = open_study(tmp_path / "study.db")
+    try:
+        assert [j.spec.argv for j in __import__("workbench.rerun.jobs", fromlist=["list_jobs"]).list_jobs(s.db)] == [
+            ("python", "train.py", "30")]
+    finally:
+        s.close()

@@ -19,6 +19,7 @@ from domain.errors import WorkbenchError
 from domain.jobs import QUEUED_GRACE_S, Job, JobSpec, JobState
 from domain.models import Attempt
 from storage.jobs import get_job, insert_job, list_jobs, migration_target, stored_result, update_job
+from storage.setup import migration_setup as store_setup
 from storage.sqlite import Database
 
 if TYPE_CHECKING:
@@ -135,6 +136,9 @@ def launch(study: StudyDatabase, spec: JobSpec, reviewer: str, *, checked: bool 
     from workbench.rerun import preflight
 
     spec = preflight.resolved(spec)
+    setup = None if "setup" in spec.options else store_setup(study.db, spec.migration_id)
+    if setup:  # the app's launcher builds its spec itself: the migration's setup runs all the same
+        spec = with_changes(spec, options={**spec.options, "setup": setup})
     if not checked:
         preflight.check(study.db, spec)
     job = create_job(study.db, study.path, spec, reviewer)
