@@ -23,6 +23,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Checkbox, Label, Log, ProgressBar, Select, Static
 
 from domain.costs import parse_time
+from domain.jobs import progress_text
 from domain.models import Attempt, Migration
 from domain.text import clean, plural
 from screens.data import describe_error, reading
@@ -249,6 +250,10 @@ class JobScreen(Screen[None]):
         self.read_offset = 0
         self.done = False
         self.cancel_armed = 0.0
+        self.step: int | None = None
+        """The largest step the output showed so far."""
+        self.total: tuple[int, bool] | None = None
+        """(steps in all, taken from the reference run): `step N/M` as printed, else the reference's."""
 
     def compose(self) -> ComposeResult:
         yield Static(text(f"job {self.job_id}"), id="job-status")
@@ -267,7 +272,7 @@ class JobScreen(Screen[None]):
     @work(thread=True, exclusive=True, exit_on_error=False, group="job-poll")
     def _read(self) -> None:
         from domain.jobs import result_line
-        from storage.jobs import job_result
+        from storage.jobs import job_result, reference_steps
         from workbench import config
         from workbench.blind import sight
         from workbench.rerun import jobs
@@ -281,6 +286,9 @@ class JobScreen(Screen[None]):
             found = None if job.active else sight(db, config.reviewer(), attempts=[job.result_attempt_id]
                                                   ).job_result(job.result_attempt_id, job_result(db, job))
             result = "" if found is None else " · " + result_line(found)
+            if self.total is None:  # read once: the reference run's steps, for the estimate
+                reference = reference_steps(db, job.spec.migration_id)
+                self.total = (reference, True) if reference else (0, False)
         self.app.call_from_thread(self._show, job, data, offset, result)
 
     def _show(self, job, data: bytes, offset: int, result: str) -> None:
@@ -292,15 +300,24 @@ class JobScreen(Screen[None]):
             self.query_one(Log).write_lines(lines)
             found = jobs.progress(data)
             if found:
+                self.total = (found[1], False)  # the program's own total wins over the reference's
+            seen = jobs.steps_seen(data)
+            if seen is not None:
+                self.step = max(self.step or 0, seen)
+            if self.step and self.total and self.total[0]:
                 bar = self.query_one(ProgressBar)
-                bar.update(total=found[1], progress=found[0])
-        elapsed = ""
+                bar.update(total=self.total[0], progress=min(self.step, self.total[0]))
+        elapsed, seconds = "", 0.0
         if job.wall_seconds is not None:
             elapsed = f"{job.wall_seconds:.1f} s"
         elif (start := parse_time(job.started_at)) is not None:
-            elapsed = f"{(datetime.datetime.now(datetime.UTC) - start).total_seconds():.0f} s"
+            seconds = (datetime.datetime.now(datetime.UTC) - start).total_seconds()
+            elapsed = f"{seconds:.0f} s"
         where = job.spec.backend + (f" {job.spec.host}" if job.spec.host else "")
         line = f"job {job.id} · {job.state.value} · {where} · {plural(job.spec.chips, 'chip')} · {elapsed}"
+        if job.active and self.step:
+            total, from_reference = self.total or (0, False)
+            line += " · " + progress_text(self.step, total or None, seconds, total_from_reference=from_reference)
         changed = job.spec.options.get("env_changes") or []
         if changed:
             line += " · environment changed: " + ", ".join(f"{c['name']} {c['recorded']}→{c['used']}" for c in changed)

@@ -120,3 +120,39 @@ async def test_the_launcher_offers_the_migrations_command_takes_typing_and_runs_
             ("python", "train.py", "30")]
     finally:
         s.close()
+
+
+async def test_a_long_rerun_shows_steps_elapsed_and_an_estimate_from_the_reference(tmp_path: Path) -> None:
+    """Its own log format (`step N: train loss X`, no total): the steps seen, and the time left
+    from the pace so far and the reference run's 40 steps."""
+    from textual.widgets import ProgressBar, Static
+
+    from domain.jobs import progress_text
+    from screens.rerun import JobScreen
+    from storage.imports import replace_metric_points
+    from tests.rerun_helpers import attempt, study_with_script
+    from workbench.rerun import jobs
+
+    assert progress_text(10, 40, 20.0, total_from_reference=True) == \
+        "step 10 of ~40 (the reference's steps) · about 1 min 00 s left"
+    script = ("import time\nfor i in range(1, 41):\n    print(f'step {i}: train loss {1 / i:.3f}', flush=True)\n"
+              "    time.sleep(0.15)\n")
+    study = study_with_script(tmp_path, script)
+    reference = attempt(study, "toy", 0)
+    replace_metric_points(study.db, reference.id, [("loss", s, 1.0 / s) for s in range(1, 41)], "t")
+    study.db.conn.commit()
+    spec = jobs.with_changes(jobs.spec_for(study.db, attempt(study, "toy", 1), "local"), argv=("python3", "train.py"))
+    job = jobs.launch(study, spec, "ana")
+    study.close()
+    app = WorkbenchApp(tmp_path / "study.db")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause(0.3)
+        await app.push_screen(JobScreen(tmp_path / "study.db", job.id))
+        screen = app.screen
+
+        def status() -> str:
+            return str(screen.query_one("#job-status", Static).content)
+
+        await until(pilot, lambda: "of ~40 (the reference's steps)" in status() and "left" in status(), timeout=30)
+        assert screen.query_one(ProgressBar).total == 40
+        await until(pilot, lambda: screen.done, timeout=60)

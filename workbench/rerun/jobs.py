@@ -274,5 +274,14 @@ def progress(data: bytes) -> tuple[int, int] | None:
     return found
 
 
+_STEP_SEEN = re.compile(rb"\bstep\b[ :=#]*(\d+)", re.I)
+"""`step 200: train loss ...`, `Step 3`, `step=40`: a step number without a total (linear: no nesting)."""
+
+
+def steps_seen(data: bytes) -> int | None:
+    """The largest step number some output names, whatever its format, for the job's progress."""
+    return max((int(m.group(1)) for m in _STEP_SEEN.finditer(data)), default=None)
+
+
 def with_changes(spec: JobSpec, **changes: Any) -> JobSpec:
     return replace(spec, **changes)
