@@ -154,9 +154,13 @@ def test_override_from_the_cli_counts_alike_in_the_header_verify_and_the_report(
     assert done.returncode == 0 and "L1 pass -> fail" in done.stdout, done.stderr
     study = open_study(db)
     try:
+        from storage.review import ladder_counts
+
         (summary,) = queries.migration_summaries(study.db)
         header = (summary.failed, summary.highest_level, summary.over_claims)
         totals = queries.study_totals(study.db)
+        ladder = ladder_counts(study.db, summary.migration.id)  # the migration screen's 'failed 2/2'
+        assert (ladder.failed, ladder.judged) == (2, 2)
     finally:
         study.close()
     report = json.loads(workbench("report", str(db), "--format", "json").stdout)["totals"]

@@ -74,9 +74,7 @@ async def test_the_launcher_offers_the_migrations_command_takes_typing_and_runs_
     from storage import queries
     from storage.database import open_study
     from storage.setup import update_migration
-    from tests.rerun_helpers import attempt, study_with_script
-
-    from tests.rerun_helpers import TRAIN
+    from tests.rerun_helpers import TRAIN, attempt, study_with_script
     from tests.test_target_paths import fake_venv
 
     slow = fake_venv(tmp_path / "slow-venv")  # its python waits 2 s: the pre-flight takes that long
@@ -156,3 +154,19 @@ async def test_a_long_rerun_shows_steps_elapsed_and_an_estimate_from_the_referen
         await until(pilot, lambda: "of ~40 (the reference's steps)" in status() and "left" in status(), timeout=30)
         assert screen.query_one(ProgressBar).total == 40
         await until(pilot, lambda: screen.done, timeout=60)
+
+
+async def test_the_migration_screen_follows_migration_edit_live(db_path: Path) -> None:
+    """`workbench migration edit --target` in a shell while the app shows the migration: its
+    header shows the new target without a restart."""
+    from test_cli import workbench
+
+    app = WorkbenchApp(db_path)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_migration(pilot)
+        assert "cpu x 8" not in screen_text(app)
+        done = workbench("migration", "edit", str(db_path), "mlp-xla", "--target", "cpu:8", "--title", "Edited live")
+        assert done.returncode == 0, done.stderr
+        await until(pilot, lambda: screen.migration.target.chips == 8, timeout=15)
+        await settle(pilot)
+        assert "Edited live" in screen_text(app) and "cpu x 8" in screen_text(app)
