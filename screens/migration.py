@@ -136,6 +136,9 @@ class MigrationScreen(EffortActions, FilteredList):
     def verify_scope(self) -> Scope:
         return self.migration.slug, None, clean(self.migration.slug)
 
+    def reference_ids(self) -> set[int]:
+        return {s.attempt.id for s in self.summaries.values() if s.attempt.source is AttemptSource.REFERENCE}
+
     def effort_target(self) -> tuple[Migration, int | None, str]:
         """For the effort keys (screens/effort.py): this migration and the highlighted attempt."""
         table = self.query_one(AttemptTable)
