@@ -93,9 +93,12 @@ def decide(db: Path, migration: str, kind: str, reason: str, seq: int | None) ->
         except ValueError as exc:
             raise WorkbenchError(f"--{exc}") from None
         made = queries.decisions(sdb, found.id)[-1]
+        decided = None if made.attempt_id is None else queries.attempt_summary(sdb, made.attempt_id)
     suggested = seen.suggested(found.id, made.suggested)
     against = "" if suggested is None or suggested is made.kind else f" (the rules suggested {suggested.value})"
-    on = f", attempt #{seq}" if seq is not None else (", the latest attempt" if made.attempt_id is not None else "")
+    on = "" if decided is None else f", attempt #{decided.attempt.seq}" + ("" if seq is not None else " (the latest)")
+    if decided is not None and seq is not None and decided.attempt.seq != seq:
+        on += f", which re-run #{seq} ran again"
     click.echo(f"decision {new_id}: {kind}{on}{against}")
     click.echo(" ".join(f"{k}={v}" for k, v in seen.figures(found.id, made.figures).items() if v is not None))
 

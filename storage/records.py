@@ -654,12 +654,15 @@ def record_decision(
     reason = reason.strip()
     with immediate(db):
         if attempt_id is not None:
-            row = db.execute("SELECT source FROM attempt WHERE id = ? AND migration_id = ?",
+            row = db.execute("SELECT source, rerun_of FROM attempt WHERE id = ? AND migration_id = ?",
                              [attempt_id, migration_id]).fetchone()
             if row is None:
                 raise ValueError(f"attempt: {attempt_id} is not an attempt of this migration")
             if row[0] == "reference":
                 raise ValueError("attempt: the reference run is the yardstick, not a run to decide on")
+            while row[0] == "rerun" and row[1] is not None:  # a re-run is a run of the attempt it re-ran
+                attempt_id = row[1]
+                row = db.execute("SELECT source, rerun_of FROM attempt WHERE id = ?", [attempt_id]).fetchone()
         current = queries.migration_standing(db, migration_id)
         if expected is not None and current.suggestion is not expected:
             raise ValueError(

@@ -353,6 +353,28 @@ def _ids(items, pred=None, table: str = "attempt") -> Count:
     return Count(tuple([x.id for x in items] if pred is None else [x.id for x in items if pred(x)]), table)
 
 
+RUN_MEASURES = ("wall_seconds", "chip_hours", "cost_dollars", "time_ratio", "cost_ratio", "goal_value")
+"""What a re-run measures of the attempt it re-ran, where the attempt's own record has none."""
+
+
+def _measured_by_reruns(facts: list[AttemptFacts], reruns: list[AttemptFacts]) -> None:
+    """A re-run is another run of the same attempt: where the attempt's own record measured
+    nothing (an imported commit: no log, no times), its latest verified re-run's steps, goal
+    value, time and cost stand for it, as its levels do (`_decide_by_reruns`), so an accepted
+    attempt has a final run's figures."""
+    latest = {r.rerun_of: r for r in sorted(reruns, key=attrgetter("seq"))
+              if r.rerun_of is not None and r.verification_id is not None}
+    for a in facts:
+        run = latest.get(a.id)
+        if run is None:
+            continue
+        if a.last_step is None:
+            a.last_step, a.smoke = run.last_step, run.smoke
+        for name in RUN_MEASURES:
+            if getattr(a, name) is None:
+                setattr(a, name, getattr(run, name))
+
+
 def _migration_report(m, runs: list[AttemptFacts], reference_id: int | None, by_migration, rate: float,
                       scrub: Scrub, rule: str) -> MigrationReport:
     """Outcome counts over the agent's attempts; compute over its attempts and the re-runs."""
@@ -362,6 +384,7 @@ def _migration_report(m, runs: list[AttemptFacts], reference_id: int | None, by_
     verified = [a for a in facts if a.verified]
     best = max(verified, key=lambda a: (a.level, -a.seq), default=None)
     best_auto = max((a.level_automated or 0 for a in verified), default=None)  # verified: never None
+    _measured_by_reruns(facts, reruns)
     decisions = list(by_migration["decision"].get(m.id, []))
     chosen = final_run(rule, m.status.value, decisions, facts)
     final = chosen.attempt
