@@ -284,3 +284,18 @@ def test_a_command_that_needs_a_shell(tmp_path):
         assert done.returncode == 0, (args, done.stderr)
     assert rows(db, "SELECT argv FROM attempt ORDER BY seq") == [(json.dumps(["sh", "-c", line]),)] * 2
     fails_cleanly(workbench("migration", "edit", str(db), "m", "--shell"), "--shell", "--command")
+
+
+def test_the_base_is_the_last_commit_before_the_first_claude_code_session(tmp_path):
+    from tests.test_setup import claude_session  # its session starts 2026-11-02T10:01:00Z
+
+    repo, db = new_repo(tmp_path / "project"), tmp_path / "s.db"
+    commit(repo, {"train.py": "print('v0')\n"}, "start", when="2026-10-30T09:00:00Z")
+    base = commit(repo, {"train.py": TRAIN}, "the GPU code", when="2026-11-01T09:00:00Z")
+    commit(repo, {"train.py": TRAIN + "# xla\n"}, "port", when="2026-11-02T11:00:00Z")
+    claude_session(repo, tmp_path / "claude")
+    assert workbench("init", str(db), "--title", "T").returncode == 0
+    made = workbench("migration", "add", str(db), "m", "--repo", str(repo), "--target", "cpu", "--goal",
+                     "eval_accuracy", "--direction", "max", env={"CLAUDE_CONFIG_DIR": str(tmp_path / "claude")})
+    assert made.returncode == 0, made.stderr
+    assert f"base      {base[:12]}: the last commit before the first Claude Code session (2026-11-02T10:01" in made.stdout
