@@ -117,7 +117,6 @@ def test_a_study_from_nothing_for_a_real_shaped_project(tmp_path: Path) -> None:
     by_original = {original_seq: rerun for rerun, original_seq in runs.items()}
     assert statuses[by_original[1]] == statuses[by_original[2]] == "nonzero_exit"
     assert statuses[by_original[3]] == "ok"
-    table = _run("verify", str(db))
     # the reviewer accepts on the port's re-run: a re-run is a run of the attempt it re-ran
     accepted = _run("decide", str(db), "clf", "accept", "--attempt", str(by_original[3]), "--reason",
                     "the port's re-run meets the goal; no TPU evidence on this machine")
