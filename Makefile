@@ -1,10 +1,10 @@
 # `make demo` sets everything up and opens the app on the demo study; `make test` runs the tests,
-# the torch_xla ones included; `make lint` runs the static checks CI runs.
+# the torch_xla ones included (`make test-quick`: without them and the browser tests); `make lint` runs the static checks CI runs.
 # Each makes its own virtual environment in .venv on first use.
 PYTHON ?= python3
 VENV := .venv
 
-.PHONY: demo test lint install-check clean xla-env
+.PHONY: demo test test-quick lint install-check clean xla-env
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,11 @@ xla-env:
 # pytest's -ra summary names each skipped test and what to install for it (sshd, Chromium).
 test: $(VENV)/.test xla-env
 	$(VENV)/bin/python -m pytest
+
+# The same without the torch_xla environment and its runs, and without the browser tests: for a
+# change that does not touch re-runs, the probe or the HTML report. CI still runs everything.
+test-quick: $(VENV)/.test
+	WORKBENCH_TESTS=quick $(VENV)/bin/python -m pytest
 
 # Style, the floors' import contracts (pyproject.toml), no import circle between files (deferred,
 # TYPE_CHECKING and import_module imports counted) and types on the two lowest floors.

@@ -8,6 +8,7 @@ import click
 
 from cli.common import db_argument, migration_or_exit, study_at
 from domain.errors import WorkbenchError
+from domain.text import clean
 from workbench import config
 
 
@@ -59,7 +60,9 @@ def intervene(db: Path, migration: str, kind: str, minutes: str, note: str | Non
 @click.argument("migration")
 @click.argument("kind", type=click.Choice(["accept", "stop", "continue"]))
 @click.option("--reason", default="", help="Why; required when it goes against the rules' suggestion.")
-def decide(db: Path, migration: str, kind: str, reason: str) -> None:
+@click.option("--attempt", "seq", type=int,
+              help="The attempt decided on (its seq): the run accepted or stopped at. Default: the latest.")
+def decide(db: Path, migration: str, kind: str, reason: str, seq: int | None) -> None:
     """Record a decision on a migration: accept, stop or continue.
 
     The budget figures and the rules' suggestion at this moment are stored with it, and the
@@ -79,15 +82,60 @@ def decide(db: Path, migration: str, kind: str, reason: str) -> None:
         if not seen.sees_migration(found.id) and not reason.strip():
             raise WorkbenchError("--reason: required while you judge one of this migration's attempts blind"
                                  " (whether the rules agree would tell its verdicts)")
+        attempt_id = None if seq is None else queries.attempt_id_by_seq(sdb, found.id, seq)
+        if seq is not None and attempt_id is None:
+            raise WorkbenchError(f"--attempt: migration {migration!r} has no attempt {seq}")
         try:
             new_id = records.record_decision(
                 sdb, migration_id=found.id, kind=DecisionKind(kind), reason=reason,
-                reviewer=config.reviewer(),
+                reviewer=config.reviewer(), attempt_id=attempt_id,
             )
         except ValueError as exc:
             raise WorkbenchError(f"--{exc}") from None
         made = queries.decisions(sdb, found.id)[-1]
+        decided = None if made.attempt_id is None else queries.attempt_summary(sdb, made.attempt_id)
     suggested = seen.suggested(found.id, made.suggested)
     against = "" if suggested is None or suggested is made.kind else f" (the rules suggested {suggested.value})"
-    click.echo(f"decision {new_id}: {kind}{against}")
+    on = "" if decided is None else f", attempt #{decided.attempt.seq}" + ("" if seq is not None else " (the latest)")
+    if decided is not None and seq is not None and decided.attempt.seq != seq:
+        on += f", which re-run #{seq} ran again"
+    click.echo(f"decision {new_id}: {kind}{on}{against}")
     click.echo(" ".join(f"{k}={v}" for k, v in seen.figures(found.id, made.figures).items() if v is not None))
+
+
+@click.command()
+@db_argument
+@click.argument("migration")
+@click.argument("seq", type=int)
+@click.option("--level", type=click.IntRange(1, 5), required=True, help="The level whose outcome you override.")
+@click.option("--outcome", type=click.Choice(["pass", "fail", "unknown"]), required=True)
+@click.option("--justification", required=True, help="Why the verifier's outcome is wrong here.")
+def override(db: Path, migration: str, seq: int, level: int, outcome: str, justification: str) -> None:
+    """Override one level's outcome of attempt SEQ, as `o` does in the app.
+
+    The verifier's outcome stays beside it; the latest override counts everywhere (the app's
+    header, `verify`, the report). Refused while you judge the attempt blind.
+    """
+    from domain.models import Outcome
+    from storage import queries, records
+    from workbench.blind import sight
+
+    reviewer = config.reviewer()
+    with study_at(db) as study:
+        sdb = study.db
+        found = migration_or_exit(sdb, db, migration)
+        attempt_id = queries.attempt_id_by_seq(sdb, found.id, seq)
+        if attempt_id is None:
+            raise WorkbenchError(f"migration {migration!r} has no attempt {seq}")
+        if not sight(sdb, reviewer, attempts=[attempt_id]).sees_attempt(attempt_id):
+            raise WorkbenchError(f"attempt {seq}'s verdicts are hidden while you judge it blind:"
+                                 " record your judgement first (workbench judge)")
+        verdict = next((v for v in queries.verdicts(sdb, attempt_id) if v.level == level), None)
+        if verdict is None:
+            raise WorkbenchError(f"attempt {seq} has no level {level} verdict: verify it first (workbench verify)")
+        if not justification.strip():
+            raise WorkbenchError("--justification: say why the verifier's outcome is wrong")
+        new_id = records.add_verdict_override(sdb, verdict_id=verdict.id, outcome=Outcome(outcome),
+                                              justification=justification.strip(), reviewer=reviewer)
+    click.echo(f"override {new_id}: {clean(migration)} #{seq} L{level} {verdict.effective.value} -> {outcome}"
+               f" (the verifier said {verdict.outcome.value}; that stays beside it)")

@@ -107,16 +107,15 @@ def import_claude_code_cmd(
 @click.option("--ref", default="HEAD", show_default=True, help="The branch or commit whose history to import.")
 @click.option("--range", "commits", metavar="A..B",
               help="Import the first-parent commits of A..B instead of those after the base commit.")
-@click.option("--no-command", is_flag=True,
-              help="Import a commit without an Attempt-Command trailer as an attempt without a command.")
 @click.option("--logs", type=click.Path(file_okay=False, path_type=Path),
               help="A folder with <sha>.log and <sha>.metrics.jsonl beside the commits.")
-def import_git_cmd(repo: Path, db: Path | None, slug: str, ref: str, commits: str | None, no_command: bool,
+def import_git_cmd(repo: Path, db: Path | None, slug: str, ref: str, commits: str | None,
                    logs: Path | None) -> None:
-    """Import a repository in which each commit after the base is one attempt.
+    """Import a repository in which each commit after the base is one attempt, as it is.
 
-    Command, status and expectations come from Attempt-* trailers of the commit message; the
-    log and metrics from .workbench/ in the commit or from --logs (docs/claude-code-import.md).
+    An ordinary commit runs the migration's command and is timed by the commit; Attempt-*
+    trailers of the message, where present, win (command, status, expectations); the log and
+    metrics come from .workbench/ in the commit or from --logs (docs/claude-code-import.md).
     Exit status 0 when attempts were imported (or were already there), 2 when none were.
     """
     from workbench.importers.git_history import import_git
@@ -124,8 +123,7 @@ def import_git_cmd(repo: Path, db: Path | None, slug: str, ref: str, commits: st
     if commits and ref != "HEAD":
         raise WorkbenchError("--range and --ref: give one of them")
     with study_at(db or config.default_db()) as study:
-        report = import_git(study, repo, slug, config.reviewer(), ref=ref, logs=logs, commits=commits,
-                            no_command=no_command)
+        report = import_git(study, repo, slug, config.reviewer(), ref=ref, logs=logs, commits=commits)
     _print_problems(report)
     click.echo(counts(report))
     if report.imported == 0:

@@ -19,6 +19,7 @@ COMMANDS = {
     "migrations": "cli.study:migrations", "attempts": "cli.study:attempts",
     "verify": "cli.verify:verify", "assist": "cli.assist:assist", "report": "cli.report:report",
     "intervene": "cli.effort:intervene", "decide": "cli.effort:decide",
+    "override": "cli.effort:override",
     "rerun": "cli.rerun:rerun", "jobs": "cli.rerun:jobs_cmd",
     # a study made without a bundle (docs/setup.md)
     "init": "cli.setup:init", "migration": "cli.setup:migration", "reference": "cli.setup:reference",

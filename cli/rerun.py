@@ -61,7 +61,7 @@ def rerun(db: Path, migration: str, attempt: int, backend: str, host: str | None
                              timeout_s=timeout, keep_worktree=keep_worktree, options=_options(extra, venv))
         if command:
             spec = jobs.with_changes(spec, argv=tuple(shlex.split(command)))
-        spec = jobs.with_changes(spec, env={**spec.env, **_env_pairs(env_pairs)})
+        spec = preflight.resolved(jobs.with_changes(spec, env={**spec.env, **_env_pairs(env_pairs)}))
         _, differ = jobs.environment(target.command.env, backend, spec.chips, spec.options)
         changes = jobs.env_changes(target.command.env, spec.env, differ)
         if changes:  # the reviewer's choice, recorded on the job
@@ -77,6 +77,10 @@ def rerun(db: Path, migration: str, attempt: int, backend: str, host: str | None
         click.echo(clean(f"backend   {where}, {plural(spec.chips, 'chip')} of {spec.accelerator}"))
         click.echo(clean(f"directory {spec.cwd}"))
         click.echo(clean("env       " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(spec.env.items()))))
+        if spec.options.get("setup"):
+            click.echo(clean(f"setup     {spec.options['setup']} (the migration's, first, in the worktree)"))
+        if spec.options.get("venv"):
+            click.echo(clean(f"venv      {spec.options['venv']}"))
         click.echo(clean(f"command   {shlex.join(spec.argv)}"))
         preflight.check(sdb, spec)  # an environment that cannot start it: one line naming the fix, exit 2
         if not yes and not click.confirm("Run this command?", default=False):

@@ -7,6 +7,7 @@ that); nothing is written until every check has passed.
 from __future__ import annotations
 
 import inspect
+import math
 from pathlib import Path
 
 import click
@@ -32,8 +33,8 @@ def init(db: Path | None, title: str, slug: str | None, prices: tuple[str, ...],
     table = dict(parse_price(p) for p in prices)
     study = init_study(path, title, table, slug=slug, reviewer=config.reviewer(), staff_hourly_rate=staff_rate)
     click.echo(f"study {clean(study.slug)} created in {clean(str(path))}")
-    click.echo(f"next: workbench migration add {clean(str(path))} SLUG --repo PATH --target ACCEL:CHIPS"
-               " --goal METRIC --direction max|min --reference-value X")
+    click.echo(f"next: workbench migration add {clean(str(path))} SLUG --repo PATH [--base REV] --target ACCEL:CHIPS"
+               " --goal METRIC --direction max|min --command \"...\"")
 
 
 @click.group()
@@ -48,42 +49,58 @@ def _budget_options(fn):
     return click.option("--acceptance-level", type=int, help="Ladder level required to accept, 1-5.")(fn)
 
 
+def _run_options(fn):
+    fn = click.option("--shell", is_flag=True,
+                      help="The --command needs a shell (&&, pipes, globs): it runs as sh -c COMMAND.")(fn)
+    return click.option("--setup", metavar="LINE",
+                        help="A shell line run in each re-run's worktree (and the reference run's) before the"
+                             " command: prepare the data git ignores, install the project. Edit: \"\" clears it.")(fn)
+
+
 @migration.command("add")
 @click.argument("db", type=DB_PATH)
 @click.argument("slug")
 @click.option("--repo", required=True, type=click.Path(path_type=Path), help="The project's git working tree.")
-@click.option("--base", default="HEAD", show_default=True, help="The original (GPU) code's revision.")
+@click.option("--base", help="The original (GPU) code's revision. Default: the commit before the agent's work"
+              " (the parent of its first trailer-marked commit, the last commit before its first Claude Code"
+              " session, or where HEAD left its upstream branch), shown; refused when none tells.")
 @click.option("--target", required=True, metavar="ACCEL[:CHIPS]", help="e.g. tpu-v5e:4.")
 @click.option("--runtime", default="torch_xla", show_default=True)
 @click.option("--goal", required=True, metavar="METRIC", help="The metric the migration must reach.")
 @click.option("--direction", required=True, type=click.Choice(["max", "min"]), help="max: higher is better.")
-@click.option("--reference-value", required=True, type=float, help="The goal metric's value to meet.")
+@click.option("--reference-value", type=float,
+              help="The goal metric's value to meet. Default: the reference run's last value, once recorded.")
 @click.option("--tolerance", type=float, default=0.0, show_default=True, help="Absolute slack on the wrong side.")
 @click.option("--command", help="The command that runs the project, e.g. \"python train.py\".")
+@_run_options
 @click.option("--title", help="A title (default: the slug).")
 @_budget_options
-def migration_add(db: Path, slug: str, repo: Path, base: str, target: str, runtime: str, goal: str,
-                  direction: str, reference_value: float, tolerance: float, command: str | None,
-                  title: str | None, acceptance_level: int | None, **budgets: float | None) -> None:
+def migration_add(db: Path, slug: str, repo: Path, base: str | None, target: str, runtime: str, goal: str,
+                  direction: str, reference_value: float | None, tolerance: float, command: str | None,
+                  setup: str | None, shell: bool, title: str | None, acceptance_level: int | None,
+                  **budgets: float | None) -> None:
     """Add a migration of a git project to a study."""
     from domain.models import Budgets
     from workbench.studies import MigrationSpec, add_migration, open_existing
 
     spec = MigrationSpec(
         slug=slug, repo=repo, base=base, target=target, runtime=runtime, goal=goal, direction=direction,
-        reference_value=reference_value, tolerance=tolerance, command=command, title=title,
+        reference_value=reference_value, tolerance=tolerance, command=command, setup=setup, shell=shell, title=title,
         acceptance_level=4 if acceptance_level is None else acceptance_level,
         budgets=Budgets(**{k.removeprefix("budget_"): v for k, v in budgets.items()}),
     )
     sdb = open_existing(db)
     try:
-        made = add_migration(sdb, spec, config.reviewer())
+        made, why = add_migration(sdb, spec, config.reviewer())
     finally:
         sdb.close()
+    value = "(the reference run's, once recorded)" if reference_value is None else f"{made.goal.reference:g}"
     click.echo(f"migration {clean(made.slug)} added: base {made.base_commit[:12]}, target"
                f" {clean(made.target.describe())}, goal {clean(made.goal.metric)} {made.goal.direction.value}"
-               f" {made.goal.reference:g}")
-    click.echo(f"next: workbench reference {clean(str(db))} {clean(made.slug)} --log FILE [--metrics FILE]")
+               f" {value}")
+    if why:
+        click.echo(clean(f"base      {made.base_commit[:12]}: {why} (give --base to choose another)"))
+    click.echo(f"next: workbench reference {clean(str(db))} {clean(made.slug)} --run | --log FILE [--metrics FILE]")
 
 
 @migration.command("edit")
@@ -96,6 +113,7 @@ def migration_add(db: Path, slug: str, repo: Path, base: str, target: str, runti
 @click.option("--reference-value", type=float)
 @click.option("--tolerance", type=float)
 @click.option("--command")
+@_run_options
 @click.option("--title")
 @_budget_options
 def migration_edit(db: Path, slug: str, acceptance_level: int | None, **given: object) -> None:
@@ -141,13 +159,18 @@ def reference(db: Path, slug: str, log: Path | None, metrics: Path | None, wall:
         raise WorkbenchError("give either --log FILE (a run's files) or --run (run it here)")
     if replicates > 1 and not run_it:
         raise WorkbenchError("--replicates needs --run (a bundle brings recorded replicates)")
+    from storage.queries import get_migration
+
     sdb = open_existing(db)
     try:
+        found = get_migration(sdb.db, slug)
+        unset = found is not None and math.isnan(found.goal.reference)
         if run_it:
             made = _run_reference(sdb, slug, command, env_pairs, venv, timeout, hardware, replicates)
         else:
             made = [record_reference(sdb, slug, log=log, metrics=metrics, wall=wall, hardware=hardware,
                                      command=command, reviewer=config.reviewer())]
+        goal = get_migration(sdb.db, slug).goal
     finally:
         sdb.close()
     if len(made) == 1:
@@ -155,12 +178,16 @@ def reference(db: Path, slug: str, log: Path | None, metrics: Path | None, wall:
     else:
         click.echo(f"{len(made)} reference runs recorded for {clean(slug)} as attempts {made[0].seq}-{made[-1].seq}"
                    f" (WORKBENCH_SEED 1-{len(made)})")
+    if unset and not math.isnan(goal.reference):
+        click.echo(clean(f"goal      {goal.metric} {goal.direction.value} {goal.reference:g}: the reference value,"
+                         " taken from this run (its last step)"))
 
 
 def _run_reference(sdb, slug: str, command: str | None, env_pairs: tuple[str, ...], venv: str | None,
                    timeout: float | None, hardware: str | None, replicates: int):
     from domain.models import Hardware
     from workbench.reference_run import run_replicates
+    from workbench.rerun.preflight import target_venv
     from workbench.studies import parse_target
 
     env = {}
@@ -170,7 +197,7 @@ def _run_reference(sdb, slug: str, command: str | None, env_pairs: tuple[str, ..
             raise WorkbenchError(f"--env: {text[:40]!r} must be KEY=VALUE")
         env[key] = value
     given = Hardware(*parse_target(hardware, "--hardware")) if hardware else None
-    return run_replicates(sdb, slug, replicates, command=command, env=env, venv=venv, timeout=timeout,
+    return run_replicates(sdb, slug, replicates, command=command, env=env, venv=target_venv(venv), timeout=timeout,
                           hardware=given, reviewer=config.reviewer())
 
 

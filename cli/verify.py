@@ -228,16 +228,21 @@ COLUMNS = ["migration", "seq", "L1-5", "level", "expected", "cause", "silent", "
 
 
 def _cells(slug_of: str, a: Any, v: Any, verdicts: Any, failure: Any, changed: bool) -> list[Any]:
-    """One row of the table, as printed."""
+    """One row of the table, as printed: level and over-claim follow overrides, as the app's
+    header and the report count them (domain.ladder)."""
+    from domain.ladder import highest_level, over_claim
+
+    effective = {d.level: d.effective.value for d in verdicts}
+    over = over_claim(a.expected_level, effective)
     return [
         slug_of,
         a.seq,
         "".join(_MARK[d.effective.value] for d in verdicts),
-        v.highest_level,
+        highest_level(effective),
         a.expected_level or "",
         v.cause.value if v.cause else "",
-        "yes" if v.silent else "",
-        "" if v.over_claim is None else ("yes" if v.over_claim else "no"),
+        "yes" if v.silent and "fail" in effective.values() else "",
+        "" if over is None else ("yes" if over else "no"),
         "" if v.time_ratio is None else f"x{v.time_ratio:.2f}",
         "" if v.cost_ratio is None else f"x{v.cost_ratio:.2f}",
         "yes" if changed else "",

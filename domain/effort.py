@@ -422,7 +422,7 @@ class Decision:
     suggested: DecisionKind | None = None
     """What the stopping rules suggested at that moment."""
     attempt_id: int | None = None
-    """The migration's latest attempt when the decision was made."""
+    """The attempt decided on (the one on screen, `decide --attempt`), else the latest when it was made."""
 
 
 @dataclass(frozen=True, slots=True)

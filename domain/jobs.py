@@ -134,3 +134,42 @@ def result_line(result: JobResult) -> str:
     if result.cause:
         text += f", cause {result.cause}{' (silent)' if result.silent else ''}"
     return text
+
+
+def with_setup(argv: tuple[str, ...] | list[str], setup: str | None) -> list[str]:
+    """The command as a run starts it: the migration's setup line first (prepare data git
+    ignores, install the project) in the same folder and shell, stopping the run when it fails,
+    then the command itself in its place (`exec`), so its exit code is the run's."""
+    import shlex
+
+    if not setup or not setup.strip():
+        return list(argv)
+    return ["sh", "-c", f"set -e\n{setup.strip()}\nexec {shlex.join(argv)}"]
+
+
+def progress_text(step: int | None, total: int | None, elapsed_s: float, *, total_from_reference: bool) -> str:
+    """How far a running job is, for its screen: the steps its output showed, the total (printed
+    as `step N/M`, else the reference run's last step, marked ~), and a time left estimated from
+    the pace so far. Empty before any step."""
+    if not step:
+        return ""
+    if not total:
+        return f"step {step}"
+    out = f"step {step} of {'~' if total_from_reference else ''}{total}"
+    if total_from_reference:
+        out += " (the reference's steps)"
+    if step < total and elapsed_s > 0:
+        left = elapsed_s / step * (total - step)
+        out += f" · about {_duration(left)} left"
+    return out
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"

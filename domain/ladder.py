@@ -21,12 +21,16 @@ def highest_level(outcomes: Mapping[int, str]) -> int:
     return level
 
 
-def over_claim(expected: int | None, level: int, *, verified: bool = True) -> bool | None:
-    """True when the agent expected more than the attempt reached; None when unknown (no expected
-    level, or no verdicts to compare with)."""
+def over_claim(expected: int | None, outcomes: Mapping[int, str], *, verified: bool = True) -> bool | None:
+    """True when the agent expected more than the attempt reached and a level it expected fails;
+    False when it reached its expected level; None when unknown: no expected level, no verdicts,
+    or the levels it fell short at are unknown, not failed (unknown is not below expectation: an
+    attempt with no evidence at all is not an over-claim)."""
     if expected is None or not verified:
         return None
-    return expected > level
+    if highest_level(outcomes) >= expected:
+        return False
+    return True if any(outcomes.get(n) == "fail" for n in LEVELS if n <= expected) else None
 
 
 def effective_outcome(automated: str, overrides: Sequence[str] = ()) -> str:

@@ -145,6 +145,10 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
         slug, seq = self.migration.slug, self.summary.attempt.seq
         return slug, seq, f"{clean(slug)} #{seq}"
 
+    def reference_ids(self) -> set[int]:
+        a = self.summary.attempt
+        return {a.id} if a.source is AttemptSource.REFERENCE else set()
+
     def effort_target(self) -> tuple[Migration, int | None, str]:
         """For the effort keys (screens/effort.py): this attempt."""
         return self.migration, self.summary.attempt.id, f"{self.migration.slug} #{self.summary.attempt.seq}"

@@ -69,6 +69,18 @@ class EffortActions(Screen):
         """The migration in view, the attempt in view (None: none) and a label for it."""
         return self.migration, None, ""  # type: ignore[attr-defined]
 
+    def decision_target(self) -> tuple[Migration, int | None, str]:
+        """What `a`/`x`/`C` decide on: the attempt in view, unless it is a reference run (the
+        yardstick: the decision then concerns the latest attempt)."""
+        migration, attempt_id, label = self.effort_target()
+        if attempt_id is not None and attempt_id in self.reference_ids():
+            return migration, None, ""
+        return migration, attempt_id, label
+
+    def reference_ids(self) -> set[int]:
+        """The reference runs among the attempts this screen shows."""
+        return set()
+
     def effort_level(self) -> int | None:
         """The ladder level in view (the highlighted verdict), for `o`."""
         return None
@@ -109,8 +121,9 @@ class EffortActions(Screen):
         self.app.call_from_thread(self.app.push_screen, form, self._after("intervention"))
 
     def action_decide(self, kind: str) -> None:
-        migration, _, _ = self.effort_target()
-        self.app.push_screen(DecisionForm(migration.id, DecisionKind(kind), migration_title=migration.title),
+        migration, attempt_id, label = self.decision_target()  # the attempt on screen is the run decided on
+        self.app.push_screen(DecisionForm(migration.id, DecisionKind(kind), migration_title=migration.title,
+                                          attempt_id=attempt_id, attempt_label=label),
                              self._after("decision"))
 
     def action_budgets(self) -> None:

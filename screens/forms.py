@@ -253,17 +253,23 @@ class DecisionForm(RecordForm):
 
     record_name = "decision"
 
-    def __init__(self, migration_id: int, kind: DecisionKind, *, migration_title: str = "") -> None:
+    def __init__(self, migration_id: int, kind: DecisionKind, *, migration_title: str = "",
+                 attempt_id: int | None = None, attempt_label: str = "") -> None:
         super().__init__()
         self.migration_id = migration_id
         self.kind = kind
         self.migration_title = migration_title
+        self.attempt_id = attempt_id
+        """The run decided on: the attempt on screen (None: the latest when saved)."""
+        self.attempt_label = attempt_label
         self.standing: effort.Standing | None = None
         self.form_title = f"{DECISION_WORDS[kind]} this migration"
 
     def compose_fields(self) -> ComposeResult:
         if self.migration_title:
             yield Static(text(self.migration_title, "bold"), classes="form-info")
+        if self.attempt_id is not None:
+            yield Static(text(f"On attempt {self.attempt_label}"), id="decision-attempt", classes="form-info")
         yield Static(Text("Reading the figures…", style="dim"), id="decision-standing", classes="form-info")
         yield Label("Decision")
         yield Select([(DECISION_WORDS[k], k.value) for k in DecisionKind], value=self.kind.value,
@@ -273,6 +279,11 @@ class DecisionForm(RecordForm):
 
     def on_mount(self) -> None:
         super().on_mount()
+        # The reason is where typing goes: Tab does not leave it for a button (a space typed there
+        # pressed Save, with the reason cut short or empty) or the kind (chosen by the key that
+        # opened the form; the mouse still changes it).
+        for widget in (self.query_one("#decision-kind", Select), *self.query(Button), *self.query(VerticalScroll)):
+            widget.can_focus = False
         self.query_one("#decision-reason", Input).focus()
         self._load(self.migration_id)
 
@@ -302,8 +313,10 @@ class DecisionForm(RecordForm):
             raise ValueError(decision_reason_problem(self.standing, kind))
         reviewer, migration_id = config.reviewer(), self.migration_id
         expected = None if self.standing.hidden else self.standing.suggestion
+        attempt_id = self.attempt_id
         return lambda db: records.record_decision(
             db, migration_id=migration_id, kind=kind, reason=reason, reviewer=reviewer, expected=expected,
+            attempt_id=attempt_id,
         )
 
 

@@ -136,6 +136,9 @@ class MigrationScreen(EffortActions, FilteredList):
     def verify_scope(self) -> Scope:
         return self.migration.slug, None, clean(self.migration.slug)
 
+    def reference_ids(self) -> set[int]:
+        return {s.attempt.id for s in self.summaries.values() if s.attempt.source is AttemptSource.REFERENCE}
+
     def effort_target(self) -> tuple[Migration, int | None, str]:
         """For the effort keys (screens/effort.py): this migration and the highlighted attempt."""
         table = self.query_one(AttemptTable)
@@ -180,13 +183,17 @@ class MigrationScreen(EffortActions, FilteredList):
                 return None
             return review.ladder_counts(db, migration_id)
 
-        counts = read(path, counts_seen)
-        if isinstance(counts, LoadFailed):
-            self.post_message(counts)
+        read_both = read(path, lambda db: (counts_seen(db), queries.migration_by_id(db, migration_id)))
+        if isinstance(read_both, LoadFailed):
+            self.post_message(read_both)
         else:
-            self.app.call_from_thread(self._show_ladder, counts)
+            self.app.call_from_thread(self._show_ladder, *read_both)
 
-    def _show_ladder(self, counts: review.LadderCounts | None) -> None:
+    def _show_ladder(self, counts: review.LadderCounts | None, fresh: Migration | None = None) -> None:
+        if fresh is not None and fresh != self.migration:  # `migration edit` elsewhere: target, goal, title
+            self.migration = fresh
+            self.query_one("#migration-title", Static).update(render.migration_title(fresh))
+            self.query_one("#migration-title").tooltip = render.migration_title(fresh)
         self.ladder = counts
         self.ladder_hidden = counts is None
         self._show_header()

@@ -55,8 +55,14 @@ class AttemptCursor:
         return None
 
     def previous_commit(self, attempt_id: int) -> tuple[int, str] | None:
-        """(seq, commit) of the agent attempt before this one, for the diff's default."""
-        rows = [s for s in self.rows if s.attempt.source is not AttemptSource.REFERENCE]
+        """(seq, commit) the diff compares with by default: for a re-run, the attempt it re-ran;
+        else the agent attempt before this one (re-runs in between are not steps of the agent)."""
+        here = self.get(attempt_id)
+        if here is not None and here.attempt.rerun_of is not None:
+            ran = self.get(here.attempt.rerun_of)
+            return None if ran is None else (ran.attempt.seq, ran.attempt.commit)
+        rows = [s for s in self.rows if s.attempt.source not in (AttemptSource.REFERENCE, AttemptSource.RERUN)
+                or s.attempt.id == attempt_id]
         for before, summary in zip(rows, rows[1:]):
             if summary.attempt.id == attempt_id:
                 return before.attempt.seq, before.attempt.commit

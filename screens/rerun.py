@@ -23,6 +23,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Checkbox, Label, Log, ProgressBar, Select, Static
 
 from domain.costs import parse_time
+from domain.jobs import progress_text
 from domain.models import Attempt, Migration
 from domain.text import clean, plural
 from screens.data import describe_error, reading
@@ -51,6 +52,8 @@ class RerunLauncher(ModalScreen[int | None]):
         self.attempt = attempt
         self.differ: list = []
         """The recorded variables the chosen backend would set otherwise (jobs.EnvDifference)."""
+        self.launching = False
+        """The pre-flight and the job's start are under way: Run is off, so one press makes one job."""
 
     def compose(self) -> ComposeResult:
         from workbench.rerun.jobs import environment
@@ -90,7 +93,33 @@ class RerunLauncher(ModalScreen[int | None]):
                 yield Button("Cancel", id="rerun-close")
 
     def on_mount(self) -> None:
+        from screens.typeahead import focus_now
+
         self._show_differences()
+        focus_now(self.query_one("#rerun-argv", TextArea))  # typing goes to the command, as the form opens
+        if not self.attempt.command.argv:
+            self._offer_migration_command()
+
+    @work(thread=True, exit_on_error=False, group="rerun-offer")
+    def _offer_migration_command(self) -> None:
+        """An attempt recorded without a command: the migration's is offered (what `workbench rerun`
+        runs too); nothing runs until Run."""
+        import shlex
+
+        from screens.data import reading
+        from storage.setup import migration_command
+
+        with reading(self.db_path) as db:
+            argv = shlex.split(migration_command(db, self.migration.id) or "")
+        self.app.call_from_thread(self._offer, argv)
+
+    def _offer(self, argv: list[str]) -> None:
+        area = self.query_one("#rerun-argv", TextArea)
+        if argv and not area.text.strip():
+            area.text = "\n".join(argv)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return not (action == "run" and self.launching)
 
     def _show_differences(self) -> None:
         """Each recorded variable the backend would set otherwise, and why; the checkbox is the
@@ -164,12 +193,22 @@ class RerunLauncher(ModalScreen[int | None]):
 
     @on(Button.Pressed, "#rerun-go")
     def action_run(self) -> None:
+        if self.launching:
+            return
         try:
             spec = self._spec()
         except ValueError as exc:
             self.query_one("#rerun-error", Static).update(text(str(exc)))
             return
+        self._launching(True)
+        self.query_one("#rerun-error", Static).update(
+            text("Checking that the target environment can start it (pre-flight)…", "italic"))
         self._launch(spec)
+
+    def _launching(self, on: bool) -> None:
+        self.launching = on
+        self.query_one("#rerun-go", Button).disabled = on
+        self.refresh_bindings()
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="rerun-launch")
     def _launch(self, spec) -> None:
@@ -184,9 +223,13 @@ class RerunLauncher(ModalScreen[int | None]):
             finally:
                 study.close()
         except Exception as exc:  # shown on the form; the form stays open with what was typed
-            self.app.call_from_thread(self.query_one("#rerun-error", Static).update, text(describe_error(exc)))
+            self.app.call_from_thread(self._failed, describe_error(exc))
             return
         self.app.call_from_thread(self.dismiss, job.id)
+
+    def _failed(self, problem: str) -> None:
+        self._launching(False)
+        self.query_one("#rerun-error", Static).update(text(problem))
 
     @on(Button.Pressed, "#rerun-close")
     def action_cancel(self) -> None:
@@ -209,6 +252,10 @@ class JobScreen(Screen[None]):
         self.read_offset = 0
         self.done = False
         self.cancel_armed = 0.0
+        self.step: int | None = None
+        """The largest step the output showed so far."""
+        self.total: tuple[int, bool] | None = None
+        """(steps in all, taken from the reference run): `step N/M` as printed, else the reference's."""
 
     def compose(self) -> ComposeResult:
         yield Static(text(f"job {self.job_id}"), id="job-status")
@@ -227,7 +274,7 @@ class JobScreen(Screen[None]):
     @work(thread=True, exclusive=True, exit_on_error=False, group="job-poll")
     def _read(self) -> None:
         from domain.jobs import result_line
-        from storage.jobs import job_result
+        from storage.jobs import job_result, reference_steps
         from workbench import config
         from workbench.blind import sight
         from workbench.rerun import jobs
@@ -241,6 +288,9 @@ class JobScreen(Screen[None]):
             found = None if job.active else sight(db, config.reviewer(), attempts=[job.result_attempt_id]
                                                   ).job_result(job.result_attempt_id, job_result(db, job))
             result = "" if found is None else " · " + result_line(found)
+            if self.total is None:  # read once: the reference run's steps, for the estimate
+                reference = reference_steps(db, job.spec.migration_id)
+                self.total = (reference, True) if reference else (0, False)
         self.app.call_from_thread(self._show, job, data, offset, result)
 
     def _show(self, job, data: bytes, offset: int, result: str) -> None:
@@ -252,15 +302,24 @@ class JobScreen(Screen[None]):
             self.query_one(Log).write_lines(lines)
             found = jobs.progress(data)
             if found:
+                self.total = (found[1], False)  # the program's own total wins over the reference's
+            seen = jobs.steps_seen(data)
+            if seen is not None:
+                self.step = max(self.step or 0, seen)
+            if self.step and self.total and self.total[0]:
                 bar = self.query_one(ProgressBar)
-                bar.update(total=found[1], progress=found[0])
-        elapsed = ""
+                bar.update(total=self.total[0], progress=min(self.step, self.total[0]))
+        elapsed, seconds = "", 0.0
         if job.wall_seconds is not None:
             elapsed = f"{job.wall_seconds:.1f} s"
         elif (start := parse_time(job.started_at)) is not None:
-            elapsed = f"{(datetime.datetime.now(datetime.UTC) - start).total_seconds():.0f} s"
+            seconds = (datetime.datetime.now(datetime.UTC) - start).total_seconds()
+            elapsed = f"{seconds:.0f} s"
         where = job.spec.backend + (f" {job.spec.host}" if job.spec.host else "")
         line = f"job {job.id} · {job.state.value} · {where} · {plural(job.spec.chips, 'chip')} · {elapsed}"
+        if job.active and self.step:
+            total, from_reference = self.total or (0, False)
+            line += " · " + progress_text(self.step, total or None, seconds, total_from_reference=from_reference)
         changed = job.spec.options.get("env_changes") or []
         if changed:
             line += " · environment changed: " + ", ".join(f"{c['name']} {c['recorded']}→{c['used']}" for c in changed)

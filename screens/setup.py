@@ -38,6 +38,10 @@ def _number(value: str, what: str) -> float | None:
     return finite(value, what) if value.strip() else None
 
 
+TARGETS = ("tpu-v5e:4", "tpu-v5e:8", "tpu-v4:4", "tpu-v6e:4", "cpu:4", "cpu:8")
+"""What the target field completes: TPU kinds, and `cpu:N` for a study run on XLA:CPU (docs/setup.md)."""
+
+
 class NewMigrationForm(RecordForm):
     """`workbench migration add` as a form; dismisses with the new migration's id."""
 
@@ -45,18 +49,25 @@ class NewMigrationForm(RecordForm):
     record_name = "migration"
     FIELDS = (
         ("slug", "Slug (SLUG)", ""), ("repo", "Repository (--repo, a git working tree)", ""),
-        ("base", "Base revision (--base)", "HEAD"), ("target", "Target (--target ACCEL[:CHIPS])", ""),
+        ("base", "Base revision (--base; empty: the commit before the agent's work)", ""),
+        ("target", "Target (--target ACCEL[:CHIPS])", ""),
         ("runtime", "Runtime (--runtime)", "torch_xla"), ("goal", "Goal metric (--goal)", ""),
-        ("reference", "Reference value (--reference-value)", ""),
+        ("reference", "Reference value (--reference-value; empty: the reference run's)", ""),
         ("tolerance", "Tolerance (--tolerance)", "0"), ("command", "Command (--command)", ""),
         ("title", "Title (--title)", ""), ("acceptance", "Acceptance level (--acceptance-level)", "4"),
     )
 
-    REQUIRED = frozenset({"slug", "repo", "target", "goal", "reference"})
+    REQUIRED = frozenset({"slug", "repo", "target", "goal"})
 
     def compose_fields(self) -> ComposeResult:
+        from textual.suggester import SuggestFromList
+
         for key, label, value in self.FIELDS:
             yield Label(label)
+            if key == "target":  # where no TPU is at hand, XLA:CPU devices stand in for its chips
+                yield Input(value, id="new-target", placeholder="tpu-v5e:4, or cpu:4 where XLA:CPU stands in for the TPU",
+                            suggester=SuggestFromList(TARGETS, case_sensitive=False))
+                continue
             yield Input(value, id=f"new-{key}")
             if key == "goal":
                 yield Label("Direction (--direction)")
@@ -79,10 +90,10 @@ class NewMigrationForm(RecordForm):
         level = got["acceptance"].strip()
         spec = MigrationSpec(
             slug=got["slug"].strip(), repo=Path(got["repo"].strip()).expanduser(),
-            base=got["base"].strip() or "HEAD", target=got["target"].strip(),
+            base=got["base"].strip() or None, target=got["target"].strip(),
             runtime=got["runtime"].strip() or "torch_xla", goal=got["goal"].strip(),
             direction=str(self.query_one("#new-direction", Select).value),
-            reference_value=finite(got["reference"], "--reference-value"),
+            reference_value=_number(got["reference"], "--reference-value"),
             tolerance=finite(got["tolerance"] or "0", "--tolerance", minimum=0.0),
             command=got["command"].strip() or None, title=got["title"].strip() or None,
             acceptance_level=int(level) if level.isdigit() else 0,
@@ -92,7 +103,7 @@ class NewMigrationForm(RecordForm):
         def save(_db) -> int:
             sdb = open_existing(path)
             try:
-                return add_migration(sdb, spec, config.reviewer()).id
+                return add_migration(sdb, spec, config.reviewer())[0].id
             finally:
                 sdb.close()
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from importlib import import_module
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -74,7 +75,7 @@ def migration_from_row(row: dict[str, Any]) -> Migration:
         target=Target(row["accelerator"], row["chips"], row["runtime"] or ""),
         goal=Goal(
             metric=row["goal_metric"],
-            reference=row["goal_reference"],
+            reference=math.nan if row["goal_reference"] is None else row["goal_reference"],
             direction=Direction(row["goal_direction"]),
             tolerance=row["goal_tolerance"] or 0.0,
         ),
@@ -100,7 +101,7 @@ def migration_to_row(m: Migration) -> dict[str, Any]:
         "chips": m.target.chips,
         "runtime": m.target.runtime,
         "goal_metric": m.goal.metric,
-        "goal_reference": m.goal.reference,
+        "goal_reference": None if math.isnan(m.goal.reference) else m.goal.reference,
         "goal_direction": m.goal.direction.value,
         "goal_tolerance": m.goal.tolerance,
         "budget_compute_dollars": m.budgets.compute_dollars,

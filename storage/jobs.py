@@ -173,3 +173,12 @@ def job_result(db: Database, job: Job) -> JobResult | None:
         return JobResult(seq=row[0], level=None, outcomes=outcomes)
     return JobResult(seq=row[0], level=v.highest_level, outcomes=outcomes,
                      cause=v.cause.value if v.cause else None, silent=v.silent)
+
+
+def reference_steps(db: Database, migration_id: int) -> int | None:
+    """The last step of the migration's latest reference run (its metric series): how many steps
+    a re-run of the same project is expected to take, for the job's time estimate."""
+    row = db.execute(
+        "SELECT MAX(p.step) FROM metric_point p WHERE p.attempt_id = (SELECT id FROM attempt"
+        " WHERE migration_id = ? AND source = 'reference' ORDER BY seq DESC LIMIT 1)", [migration_id]).fetchone()
+    return row[0] if row and row[0] else None

@@ -85,6 +85,15 @@ def verified_of(a: str) -> str:
 
 PASS_MASK = "SUM(CASE WHEN e.outcome = 'pass' AND e.level BETWEEN 1 AND 5 THEN 1 << (e.level - 1) END)"
 """SQL aggregate over `effective e` rows: bit L-1 set when level L passes."""
+FAIL_MASK = "SUM(CASE WHEN e.outcome = 'fail' AND e.level BETWEEN 1 AND 5 THEN 1 << (e.level - 1) END)"
+"""SQL aggregate over `effective e` rows: bit L-1 set when level L fails."""
+
+
+def over_claim_from(x: str, level: str, fails: str) -> str:
+    """SQL: domain.ladder.over_claim for a verified attempt, from its expected level `x`, its level
+    and its FAIL_MASK: 0 when it reached `x`, 1 when a level up to `x` fails, else NULL (unknown)."""
+    return (f"CASE WHEN {x} IS NULL THEN NULL WHEN {level} >= {x} THEN 0"
+            f" WHEN {fails} & ((1 << {x}) - 1) != 0 THEN 1 END")
 
 
 def level_from_mask(mask: str) -> str:
@@ -105,8 +114,9 @@ def over_claim_of(a: str) -> str:
     level, 0 when not, NULL when it is not verified or has no expected level."""
     # expected > level, i.e. not every level from 1 to the expected one passes (one range scan)
     return f"""(SELECT CASE WHEN q.x IS NULL OR NOT {verified_of(a)} THEN NULL
-        ELSE (SELECT count(*) FROM effective e WHERE e.attempt_id = {a}.id AND e.level <= q.x
-              AND e.outcome = 'pass') < q.x END
+        ELSE (SELECT {over_claim_from("q.x", level_from_mask("COALESCE(m.mask, 0)"), "COALESCE(m.fails, 0)")}
+              FROM (SELECT {PASS_MASK} AS mask, {FAIL_MASK} AS fails FROM effective e
+                    WHERE e.attempt_id = {a}.id) m) END
         FROM (SELECT {expected_level_of(a)} AS x) q)"""
 
 
@@ -124,26 +134,29 @@ def attempt_stats(where: str | None = None) -> str:
     `a` matching `where` (SQL over `a`; None: every one) with (id, migration_id, verified, level, over_claim).
 
     `level` is the highest L whose levels 1 to L all pass (0 when level 1 does not), from a bit
-    mask of the passing levels (one current verdict per level: idx_verdict_current); `over_claim`
-    is `over_claim_of`'s (not every level up to the expected one passes, i.e. level < expected).
+    mask of the passing levels (one current verdict per level: idx_verdict_current); `failed`
+    when an effective outcome fails (an override counts as in the report), `silent` when it also
+    raised no error (the verifier's silent flag, else exit 0); `over_claim` is `over_claim_of`'s.
     One grouped pass over the effective verdicts: per-attempt correlated subqueries cost seconds
     on a study of 15,000 attempts (issue 19)."""
     return f"""
 attempt_mask AS (
-    SELECT a.id, a.migration_id, a.expected_level, g.attempt_id IS NOT NULL AS verified,
-           COALESCE(g.mask, 0) AS mask
+    SELECT a.id, a.migration_id, a.expected_level, a.exit_code, g.attempt_id IS NOT NULL AS verified,
+           COALESCE(g.mask, 0) AS mask, COALESCE(g.fails, 0) AS fails
     FROM attempt a LEFT JOIN (
-        SELECT e.attempt_id, {PASS_MASK} AS mask
+        SELECT e.attempt_id, {PASS_MASK} AS mask, {FAIL_MASK} AS fails
         FROM effective e {"" if where is None else f"WHERE e.attempt_id IN (SELECT a.id FROM attempt a WHERE {where})"}
         GROUP BY e.attempt_id) g ON g.attempt_id = a.id
     WHERE a.source != 'reference' AND ({where or 1})
 ),
 attempt_stat AS (
-    SELECT id, migration_id, verified, level,
-           CASE WHEN x IS NULL OR NOT verified THEN NULL ELSE level < x END AS over_claim
-    FROM (SELECT a.id, a.migration_id, a.verified, {expected_level_of("a")} AS x,
-                 {level_from_mask("a.mask")} AS level
-          FROM attempt_mask a)
+    SELECT s.id, s.migration_id, s.verified, s.level, s.failed,
+           s.failed AND COALESCE((SELECT f.silent FROM failure f WHERE f.attempt_id = s.id
+                                  AND f.superseded_by IS NULL), s.exit_code = 0) AS silent,
+           CASE WHEN NOT s.verified THEN NULL ELSE {over_claim_from("s.x", "s.level", "s.fails")} END AS over_claim
+    FROM (SELECT a.id, a.migration_id, a.verified, a.exit_code, a.fails, a.fails != 0 AS failed,
+                 {expected_level_of("a")} AS x, {level_from_mask("a.mask")} AS level
+          FROM attempt_mask a) s
 )"""
 
 
@@ -221,10 +234,8 @@ def migration_summaries(
                SUM(over_claim) AS n_over_claims
         FROM attempt_stat GROUP BY migration_id),
     by_failures AS (
-        SELECT a.migration_id, count(*) AS n_failed, SUM(CASE WHEN f.silent THEN 1 ELSE 0 END) AS n_silent
-        FROM failure f JOIN attempt a ON a.id = f.attempt_id
-        WHERE {in_page} AND a.source != 'reference' AND f.superseded_by IS NULL
-        GROUP BY a.migration_id),
+        SELECT migration_id, SUM(failed) AS n_failed, SUM(silent) AS n_silent
+        FROM attempt_stat GROUP BY migration_id),
     by_interventions AS (
         SELECT migration_id, count(*) AS n FROM current_intervention
         WHERE migration_id IN (SELECT id FROM page) GROUP BY migration_id),
@@ -502,9 +513,7 @@ def study_totals(db: Reader) -> dict[str, int]:
     SELECT (SELECT count(*) FROM migration) AS migrations, s.attempts, f.failed, f.silent,
            s.over_claims, (SELECT count(*) FROM current_intervention) AS interventions
     FROM (SELECT count(*) AS attempts, COALESCE(SUM(over_claim), 0) AS over_claims FROM attempt_stat) s,
-         (SELECT count(*) AS failed, COALESCE(SUM(CASE WHEN f.silent THEN 1 ELSE 0 END), 0) AS silent
-          FROM failure f JOIN attempt a ON a.id = f.attempt_id
-          WHERE a.source != 'reference' AND f.superseded_by IS NULL) f
+         (SELECT COALESCE(SUM(failed), 0) AS failed, COALESCE(SUM(silent), 0) AS silent FROM attempt_stat) f
     """
     return dict(_rows(db, sql, [])[0])
 
@@ -916,12 +925,17 @@ def claim_reviews(db: Database, attempt_id: int) -> list[ClaimReview]:
 
 
 def previous_agent_commit(db: Database, migration_id: int, seq: int) -> tuple[int, str] | None:
-    """(seq, commit) of the last agent or re-run attempt before `seq`: what the attempt changed from."""
+    """(seq, commit) of what attempt `seq` is compared with: for a re-run, the attempt it re-ran;
+    else the last agent attempt before it (re-runs are not steps of the agent)."""
     row = db.execute(
-        "SELECT seq, commit_sha FROM attempt WHERE migration_id = ? AND seq < ? AND source != 'reference'"
-        " ORDER BY seq DESC LIMIT 1",
-        [migration_id, seq],
-    ).fetchone()
+        "SELECT r.seq, r.commit_sha FROM attempt a JOIN attempt r ON r.id = a.rerun_of"
+        " WHERE a.migration_id = ? AND a.seq = ?", [migration_id, seq]).fetchone()
+    if row is None:
+        row = db.execute(
+            "SELECT seq, commit_sha FROM attempt WHERE migration_id = ? AND seq < ?"
+            " AND source NOT IN ('reference', 'rerun') ORDER BY seq DESC LIMIT 1",
+            [migration_id, seq],
+        ).fetchone()
     return None if row is None else (row[0], row[1])
 
 

@@ -612,16 +612,27 @@ DECISION_STATUS = {"accept": "accepted", "stop": "stopped", "continue": "in_prog
 
 def record_decision(
     db: Database, *, migration_id: int, kind: DecisionKind, reason: str, reviewer: str,
-    expected: DecisionKind | None = None,
+    expected: DecisionKind | None = None, attempt_id: int | None = None,
 ) -> int:
     """A decision with the figures and the rules' suggestion as they are inside the write
     transaction; the migration's status follows it. A decision against the suggestion needs a
     reason. `expected` is the suggestion the reviewer saw: if the figures moved since and the
-    suggestion changed, the decision is refused so the reviewer can look again."""
+    suggestion changed, the decision is refused so the reviewer can look again. `attempt_id` is
+    the run decided on (the attempt on screen, `decide --attempt`); None: the latest attempt."""
     from storage import queries
 
     reason = reason.strip()
     with immediate(db):
+        if attempt_id is not None:
+            row = db.execute("SELECT source, rerun_of FROM attempt WHERE id = ? AND migration_id = ?",
+                             [attempt_id, migration_id]).fetchone()
+            if row is None:
+                raise ValueError(f"attempt: {attempt_id} is not an attempt of this migration")
+            if row[0] == "reference":
+                raise ValueError("attempt: the reference run is the yardstick, not a run to decide on")
+            while row[0] == "rerun" and row[1] is not None:  # a re-run is a run of the attempt it re-ran
+                attempt_id = row[1]
+                row = db.execute("SELECT source, rerun_of FROM attempt WHERE id = ?", [attempt_id]).fetchone()
         current = queries.migration_standing(db, migration_id)
         if expected is not None and current.suggestion is not expected:
             raise ValueError(
@@ -638,7 +649,7 @@ def record_decision(
             "reason": reason,
             "figures": json.dumps(current.figures(), sort_keys=True),
             "suggested": current.suggestion.value,
-            "attempt_id": current.latest_attempt_id,
+            "attempt_id": current.latest_attempt_id if attempt_id is None else attempt_id,
             "reviewer": reviewer,
             "at": now(),
         }, reviewer)

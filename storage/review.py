@@ -107,8 +107,7 @@ def ladder_counts(db: Reader, migration_id: int | None = None) -> LadderCounts:
     rows = db.execute(f"""
         WITH {EFFECTIVE_VERDICTS}, {attempt_stats(where)}
         SELECT CASE WHEN l.verified THEN l.level END AS level, count(*),
-               SUM(EXISTS (SELECT 1 FROM failure f WHERE f.attempt_id = l.id
-                           AND f.superseded_by IS NULL)) AS failed
+               SUM(l.failed) AS failed  -- an effective fail: overrides count, as in the report
         FROM attempt_stat l
         GROUP BY 1""", {"m": migration_id}).fetchall()
     levels = {int(r[0]): int(r[1]) for r in rows if r[0] is not None}

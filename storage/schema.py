@@ -673,6 +673,14 @@ def m015_metric_point_non_finite(db: Database) -> None:
     db.execute("CREATE INDEX idx_metric_point_attempt_step ON metric_point (attempt_id, step)")
 
 
+@migrations()
+def m016_migration_setup(db: Database) -> None:
+    """What runs in each re-run's worktree (and the reference run's) before the command: prepare
+    the data git ignores, install the project (`migration add --setup`). A shell line; NULL: none.
+    Studies from before it read as migrations without one."""
+    db.table("migration").add_column("setup", str)
+
+
 def known() -> list[str]:
     """Every migration this workbench knows, oldest first."""
     return [func.__name__ for func in migrations.functions]

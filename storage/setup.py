@@ -29,9 +29,10 @@ def create_study(db: Database, study: Study, reviewer: str) -> None:
         records.audit(db, reviewer, "insert", "study", 1, row)
 
 
-def add_migration(db: Database, migration: Migration, command: str | None, reviewer: str) -> int:
+def add_migration(db: Database, migration: Migration, command: str | None, reviewer: str,
+                  setup: str | None = None) -> int:
     """A new migration row; the caller has checked the slug is free (the unique index holds)."""
-    row = {**migration_to_row(migration), "command": command}
+    row = {**migration_to_row(migration), "command": command, "setup": setup}
     with records.immediate(db):
         migration_id = records.insert_row(db, "migration", row)
         records.audit(db, reviewer, "insert", "migration", migration_id, row)
@@ -40,6 +41,12 @@ def add_migration(db: Database, migration: Migration, command: str | None, revie
 
 def migration_command(db: Database, migration_id: int) -> str | None:
     row = db.execute("SELECT command FROM migration WHERE id = ?", [migration_id]).fetchone()
+    return row[0] if row else None
+
+
+def migration_setup(db: Database, migration_id: int) -> str | None:
+    """The shell line run in each re-run's worktree before the command (None: none)."""
+    row = db.execute("SELECT setup FROM migration WHERE id = ?", [migration_id]).fetchone()
     return row[0] if row else None
 
 
@@ -73,6 +80,7 @@ def add_reference(db: Database, attempt: Attempt, log: Path, points: list[tuple[
         records.audit(db, reviewer, "insert", "attempt", attempt_id, row)
         if points:
             replace_metric_points(db, attempt_id, points, reviewer)
+        _reference_value_from(db, attempt.migration_id, points, reviewer)
         db.conn.executemany(
             "INSERT INTO probe_report (attempt_id, file, rank, data) VALUES (?, ?, ?, ?)",
             [(attempt_id, *probe) for probe in probes],
@@ -86,3 +94,16 @@ def attempt_states(db: Database, migration_id: int) -> dict[int, tuple[Any, ...]
     return {row[0]: tuple(row[1:]) for row in db.execute(
         "SELECT seq, status, exit_code, log_id, claim, expected_level, commit_sha FROM attempt"
         " WHERE migration_id = ? AND source = 'agent' ORDER BY seq", [migration_id])}
+
+
+def _reference_value_from(db: Database, migration_id: int, points: list[tuple[str, int, float]], reviewer: str) -> None:
+    """A goal given without its value takes the reference run's: the goal metric at its last step
+    (what level 4 reads of any run). Audited like an edit; a value already set is kept."""
+    metric, value = db.execute("SELECT goal_metric, goal_reference FROM migration WHERE id = ?",
+                               [migration_id]).fetchone()
+    last = max(((step, v) for name, step, v in points if name == metric), default=None)
+    if value is not None or last is None:
+        return
+    db.table("migration").update(migration_id, {"goal_reference": last[1]})
+    records.audit(db, reviewer, "update", "migration", migration_id,
+                  {"goal_reference": last[1], "was": {"goal_reference": None}, "why": "from the reference run"})

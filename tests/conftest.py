@@ -227,3 +227,20 @@ def claims_study(bundle: BundleBuilder, tmp_path: Path):
     assert not report.problems
     yield db
     db.close()
+
+
+QUICK_SKIPPED_FILES = frozenset({"test_rerun_xla.py", "test_verify_variants.py", "test_report_html.py",
+                                 "test_app_serve.py"})
+"""`make test-quick` (WORKBENCH_TESTS=quick) leaves out the torch_xla runs and the browser tests;
+CI (`.ci/run`) and `make test` run everything."""
+QUICK_SKIPPED_FIXTURES = frozenset({"torch_python"})
+"""Fixtures that start a torch_xla interpreter in files that are otherwise quick."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("WORKBENCH_TESTS") != "quick":
+        return
+    skip = pytest.mark.skip(reason="make test-quick leaves out the torch_xla and browser tests (make test runs them)")
+    for item in items:
+        if item.path.name in QUICK_SKIPPED_FILES or QUICK_SKIPPED_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(skip)

@@ -259,29 +259,36 @@ def _plain_repo_study(bundle, tmp_path, commits: int):
     return db, repo
 
 
-def test_import_git_on_an_ordinary_repository_says_so_in_one_line(bundle, tmp_path):
+def test_import_git_takes_an_ordinary_repositorys_commits_as_they_are(bundle, tmp_path):
+    """Issue 38: each commit after the base is an attempt running the migration's command, timed
+    by the commit; a trailer still wins where present."""
     from click.testing import CliRunner
     from conftest import git
 
     from cli.main import main
+    from storage.database import open_study
+    from storage.setup import update_migration
 
     db, repo = _plain_repo_study(bundle, tmp_path, 68)
+    update_migration(db.db, 1, {"command": "python train.py --steps 40"}, "ana")
     db.close()
+    (repo / "notes.txt").write_text("trailer\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "Port\n\nAttempt-Command: PJRT_DEVICE=CPU python train.py --steps 2")
     cli = ["import", "git", str(repo), "--db", str(db.path), "--migration", "mlp-xla"]
     result = CliRunner().invoke(main, cli)
-    assert result.exit_code == 2
-    lines = [x for x in result.output.splitlines() if "Attempt-Command" in x]
-    assert len(lines) == 1 and "68 of 68 commits" in lines[0] and "--no-command" in lines[0]
-    # every commit of a range as an attempt without a command
-    first = git(repo, "rev-list", "--reverse", "HEAD").split()[10]
-    result = CliRunner().invoke(main, [*cli, "--range", f"{first}..HEAD", "--no-command"])
-    assert result.exit_code == 0 and "58 new" in result.output, result.output
-    from storage.database import open_study
-
+    assert result.exit_code == 0 and "69 new" in result.output, result.output
     study = open_study(db.path)
-    rows = list(study.db.query("SELECT argv, status, commit_basis FROM attempt WHERE external_id LIKE 'git:%'"))
+    rows = list(study.db.query("SELECT argv, env, status, commit_sha, started_at FROM attempt"
+                               " WHERE external_id LIKE 'git:%' ORDER BY seq"))
     study.close()
-    assert len(rows) == 58 and {(r["argv"], r["status"], r["commit_basis"]) for r in rows} == {("[]", "no_result", "git")}
+    assert len(rows) == 69
+    assert {(r["argv"], r["status"]) for r in rows[:68]} == {('["python", "train.py", "--steps", "40"]', "no_result")}
+    assert (rows[-1]["argv"], rows[-1]["env"]) == ('["python", "train.py", "--steps", "2"]', '{"PJRT_DEVICE": "CPU"}')
+    shown = git(repo, "show", "-s", "--format=%aI", rows[0]["commit_sha"])
+    assert rows[0]["started_at"] == shown  # the commit's time
+    again = CliRunner().invoke(main, cli)
+    assert again.exit_code == 0 and "69 unchanged" in again.output, again.output
     result = CliRunner().invoke(main, [*cli, "--range", "HEAD"])
     assert result.exit_code == 2 and "A..B" in result.output
 

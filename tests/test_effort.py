@@ -298,7 +298,8 @@ def test_cli_intervene_and_decide(study_db: Path) -> None:
     fails_cleanly(workbench("intervene", db, "nope", "--kind", "hint", "--minutes", "1"), "no migration")
     fails_cleanly(workbench("decide", db, "mlp-xla", "stop"), "--reason", "suggest continue")
     done = workbench("decide", db, "mlp-xla", "stop", "--reason", "out of ideas")
-    assert done.returncode == 0 and "decision 1: stop (the rules suggested continue)" in done.stdout
+    assert done.returncode == 0 and "decision 1: stop, attempt #" in done.stdout
+    assert "(the latest) (the rules suggested continue)" in done.stdout
     assert "attempts=2" in done.stdout
     s = open_study(study_db)
     try:

@@ -37,23 +37,23 @@ def test_each_commit_is_an_attempt(bundle, tmp_path: Path) -> None:
     good = commit(repo, {"train.py": "import torch_xla  # fixed\n", ".workbench/attempt.log": "loss 0.3\n",
                          ".workbench/metrics.jsonl": metrics},
                   "Fix the step\n\nRuns on 4 TPU chips now.\n\nAttempt-Command: python train.py\nAttempt-Exit-Code: 0\n")
-    commit(repo, {"README": "notes\n"}, "Just notes")
+    notes = commit(repo, {"README": "notes\n"}, "Just notes")  # no trailers: an attempt all the same
     report = import_git(study, repo, "mlp-xla", "ana")
-    assert (report.inserted, len(report.problems)) == (2, 1) and "no Attempt-Command" in report.problems[0]
+    assert (report.inserted, report.problems) == (3, [])
     rows = list(study.db.query("SELECT * FROM attempt WHERE external_id LIKE 'git:%' ORDER BY seq"))
     assert [(r["seq"], r["commit_sha"], r["status"], r["exit_code"]) for r in rows] == [
-        (1, crash, "nonzero_exit", 1), (2, good, "ok", 0)]
+        (1, crash, "nonzero_exit", 1), (2, good, "ok", 0), (3, notes, "no_result", None)]
     assert json.loads(rows[0]["env"]) == {"PJRT_DEVICE": "TPU"} and rows[1]["expected_level"] == 3
     assert LogReader(study.db, rows[0]["log_id"]).lines(0, 2) == ["Traceback", "RuntimeError"]
     assert study.db.execute("SELECT count(*) FROM metric_point WHERE attempt_id = ?", [rows[1]["id"]]).fetchone()[0] == 3
     again = import_git(study, repo, "mlp-xla", "ana")
-    assert (again.inserted, again.updated, again.unchanged) == (0, 0, 2)
+    assert (again.inserted, again.updated, again.unchanged) == (0, 0, 3)
     study.close()
 
     env = {**os.environ, "WORKBENCH_REVIEWER": "ana"}
     cli = [sys.executable, "-m", "cli", "import", "git", str(repo), "--db", str(db_path), "--migration"]
     done = subprocess.run(cli + ["mlp-xla"], capture_output=True, text=True, env=env)
-    assert done.returncode == 0 and "0 new, 0 updated, 2 unchanged" in done.stdout
+    assert done.returncode == 0 and "0 new, 0 updated, 3 unchanged" in done.stdout
     other = tmp_path / "other"
     make_repo(other, [{"a": "1"}])
     done = subprocess.run(cli[:5] + [str(other)] + cli[6:] + ["mlp-xla"], capture_output=True, text=True, env=env)

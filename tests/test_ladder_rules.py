@@ -31,7 +31,7 @@ def test_sql_and_python_agree_on_level_and_over_claim(tmp_path: Path, seed: int)
             assert bool(verified) == bool(verdicts)
             assert level == highest_level(outcomes) == per_row[attempt_id], attempt_id
             expected = queries.effective_expected_level(db, attempt_id).level
-            python = over_claim(expected, level, verified=bool(verified))
+            python = over_claim(expected, outcomes, verified=bool(verified))
             assert (None if flag is None else bool(flag)) == python, attempt_id
     finally:
         study.close()

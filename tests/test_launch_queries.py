@@ -36,17 +36,21 @@ attempt_level AS (
     FROM attempt a WHERE a.source != 'reference'
 )"""
 
+FAILED = "EXISTS (SELECT 1 FROM effective e WHERE e.attempt_id = a.id AND e.outcome = 'fail')"
+"""An attempt failed when an effective outcome fails: an override counts (as in the report)."""
+SILENT = ("COALESCE((SELECT f.silent FROM failure f WHERE f.attempt_id = a.id AND f.superseded_by IS NULL),"
+          " a.exit_code = 0)")
+"""...and raised no error: the verifier's silent flag, else exit 0 (as in the report)."""
+
 OLD_SUMMARIES = f"""
     WITH {EFFECTIVE_VERDICTS}, {OLD_ATTEMPT_LEVEL}, {CURRENT_INTERVENTIONS}
     SELECT m.slug,
         (SELECT count(*) FROM attempt a WHERE a.migration_id = m.id
             AND a.source != 'reference') AS n_attempts,
-        (SELECT count(*) FROM failure f JOIN attempt a ON a.id = f.attempt_id
-            WHERE a.migration_id = m.id AND a.source != 'reference'
-            AND f.superseded_by IS NULL) AS n_failed,
-        (SELECT count(*) FROM failure f JOIN attempt a ON a.id = f.attempt_id
-            WHERE a.migration_id = m.id AND f.silent AND a.source != 'reference'
-            AND f.superseded_by IS NULL) AS n_silent,
+        (SELECT count(*) FROM attempt a WHERE a.migration_id = m.id AND a.source != 'reference'
+            AND {FAILED}) AS n_failed,
+        (SELECT count(*) FROM attempt a WHERE a.migration_id = m.id AND a.source != 'reference'
+            AND {FAILED} AND {SILENT}) AS n_silent,
         (SELECT count(*) FROM current_intervention i WHERE i.migration_id = m.id)
             AS n_interventions,
         (SELECT MAX(level) FROM attempt_level l WHERE l.migration_id = m.id AND l.verified)
@@ -63,10 +67,8 @@ OLD_TOTALS = f"""
     SELECT
         (SELECT count(*) FROM migration) AS migrations,
         (SELECT count(*) FROM attempt WHERE source != 'reference') AS attempts,
-        (SELECT count(*) FROM failure f JOIN attempt a ON a.id = f.attempt_id
-            WHERE a.source != 'reference' AND f.superseded_by IS NULL) AS failed,
-        (SELECT count(*) FROM failure f JOIN attempt a ON a.id = f.attempt_id
-            WHERE a.source != 'reference' AND f.superseded_by IS NULL AND f.silent) AS silent,
+        (SELECT count(*) FROM attempt a WHERE a.source != 'reference' AND {FAILED}) AS failed,
+        (SELECT count(*) FROM attempt a WHERE a.source != 'reference' AND {FAILED} AND {SILENT}) AS silent,
         (SELECT count(*) FROM attempt a WHERE a.source != 'reference' AND {over_claim_of("a")})
             AS over_claims,
         (SELECT count(*) FROM current_intervention) AS interventions

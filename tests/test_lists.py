@@ -336,7 +336,7 @@ async def test_an_empty_study_says_what_next_and_the_forms_set_it_up(tmp_path: P
         assert "Slug is required" in str(app.screen.query_one("#form-error").render())
         await fill(pilot, {"#new-slug": "mlp", "#new-repo": str(tmp_path / "nope"),
                            "#new-target": "tpu-v5e:4", "#new-goal": "eval_accuracy",
-                           "#new-reference": "0.9", "#new-command": "python train.py"})
+                           "#new-reference": "0.9", "#new-command": "python train.py", "#new-base": "HEAD"})
         assert isinstance(app.screen, NewMigrationForm)  # the service's one line, on the form
         assert "--repo" in str(app.screen.query_one("#form-error").render())
         await fill(pilot, {"#new-reference": "lots"})

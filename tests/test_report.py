@@ -560,23 +560,24 @@ def test_a_reviewers_claim_correction_changes_the_over_claim_count(study):
     assert queries.study_totals(s.db)["over_claims"] == 3
     # a2: the rules read level 4 in its claim (it reached 1); the reviewer reads level 1
     records.add_claim_review(s.db, attempt_id=ids["a2"], action="correct", expected_level=1, reviewer="ana")
-    # b2: the rules read level 4 (it reached 4); the reviewer reads level 5
+    # b2: the rules read level 4 (it reached 4); the reviewer reads level 5, which is unknown for
+    # b2: unknown is not below expectation, so it is no over-claim (issue 38)
     records.add_claim_review(s.db, attempt_id=ids["b2"], action="correct", expected_level=5, reviewer="bob")
     report = build_report(s.db)
     after = report.totals
-    assert sorted(after.over_claims.part.ids) == sorted([ids["a1"], ids["b1"], ids["b2"]])
+    assert sorted(after.over_claims.part.ids) == sorted([ids["a1"], ids["b1"]])
     assert after.over_claims.whole.n == before.over_claims.whole.n == 5
     b2 = next(a for m in report.migrations for a in m.attempt_facts if a.id == ids["b2"])
-    assert (b2.expected_level, b2.expected_source, b2.over_claim) == (5, "reviewer", True)
+    assert (b2.expected_level, b2.expected_source, b2.over_claim) == (5, "reviewer", False)
     # a reviewer who says the agent named no level takes the attempt out of the denominator
     records.add_claim_review(s.db, attempt_id=ids["a1"], action="correct", expected_level=None, reviewer="ana")
     third = build_report(s.db).totals.over_claims
-    assert (third.part.n, third.whole.n) == (2, 4)
-    assert queries.study_totals(s.db)["over_claims"] == 2
+    assert (third.part.n, third.whole.n) == (1, 4)
+    assert queries.study_totals(s.db)["over_claims"] == 1
     summaries = {m.migration.slug: m.over_claims for m in queries.migration_summaries(s.db)}
-    assert summaries == {"alpha": 0, "beta": 2, "gamma": 0}
+    assert summaries == {"alpha": 0, "beta": 1, "gamma": 0}
     assert queries.attempt_summary(s.db, ids["a2"]).over_claim is False
-    assert queries.attempt_summary(s.db, ids["b2"]).over_claim is True
+    assert queries.attempt_summary(s.db, ids["b2"]).over_claim is None
     assert queries.attempt_summary(s.db, ids["a1"]).over_claim is None
 
 

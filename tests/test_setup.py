@@ -27,7 +27,7 @@ def study(tmp_path: Path, project: Path) -> Path:
     db = tmp_path / "s.db"
     assert workbench("init", str(db), "--title", "My study", "--price", "tpu-v5e=1.2",
                      "--price", "cpu=0.05").returncode == 0
-    added = workbench("migration", "add", str(db), "mlp", "--repo", str(project), "--target", "tpu-v5e:4",
+    added = workbench("migration", "add", str(db), "mlp", "--repo", str(project), "--base", "HEAD", "--target", "tpu-v5e:4",
                       "--goal", "eval_accuracy", "--direction", "max", "--reference-value", "0.9",
                       "--tolerance", "0.01", "--command", "python train.py --steps 40")
     assert added.returncode == 0, added.stderr
@@ -83,7 +83,7 @@ def test_migration_add_fills_the_row_as_a_bundle_import_does(study: Path, projec
 
 def test_migration_add_refuses_bad_input_with_one_line(study: Path, project: Path, tmp_path: Path) -> None:
     def add(slug: str, *extra: str, repo: Path = project, target: str = "tpu-v5e:4"):
-        return workbench("migration", "add", str(study), slug, "--repo", str(repo), "--target", target,
+        return workbench("migration", "add", str(study), slug, "--repo", str(repo), "--base", "HEAD", "--target", target,
                          "--goal", "acc", "--direction", "max", "--reference-value", "0.9", *extra)
 
     fails_cleanly(add("mlp"), "'mlp' already exists")
@@ -98,7 +98,7 @@ def test_migration_add_refuses_bad_input_with_one_line(study: Path, project: Pat
     fails_cleanly(add("m2", "--command", "python 'unclosed"), "--command")
     (project / "train.py").write_text("changed\n")
     fails_cleanly(add("m2"), "uncommitted changes")
-    fails_cleanly(workbench("migration", "add", str(study.with_name("none.db")), "m2", "--repo", str(project),
+    fails_cleanly(workbench("migration", "add", str(study.with_name("none.db")), "m2", "--repo", str(project), "--base", "HEAD",
                             "--target", "cpu", "--goal", "a", "--direction", "max", "--reference-value", "1"),
                   "no such study database")
     assert rows(study, "SELECT slug FROM migration") == [("mlp",)]
@@ -211,7 +211,7 @@ def test_a_study_from_nothing_with_only_the_new_commands(tmp_path: Path, project
     log, metrics = reference_files(tmp_path)
     steps = [
         ("init", str(db), "--title", "From nothing", "--price", "tpu-v5e=1.2", "--price", "a100=2.5"),
-        ("migration", "add", str(db), "mlp", "--repo", str(project), "--target", "tpu-v5e:4", "--goal",
+        ("migration", "add", str(db), "mlp", "--repo", str(project), "--base", "HEAD", "--target", "tpu-v5e:4", "--goal",
          "eval_accuracy", "--direction", "max", "--reference-value", "0.9", "--command", "python train.py"),
         ("reference", str(db), "mlp", "--log", str(log), "--metrics", str(metrics), "--wall", "600",
          "--hardware", "a100:1"),
@@ -229,7 +229,9 @@ def test_a_study_from_nothing_with_only_the_new_commands(tmp_path: Path, project
     assert totals["migrations"]["n"] == 1
     assert totals["attempts"]["n"] == 3 and totals["verified"]["n"] == 3
     assert totals["failed"]["n"] == 2 and totals["silent"]["n"] == 1
-    assert totals["over_claims"]["n"] == 1
+    # the claim "reaches the target accuracy on the TPU": level 3 (the hardware) is unknown from a
+    # transcript, and unknown is not below expectation (issue 38): no over-claim
+    assert totals["over_claims"]["n"] == 0
     (migration,) = json.loads(report.stdout)["migrations"]
     assert migration["reference_attempt_id"] is not None
     assert rows(db, "SELECT COUNT(*) FROM attempt WHERE agent_id = 'a77'") == [(1,)]
@@ -253,7 +255,7 @@ def test_rows_have_the_shape_a_bundle_import_gives(bundle, tmp_path: Path, proje
     log, metrics = reference_files(tmp_path)
     for args in (("init", str(made), "--title", "Test study", "--price", "tpu-v5e=1.2", "--price", "cpu=0.05",
                   "--staff-rate", "100"),
-                 ("migration", "add", str(made), "mlp", "--repo", str(project), "--target", "tpu-v5e:4",
+                 ("migration", "add", str(made), "mlp", "--repo", str(project), "--base", "HEAD", "--target", "tpu-v5e:4",
                   "--goal", "eval_accuracy", "--direction", "max", "--reference-value", "0.9", "--tolerance",
                   "0.01", "--budget-compute-dollars", "50", "--budget-attempts", "10", "--command", "python train.py"),
                  ("reference", str(made), "mlp", "--log", str(log), "--metrics", str(metrics), "--wall", "30")):

@@ -52,7 +52,7 @@ def test_watch_follows_a_growing_session(tmp_path: Path) -> None:
     make_repo(repo, [{"train.py": "print('train')\n"}])
     log, metrics = reference_files(tmp_path)
     for args in (("init", str(db), "--title", "Live"),
-                 ("migration", "add", str(db), "mlp", "--repo", str(repo), "--target", "cpu:4", "--goal",
+                 ("migration", "add", str(db), "mlp", "--repo", str(repo), "--base", "HEAD", "--target", "cpu:4", "--goal",
                   "eval_accuracy", "--direction", "max", "--reference-value", "0.9", "--command", "python train.py"),
                  ("reference", str(db), "mlp", "--log", str(log), "--metrics", str(metrics))):
         assert workbench(*args).returncode == 0, args
@@ -112,7 +112,7 @@ def test_watch_refuses_bad_input_and_stops_by_itself(tmp_path: Path) -> None:
     assert workbench("init", str(db), "--title", "Live").returncode == 0
     fails_cleanly(workbench("watch", str(db), "nope", "--project", str(repo)), "no migration 'nope'",
                   "workbench migration add")
-    assert workbench("migration", "add", str(db), "m", "--repo", str(repo), "--target", "cpu", "--goal", "acc",
+    assert workbench("migration", "add", str(db), "m", "--repo", str(repo), "--base", "HEAD", "--target", "cpu", "--goal", "acc",
                      "--direction", "max", "--reference-value", "1").returncode == 0
     fails_cleanly(workbench("watch", str(db), "m", "--project", str(tmp_path / "missing")), "--project",
                   "no such folder")

@@ -55,7 +55,7 @@ def live_study(tmp_path: Path, *, slug: str = "mlp") -> Live:
     make_repo(repo, [{"train.py": "print('train')\n"}])
     log, metrics = reference_files(tmp_path)
     for args in (("init", str(db), "--title", "Live"),
-                 ("migration", "add", str(db), slug, "--repo", str(repo), "--target", "cpu:4", "--goal",
+                 ("migration", "add", str(db), slug, "--repo", str(repo), "--base", "HEAD", "--target", "cpu:4", "--goal",
                   "eval_accuracy", "--direction", "max", "--reference-value", "0.9", "--command", "python train.py"),
                  ("reference", str(db), slug, "--log", str(log), "--metrics", str(metrics))):
         done = workbench(*args)

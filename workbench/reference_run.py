@@ -19,10 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from domain.errors import WorkbenchError
+from domain.jobs import with_setup
 from domain.models import Attempt, AttemptSource, AttemptStatus, Command, Hardware, Migration
 from domain.redact import redact_env
 from storage import setup as store
 from storage.database import StudyDatabase
+from workbench.rerun import preflight
 from workbench.studies import check_command, find_migration
 
 
@@ -42,8 +44,9 @@ def _iso_now() -> str:
 
 
 def _execute(migration: Migration, argv: list[str], run_dir: Path, env: dict[str, str], venv: str | None,
-             timeout: float | None) -> Measured:
-    """Check the base commit out, run the command there with the probe, remove the checkout."""
+             timeout: float | None, setup: str | None = None) -> Measured:
+    """Check the base commit out, run the command there (after the migration's setup line) with
+    the probe, remove the checkout."""
     from workbench import probe
     from workbench.rerun import backends, worktree
 
@@ -51,7 +54,7 @@ def _execute(migration: Migration, argv: list[str], run_dir: Path, env: dict[str
     worktree.add(Path(migration.repo), migration.base_commit, tree)
     try:
         ctx = backends.Context(
-            job_id=0, commit=migration.base_commit, worktree=tree, job_dir=run_dir, argv=argv, cwd=".",
+            job_id=0, commit=migration.base_commit, worktree=tree, job_dir=run_dir, argv=with_setup(argv, setup), cwd=".",
             env=env, chips=migration.target.chips, host=None, zone=None, options={"venv": venv} if venv else {},
         )
         run_argv, run_env, cwd = backends.Local().main(ctx)
@@ -157,12 +160,15 @@ def run_reference(sdb: StudyDatabase, slug: str, *, command: str | None, env: di
         raise WorkbenchError("--command: the migration has no command; give the reference's command here")
     if seed is not None:
         text = text.replace("{seed}", str(seed))
+    argv = shlex.split(text)
+    preflight.check_local(Path(migration.repo), migration.base_commit, tuple(argv), ".", env,
+                          {"venv": venv} if venv else {})  # as the run will start: nothing stored when it cannot
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S")
     runs = sdb.path.resolve().parent / f"{sdb.path.stem}.reference"
     runs.mkdir(parents=True, exist_ok=True)
     run_dir = Path(tempfile.mkdtemp(prefix=f"{slug}-{stamp}-", dir=runs))
     t0 = time.monotonic()
-    measured = _execute(migration, shlex.split(text), run_dir, env, venv, timeout)
+    measured = _execute(migration, argv, run_dir, env, venv, timeout, store.migration_setup(sdb.db, migration.id))
     if measured.exit_code != 0:
         raise WorkbenchError(f"--run: the reference run exited with {measured.exit_code}; nothing recorded"
                              f" (output: {measured.log})")

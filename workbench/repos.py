@@ -59,3 +59,49 @@ class CommitResolver:
 
     def close(self) -> None:
         self._repo.close()
+
+
+AGENT_MARKS = ("attempt-command:", "co-authored-by: claude", "generated with [claude code]")
+"""Lower-cased text an agent's commit message carries (its trailers): the agent's work starts there."""
+
+
+def infer_base(repo: Path, sessions_started: str | None = None) -> tuple[str, str]:
+    """(SHA, why) of the commit before the agent's work when `migration add` was given no --base.
+
+    In order: the parent of the oldest commit on HEAD's first-parent line whose message carries
+    an agent trailer; the last commit made before the project's first Claude Code session
+    (`sessions_started`, ISO time); where HEAD left its upstream branch (origin's default
+    branch when none is set). WorkbenchError when none applies: the user gives --base.
+    """
+    import datetime
+
+    import git
+
+    from domain.costs import parse_time
+    from domain.text import plural
+
+    handle = git.Repo(repo)
+    try:
+        line = list(handle.iter_commits("HEAD", first_parent=True, max_count=10_000))
+        marked = [c for c in line if any(m in str(c.message).lower() for m in AGENT_MARKS)]
+        if marked and marked[-1].parents:
+            first = marked[-1]
+            return first.parents[0].hexsha, f"the parent of {first.hexsha[:12]}, the first commit with an agent trailer"
+        started = parse_time(sessions_started) if sessions_started else None
+        if started is not None:
+            before = [c for c in line if c.committed_datetime.astimezone(datetime.UTC) <= started]
+            if before:
+                return before[0].hexsha, f"the last commit before the first Claude Code session ({sessions_started})"
+        for upstream in ("@{upstream}", "origin/HEAD"):
+            try:
+                other = handle.commit(upstream)
+            except (ValueError, git.BadName, git.GitCommandError):
+                continue
+            (found,) = handle.merge_base(handle.head.commit, other)[:1] or (None,)
+            if found is not None:
+                ahead = int(handle.git.rev_list("--count", f"{found.hexsha}..HEAD"))
+                return found.hexsha, f"where HEAD left {upstream.strip('@{}')}, {plural(ahead, 'commit')} before HEAD"
+    finally:
+        handle.close()
+    raise WorkbenchError(f"--base: cannot tell where the agent's work starts in {repo} (no agent trailer, no Claude"
+                         " Code session, no upstream branch); give --base REV, the original (GPU) code")

@@ -136,14 +136,20 @@ class MigrationSpec:
 
     slug: str
     repo: Path
-    base: str
+    base: str | None
+    """None: inferred as the commit before the agent's work (`repos.infer_base`)."""
     target: str
     runtime: str
     goal: str
     direction: str
-    reference_value: float
+    reference_value: float | None
+    """None: taken from the reference run when it is recorded."""
     tolerance: float = 0.0
     command: str | None = None
+    setup: str | None = None
+    """A shell line run in each re-run's worktree (and the reference run's) before the command."""
+    shell: bool = False
+    """The command needs a shell (`prepare && train`, pipes, globs): it is run as `sh -c COMMAND`."""
     title: str | None = None
     acceptance_level: int = 4
     budgets: Budgets = Budgets()
@@ -157,17 +163,23 @@ def check_budgets(budgets: Budgets) -> Budgets:
     return budgets
 
 
-def check_goal(metric: str, reference: float, direction: str, tolerance: float) -> Goal:
+def check_goal(metric: str, reference: float | None, direction: str, tolerance: float) -> Goal:
+    """The goal; a reference value of None (or NaN: not set yet) is taken from the reference run."""
     metric = "_".join(metric.split())  # as the log writes it: `val loss` is read as val_loss
     if not re.fullmatch(r"[A-Za-z_][\w./-]{0,99}", metric):
         raise WorkbenchError(f"--goal: {metric[:40]!r} is not a metric name (letters, digits, '_', '.', '/', '-')")
-    return Goal(metric, finite(reference, "--reference-value"), Direction(direction),
+    value = math.nan if reference is None or math.isnan(reference) else finite(reference, "--reference-value")
+    return Goal(metric, value, Direction(direction),
                 finite(tolerance, "--tolerance", minimum=0.0))
 
 
-def check_command(command: str | None) -> str | None:
+def check_command(command: str | None, shell: bool = False) -> str | None:
+    """The command as stored (secrets redacted); with `shell`, as `sh -c COMMAND`, so every run of
+    it (reference, imported commits, re-runs) is one argv that a shell reads."""
     if command is None:
         return None
+    if shell and command.strip():
+        command = shlex.join(["sh", "-c", command.strip()])
     try:
         words = shlex.split(command)
     except ValueError as exc:
@@ -177,8 +189,16 @@ def check_command(command: str | None) -> str | None:
     return redact(command)
 
 
-def add_migration(sdb: StudyDatabase, spec: MigrationSpec, reviewer: str) -> Migration:
-    """Check everything, then write the migration in one audited transaction."""
+def check_setup(setup: str | None) -> str | None:
+    """The setup line as stored: None for none (an empty one clears it), secrets redacted."""
+    if setup is None or not setup.strip():
+        return None
+    return redact(setup.strip())
+
+
+def add_migration(sdb: StudyDatabase, spec: MigrationSpec, reviewer: str) -> tuple[Migration, str | None]:
+    """Check everything, then write the migration in one audited transaction. Also why the base
+    is that commit when it was inferred (None when --base named it)."""
     slug = slug_of(spec.slug, "SLUG")
     if queries.get_migration(sdb.db, slug) is not None:
         raise WorkbenchError(f"SLUG: migration {slug!r} already exists; change it with `workbench migration edit`")
@@ -186,15 +206,29 @@ def add_migration(sdb: StudyDatabase, spec: MigrationSpec, reviewer: str) -> Mig
     if not 1 <= spec.acceptance_level <= 5:
         raise WorkbenchError("--acceptance-level: must be from 1 to 5")
     goal = check_goal(spec.goal, spec.reference_value, spec.direction, spec.tolerance)
-    command = check_command(spec.command)
-    repo, base = base_commit(spec.repo, spec.base)
+    command = check_command(spec.command, spec.shell)
+    setup = check_setup(spec.setup)
+    repo, base, why = _base(spec.repo, spec.base)
     migration = Migration(
         id=0, slug=slug, title=(spec.title or slug).strip() or slug, repo=str(repo), base_commit=base,
         target=Target(accelerator, chips, spec.runtime), goal=goal, budgets=check_budgets(spec.budgets),
         status=MigrationStatus.IN_PROGRESS, acceptance_level=spec.acceptance_level,
     )
-    migration_id = store.add_migration(sdb.db, migration, command, reviewer)
-    return dataclasses.replace(migration, id=migration_id)
+    migration_id = store.add_migration(sdb.db, migration, command, reviewer, setup=setup)
+    return dataclasses.replace(migration, id=migration_id), why
+
+
+def _base(repo: Path, rev: str | None) -> tuple[Path, str, str | None]:
+    """(root, base SHA, why when inferred): --base as given, else the commit before the agent's work."""
+    from workbench.importers.sessions import find_sessions
+    from workbench.repos import infer_base
+
+    if rev:
+        return (*base_commit(repo, rev), None)
+    root, _ = base_commit(repo, "HEAD")
+    started = next((info.started_at for info in find_sessions(root) if info.started_at), None)
+    sha, why = infer_base(root, started)
+    return root, sha, why
 
 
 def find_migration(sdb: StudyDatabase, slug: str) -> Migration:
@@ -207,6 +241,7 @@ def find_migration(sdb: StudyDatabase, slug: str) -> Migration:
 def edit_migration(sdb: StudyDatabase, slug: str, *, target: str | None = None, runtime: str | None = None,
                    goal: str | None = None, direction: str | None = None, reference_value: float | None = None,
                    tolerance: float | None = None, command: str | None = None, title: str | None = None,
+                   setup: str | None = None, shell: bool = False,
                    budgets: dict[str, float | None] | None = None, reviewer: str) -> list[str]:
     """Change what was given, audited; budgets go through the budget history the effort rules read.
     Returns the names of the columns that changed."""
@@ -219,11 +254,16 @@ def edit_migration(sdb: StudyDatabase, slug: str, *, target: str | None = None, 
     if title is not None and title.strip():
         changes["title"] = title.strip()
     if command is not None:
-        changes["command"] = check_command(command)
+        changes["command"] = check_command(command, shell)
+    elif shell:
+        raise WorkbenchError("--shell: give the --command it applies to")
+    if setup is not None:
+        changes["setup"] = check_setup(setup)
     old = migration.goal
     new_goal = check_goal(goal or old.metric, old.reference if reference_value is None else reference_value,
                           direction or old.direction.value, old.tolerance if tolerance is None else tolerance)
-    changes.update(goal_metric=new_goal.metric, goal_reference=new_goal.reference,
+    changes.update(goal_metric=new_goal.metric,
+                   goal_reference=None if math.isnan(new_goal.reference) else new_goal.reference,
                    goal_direction=new_goal.direction.value, goal_tolerance=new_goal.tolerance)
     new_budgets = _merged_budgets(sdb, migration, budgets or {})
     names = store.update_migration(sdb.db, migration.id, changes, reviewer)

@@ -7,6 +7,7 @@ reach the terminal as a control sequence.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -203,7 +204,8 @@ def filter_line(described: str, shown: int, complete: bool) -> Text:
 def goal(m: Migration) -> str:
     sign = "≥" if m.goal.direction is Direction.MAX else "≤"
     slack = f" ± {m.goal.tolerance:g}" if m.goal.tolerance else ""
-    return f"{m.goal.metric} {sign} {m.goal.reference:g}{slack}"
+    value = "the reference run's" if math.isnan(m.goal.reference) else f"{m.goal.reference:g}"
+    return f"{m.goal.metric} {sign} {value}{slack}"
 
 
 def migration_detail(summary: MigrationSummary) -> Text:

@@ -1,16 +1,19 @@
 """Import a repository in which each commit is one attempt (docs/claude-code-import.md, "git").
 
 Every commit on the first-parent history of REF after the migration's base commit is an
-attempt, keyed `git:<sha>`. Its command, status and expectations come from trailers of the
-commit message; its log and metrics from `.workbench/attempt.log` and `.workbench/metrics.jsonl`
-in the commit's tree, or from `--logs DIR` (`<sha>.log`, `<sha>.metrics.jsonl`). Each attempt
-is written in its own transaction; a re-import changes nothing.
+attempt, keyed `git:<sha>`, as it is: an ordinary commit runs the migration's command and is
+timed by the commit. Attempt-* trailers of the message, where present, win (command, status,
+expectations, times); its log and metrics come from `.workbench/attempt.log` and
+`.workbench/metrics.jsonl` in the commit's tree, or from `--logs DIR` (`<sha>.log`,
+`<sha>.metrics.jsonl`). Each attempt is written in its own transaction; a re-import changes
+nothing.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -19,7 +22,6 @@ from domain.errors import WorkbenchError
 from domain.imports import ImportReport
 from domain.models import Attempt, AttemptSource, AttemptStatus, Command
 from domain.redact import redact
-from domain.text import plural
 from storage import imports, queries, records
 from storage.converters import attempt_to_row
 from storage.database import StudyDatabase
@@ -34,10 +36,6 @@ METRICS_PATH = ".workbench/metrics.jsonl"
 
 class BadCommit(ValueError):
     pass
-
-
-class NoCommand(BadCommit):
-    """A commit without an Attempt-Command trailer: an ordinary commit, counted in one line."""
 
 
 def _git(repo: Path, *args: str, check: bool = True) -> bytes | None:
@@ -93,18 +91,19 @@ def parse_metrics(data: bytes, where: str) -> list[tuple[str, int, float]]:
 
 class GitHistoryImporter:
     def __init__(self, study_db: StudyDatabase, repo: Path, migration: str, reviewer: str, *,
-                 ref: str = "HEAD", logs: Path | None = None, commits: str | None = None,
-                 no_command: bool = False) -> None:
+                 ref: str = "HEAD", logs: Path | None = None, commits: str | None = None) -> None:
+        from storage.setup import migration_command
+
         self.db = study_db.db
         self.repo = repo
         self.reviewer = reviewer
         self.logs = logs
-        self.no_command = no_command
-        """Import a commit without an Attempt-Command trailer as an attempt without a command."""
         found = get_migration(self.db, migration)
         if found is None:
             raise WorkbenchError(f"{study_db.path}: no migration {migration!r}; import its bundle first")
         self.migration = found
+        self.command = migration_command(self.db, found.id)
+        """What a commit without an Attempt-Command trailer ran: the migration's command (or none)."""
         if _git(repo, "rev-parse", "--git-dir", check=False) is None:
             raise WorkbenchError(f"{repo}: not a git repository")
         if _git(repo, "cat-file", "-e", f"{found.base_commit}^{{commit}}", check=False) is None:
@@ -128,26 +127,18 @@ class GitHistoryImporter:
         out = _git(self.repo, "rev-list", "--first-parent", "--reverse", f"{self.range[0]}..{self.range[1]}")
         shas = out.decode().split()
         next_seq = queries.next_seq(self.db, self.migration.id)
-        plain = []
         for sha in shas:
             try:
                 with records.immediate(self.db):
                     what, used_seq = self._import(sha, next_seq)
-            except NoCommand:
-                plain.append(sha)
-                continue
             except BadCommit as exc:
                 report.problems.append(f"commit {sha[:12]}: {exc}; skipped")
                 continue
             if used_seq:
                 next_seq += 1
             report.count(what)
-        if plain:
-            one = len(plain) == 1
-            report.problems.append(
-                f"{len(plain)} of {plural(len(shas), 'commit')} {'has' if one else 'have'} no Attempt-Command"
-                f" trailer (first {plain[0][:12]}) and {'was' if one else 'were'} skipped; --no-command imports"
-                " every commit of the range as an attempt without a command")
+        if not shas:
+            report.problems.append(f"no commits after {self.range[0][:12]} up to {self.range[1][:12]}: nothing to import")
         return report
 
     def _file(self, sha: str, path: str, beside: str) -> bytes | None:
@@ -162,8 +153,6 @@ class GitHistoryImporter:
         author_date, commit_date, message = raw.split("\0", 2)
         claim, trailers = parse_message(message)
         command = trailers.get("attempt-command")
-        if not command and not self.no_command:
-            raise NoCommand()
         exit_code = _int(trailers, "attempt-exit-code")
         level = _int(trailers, "attempt-expected-level")
         if level is not None and not 1 <= level <= 5:
@@ -177,7 +166,8 @@ class GitHistoryImporter:
             raise BadCommit(f"Attempt-Status {status_text!r:.40} is not one of "
                             f"{', '.join(s.value for s in AttemptStatus)}") from None
         claim = redact(claim)
-        argv, env = command_parts(command) if command else ((), {})
+        # a trailer is a shell line as the agent typed it; the migration's command is an argv line
+        argv, env = command_parts(command) if command else (tuple(shlex.split(self.command or "")), {})
         key = {"migration_id": self.migration.id, "external_id": f"git:{sha}"}
         existing = imports.seq_of(self.db, self.migration.id, key["external_id"])
         seq = existing if existing is not None else next_seq

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from collections import defaultdict
 from itertools import chain
 from operator import attrgetter
@@ -345,8 +346,8 @@ def _attempt_facts(row, migration, prices, verdicts, texts, costs, measured) -> 
         failed_automated=failed_auto,
         silent=failed_eff and no_error,
         silent_automated=failed_auto and no_error,
-        over_claim=bool(over_claim(expected, level_eff or 0, verified=verified)),  # unverified: None, unread
-        over_claim_automated=bool(over_claim(expected, level_auto or 0, verified=verified)),
+        over_claim=bool(over_claim(expected, dict(zip(LEVELS, eff)), verified=verified)),  # None: not counted
+        over_claim_automated=bool(over_claim(expected, dict(zip(LEVELS, auto)), verified=verified)),
         passes_level1=verified and eff[0] == "pass",
         failure_id=failure["failure_id"],
         cause=failure["failure_cause"],
@@ -373,6 +374,28 @@ def _ids(items, pred=None, table: str = "attempt") -> Count:
     return Count(tuple([x.id for x in items] if pred is None else [x.id for x in items if pred(x)]), table)
 
 
+RUN_MEASURES = ("wall_seconds", "chip_hours", "cost_dollars", "time_ratio", "cost_ratio", "goal_value")
+"""What a re-run measures of the attempt it re-ran, where the attempt's own record has none."""
+
+
+def _measured_by_reruns(facts: list[AttemptFacts], reruns: list[AttemptFacts]) -> None:
+    """A re-run is another run of the same attempt: where the attempt's own record measured
+    nothing (an imported commit: no log, no times), its latest verified re-run's steps, goal
+    value, time and cost stand for it, as its levels do (`_decide_by_reruns`), so an accepted
+    attempt has a final run's figures."""
+    latest = {r.rerun_of: r for r in sorted(reruns, key=attrgetter("seq"))
+              if r.rerun_of is not None and r.verification_id is not None}
+    for a in facts:
+        run = latest.get(a.id)
+        if run is None:
+            continue
+        if a.last_step is None:
+            a.last_step, a.smoke = run.last_step, run.smoke
+        for name in RUN_MEASURES:
+            if getattr(a, name) is None:
+                setattr(a, name, getattr(run, name))
+
+
 def _migration_report(m, runs: list[AttemptFacts], reference_id: int | None, by_migration, rate: float,
                       scrub: Scrub, rule: str, reference_run: tuple[float | None, float | None] = (None, None)
                       ) -> MigrationReport:
@@ -385,6 +408,7 @@ def _migration_report(m, runs: list[AttemptFacts], reference_id: int | None, by_
     verified = [a for a in facts if a.verified]
     best = max(verified, key=lambda a: (a.level, -a.seq), default=None)
     best_auto = max((a.level_automated or 0 for a in verified), default=None)  # verified: never None
+    _measured_by_reruns(facts, reruns)
     decisions = list(by_migration["decision"].get(m.id, []))
     chosen = final_run(rule, m.status.value, decisions, facts)
     final = chosen.attempt
@@ -470,7 +494,8 @@ def _goal_values(goal, metric: str, reference_id: int | None, final: AttemptFact
     valued = [(a.goal_value, a) for a in verified if a.goal_value is not None]
     best = max(valued, key=lambda pair: (sign * pair[0], -pair[1].seq), default=(None, None))[1]
     return GoalValues(
-        metric=metric, direction=goal.direction.value, reference=goal.reference, tolerance=goal.tolerance,
+        metric=metric, direction=goal.direction.value,
+        reference=None if math.isnan(goal.reference) else goal.reference, tolerance=goal.tolerance,
         reference_attempt_id=reference_id,
         final_value=final.goal_value if final else None, final_attempt_id=final.id if final else None,
         best_value=best.goal_value if best else None, best_attempt_id=best.id if best else None,

@@ -171,7 +171,7 @@ class GoalValues:
     metric: str
     direction: str
     """`max` or `min`: which way is better."""
-    reference: float
+    reference: float | None
     """The migration's goal value (the reference run's result it must reach)."""
     tolerance: float
     reference_attempt_id: int | None

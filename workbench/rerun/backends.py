@@ -103,13 +103,21 @@ def _pythonpath(extra: str, existing: str | None) -> str:
     return extra + (os.pathsep + existing if existing else "")
 
 
+def local_environment(env: dict[str, str], options: dict[str, Any]) -> dict[str, str]:
+    """What a local run's command sees, before the probe: this process's environment without its
+    Python settings, the target venv first on PATH, the job's variables on top. The pre-flight
+    checks with it too."""
+    out = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "WORKBENCH_PROBE_DIR")}
+    out = _path_with_venv(out, options.get("venv"))
+    out.update(env)
+    return out
+
+
 class Local(Backend):
     name = "local"
 
     def main(self, ctx: Context) -> tuple[list[str], dict[str, str], Path]:
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "WORKBENCH_PROBE_DIR")}
-        env = _path_with_venv(env, ctx.options.get("venv"))
-        env.update(ctx.env)
+        env = local_environment(ctx.env, ctx.options)
         env["PYTHONPATH"] = _pythonpath(str(INJECT_DIR), ctx.env.get("PYTHONPATH"))
         env["WORKBENCH_PROBE_DIR"] = str(ctx.probe_dir)
         env["WORKBENCH_JOB_ID"] = str(ctx.job_id)

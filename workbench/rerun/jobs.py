@@ -19,6 +19,7 @@ from domain.errors import WorkbenchError
 from domain.jobs import QUEUED_GRACE_S, Job, JobSpec, JobState
 from domain.models import Attempt
 from storage.jobs import get_job, insert_job, list_jobs, migration_target, stored_result, update_job
+from storage.setup import migration_setup as store_setup
 from storage.sqlite import Database
 
 if TYPE_CHECKING:
@@ -77,13 +78,22 @@ def env_changes(recorded: dict[str, str], env: dict[str, str], differ: list[EnvD
 def spec_for(db: Database, attempt: Attempt, backend: str, *, chips: int | None = None, **kwargs: Any) -> JobSpec:
     """The launcher's starting point: the attempt's command and environment, the migration's target,
     and the backend's defaults for variables the attempt did not record."""
+    import shlex
+
+    from storage.setup import migration_command, migration_setup
+
     target_chips, target_kind = migration_target(db, attempt.migration_id)
     hw = attempt.intended_hardware
     chips = chips or (hw.count if hw else target_chips) or 1
     env, _ = environment(attempt.command.env, backend, chips, kwargs.get("options"))
+    setup = migration_setup(db, attempt.migration_id)
+    if setup:  # the migration's setup line, run in the job's worktree before the command
+        kwargs["options"] = {"setup": setup, **(kwargs.get("options") or {})}
+    # an attempt recorded without a command (a bundle's, a transcript's lost call) runs the migration's
+    argv = attempt.command.argv or tuple(shlex.split(migration_command(db, attempt.migration_id) or ""))
     return JobSpec(
         migration_id=attempt.migration_id, attempt_id=attempt.id, backend=backend,
-        argv=attempt.command.argv, cwd=attempt.command.cwd, env=env, chips=chips,
+        argv=argv, cwd=attempt.command.cwd, env=env, chips=chips,
         accelerator=kwargs.pop("accelerator", None) or (hw.kind if hw else target_kind), **kwargs,
     )
 
@@ -121,9 +131,14 @@ def start(db_path: Path, job: Job) -> int:
 
 def launch(study: StudyDatabase, spec: JobSpec, reviewer: str, *, checked: bool = False) -> Job:
     """Check that the program can start (JobEnvironmentError naming the fix; skipped when the caller
-    just did), store the job, start its runner."""
+    just did), store the job, start its runner. A relative target venv is read from this process's
+    folder, never the job's worktree."""
     from workbench.rerun import preflight
 
+    spec = preflight.resolved(spec)
+    setup = None if "setup" in spec.options else store_setup(study.db, spec.migration_id)
+    if setup:  # the app's launcher builds its spec itself: the migration's setup runs all the same
+        spec = with_changes(spec, options={**spec.options, "setup": setup})
     if not checked:
         preflight.check(study.db, spec)
     job = create_job(study.db, study.path, spec, reviewer)
@@ -257,6 +272,15 @@ def progress(data: bytes) -> tuple[int, int] | None:
     for m in _STEP.finditer(data):
         found = (int(m.group(1)), int(m.group(2)))
     return found
+
+
+_STEP_SEEN = re.compile(rb"\bstep\b[ :=#]*(\d+)", re.I)
+"""`step 200: train loss ...`, `Step 3`, `step=40`: a step number without a total (linear: no nesting)."""
+
+
+def steps_seen(data: bytes) -> int | None:
+    """The largest step number some output names, whatever its format, for the job's progress."""
+    return max((int(m.group(1)) for m in _STEP_SEEN.finditer(data)), default=None)
 
 
 def with_changes(spec: JobSpec, **changes: Any) -> JobSpec:

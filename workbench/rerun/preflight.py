@@ -34,11 +34,28 @@ _NOT_FOUND = (126, 127)
 NO_TPU_FIX = "run it where the TPU is (--backend ssh/gcloud/skypilot) or pass --env PJRT_DEVICE=CPU (virtual XLA:CPU devices)"
 
 
-def run_path(spec: JobSpec) -> str:
-    """The PATH the command will see: the target venv's bin/ first (backends.Local does the same)."""
-    path = spec.env.get("PATH") or os.environ.get("PATH", os.defpath)
+def target_venv(text: str | None, flag: str = "--venv") -> str | None:
+    """A local target environment as an absolute path, read from the caller's folder (the runner
+    works in the job's worktree, where a relative path names nothing); refused by name when it
+    has no bin/python."""
+    if not text:
+        return None
+    path = os.path.abspath(os.path.expanduser(text))
+    if not os.path.isfile(os.path.join(path, "bin", "python")):
+        raise JobEnvironmentError(f"{flag} {text}: {path} has no bin/python, so it is not a virtual"
+                                  f" environment: {ENV_FIX}")
+    return path
+
+
+def resolved(spec: JobSpec) -> JobSpec:
+    """The spec with a local run's target venv made absolute from the caller's folder (a remote
+    backend's venv is a path on the remote host and stays as given)."""
+    from dataclasses import replace
+
     venv = spec.options.get("venv")
-    return f"{Path(str(venv)) / 'bin'}{os.pathsep}{path}" if venv else path
+    if spec.backend != "local" or not venv:
+        return spec
+    return replace(spec, options={**spec.options, "venv": target_venv(str(venv))})
 
 
 def program(argv: tuple[str, ...]) -> str:
@@ -55,12 +72,21 @@ def is_interpreter(name: str) -> bool:
     return bool(_PYTHON.fullmatch(base)) or base in _LAUNCHERS
 
 
-def interpreter(argv: tuple[str, ...], path: str) -> str | None:
+def _which(name: str, path: str, where: Path) -> str | None:
+    """Where `name` is for a process started in `where` with `path`: a name with a slash is a
+    file from `where`, any other is looked up on `path`."""
+    if "/" in name:
+        found = where / name
+        return str(found) if found.is_file() and os.access(found, os.X_OK) else None
+    return shutil.which(name, path=path)
+
+
+def interpreter(argv: tuple[str, ...], path: str, where: Path) -> str | None:
     """The Python the command runs under (its own, or the one beside its launcher), on `path`."""
     name = program(argv)
     base = os.path.basename(name)
     if is_interpreter(name):
-        found = shutil.which(name, path=path)
+        found = _which(name, path, where)
         if found is None or _PYTHON.fullmatch(base):
             return found
         beside = Path(found).parent / "python"
@@ -83,13 +109,12 @@ def needed_modules(repo: Path, commit: str | None) -> tuple[str, ...]:
     return tuple(needed)
 
 
-def _can_import(python: str, modules: tuple[str, ...], spec: JobSpec, path: str) -> str | None:
-    """The first module `python` cannot import (None when all import), with the run's environment."""
-    env = {**os.environ, **spec.env, "PATH": path}
-    env.pop("PYTHONPATH", None)
+def _can_import(python: str, modules: tuple[str, ...], env: dict[str, str], where: Path) -> str | None:
+    """The first module `python` cannot import (None when all import), as the run would: its
+    environment, in its folder of the commit's checkout."""
     for module in modules:
         try:
-            done = subprocess.run([python, "-c", f"import {module}"], env=env, capture_output=True,
+            done = subprocess.run([python, "-c", f"import {module}"], env=env, cwd=str(where), capture_output=True,
                                   timeout=IMPORT_TIMEOUT_S, stdin=subprocess.DEVNULL)
         except (OSError, subprocess.TimeoutExpired):
             return module
@@ -101,25 +126,58 @@ def _can_import(python: str, modules: tuple[str, ...], spec: JobSpec, path: str)
 def check(db: Database, spec: JobSpec) -> None:
     """Raise JobEnvironmentError (one line naming the fix) when a local run could not start."""
     from storage.jobs import run_source
-    from workbench.rerun.backends import has_tpu
 
     if spec.backend != "local":
         return
-    path = run_path(spec)
-    name = program(spec.argv)
-    if not name or ("/" not in name and shutil.which(name, path=path) is None):
-        raise JobEnvironmentError(f"{name or 'the command'} is not on the target environment's PATH: {ENV_FIX}")
     commit, repo = run_source(db, spec)
+    check_local(repo, commit, spec.argv, spec.cwd, spec.env, spec.options)
+
+
+def check_local(repo: Path, commit: str | None, argv: tuple[str, ...], cwd: str, env: dict[str, str],
+                options: dict[str, object]) -> None:
+    """The local checks, run as the job will run: in a checkout of the commit (a throwaway
+    detached worktree), in the command's folder there, with the environment the local backend
+    gives the command (the target venv first on PATH), less the probe."""
+    import tempfile
+
+    from workbench.rerun import worktree
+
+    if options.get("venv"):
+        target_venv(str(options["venv"]))
+    if not commit:
+        return _check_in(repo, None, argv, repo / cwd, env, options)
+    # A folder name of its own: git names the worktree's entry after it, and a job's `src` being
+    # removed at the same moment would take a same-named entry with it.
+    tree = worktree.add(repo, commit, Path(tempfile.mkdtemp(prefix="workbench-preflight-")))
+    try:
+        _check_in(repo, commit, argv, tree / cwd, env, options)
+    finally:
+        worktree.remove(repo, tree)
+
+
+def _check_in(repo: Path, commit: str | None, argv: tuple[str, ...], where: Path, env: dict[str, str],
+              options: dict[str, object]) -> None:
+    from workbench.rerun.backends import has_tpu, local_environment
+
+    run_env = local_environment(env, options)
+    run_env.pop("PYTHONPATH", None)
+    if env.get("PYTHONPATH"):
+        run_env["PYTHONPATH"] = env["PYTHONPATH"]
+    path = run_env.get("PATH", os.defpath)
+    name = program(argv)
+    if not name or _which(name, path, where) is None:
+        place = "in the commit's checkout" if "/" in name else "on the target environment's PATH"
+        raise JobEnvironmentError(f"{name or 'the command'} is not {place}: {ENV_FIX}")
     needed = needed_modules(repo, commit)
     if not needed:
         return
-    python = interpreter(spec.argv, path)
+    python = interpreter(argv, path, where)
     if python is None:
         raise JobEnvironmentError(f"no Python on the target environment's PATH: {ENV_FIX}")
-    missing = _can_import(python, needed, spec, path)
+    missing = _can_import(python, needed, run_env, where)
     if missing:
         raise JobEnvironmentError(missing_module_line(missing, python))
-    if "torch_xla" in needed and spec.env.get("PJRT_DEVICE", "").upper() == "TPU" and not has_tpu():
+    if "torch_xla" in needed and env.get("PJRT_DEVICE", "").upper() == "TPU" and not has_tpu():
         raise JobEnvironmentError(f"PJRT_DEVICE=TPU but this machine has no TPU: {NO_TPU_FIX}")
 
 

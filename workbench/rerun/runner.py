@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from domain.errors import WorkbenchError
-from domain.jobs import ENV_FIX, Job, JobEnvironmentError, JobState
+from domain.jobs import ENV_FIX, Job, JobEnvironmentError, JobState, with_setup
 from storage.jobs import get_job, run_source, update_job
 from storage.sqlite import Database
 from workbench.rerun import preflight
@@ -133,8 +133,9 @@ def _run(db: Database, job_id: int) -> Job:
     spec = job.spec
     tree = job.dir / "src"
     backend = backends.get(spec.backend)
-    ctx = backends.Context(
-        job_id=job.id, commit=commit, worktree=tree, job_dir=job.dir, argv=list(spec.argv),
+    ctx = backends.Context(  # the migration's setup runs first, in the worktree (domain.jobs.with_setup)
+        job_id=job.id, commit=commit, worktree=tree, job_dir=job.dir,
+        argv=with_setup(spec.argv, spec.options.get("setup")),
         cwd=spec.cwd, env=dict(spec.env), chips=spec.chips, host=spec.host, zone=spec.zone,
         options=dict(spec.options),
     )

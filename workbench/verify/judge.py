@@ -84,7 +84,7 @@ def judge(
             cause, cause_ev = first.causes[0] if first.causes else (FailureCause.OTHER, first.evidence)
             note = first.reason
     silent = bool(failed) and not raised and run.attempt.exit_code == 0
-    over = over_claim(run.attempt.expected_level, highest)
+    over = over_claim(run.attempt.expected_level, {r.level: r.outcome.value for r in levels})
     return Judgement(
         levels=levels,
         highest_level=highest,

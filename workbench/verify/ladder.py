@@ -821,6 +821,8 @@ def level4(run: Run, migration: Migration) -> LevelResult:
     want = f"{goal.direction.value} {goal.reference:g} (tolerance {goal.tolerance:g})"
     if not points:
         return LevelResult(4, UNKNOWN, f"no {goal.metric} recorded (goal: {want})")
+    if math.isnan(goal.reference):
+        return LevelResult(4, UNKNOWN, f"no reference value for {goal.metric} yet: it is taken from the reference run")
     step = max(points)
     value = points[step]
     ev = [run.metric_evidence(goal.metric, step)]
