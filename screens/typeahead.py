@@ -10,9 +10,14 @@ In a text box, Textual types a character in the box's own turn but runs the box'
 (backspace, arrows, ctrl+u, enter) later, once the key has bubbled up to the app: `mlx`, backspace,
 ` l` sent at once gave `mlx l` less its last character. The app's `Input` and `TextArea` run
 their own bound keys in their turn, in order with the characters (Textual issue #6605).
+
+Characters typed together (a note typed without bracketed paste) go in as one insert
+(`type_text`, from screens/keygate.py), and a one-line box holds at most NOTE_MAX characters.
 """
 
 from __future__ import annotations
+
+import time
 
 from textual import events
 from textual import widgets as textual
@@ -21,6 +26,12 @@ from textual.app import App
 from textual.binding import BindingsMap
 from textual.dom import DOMNode
 from textual.widget import Widget
+
+NOTE_MAX = 10_000
+"""The most characters a one-line box holds (a note, a reason, a path: the longest note in the
+paper's study was a few hundred). What is typed or pasted past it is left out, and a toast says so."""
+FULL_SAID_S = 2.0
+"""A box that is full says so at most this often while keys keep coming."""
 
 
 def step_aside_while_typing(node: DOMNode) -> None:
@@ -51,9 +62,74 @@ class KeysInOrder:
                 return
 
 
-class Input(KeysInOrder, textual.Input):
-    """The app's one-line text box (use it, not Textual's: see KeysInOrder)."""
+class TypesText(KeysInOrder):
+    """A text box the key gate hands characters typed together to as one insert (keygate.py):
+    typed one by one, each redrew and re-checked the whole text (a 60 KB note took minutes)."""
+
+    def types(self, key: events.Key) -> bool:
+        """`key` would be typed here, not run as one of the box's keys."""
+        return key.is_printable and key.key not in self._bindings.key_to_bindings
+
+    def typed_character(self, key: events.Key) -> str:
+        return key.character or ""
+
+    def type_text(self, text: str) -> None:
+        """Insert `text` as if its characters had been typed one by one."""
+        raise NotImplementedError
 
 
-class TextArea(KeysInOrder, textual.TextArea):
+class Input(TypesText, textual.Input):
+    """The app's one-line text box (use it, not Textual's: see KeysInOrder), NOTE_MAX at most."""
+
+    def __init__(self, *args, max_length: int = NOTE_MAX, **kwargs) -> None:
+        super().__init__(*args, max_length=max_length, **kwargs)
+        self._full_said = 0.0
+
+    def type_text(self, text: str) -> None:
+        if self.restrict or self.type != "text":  # checked character by character, as typed
+            for character in text:
+                start, end = sorted(self.selection)
+                self.replace(character, start, end)
+            return
+        start, end = sorted(self.selection)
+        room = len(text) if not self.max_length else max(0, self.max_length - len(self.value) + end - start)
+        if text[:room]:
+            self.replace(text[:room], start, end)
+        if room < len(text):
+            self._say_full(len(text) - room)
+
+    def _on_paste(self, event: events.Paste) -> None:
+        """A paste past NOTE_MAX keeps what fits (Textual's refuses the whole of it)."""
+        event.stop()
+        event.prevent_default()
+        if event.text:
+            self.type_text(event.text.splitlines()[0])
+
+    def restricted(self) -> None:
+        if self.max_length and len(self.value) >= self.max_length:
+            self._say_full(1)
+        else:
+            super().restricted()
+
+    def _say_full(self, left_out: int) -> None:
+        now = time.monotonic()
+        if now - self._full_said >= FULL_SAID_S:
+            self._full_said = now
+            what = "1 character was" if left_out == 1 else f"{left_out:,} characters were"
+            self.app.notify(f"This box holds at most {self.max_length:,} characters: {what} left out",
+                            severity="warning", markup=False)
+
+
+class TextArea(TypesText, textual.TextArea):
     """The app's text area (use it, not Textual's: see KeysInOrder)."""
+
+    def types(self, key: events.Key) -> bool:
+        return not self.read_only and (super().types(key) or key.key == "enter"
+                                       and "enter" not in self._bindings.key_to_bindings)
+
+    def typed_character(self, key: events.Key) -> str:
+        return "\n" if key.key == "enter" else super().typed_character(key)
+
+    def type_text(self, text: str) -> None:
+        if not self.read_only:
+            self._replace_via_keyboard(text, *self.selection)

@@ -1,0 +1,115 @@
+"""Keys typed ahead across screen changes, as a terminal over SSH delivers them (all read at
+once), and long text typed without bracketed paste (screens/keygate.py, issue 37)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_app import settle, table
+from test_lists import arrive_together
+
+from screens.app import WorkbenchApp
+from screens.attempt import AttemptScreen
+from screens.migration import MigrationScreen
+from screens.typeahead import NOTE_MAX, Input
+
+
+def row_keys(app: WorkbenchApp) -> list[str]:
+    t = table(app)
+    return [t.coordinate_to_cell_key((row, 0)).row_key.value or "" for row in range(t.row_count)]
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_enter_enter_in_one_burst_opens_the_first_attempt_of_the_first_migration(
+        demo_db: Path, size: tuple[int, int]) -> None:
+    """The second enter reaches the migration screen the first opened, once it has its rows: it
+    used to reach the study's list, open the migration again and close the first while it was
+    being built (NoMatches 'HeaderTitle', the app gone)."""
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        first_slug = row_keys(app)[0]
+        arrive_together(app, "\r\r")
+        await settle(pilot)
+        assert [type(s).__name__ for s in app.screen_stack] == ["StudyScreen", "MigrationScreen", "AttemptScreen"]
+        migration = app.screen_stack[1]
+        assert isinstance(migration, MigrationScreen) and migration.migration.slug == first_slug
+        attempts = migration.query_one("#attempts")
+        first = attempts.coordinate_to_cell_key((0, 0)).row_key.value
+        assert str(app.screen.summary.attempt.id) == first
+
+
+async def test_a_filter_typed_ahead_then_enter_opens_a_row_of_the_filtered_list(demo_db: Path) -> None:
+    """`/mlp`, enter, enter: the second enter opens the one migration the filter left (it was
+    lost: it reached the filter line, or the list while it was read again)."""
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        arrive_together(app, "/mlp\r\r")
+        await settle(pilot)
+        assert isinstance(app.screen, MigrationScreen) and app.screen.migration.slug == "mlp-classifier"
+
+
+async def test_a_key_after_enter_reaches_the_attempt_screen_enter_opened(demo_db: Path) -> None:
+    """`j enter 3` on a migration's list: the second attempt opens on its log (the `3` reached the
+    list under it, before the attempt screen existed)."""
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot)
+        second = row_keys(app)[1]
+        arrive_together(app, "j\r3")
+        await settle(pilot)
+        assert isinstance(app.screen, AttemptScreen) and str(app.screen.summary.attempt.id) == second
+        assert app.screen.query_one("#log-view").has_focus
+        arrive_together(app, "q\r")  # back to the list, and open the same row again
+        await settle(pilot)
+        assert isinstance(app.screen, AttemptScreen) and str(app.screen.summary.attempt.id) == second
+
+
+async def judge_note(app: WorkbenchApp, pilot) -> Input:
+    """The judge form's note line, focused, on the demo's second attempt (the first is the reference)."""
+    await pilot.press("enter")
+    await settle(pilot)
+    await pilot.press("j", "enter")
+    await settle(pilot)
+    await pilot.press("J")
+    await settle(pilot)
+    note = app.screen.query_one("#judge-note", Input)
+    note.focus()
+    await settle(pilot)
+    return note
+
+
+async def test_a_long_note_typed_key_by_key_ends_capped_with_a_message(demo_db: Path) -> None:
+    """60 KB of keys in one burst (a terminal that does not bracket a paste): the note holds its
+    first NOTE_MAX characters, in order, and a toast says what was left out."""
+    words = "the loss went flat at step 300 (lr 3e-4); p f u / ? q J. "
+    typed = (words * (60_000 // len(words) + 1))[:60_000]
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        note = await judge_note(app, pilot)
+        arrive_together(app, typed)
+        await settle(pilot)
+        assert note.value == typed[:NOTE_MAX] and note.has_focus
+        said = [n.message for n in app._notifications]
+        assert any(f"at most {NOTE_MAX:,} characters" in m and "50,000 characters were left out" in m for m in said)
+
+
+async def test_a_note_is_capped_as_typed_and_as_pasted(demo_db: Path) -> None:
+    """Past the cap a key is refused with the message (not only the bell), and a paste keeps
+    what fits (Textual's Input refused the whole paste)."""
+    from textual import events
+
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        note = await judge_note(app, pilot)
+        note.post_message(events.Paste("y" * (NOTE_MAX - 3) + "\nsecond line"))
+        await settle(pilot)
+        assert note.value == "y" * (NOTE_MAX - 3)
+        await pilot.press("a", "b", "c", "d")
+        await settle(pilot)
+        assert note.value == "y" * (NOTE_MAX - 3) + "abc"
+        assert any("1 character was left out" in n.message for n in app._notifications)
