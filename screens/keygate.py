@@ -84,11 +84,12 @@ class KeyGate:
 
     def _typed_run(self, box: TypesText) -> str:
         """The characters at the head of the queue that `box` would type one by one, taken off it."""
-        chain = self.app.screen._binding_chain
+        priority = {key for _, bindings in self.app.screen._binding_chain
+                    for key, found in bindings.key_to_bindings.items() if any(b.priority for b in found)}
         typed = []
         while self.waiting:
             key = self.waiting[0]
-            if not box.types(key) or any(b.priority for _, m in chain for b in m.key_to_bindings.get(key.key, ())):
+            if key.key in priority or not box.types(key):  # a priority key (`/`) goes on its own
                 break
             typed.append(box.typed_character(key))
             self.waiting.popleft()

@@ -113,3 +113,58 @@ async def test_a_note_is_capped_as_typed_and_as_pasted(demo_db: Path) -> None:
         await settle(pilot)
         assert note.value == "y" * (NOTE_MAX - 3) + "abc"
         assert any("1 character was left out" in n.message for n in app._notifications)
+
+
+CRASHING = """
+import sys
+from screens.study import StudyScreen
+
+def crash(self):
+    raise RuntimeError("a bug the test put in the first page's handler")
+
+StudyScreen._show_counts = crash  # the app's own code path from here on, in a real terminal
+from cli.main import main
+main(["open", sys.argv[1]], prog_name="workbench")
+"""
+
+
+def test_a_crash_exits_non_zero_and_names_the_file_that_keeps_its_traceback(demo_db: Path, tmp_path: Path) -> None:
+    """The app run by `workbench open` in a real pseudo-terminal, with an error in a handler: it
+    exited 0 and its traceback went with the terminal's screen. Now it exits 1 and says where the
+    traceback is kept (the user state dir)."""
+    import fcntl
+    import os
+    import pty
+    import re
+    import struct
+    import subprocess
+    import sys
+    import termios
+    import time
+
+    master, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "PYTHONPATH": str(root), "TERM": "xterm-256color"}
+    process = subprocess.Popen([sys.executable, "-c", CRASHING, str(demo_db)], stdin=terminal, stdout=terminal,
+                               stderr=terminal, env=env, cwd=tmp_path)
+    os.close(terminal)
+    shown = b""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # the terminal closed with the process
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(master)
+    assert process.wait(timeout=30) == 1
+    said = re.search(r"its traceback is in (\S+\.txt)", shown.decode(errors="replace"))
+    assert said, shown[-2000:]
+    kept = Path(said.group(1))
+    assert kept.parent == tmp_path / "state" / "workbench" / "crashes"
+    text = kept.read_text()
+    assert f"study: {demo_db}" in text and "Traceback (most recent call last)" in text
+    assert "RuntimeError: a bug the test put in the first page's handler" in text
