@@ -168,3 +168,60 @@ def test_a_crash_exits_non_zero_and_names_the_file_that_keeps_its_traceback(demo
     text = kept.read_text()
     assert f"study: {demo_db}" in text and "Traceback (most recent call last)" in text
     assert "RuntimeError: a bug the test put in the first page's handler" in text
+
+
+async def test_the_help_scrolls_with_j_k_g_and_G(demo_db: Path) -> None:
+    """At 80x24 the attempt screen's help is longer than the box: j/k move it a line, G to the
+    end, g to the top (it ignored them)."""
+    from textual.containers import VerticalScroll
+
+    from screens.help import HelpScreen
+
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await settle(pilot)
+        assert isinstance(app.screen, HelpScreen)
+        box = app.screen.query_one(VerticalScroll)
+        assert box.max_scroll_y > 2 and box.scroll_y == 0
+        await pilot.press("j", "j")
+        assert box.scroll_y == 2
+        await pilot.press("k")
+        assert box.scroll_y == 1
+        await pilot.press("G")
+        assert box.scroll_y == box.max_scroll_y
+        await pilot.press("g")
+        assert box.scroll_y == 0
+        await pilot.press("k")
+        assert box.scroll_y == 0 and isinstance(app.screen, HelpScreen)
+
+
+async def test_the_log_pane_scrolls_sideways_with_h_and_l(bundle, tmp_path: Path) -> None:
+    """A log line wider than the pane: l shows more of it, h goes back, never left of the start."""
+    from test_app import build
+
+    from screens.widgets.log_view import LogView
+
+    folder, shas = bundle.add_migration("wide", commits=2)
+    (folder / "logs" / "1.log").write_text("step 1 loss 0.5 " + "x" * 400 + " END\nstep 2 loss 0.4\n")
+    bundle.write_attempts(folder, [bundle.attempt(1, shas[1])])
+    app = WorkbenchApp(build(bundle, tmp_path))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        for key in ("enter", "enter", "3"):
+            await pilot.press(key)
+            await settle(pilot)
+        log = app.screen.query_one(LogView)
+        assert log.has_focus and log.max_scroll_x > 100 and log.scroll_x == 0
+        await pilot.press("l", "l")
+        step = log.scroll_x // 2
+        assert step >= 8 and log.scroll_x == 2 * step
+        await pilot.press("h")
+        assert log.scroll_x == step
+        await pilot.press("h", "h", "left")
+        assert log.scroll_x == 0
