@@ -225,3 +225,27 @@ async def test_the_log_pane_scrolls_sideways_with_h_and_l(bundle, tmp_path: Path
         assert log.scroll_x == step
         await pilot.press("h", "h", "left")
         assert log.scroll_x == 0
+
+
+async def test_lines_typed_together_into_a_text_area_go_in_as_one_edit_in_order(demo_db: Path) -> None:
+    """The re-run dialog's environment box: enter is a new line, the characters around it land in
+    order, and the burst is one edit (one Changed), not one per key."""
+    from textual.widgets import TextArea
+
+    changed: list[object] = []
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=(120, 40), message_hook=changed.append) as pilot:
+        await settle(pilot)
+        for keys in (["enter"], ["j", "enter"], ["r"]):
+            await pilot.press(*keys)
+            await settle(pilot)
+        env = app.screen.query_one("#rerun-env", TextArea)
+        env.focus()
+        env.move_cursor(env.document.end)
+        await settle(pilot)
+        before = env.text
+        changed.clear()
+        arrive_together(app, "\rFOO=1\rBAR=two words")
+        await settle(pilot)
+        assert env.text == before + "\nFOO=1\nBAR=two words"
+        assert len({id(m) for m in changed if isinstance(m, TextArea.Changed)}) == 1  # (seen at each hop up)
