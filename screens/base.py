@@ -75,9 +75,8 @@ class WorkbenchScreen(Screen):
         pager = getattr(self, "pager", None)
         if not isinstance(pager, Pager) or not pager.loading:
             return False
-        if any(problem.display for problem in self.query("#problem")):
-            return False
-        return not any(table.row_count for table in self.query(DataTable))
+        problem = self.query_one("#problem")
+        return not problem.display and not any(table.row_count for table in self.query(DataTable))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state is WorkerState.ERROR and event.worker.error is not None:
