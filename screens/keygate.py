@@ -66,24 +66,20 @@ class KeyGate:
             if not self.app.is_running:  # closing: what is left goes nowhere
                 self.waiting.clear()
                 return
-            box = self._typing_box()
-            text = self._typed_run(box) if box is not None else ""
+            focused = self.app.focused
+            typed = self._typed_run(focused) if isinstance(focused, TypesText) else []
             try:
                 async with asyncio.timeout(KEY_WAIT_S):
-                    if text:
-                        await self._in_app(box.type_text, text)  # type: ignore[union-attr]
+                    if typed:
+                        await self._in_app(self._type, focused, typed)
                     else:
                         await self._handle(self.waiting.popleft())
                     await self._settle()
             except TimeoutError:
                 pass  # the next key goes on (KEY_WAIT_S)
 
-    def _typing_box(self) -> TypesText | None:
-        focused = self.app.focused
-        return focused if isinstance(focused, TypesText) else None
-
-    def _typed_run(self, box: TypesText) -> str:
-        """The characters at the head of the queue that `box` would type one by one, taken off it."""
+    def _typed_run(self, box: TypesText) -> list[events.Key]:
+        """The keys at the head of the queue that `box` would type one by one, taken off it."""
         priority = {key for _, bindings in self.app.screen._binding_chain
                     for key, found in bindings.key_to_bindings.items() if any(b.priority for b in found)}
         typed = []
@@ -91,9 +87,16 @@ class KeyGate:
             key = self.waiting[0]
             if key.key in priority or not box.types(key):  # a priority key (`/`) goes on its own
                 break
-            typed.append(box.typed_character(key))
-            self.waiting.popleft()
-        return "".join(typed)
+            typed.append(self.waiting.popleft())
+        return typed
+
+    def _type(self, box: TypesText, typed: list[events.Key]) -> None:
+        """In the app's turn: the characters into `box`, still focused (else they go back, to be
+        handed on one by one)."""
+        if self.app.focused is box:
+            box.type_text("".join(box.typed_character(key) for key in typed))
+        else:
+            self.waiting.extendleft(reversed(typed))
 
     async def _in_app(self, callback: Callable[..., object], *args: object) -> None:
         """Run `callback` in the app's own turn (as the key would have been), and wait for it."""
@@ -113,10 +116,15 @@ class KeyGate:
 
     async def _handle(self, key: events.Key) -> None:
         """Textual's handling of `key`, then its way up: from the widget it went to, to the app."""
-        target: DOMNode = self.app.focused or self.app.screen
-        await self._in_app(self.forward, key)
-        if key.is_forwarded:
-            await self._walk(target.ancestors_with_self)
+        went_to: list[DOMNode] = []
+
+        async def forward() -> None:
+            went_to.append(self.app.focused or self.app.screen)  # where Textual forwards it
+            await self.forward(key)
+
+        await self._in_app(forward)
+        if key.is_forwarded and went_to:
+            await self._walk(went_to[0].ancestors_with_self)
 
     async def _walk(self, path: list[DOMNode]) -> None:
         """Wait until each node of `path` in turn has handled what was queued to it: a message
