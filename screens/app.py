@@ -185,7 +185,7 @@ class WorkbenchApp(App[None]):
     async def on_event(self, event: events.Event) -> None:
         self.effort.input(event)
         if isinstance(event, events.Key) and not event.is_forwarded:
-            self.keys.arrive(event)  # read from the terminal: in turn, behind the keys before it
+            await self.keys.arrive(event)  # read from the terminal: in turn, behind the keys before it
         else:
             await super().on_event(event)
 

@@ -51,32 +51,43 @@ class KeyGate:
         self.waiting: deque[events.Key] = deque()
         self.task: asyncio.Task | None = None
 
-    def arrive(self, key: events.Key) -> None:
-        """A key read by the app: it waits its turn."""
-        self.waiting.append(key)
-        if self.task is None or self.task.done():
-            self.task = asyncio.create_task(self._drain())
+    async def arrive(self, key: events.Key) -> None:
+        """A key read by the app (in the app's turn): handed on at once if no key is in flight,
+        else it waits its turn."""
+        if self.task is not None and not self.task.done():
+            self.waiting.append(key)
+            return
+        went_to = self.app.focused or self.app.screen  # where Textual forwards it
+        await self.forward(key)
+        self.task = asyncio.create_task(self._drain(key, went_to))
 
     def close(self) -> None:
         if self.task is not None:
             self.task.cancel()
 
-    async def _drain(self) -> None:
+    async def _drain(self, key: events.Key, went_to: DOMNode) -> None:
+        """Follow the key handed on, then hand on the waiting ones, each once the one before is done."""
+        await self._within(self._follow(key, went_to))
         while self.waiting:
             if not self.app.is_running:  # closing: what is left goes nowhere
                 self.waiting.clear()
                 return
             focused = self.app.focused
             typed = self._typed_run(focused) if isinstance(focused, TypesText) else []
-            try:
-                async with asyncio.timeout(KEY_WAIT_S):
-                    if typed:
-                        await self._in_app(self._type, focused, typed)
-                    else:
-                        await self._handle(self.waiting.popleft())
-                    await self._settle()
-            except TimeoutError:
-                pass  # the next key goes on (KEY_WAIT_S)
+            if typed:
+                await self._within(self._in_app(self._type, focused, typed))
+            else:
+                await self._within(self._handle(self.waiting.popleft()))
+
+    async def _within(self, step: Awaitable[None]) -> None:
+        """`step`, then what it set off (`_settle`), KEY_WAIT_S at most: after that the next key
+        goes on."""
+        try:
+            async with asyncio.timeout(KEY_WAIT_S):
+                await step
+                await self._settle()
+        except TimeoutError:
+            pass
 
     def _typed_run(self, box: TypesText) -> list[events.Key]:
         """The keys at the head of the queue that `box` would type one by one, taken off it."""
@@ -115,16 +126,22 @@ class KeyGate:
             await done
 
     async def _handle(self, key: events.Key) -> None:
-        """Textual's handling of `key`, then its way up: from the widget it went to, to the app."""
+        """Textual's handling of `key` in the app's turn, then its way up."""
         went_to: list[DOMNode] = []
 
         async def forward() -> None:
-            went_to.append(self.app.focused or self.app.screen)  # where Textual forwards it
+            went_to.append(self.app.focused or self.app.screen)
             await self.forward(key)
 
         await self._in_app(forward)
-        if key.is_forwarded and went_to:
-            await self._walk(went_to[0].ancestors_with_self)
+        if went_to:
+            await self._follow(key, went_to[0])
+
+    async def _follow(self, key: events.Key, went_to: DOMNode) -> None:
+        """A key Textual forwarded (not run as a priority binding): up its path, from the widget
+        it went to, to the app."""
+        if key.is_forwarded:
+            await self._walk(went_to.ancestors_with_self)
 
     async def _walk(self, path: list[DOMNode]) -> None:
         """Wait until each node of `path` in turn has handled what was queued to it: a message
