@@ -17,21 +17,21 @@ Characters typed together (a note typed without bracketed paste) go in as one in
 
 from __future__ import annotations
 
-import time
-
 from textual import events
 from textual import widgets as textual
 from textual.actions import SkipAction
 from textual.app import App
 from textual.binding import BindingsMap
 from textual.dom import DOMNode
+from textual.timer import Timer
 from textual.widget import Widget
 
 NOTE_MAX = 10_000
 """The most characters a one-line box holds (a note, a reason, a path: the longest note in the
 paper's study was a few hundred). What is typed or pasted past it is left out, and a toast says so."""
-FULL_SAID_S = 2.0
-"""A box that is full says so at most this often while keys keep coming."""
+FULL_QUIET_S = 0.5
+"""A full box says how much it left out once keys have stopped coming for this long (one toast
+for a burst, however it was cut up)."""
 
 
 def step_aside_while_typing(node: DOMNode) -> None:
@@ -83,7 +83,8 @@ class Input(TypesText, textual.Input):
 
     def __init__(self, *args, max_length: int = NOTE_MAX, **kwargs) -> None:
         super().__init__(*args, max_length=max_length, **kwargs)
-        self._full_said = 0.0
+        self._left_out = 0
+        self._full_timer: Timer | None = None
 
     def type_text(self, text: str) -> None:
         if self.restrict or self.type != "text":  # checked character by character, as typed
@@ -112,12 +113,16 @@ class Input(TypesText, textual.Input):
             super().restricted()
 
     def _say_full(self, left_out: int) -> None:
-        now = time.monotonic()
-        if now - self._full_said >= FULL_SAID_S:
-            self._full_said = now
-            what = "1 character was" if left_out == 1 else f"{left_out:,} characters were"
-            self.app.notify(f"This box holds at most {self.max_length:,} characters: {what} left out",
-                            severity="warning", markup=False)
+        self._left_out += left_out
+        if self._full_timer is not None:
+            self._full_timer.stop()
+        self._full_timer = self.set_timer(FULL_QUIET_S, self._tell_full)
+
+    def _tell_full(self) -> None:
+        what = "1 character was" if self._left_out == 1 else f"{self._left_out:,} characters were"
+        self.app.notify(f"This box holds at most {self.max_length:,} characters: {what} left out",
+                        severity="warning", markup=False)
+        self._left_out, self._full_timer = 0, None
 
 
 class TextArea(TypesText, textual.TextArea):
