@@ -27,8 +27,9 @@ from textual.timer import Timer
 from textual.widget import Widget
 
 NOTE_MAX = 10_000
-"""The most characters a one-line box holds (a note, a reason, a path: the longest note in the
-paper's study was a few hundred). What is typed or pasted past it is left out, and a toast says so."""
+"""The most characters a one-line box holds (a note, a reason, a path): what is typed or pasted
+past it is left out, and a toast says so. Ten thousand is pages of prose, far past any note, and
+keeps each redraw of the line cheap."""
 FULL_QUIET_S = 0.5
 """A full box says how much it left out once keys have stopped coming for this long (one toast
 for a burst, however it was cut up)."""
