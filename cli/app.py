@@ -17,7 +17,12 @@ def run_app(path: Path) -> None:
     prepare(path)
     from screens.app import WorkbenchApp
 
-    WorkbenchApp(path).run()
+    app = WorkbenchApp(path)
+    app.run()
+    if app.return_code:  # an error stopped it (Textual's `_exception` holds it)
+        from cli.crash import report
+
+        report(getattr(app, "_exception", None), path, app.return_code)
 
 
 def prepare(path: Path) -> None:

@@ -21,6 +21,7 @@ from domain.text import clean, plural
 from screens.base import PAGE_SIZE, scope_of
 from screens.commands import WorkbenchCommands
 from screens.data import after_first_page, read_plain
+from screens.keygate import KeyGate
 from screens.live import LiveWatches
 from screens.messages import AttemptShown, FileWanted, LoadFailed
 from screens.presenters import palette
@@ -111,6 +112,8 @@ class WorkbenchApp(App[None]):
         """Review time from input, and other reviewers' records within seconds (docs/effort.md)."""
         self.live = LiveWatches(self)
         """The migrations whose Claude Code sessions are followed live (`W`, screens/live.py)."""
+        self.keys = KeyGate(self, super().on_event)
+        """Hands each key on once the one before it is handled (screens/keygate.py)."""
         self.keymap_problem = ""
         keymap = load_keymap(keymap_path or default_keymap_path())
         if isinstance(keymap, str):
@@ -177,10 +180,14 @@ class WorkbenchApp(App[None]):
         self._restore_gc()
         self.live.stop_all()
         self.effort.stop()
+        self.keys.close()
 
     async def on_event(self, event: events.Event) -> None:
         self.effort.input(event)
-        await super().on_event(event)
+        if isinstance(event, events.Key) and not event.is_forwarded:
+            await self.keys.arrive(event)  # read from the terminal: in turn, behind the keys before it
+        else:
+            await super().on_event(event)
 
     def on_mount(self) -> None:
         self.theme_changed_signal.subscribe(self, self._theme_changed)

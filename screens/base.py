@@ -67,6 +67,17 @@ class WorkbenchScreen(Screen):
         where it does not apply."""
         return None
 
+    @property
+    def reading_first_page(self) -> bool:
+        """A list opened or filtered is reading its first page: keys typed ahead wait for it
+        (screens/keygate.py), so that an `enter` opens a row of the new list. Not once the read
+        failed (the problem line shows)."""
+        pager = getattr(self, "pager", None)
+        if not isinstance(pager, Pager) or not pager.loading:
+            return False
+        problem = self.query_one("#problem")
+        return not problem.display and not any(table.row_count for table in self.query(DataTable))
+
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state is WorkerState.ERROR and event.worker.error is not None:
             self.post_message(LoadFailed(describe_error(event.worker.error)))

@@ -62,7 +62,8 @@ WORDS = (
 
 
 class HelpScreen(ModalScreen[None]):
-    """Lists `(key, description, tooltip)` rows; `escape`, `?`, `f1` or `q` close it."""
+    """Lists `(key, description, tooltip)` rows; `j`/`k`, `g`/`G` scroll it (as every list here);
+    `escape`, `?`, `f1` or `q` close it."""
 
     BINDINGS = [
         Binding("escape", "dismiss", "Close", id="help.close", tooltip="Close the help"),
@@ -71,6 +72,10 @@ class HelpScreen(ModalScreen[None]):
         Binding("f1", "dismiss", "Close", show=False, id="help.close_f1",
                 tooltip="Close the help"),
         Binding("q", "dismiss", "Close", show=False, id="help.close_q", tooltip="Close the help"),
+        Binding("j,down", "scroll(1)", "Down", show=False, id="help.down", tooltip="Scroll down a line"),
+        Binding("k,up", "scroll(-1)", "Up", show=False, id="help.up", tooltip="Scroll up a line"),
+        Binding("g,home", "top", "Top", show=False, id="help.top", tooltip="Scroll to the top"),
+        Binding("G,end", "bottom", "Bottom", show=False, id="help.bottom", tooltip="Scroll to the end"),
     ]
 
     def __init__(self, title: str, rows: list[tuple[str, str, str]]) -> None:
@@ -86,6 +91,15 @@ class HelpScreen(ModalScreen[None]):
                 yield Static(key_table(self.rows), id="help-keys")
                 yield Static(ladder_legend(), id="help-ladder")
                 yield Static(words_table(), id="help-words")
+
+    def action_scroll(self, lines: int) -> None:
+        self.query_one(VerticalScroll).scroll_relative(y=lines, animate=False)
+
+    def action_top(self) -> None:
+        self.query_one(VerticalScroll).scroll_home(animate=False)
+
+    def action_bottom(self) -> None:
+        self.query_one(VerticalScroll).scroll_end(animate=False)
 
     async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(result)

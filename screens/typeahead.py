@@ -10,6 +10,9 @@ In a text box, Textual types a character in the box's own turn but runs the box'
 (backspace, arrows, ctrl+u, enter) later, once the key has bubbled up to the app: `mlx`, backspace,
 ` l` sent at once gave `mlx l` less its last character. The app's `Input` and `TextArea` run
 their own bound keys in their turn, in order with the characters (Textual issue #6605).
+
+Characters typed together (a note typed without bracketed paste) go in as one insert
+(`type_text`, from screens/keygate.py), and a one-line box holds at most NOTE_MAX characters.
 """
 
 from __future__ import annotations
@@ -20,7 +23,16 @@ from textual.actions import SkipAction
 from textual.app import App
 from textual.binding import BindingsMap
 from textual.dom import DOMNode
+from textual.timer import Timer
 from textual.widget import Widget
+
+NOTE_MAX = 10_000
+"""The most characters a one-line box holds (a note, a reason, a path): what is typed or pasted
+past it is left out, and a toast says so. Ten thousand is pages of prose, far past any note, and
+keeps each redraw of the line cheap."""
+FULL_QUIET_S = 0.5
+"""A full box says how much it left out once keys have stopped coming for this long (one toast
+for a burst, however it was cut up)."""
 
 
 def step_aside_while_typing(node: DOMNode) -> None:
@@ -51,9 +63,79 @@ class KeysInOrder:
                 return
 
 
-class Input(KeysInOrder, textual.Input):
-    """The app's one-line text box (use it, not Textual's: see KeysInOrder)."""
+class TypesText(KeysInOrder):
+    """A text box the key gate hands characters typed together to as one insert (keygate.py):
+    typed one by one, each redrew and re-checked the whole text (a 60 KB note took minutes)."""
+
+    def types(self, key: events.Key) -> bool:
+        """`key` would be typed here, not run as one of the box's keys."""
+        return key.is_printable and key.key not in self._bindings.key_to_bindings
+
+    def typed_character(self, key: events.Key) -> str:
+        return key.character or ""
+
+    def type_text(self, text: str) -> None:
+        """Insert `text` as if its characters had been typed one by one."""
+        raise NotImplementedError
 
 
-class TextArea(KeysInOrder, textual.TextArea):
+class Input(TypesText, textual.Input):
+    """The app's one-line text box (use it, not Textual's: see KeysInOrder), NOTE_MAX at most."""
+
+    def __init__(self, *args, max_length: int = NOTE_MAX, **kwargs) -> None:
+        super().__init__(*args, max_length=max_length, **kwargs)
+        self._left_out = 0
+        self._full_timer: Timer | None = None
+
+    def type_text(self, text: str) -> None:
+        if self.restrict or self.type != "text":  # checked character by character, as typed
+            for character in text:
+                start, end = sorted(self.selection)
+                self.replace(character, start, end)
+            return
+        start, end = sorted(self.selection)
+        room = len(text) if not self.max_length else max(0, self.max_length - len(self.value) + end - start)
+        if text[:room]:
+            self.replace(text[:room], start, end)
+        if room < len(text):
+            self._say_full(len(text) - room)
+
+    def _on_paste(self, event: events.Paste) -> None:
+        """A paste past NOTE_MAX keeps what fits (Textual's refuses the whole of it)."""
+        event.stop()
+        event.prevent_default()
+        if event.text:
+            self.type_text(event.text.splitlines()[0])
+
+    def restricted(self) -> None:
+        if self.max_length and len(self.value) >= self.max_length:
+            self._say_full(1)
+        else:
+            super().restricted()
+
+    def _say_full(self, left_out: int) -> None:
+        self._left_out += left_out
+        if self._full_timer is not None:
+            self._full_timer.stop()
+        self._full_timer = self.set_timer(FULL_QUIET_S, self._tell_full)
+
+    def _tell_full(self) -> None:
+        what = "1 character was" if self._left_out == 1 else f"{self._left_out:,} characters were"
+        self.app.notify(f"This box holds at most {self.max_length:,} characters: {what} left out",
+                        severity="warning", markup=False)
+        self._left_out, self._full_timer = 0, None
+
+
+class TextArea(TypesText, textual.TextArea):
     """The app's text area (use it, not Textual's: see KeysInOrder)."""
+
+    def types(self, key: events.Key) -> bool:
+        return not self.read_only and (super().types(key) or key.key == "enter"
+                                       and "enter" not in self._bindings.key_to_bindings)
+
+    def typed_character(self, key: events.Key) -> str:
+        return "\n" if key.key == "enter" else super().typed_character(key)
+
+    def type_text(self, text: str) -> None:
+        if not self.read_only:
+            self._replace_via_keyboard(text, *self.selection)

@@ -53,11 +53,23 @@ async def workers_done(app: WorkbenchApp) -> None:
             pass
 
 
+async def keys_handled(app: WorkbenchApp) -> None:
+    """Every key the app has read is handled (screens/keygate.py): keys read together are handed
+    on one at a time, and an idle moment (`pilot.pause`) can come before the last of them."""
+    import asyncio
+
+    task = app.keys.task
+    if task is not None and not task.done():
+        await asyncio.wait([task])
+
+
 async def settle(pilot) -> None:
     await workers_done(pilot.app)
     await pilot.pause()
+    await keys_handled(pilot.app)
     await workers_done(pilot.app)
     await pilot.pause()
+    await keys_handled(pilot.app)
 
 
 def table(app: WorkbenchApp) -> DataTable:

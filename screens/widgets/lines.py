@@ -1,6 +1,7 @@
 """A virtual list of lines: only the rows on screen are rendered, whatever the length.
 
-`VirtualLines` keeps a cursor line (moved with `j`/`k`, `g`/`G`, page keys), draws an optional
+`VirtualLines` keeps a cursor line (moved with `j`/`k`, `g`/`G`, page keys; `h`/`l` scroll
+long lines sideways), draws an optional
 line-number gutter and asks its subclass for one line at a time (`line_text`), so a 1 GB log or
 a 20,000-line diff paints as quickly as a short one. Rendered lines are kept in a small LRU.
 """
@@ -57,6 +58,10 @@ class VirtualLines(ScrollView, can_focus=True):
                 tooltip="Down a screen"),
         Binding("pageup", "page_up", "Page up", show=False, id="lines.page_up",
                 tooltip="Up a screen"),
+        Binding("h,left", "sideways(-1)", "Left", show=False, id="lines.left",
+                tooltip="Scroll long lines left (a quarter of the width)"),
+        Binding("l,right", "sideways(1)", "Right", show=False, id="lines.right",
+                tooltip="Scroll long lines right (a quarter of the width)"),
     ]
 
     cursor: reactive[int] = reactive(0, always_update=True)
@@ -170,6 +175,11 @@ class VirtualLines(ScrollView, can_focus=True):
 
     def action_last(self) -> None:
         self.go_to(self.line_count - 1)
+
+    def action_sideways(self, direction: int) -> None:
+        """`h`/`l` as in less and lazygit: a quarter of the width (8 columns at least) at a time."""
+        step = max(8, (self.scrollable_content_region.width - self.gutter_width) // 4)
+        self.scroll_to(x=max(0, self.scroll_offset.x + direction * step), animate=False)
 
     def action_page_down(self) -> None:
         height = self.scrollable_content_region.height or 1
