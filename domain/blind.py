@@ -14,11 +14,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from domain.jobs import JobResult
-from domain.models import LADDER, AttemptSummary, MigrationSummary, Outcome
+from domain.models import LADDER, MigrationSummary, Outcome
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the study screen asks the rule before any attempt record exists: loaded when used
+    from domain.attempts import AttemptSummary
     from domain.effort import Standing
+    from domain.jobs import JobResult
     from domain.judgements import HumanJudgement
     from domain.verdicts import Verdict, Verification
 
@@ -94,6 +95,8 @@ class Sight:
         """What a finished re-run made: the new attempt is judged like any other."""
         if result is None or self.sees_attempt(attempt_id):
             return result
+        from domain.jobs import JobResult
+
         return JobResult(seq=result.seq, level=None, hidden=True)
 
     def suggested(self, migration_id: int, suggested: Any) -> Any:

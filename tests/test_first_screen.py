@@ -139,8 +139,9 @@ asyncio.run(main())
 
 
 def test_the_first_page_shows_without_sqlite_utils_or_the_other_screens(demo_db: Path, tmp_path: Path) -> None:
-    """Nor the records of attempts and of blind judging (domain/attempts.py, domain/blind.py: some ten
-    dataclasses to create), which the study screen does not show."""
+    """Nor the records of attempts (domain/attempts.py: some ten dataclasses to create), which the
+    study screen does not show. The blind rule (domain/blind.py) is loaded: the study's totals ask it
+    whether the reviewer may see them; it loads attempt records only when it blanks one."""
     path = tmp_path / "demo.db"
     shutil.copy(demo_db, path)
     done = subprocess.run([sys.executable, "-c", FIRST_SCREEN, str(path)], capture_output=True, text=True,
@@ -150,7 +151,7 @@ def test_the_first_page_shows_without_sqlite_utils_or_the_other_screens(demo_db:
     assert "screens.study" in loaded and "screens.app" in loaded
     assert not loaded & {"sqlite_utils", "screens.migration", "screens.attempt", "screens.help",
                          "screens.verifying", "screens.forms", "screens.effort", "screens.widgets.effort_panel",
-                         "domain.attempts", "domain.blind"}
+                         "domain.attempts"}
 
 
 PREPARE = """
