@@ -8,7 +8,9 @@ one recompose at a time; it reads the bindings when it runs, so the keys shown a
 
 Keys that do not fit the width are hidden whole once laid out, and a `…` stands for them, not
 cut mid-label at the edge: the screen's own keys come first (`FOOTER_FIRST`), and `?` and the
-palette list them all.
+palette list them all. The fit waits for the screen's layout: run after a refresh, it met keys not
+laid out yet (no region) under a dialog or on a screen being left, took them all as fitting, and
+the footer showed `t▏` or `n Next fai▏` cut under the palette's key.
 """
 
 from __future__ import annotations
@@ -27,6 +29,15 @@ class Footer(TextualFooter):
     _recompose_queued = False
     """A recompose is asked for and has not started yet: a further change needs no other one."""
 
+    _fit_pending = False
+    """The keys were composed again and are not fitted yet: the next layout of the screen fits them."""
+
+    def on_mount(self) -> None:
+        self.screen.screen_layout_refresh_signal.subscribe(self, self._laid_out)
+
+    def on_unmount(self) -> None:
+        self.screen.screen_layout_refresh_signal.unsubscribe(self)
+
     def bindings_changed(self, screen: Screen) -> None:
         if self._recompose_queued and screen is self.screen:
             return  # the queued recompose has not read the bindings yet: it shows this change too
@@ -36,8 +47,9 @@ class Footer(TextualFooter):
 
     async def recompose(self) -> None:
         self._recompose_queued = False  # before compose reads the bindings: later changes queue again
+        self._fit_pending = False  # a layout while the keys are swapped has nothing to fit
         await super().recompose()
-        self.call_after_refresh(self._fit)
+        self._fit_pending = not self._fit()  # placed already, or at the screen's next layout
 
     def compose(self) -> ComposeResult:
         yield from super().compose()
@@ -45,23 +57,32 @@ class Footer(TextualFooter):
         more.display = False
         yield more
 
-    def _fit(self) -> None:
-        """Hide the keys that run past the palette's key (or the edge), and show `…` for them."""
+    def _laid_out(self, screen: Screen) -> None:
+        """The screen placed its widgets: fit keys composed since the last fit, once each is placed."""
+        if self._fit_pending and self._fit():
+            self._fit_pending = False
+
+    def _fit(self) -> bool:
+        """Hide the keys that run past the palette's key (or the edge), and show `…` for them;
+        False while a key has no place yet (mounted after the layout that called this)."""
         try:
             more = self.query_one("#footer-more")
         except NoMatches:
-            return
+            return False
         palette = [child for child in self.children if child.has_class("-command-palette")]
         keys = [child for child in self.children if child is not more and child not in palette]
+        if not self.region or any(not child.region for child in (*keys, *palette)):
+            return False
         edge = min([self.region.right, *(child.region.x for child in palette)])
         if all(key.region.x + key.outer_size.width <= edge for key in keys):
-            return  # all fit: no `…`, and no room kept for one
-        edge -= more.outer_size.width
+            return True  # all fit: no `…`, and no room kept for one
+        edge -= 1 + more.styles.gutter.width + more.styles.margin.width  # the `…`, not laid out while hidden
         over = False
         for key in keys:
             over = over or key.region.x + key.outer_size.width > edge
             key.display = not over
         more.display = True
+        return True
 
     def on_resize(self, event: events.Resize) -> None:
         """Another width holds other keys: show them all again, then hide what does not fit."""
