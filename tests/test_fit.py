@@ -8,13 +8,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_app import settle
+from conftest import BundleBuilder
+from test_app import build, screen_text, settle
 from test_effort_app import until
+from test_lists import drawn_as_afresh
 from textual.screen import Screen
-from textual.widgets import Footer
+from textual.widgets import DataTable, Footer
 from textual.widgets._footer import FooterKey
 
 from screens.app import WorkbenchApp
+from screens.attempt import AttemptScreen
+from screens.migration import AttemptTable, MigrationScreen
 
 SIZES = [(80, 24), (120, 40)]
 
@@ -98,3 +102,99 @@ async def test_every_footer_hides_keys_whole(demo_db: Path, size: tuple[int, int
         assert_whole(await footer_fitted(pilot), "attempt widened")
         await pilot.resize_terminal(*size)
         assert_whole(await footer_fitted(pilot), "attempt narrowed again")
+
+
+SCROLLBAR_GLYPHS = "▉▊▋▌▍▎▏▁▂▃▄▅▆▇█"
+"""What a scrollbar's thumb ends are drawn with: in a table's empty space, a stray glyph."""
+
+
+def table_lines(app: WorkbenchApp, t: DataTable) -> list[str]:
+    """The table's lines as the terminal shows them."""
+    return screen_text(app).splitlines()[t.region.y : t.region.bottom]
+
+
+def assert_no_stray_glyph(app: WorkbenchApp) -> None:
+    """No table on screen scrolls sideways: the attempt table's Command column ran past the edge,
+    and its horizontal scrollbar drew a lone `▉` (80 columns) or `▌` (120) under the rows."""
+    for t in app.screen.query(DataTable):
+        assert not t.show_horizontal_scrollbar, (t.id, t.virtual_size, t.size)
+        assert t.virtual_size.width <= t.scrollable_content_region.width, (t.id, t.virtual_size)
+        below = table_lines(app, t)[1 + t.row_count:]
+        assert not any(glyph in line for line in below for glyph in SCROLLBAR_GLYPHS), (t.id, below)
+
+
+def commands_drawn(app: WorkbenchApp) -> list[tuple[str, str]]:
+    """Each attempt in view: its whole command, and its Command cell as drawn on its row."""
+    t = app.screen.query_one(AttemptTable)
+    lines = table_lines(app, t)
+    header = lines[0]
+    start = header.index("Command") - 1 if "Command" in header else len(header.rstrip())
+    out = []
+    for row, row_key in enumerate(t.rows):
+        y = 1 + row - round(t.scroll_y)
+        if 1 <= y < t.size.height:
+            whole = app.screen.summaries[row_key.value].attempt.command.display()
+            out.append((whole, lines[y][start : t.scrollable_content_region.right].strip()))
+    return out
+
+
+async def test_the_command_column_is_cut_with_an_ellipsis_where_the_screen_ends(demo_db: Path) -> None:
+    """Commands are drawn cut with … at the screen's edge (FIXED_WIDTH guessed the other columns'
+    width: at 110-120 columns they were clipped at the edge with no …, and a scrollbar glyph sat
+    under the rows), whole once widened, also while an attempt was on top; at 80 columns the
+    column gives way (the detail shows the command); every width draws what a fresh draw does."""
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=(110, 30)) as pilot:
+        await settle(pilot)
+        await pilot.press("j", "enter")  # mlp-classifier: the longer commands
+        await until(pilot, lambda: isinstance(app.screen, MigrationScreen))
+        await settle(pilot)
+        t = app.screen.query_one(AttemptTable)
+        cut = commands_drawn(app)
+        assert any(drawn.endswith("…") for _, drawn in cut), cut
+        for whole, drawn in cut:
+            assert drawn == whole or (drawn.endswith("…") and whole.startswith(drawn[:-1])), (whole, drawn)
+        assert all(len(line.rstrip()) <= 110 for line in table_lines(app, t))
+        assert_no_stray_glyph(app)
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, AttemptScreen))
+        await pilot.resize_terminal(220, 30)  # while the attempt is on top
+        await settle(pilot)
+        await pilot.press("escape")
+        await until(pilot, lambda: isinstance(app.screen, MigrationScreen))
+        await settle(pilot)
+        assert all(drawn == whole for whole, drawn in commands_drawn(app))
+        assert drawn_as_afresh(t)
+        for width in (110, 80, 120, 110):
+            await pilot.resize_terminal(width, 30)
+            await settle(pilot)
+            assert_no_stray_glyph(app)
+            assert drawn_as_afresh(t), width
+            if width == 80:
+                assert "Command" not in table_lines(app, t)[0]
+        assert commands_drawn(app) == cut
+
+
+async def test_the_command_column_makes_room_for_the_scrollbar(bundle: BundleBuilder, tmp_path: Path) -> None:
+    """With more attempts than rows the vertical scrollbar takes two cells from the Command
+    column, not from the screen: no sideways scroll, and each command ends in … at the bar (not
+    where a guess of the other columns' width put it)."""
+    folder, shas = bundle.add_migration("many", commits=2)
+    argv = ["python", "train.py", "--config", "configs/a-rather-long-experiment-name.yaml", "--steps", "4000"]
+    bundle.write_attempts(folder, [bundle.attempt(seq, shas[1], command={"argv": argv, "cwd": ".", "env": {}})
+                                   for seq in range(40)])
+    app = WorkbenchApp(build(bundle, tmp_path))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, MigrationScreen))
+        await settle(pilot)
+        t = app.screen.query_one(AttemptTable)
+        assert t.show_vertical_scrollbar
+        assert_no_stray_glyph(app)
+        shown = commands_drawn(app)
+        assert len(shown) == t.size.height - 1
+        assert all(drawn.endswith("…") and whole.startswith(drawn[:-1]) for whole, drawn in shown), shown
+        bar = t.styles.scrollbar_size_vertical
+        for line in table_lines(app, t)[1:]:  # the … is the last cell before the padding and the bar
+            assert line[: 100 - bar].rstrip().endswith("…") and len(line[: 100 - bar].rstrip()) == 100 - bar - 1, line

@@ -290,8 +290,11 @@ def source(summary: AttemptSummary) -> Text:
     return Text(word, style=tone(style))
 
 
-def attempt_row(summary: AttemptSummary, *, command_width: int = 40) -> tuple[Text, ...]:
+def attempt_row(summary: AttemptSummary) -> tuple[Text, ...]:
+    """The attempt table's cells; the command whole, drawn cut with `…` to its column's width."""
     a = summary.attempt
+    command = text(a.command.display())
+    command.no_wrap, command.overflow = True, "ellipsis"
     return (
         Text(str(a.seq), justify="right"),
         source(summary),
@@ -302,7 +305,7 @@ def attempt_row(summary: AttemptSummary, *, command_width: int = 40) -> tuple[Te
         number(summary.interventions, alarm="$text-warning"),
         Text() if summary.hidden else level(a.expected_level),
         text(a.commit[:7], "dim"),
-        text(truncate(a.command.display(), command_width)),
+        command,
     )
 
 
