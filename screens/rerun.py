@@ -58,11 +58,11 @@ class RerunLauncher(ModalScreen[int | None]):
         a = self.attempt
         chips = a.intended_hardware.count if a.intended_hardware else self.migration.target.chips
         env, self.differ = environment(a.command.env, "local", chips)
-        with Vertical():
-            yield Static(text(f"Re-run attempt #{a.seq} of {self.migration.slug} at {a.commit[:12]}",
-                              "bold"))
-            yield Static(text("The command comes from the agent's record: read it. Nothing runs until you"
-                              " press Run.", "italic"))
+        with Vertical() as box:
+            # the title and the keys on the border: at 80x24 the lines go to the command and its environment
+            box.border_title = text(f"Re-run attempt #{a.seq} of {self.migration.slug} at {a.commit[:12]}")
+            box.border_subtitle = "ctrl+r runs · escape cancels"
+            yield Static(text("From the agent's record: read it. Nothing runs until you press Run.", "italic"))
             with VerticalScroll(id="rerun-fields"):
                 # The command first: it is what the reviewer must read, and 80x24 shows little more.
                 yield Label(f"Command, one argument per line (runs in {a.command.cwd} of the checkout)")
@@ -90,7 +90,13 @@ class RerunLauncher(ModalScreen[int | None]):
                 yield Button("Cancel", id="rerun-close")
 
     def on_mount(self) -> None:
+        self.query_one("#rerun-error").display = False
         self._show_differences()
+
+    def _error(self, line: str) -> None:
+        error = self.query_one("#rerun-error", Static)
+        error.update(text(line))
+        error.display = True
 
     def _show_differences(self) -> None:
         """Each recorded variable the backend would set otherwise, and why; the checkbox is the
@@ -167,7 +173,7 @@ class RerunLauncher(ModalScreen[int | None]):
         try:
             spec = self._spec()
         except ValueError as exc:
-            self.query_one("#rerun-error", Static).update(text(str(exc)))
+            self._error(str(exc))
             return
         self._launch(spec)
 
@@ -184,7 +190,7 @@ class RerunLauncher(ModalScreen[int | None]):
             finally:
                 study.close()
         except Exception as exc:  # shown on the form; the form stays open with what was typed
-            self.app.call_from_thread(self.query_one("#rerun-error", Static).update, text(describe_error(exc)))
+            self.app.call_from_thread(self._error, describe_error(exc))
             return
         self.app.call_from_thread(self.dismiss, job.id)
 

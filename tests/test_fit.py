@@ -9,16 +9,20 @@ from pathlib import Path
 
 import pytest
 from conftest import BundleBuilder
+from rich.text import Text
 from test_app import build, screen_text, settle
 from test_effort_app import until
 from test_lists import drawn_as_afresh
+from textual.geometry import Region
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer
+from textual.widgets import DataTable, Footer, TextArea
 from textual.widgets._footer import FooterKey
 
 from screens.app import WorkbenchApp
 from screens.attempt import AttemptScreen
 from screens.migration import AttemptTable, MigrationScreen
+from screens.rerun import RerunLauncher
+from screens.study import StudyScreen
 
 SIZES = [(80, 24), (120, 40)]
 
@@ -198,3 +202,74 @@ async def test_the_command_column_makes_room_for_the_scrollbar(bundle: BundleBui
         bar = t.styles.scrollbar_size_vertical
         for line in table_lines(app, t)[1:]:  # the … is the last cell before the padding and the bar
             assert line[: 100 - bar].rstrip().endswith("…") and len(line[: 100 - bar].rstrip()) == 100 - bar - 1, line
+
+
+DIALOGS = [
+    ((), ("e", "N", "question_mark")),
+    (("enter",), ("i", "a", "x", "C", "B", "R", "U", "question_mark")),
+    (("enter", "j", "enter"), ("J", "r", "b", "o", "i", "question_mark")),
+]
+"""Where each dialog opens from (keys from the study screen) and the keys that open them."""
+
+
+def assert_framed(app: WorkbenchApp, where: str) -> None:
+    """The dialog's box is on screen whole, with its title on the top border and its keys
+    (escape's at least) on the bottom one, as drawn."""
+    box = app.screen.children[0]
+    title, keys = box.border_title, box.border_subtitle
+    assert title and keys and "escape" in keys, (where, title, keys)
+    assert Region(0, 0, *app.size).contains_region(box.region), (where, box.region)
+    lines = screen_text(app).splitlines()
+    assert Text.from_markup(title).plain[:30] in lines[box.region.y], (where, lines[box.region.y])
+    assert Text.from_markup(keys).plain in lines[box.region.bottom - 1], (where, lines[box.region.bottom - 1])
+
+
+async def test_every_dialog_fits_80x24_with_its_title_and_keys(demo_db: Path) -> None:
+    """The export dialog had no title and no word of escape; the re-run dialogs said theirs in
+    lines that took the room of the fields, and their keys nowhere."""
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        for path, openers in DIALOGS:
+            await settle(pilot)
+            for key in path:
+                screen = app.screen
+                await pilot.press(key)
+                if key == "enter":
+                    await until(pilot, lambda: app.screen is not screen)
+                await settle(pilot)
+            base = app.screen
+            for key in openers:
+                await pilot.press(key)
+                await until(pilot, lambda: app.screen is not base)
+                await settle(pilot)
+                assert_framed(app, f"{type(base).__name__} {key} {type(app.screen).__name__}")
+                await pilot.press("escape")
+                await until(pilot, lambda: app.screen is base)
+            while not isinstance(app.screen, StudyScreen):
+                await pilot.press("escape")
+                await settle(pilot)
+
+
+async def test_the_rerun_dialog_shows_the_command_and_its_environment_whole_at_80x24(demo_db: Path) -> None:
+    """Both boxes of what will run are on screen as the dialog opens: the command box took 8 rows
+    and left the environment box its top border."""
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, MigrationScreen))
+        await settle(pilot)
+        await pilot.press("j", "enter")
+        await until(pilot, lambda: isinstance(app.screen, AttemptScreen))
+        await settle(pilot)
+        await pilot.press("r")
+        await until(pilot, lambda: isinstance(app.screen, RerunLauncher))
+        await settle(pilot)
+        fields = app.screen.query_one("#rerun-fields").region
+        for box in ("#rerun-argv", "#rerun-env"):
+            area = app.screen.query_one(box, TextArea)
+            lines = area.text.splitlines()
+            assert lines and area.region.height == len(lines) + 2, (box, area.region)
+            assert fields.contains_region(area.region), (box, area.region, fields)
+        text = screen_text(app)
+        assert "CPU_NUM_DEVICES=4" in text and "PJRT_DEVICE=CPU" in text and "--steps" in text
