@@ -273,3 +273,48 @@ async def test_the_rerun_dialog_shows_the_command_and_its_environment_whole_at_8
             assert fields.contains_region(area.region), (box, area.region, fields)
         text = screen_text(app)
         assert "CPU_NUM_DEVICES=4" in text and "PJRT_DEVICE=CPU" in text and "--steps" in text
+
+
+async def test_a_footer_composes_its_keys_once_for_each_screen_shown(demo_db: Path, monkeypatch) -> None:
+    """Opening a migration composed three footers' keys (about 4 ms a key): the study's, which
+    nobody saw any more, and the migration's twice, for focus moves among keys it does not show.
+    Now each screen shown composes its keys once, and a screen shown again keeps its keys."""
+    from screens.widgets.footer import Footer as WorkbenchFooter
+
+    composed: dict[str, int] = {}
+    real = WorkbenchFooter.compose
+
+    def counting(self):
+        for node in real(self):
+            if isinstance(node, FooterKey):
+                composed[type(self.screen).__name__] = composed.get(type(self.screen).__name__, 0) + 1
+            yield node
+
+    monkeypatch.setattr(WorkbenchFooter, "compose", counting)
+
+    def keys_of(screen: Screen) -> int:
+        return len(screen.query_one(WorkbenchFooter).query(FooterKey))
+
+    app = WorkbenchApp(demo_db)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await footer_fitted(pilot)
+        study = app.screen
+        composed.clear()
+        for key, opens in (("enter", MigrationScreen), ("enter", AttemptScreen)):
+            await pilot.press(key)
+            await until(pilot, lambda: isinstance(app.screen, opens))
+            await footer_fitted(pilot)
+            await pilot.pause(0.3)
+            assert composed == {opens.__name__: keys_of(app.screen)}, composed
+            composed.clear()
+        await pilot.press("right_square_bracket")  # the next attempt: a screen of its own
+        await footer_fitted(pilot)
+        await pilot.pause(0.3)
+        assert composed == {"AttemptScreen": keys_of(app.screen)}, composed
+        composed.clear()
+        await pilot.press("escape")
+        await until(pilot, lambda: isinstance(app.screen, MigrationScreen))
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is study)
+        assert_whole(await footer_fitted(pilot), "study again")
+        assert composed == {}, composed
