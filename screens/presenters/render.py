@@ -60,10 +60,6 @@ SOURCE = {
 }
 
 
-def truncate(value: str, width: int) -> str:
-    return value if len(value) <= width else value[: max(width - 1, 0)] + "…"
-
-
 def number(value: int, *, alarm: str = "") -> Text:
     """A right-aligned count; zero is dimmed, a non-zero count takes `alarm`'s style."""
     if not value:
