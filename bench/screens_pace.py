@@ -234,7 +234,7 @@ def write_rows(results: dict[str, dict[str, list[tuple[float, float]]]], bare: l
             record(f"screens: {FIGURES[move]}, key to settled screen ({study}, 120x40, through tmux)",
                    target="at most 1.5x the bare push",
                    latest=f"{ms(times, 1):.0f} ms (first paint {ms(times, 0):.0f} ms), median of {len(times)}"
-                          + (f"; {against.name} alternated: {ms(other, 1):.0f} ms" if other else ""),
+                          + (f"; the tree at {against} alternated: {ms(other, 1):.0f} ms" if other else ""),
                    baseline=f"a bare Textual app with a DataTable pushing its next screen: {ms(bare, 1):.0f} ms "
                             f"(first paint {ms(bare, 0):.0f} ms)",
                    ratio=f"x{ms(times, 1) / ms(bare, 1):.2f}",
