@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, Checkbox, Label, Select, Static
+from textual.widgets import Button, Checkbox, Select, Static
 
 from domain.errors import WorkbenchError
 from domain.text import clean
@@ -34,6 +34,7 @@ class ExportScreen(ModalScreen[Path | None]):
 
     BINDINGS = [
         Binding("escape", "cancel", "Close", id="export.close", tooltip="Close without exporting"),
+        Binding("ctrl+s", "export", "Export", id="export.run", tooltip="Write the report to the file named"),
     ]
 
     def __init__(self, db_path: Path, slugs: tuple[str, ...] = ()) -> None:
@@ -44,9 +45,10 @@ class ExportScreen(ModalScreen[Path | None]):
     def compose(self) -> ComposeResult:
         from workbench.report import EXTENSIONS
 
-        with Vertical():
-            yield Label(Text("Export a report" + (f" of {', '.join(map(clean, self.slugs))}" if self.slugs
-                                                  else " of the whole study")))
+        with Vertical() as box:
+            box.border_title = Text("Export a report" + (f" of {', '.join(map(clean, self.slugs))}" if self.slugs
+                                                         else " of the whole study"))
+            box.border_subtitle = "ctrl+s exports · escape cancels"
             yield Select(FORMAT_CHOICES, value="md", allow_blank=False, id="export-format")
             default = self.db_path.with_name(self.db_path.stem + "-report" + EXTENSIONS["md"])
             yield Input(str(default), id="export-path", placeholder="output file")
@@ -70,7 +72,9 @@ class ExportScreen(ModalScreen[Path | None]):
 
     @on(Button.Pressed, "#export-run")
     @on(Input.Submitted, "#export-path")
-    def _export(self) -> None:
+    def action_export(self) -> None:
+        if self.query_one("#export-run", Button).disabled:
+            return  # one report at a time
         fmt = str(self.query_one("#export-format", Select).value)
         path = Path(self.query_one("#export-path", Input).value.strip()).expanduser()
         if not path.name:

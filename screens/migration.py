@@ -42,10 +42,6 @@ COLUMNS = (
 """`L1-5` is the ladder (✓ pass, ✗ fail, ? unknown, · no verdict); `Claim` says `over` where the
 agent claimed more than was verified; `Exp` the level the agent said it expected."""
 
-FIXED_WIDTH = 74
-"""Roughly what the columns before `Command` take, so the command fits the screen."""
-
-
 class AttemptTable(NavTable):
     """A migration's attempts; `enter` opens the highlighted one."""
 
@@ -124,7 +120,7 @@ class MigrationScreen(EffortActions, FilteredList):
         yield Static(render.migration_header(self.migration), id="migration-header")
         yield FilterBar(id="attempt-filter")
         yield Static(id="problem", classes="problem")
-        table = AttemptTable(id="attempts")
+        table = AttemptTable(id="attempts", fill="command")
         for label, key in COLUMNS:
             table.add_column(label, key=key)
         yield table
@@ -256,7 +252,6 @@ class MigrationScreen(EffortActions, FilteredList):
         if message.migration_id != self.migration.id or message.after != self.pager.after:
             return
         table = self.query_one(AttemptTable)
-        width = max(12, self.app.size.width - FIXED_WIDTH)
         late_reference = False
         with self.app.batch_update():
             for summary in message.rows:
@@ -266,7 +261,7 @@ class MigrationScreen(EffortActions, FilteredList):
                 if summary.attempt.source is AttemptSource.REFERENCE and table.row_count:
                     late_reference = True
                 self.summaries[key] = summary
-                table.add_row(*render.attempt_row(summary, command_width=width), key=key)
+                table.add_row(*render.attempt_row(summary), key=key)
             if late_reference or (message.after is None and self._reference_not_first()):
                 table.sort("seq", "source", key=_pin_key)
         self._sync_cursor()
@@ -321,7 +316,6 @@ class MigrationScreen(EffortActions, FilteredList):
 
     def _refreshed(self, rows: list[AttemptSummary], complete: bool) -> None:
         table = self.query_one(AttemptTable)
-        width = max(12, self.app.size.width - FIXED_WIDTH)
         keys = [key for _, key in COLUMNS]
         added = False
         said: list[tuple[str, str]] = []
@@ -336,7 +330,7 @@ class MigrationScreen(EffortActions, FilteredList):
                 if news:
                     self.fresh.add(key)
                     said.append((f"{self.migration.slug} #{summary.attempt.seq}", news))
-                cells = self._cells(summary, width)
+                cells = self._cells(summary)
                 if old is None:
                     table.add_row(*cells, key=key)
                     added = True
@@ -349,9 +343,9 @@ class MigrationScreen(EffortActions, FilteredList):
         self._sync_cursor()
         self._show_detail(table.cursor_row)
 
-    def _cells(self, summary: AttemptSummary, width: int) -> tuple[Text, ...]:
+    def _cells(self, summary: AttemptSummary) -> tuple[Text, ...]:
         """The row's cells; one marked since it newly became a silent failure or an over-claim."""
-        cells = render.attempt_row(summary, command_width=width)
+        cells = render.attempt_row(summary)
         if str(summary.attempt.id) in self.fresh:
             cells[0].stylize(render.FRESH)
         return cells

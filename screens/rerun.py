@@ -61,11 +61,11 @@ class RerunLauncher(ModalScreen[int | None]):
         a = self.attempt
         chips = a.intended_hardware.count if a.intended_hardware else self.migration.target.chips
         env, self.differ = environment(a.command.env, "local", chips)
-        with Vertical():
-            yield Static(text(f"Re-run attempt #{a.seq} of {self.migration.slug} at {a.commit[:12]}",
-                              "bold"))
-            yield Static(text("The command comes from the agent's record: read it. Nothing runs until you"
-                              " press Run.", "italic"))
+        with Vertical() as box:
+            # the title and the keys on the border: at 80x24 the lines go to the command and its environment
+            box.border_title = text(f"Re-run attempt #{a.seq} of {self.migration.slug} at {a.commit[:12]}")
+            box.border_subtitle = "ctrl+r runs · escape cancels"
+            yield Static(text("From the agent's record: read it. Nothing runs until you press Run.", "italic"))
             with VerticalScroll(id="rerun-fields"):
                 # The command first: it is what the reviewer must read, and 80x24 shows little more.
                 yield Label(f"Command, one argument per line (runs in {a.command.cwd} of the checkout)")
@@ -95,6 +95,7 @@ class RerunLauncher(ModalScreen[int | None]):
     def on_mount(self) -> None:
         from screens.typeahead import focus_now
 
+        self.query_one("#rerun-error").display = False
         self._show_differences()
         focus_now(self.query_one("#rerun-argv", TextArea))  # typing goes to the command, as the form opens
         if not self.attempt.command.argv:
@@ -120,6 +121,11 @@ class RerunLauncher(ModalScreen[int | None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return not (action == "run" and self.launching)
+
+    def _error(self, line: str) -> None:
+        error = self.query_one("#rerun-error", Static)
+        error.update(text(line))
+        error.display = True
 
     def _show_differences(self) -> None:
         """Each recorded variable the backend would set otherwise, and why; the checkbox is the
@@ -198,7 +204,7 @@ class RerunLauncher(ModalScreen[int | None]):
         try:
             spec = self._spec()
         except ValueError as exc:
-            self.query_one("#rerun-error", Static).update(text(str(exc)))
+            self._error(str(exc))
             return
         self._launching(True)
         self.query_one("#rerun-error", Static).update(
@@ -229,7 +235,7 @@ class RerunLauncher(ModalScreen[int | None]):
 
     def _failed(self, problem: str) -> None:
         self._launching(False)
-        self.query_one("#rerun-error", Static).update(text(problem))
+        self._error(problem)
 
     @on(Button.Pressed, "#rerun-close")
     def action_cancel(self) -> None:

@@ -48,11 +48,10 @@ class RerunUnknownDialog(ModalScreen[list[int] | None]):
         """(migration slug, attempt) pairs found by the worker."""
 
     def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Static(text(f"Re-run with the probe every attempt of {self.label} whose level 3 is unknown",
-                              "bold"))
-            yield Static(text("The commands come from the agents' records: read them. Nothing runs until you"
-                              " press Run.", "italic"))
+        with Vertical() as box:
+            box.border_title = text(f"Re-run unknown L3 with the probe: {self.label}")
+            box.border_subtitle = "ctrl+r runs all · escape cancels"
+            yield Static(text("From the agents' records: read them. Nothing runs until Run all.", "italic"))
             with VerticalScroll():
                 yield Static(text("Looking for attempts whose level 3 is unknown…"), id="unknown-list")
                 yield Label("Backend")
@@ -69,6 +68,7 @@ class RerunUnknownDialog(ModalScreen[list[int] | None]):
                 yield Button("Cancel", id="unknown-close")
 
     def on_mount(self) -> None:
+        self.query_one("#unknown-error").display = False
         self._find()
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="rerun-unknown-find")
@@ -106,7 +106,9 @@ class RerunUnknownDialog(ModalScreen[list[int] | None]):
         self.query_one("#unknown-go", Button).disabled = False
 
     def _error(self, line: str) -> None:
-        self.query_one("#unknown-error", Static).update(text(line))
+        error = self.query_one("#unknown-error", Static)
+        error.update(text(line))
+        error.display = True
 
     @on(Button.Pressed, "#unknown-go")
     def action_run(self) -> None:

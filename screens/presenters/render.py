@@ -61,10 +61,6 @@ SOURCE = {
 }
 
 
-def truncate(value: str, width: int) -> str:
-    return value if len(value) <= width else value[: max(width - 1, 0)] + "…"
-
-
 def number(value: int, *, alarm: str = "") -> Text:
     """A right-aligned count; zero is dimmed, a non-zero count takes `alarm`'s style."""
     if not value:
@@ -292,8 +288,11 @@ def source(summary: AttemptSummary) -> Text:
     return Text(word, style=tone(style))
 
 
-def attempt_row(summary: AttemptSummary, *, command_width: int = 40) -> tuple[Text, ...]:
+def attempt_row(summary: AttemptSummary) -> tuple[Text, ...]:
+    """The attempt table's cells; the command whole, drawn cut with `…` to its column's width."""
     a = summary.attempt
+    command = text(a.command.display())
+    command.no_wrap, command.overflow = True, "ellipsis"
     return (
         Text(str(a.seq), justify="right"),
         source(summary),
@@ -304,7 +303,7 @@ def attempt_row(summary: AttemptSummary, *, command_width: int = 40) -> tuple[Te
         number(summary.interventions, alarm="$text-warning"),
         Text() if summary.hidden else level(a.expected_level),
         text(a.commit[:7], "dim"),
-        text(truncate(a.command.display(), command_width)),
+        command,
     )
 
 

@@ -7,7 +7,9 @@ from typing import Any
 from textual import events
 from textual.binding import Binding
 from textual.coordinate import Coordinate
+from textual.geometry import Size
 from textual.widgets import DataTable
+from textual.widgets.data_table import ColumnKey
 
 ELSEWHERE = Coordinate(-2, -2)
 """A cursor on no row (the header is row -1)."""
@@ -15,7 +17,8 @@ ELSEWHERE = Coordinate(-2, -2)
 
 class NavTable(DataTable):
     """A row-cursor DataTable with vim keys, whose render caches hold about two screens and
-    survive a move of the cursor."""
+    survive a move of the cursor; its `fill` column, if it has one, takes the width the others
+    leave."""
 
     BINDINGS = [
         Binding("j", "cursor_down", "Down", show=False, id="table.down",
@@ -28,10 +31,19 @@ class NavTable(DataTable):
                 tooltip="Go to the last loaded row (loads the next page when there is one)"),
     ]
 
-    def __init__(self, **kwargs) -> None:
+    FILL_MIN = 12
+    """Cells the fill column needs to be worth showing; with fewer it gets none (the screen shows
+    its value elsewhere, in the detail under the list)."""
+
+    def __init__(self, *, fill: str | None = None, **kwargs) -> None:
         kwargs.setdefault("cursor_type", "row")
         kwargs.setdefault("zebra_stripes", True)
         super().__init__(**kwargs)
+        self.fill = ColumnKey(fill) if fill else None
+        """The last column, whose cells (Text with overflow "ellipsis") are drawn cut with `…`
+        to the width the other columns leave; the table then never scrolls sideways."""
+        if fill:
+            self.styles.overflow_x = "hidden"
         self._size_caches(0)
 
     def _render_line_in_row(self, row_key: Any, line_no: int, base_style: Any, cursor_location: Coordinate,
@@ -94,8 +106,41 @@ class NavTable(DataTable):
         """Keep the cursor in view: the detail under a list grows, and a table it shrinks kept its
         scroll, so after a burst of `j`s the cursor's row could sit below the last one shown."""
         self._size_caches(event.size.height)
+        self._fit_fill()
         if self.row_count:
             self._scroll_cursor_into_view()
+
+    def watch_show_vertical_scrollbar(self) -> None:
+        self._fit_fill()  # the scrollbar takes its width from the fill column
+
+    def _update_dimensions(self, new_rows: Any) -> None:
+        super()._update_dimensions(new_rows)  # new rows widen the other columns
+        self._fit_fill()
+
+    def _update_column_widths(self, updated_cells: Any) -> None:
+        super()._update_column_widths(updated_cells)  # so do updated cells
+        self._fit_fill()
+
+    def _fit_fill(self) -> None:
+        """Give the fill column the width the other columns leave (none under FILL_MIN cells).
+        DataTable files drawn cells, rows and lines by its update count, not by the columns'
+        widths: cut to a new width, lines drawn at the old one stayed in the caches and were drawn
+        again (b6bfee4, reverted: 1 run in 2 of the cache tests), so a new width clears them."""
+        column = self.columns.get(self.fill) if self.fill is not None else None
+        width = self.scrollable_content_region.width
+        if column is None or not width:
+            return
+        padding = 2 * self.cell_padding
+        others = self._row_label_column_width + sum(
+            c.get_render_width(self) for key, c in self.columns.items() if key != self.fill)
+        room = width - others - padding
+        room = room if room >= self.FILL_MIN else 0
+        if column.auto_width or column.width != room:
+            column.auto_width, column.width = False, room
+            self._clear_caches()
+            self.refresh()
+        # no room: the column's padding is past the edge, and nothing to scroll to
+        self.virtual_size = Size(others + (padding + room if room else 0), self.virtual_size.height)
 
     def _size_caches(self, height: int) -> None:
         """Size DataTable's render caches to two screens of the table. Its own sizes (1,000 rows
