@@ -207,8 +207,9 @@ class RerunLauncher(ModalScreen[int | None]):
             self._error(str(exc))
             return
         self._launching(True)
-        self.query_one("#rerun-error", Static).update(
-            text("Checking that the target environment can start it (pre-flight)…", "italic"))
+        line = self.query_one("#rerun-error", Static)
+        line.update(text("Checking that the target environment can start it (pre-flight)…", "italic"))
+        line.display = True
         self._launch(spec)
 
     def _launching(self, on: bool) -> None:
