@@ -20,7 +20,7 @@ COMMANDS = {
     "verify": "cli.verify:verify", "assist": "cli.assist:assist", "report": "cli.report:report",
     "intervene": "cli.effort:intervene", "decide": "cli.effort:decide",
     "override": "cli.effort:override",
-    "rerun": "cli.rerun:rerun", "jobs": "cli.rerun:jobs_cmd",
+    "rerun": "cli.rerun:rerun", "jobs": "cli.rerun:jobs_cmd", "explain": "cli.explain:explain",
     # a study made without a bundle (docs/setup.md)
     "init": "cli.setup:init", "migration": "cli.setup:migration", "reference": "cli.setup:reference",
     "watch": "cli.setup:watch",

@@ -106,12 +106,15 @@ def migration_target(db: Database, migration_id: int) -> tuple[int | None, str |
 
 
 def run_source(db: Database, spec: JobSpec) -> tuple[str, Path]:
-    """What the runner checks out: the re-run attempt's commit and the migration's repository."""
+    """What the runner checks out: the re-run attempt's commit and the migration's repository.
+
+    `options["commit"]` runs the attempt's command at another commit of the repository instead
+    (`workbench explain`'s code factor: a bisection step); the result attempt records that commit."""
     commit = db.execute("SELECT commit_sha FROM attempt WHERE id = ?", [spec.attempt_id]).fetchone()
     repo = db.execute("SELECT repo FROM migration WHERE id = ?", [spec.migration_id]).fetchone()
     if commit is None or repo is None:
         raise WorkbenchError(f"attempt {spec.attempt_id} of migration {spec.migration_id} is gone")
-    return commit[0], Path(repo[0])
+    return spec.options.get("commit") or commit[0], Path(repo[0])
 
 
 def _external_id(job_id: int) -> str:
@@ -143,7 +146,8 @@ def store_rerun_attempt(db: Database, job: Job, row: dict[str, Any], series: dic
     with records.immediate(db):
         log_id = store_log(db, job.log_path) if job.log_path.is_file() else None
         seq = queries.next_seq(db, spec.migration_id)
-        commit = db.execute("SELECT commit_sha FROM attempt WHERE id = ?", [spec.attempt_id]).fetchone()[0]
+        commit = spec.options.get("commit") or db.execute(
+            "SELECT commit_sha FROM attempt WHERE id = ?", [spec.attempt_id]).fetchone()[0]
         row = {**row, "migration_id": spec.migration_id, "seq": seq, "commit_sha": commit, "log_id": log_id,
                "rerun_of": spec.attempt_id, "external_id": _external_id(job.id)}
         attempt_id = records.insert_row(db, "attempt", row)

@@ -681,6 +681,22 @@ def m016_migration_setup(db: Database) -> None:
     db.table("migration").add_column("setup", str)
 
 
+@migrations()
+def m017_explanation(db: Database) -> None:
+    """`workbench explain`'s result for an attempt that fails level 2 (docs/explain.md): which factor
+    the deviation follows (`topology`, `backend`, `libraries`, `code`, or NULL), the commit where
+    it starts (code), the sentence, and the factors tried with their runs as JSON (`data`). A
+    machine's finding from recorded re-runs, not a human record; a newer row replaces an older."""
+    db.table("explanation").create(
+        {"id": int, "attempt_id": int, "created_at": str, "reviewer": str, "explained_by": str,
+         "commit_sha": str, "sentence": str, "data": str},
+        pk="id",
+        not_null={"attempt_id", "created_at", "sentence", "data"},
+        foreign_keys=[("attempt_id", "attempt", "id")],
+    )
+    db.table("explanation").create_index(["attempt_id"])
+
+
 def known() -> list[str]:
     """Every migration this workbench knows, oldest first."""
     return [func.__name__ for func in migrations.functions]

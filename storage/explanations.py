@@ -1,0 +1,29 @@
+"""`workbench explain`'s stored results (table `explanation`, docs/explain.md)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from storage import records
+from storage.sqlite import Database
+
+
+def store_explanation(db: Database, attempt_id: int, result: dict[str, Any], reviewer: str) -> int:
+    """Keep `result` (the `--json` object) as the attempt's current explanation; returns its id."""
+    with records.immediate(db):
+        return records.insert_row(db, "explanation", {
+            "attempt_id": attempt_id, "created_at": records.now(), "reviewer": reviewer,
+            "explained_by": result.get("explained_by"), "commit_sha": result.get("commit"),
+            "sentence": result["sentence"], "data": json.dumps(result, sort_keys=True, default=str),
+        })
+
+
+def latest_explanation(db: Database, attempt_id: int) -> dict[str, Any] | None:
+    """The attempt's newest explanation (the `--json` object), or None."""
+    try:
+        row = db.execute("SELECT data FROM explanation WHERE attempt_id = ? ORDER BY id DESC LIMIT 1",
+                         [attempt_id]).fetchone()
+    except Exception:  # a database opened read-only before the table's migration
+        return None
+    return None if row is None else json.loads(row[0])
