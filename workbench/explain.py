@@ -76,7 +76,9 @@ class _Explainer:
         recorded = self.attempt.command.env
         _, differ = jobs.environment(recorded, self.backend, chips, options)
         env = {**spec.env, **{d.name: d.default for d in differ}}
-        changes = [{**c, "why": f"{why}: {c['why']}"} for c in jobs.env_changes(recorded, env, differ)]
+        whys = {d.name: d.why for d in differ}
+        changes = [{**c, "why": f"{why}: the {self.backend} backend's value ({whys.get(c['name'], c['why'])})"}
+                   for c in jobs.env_changes(recorded, env, differ)]
         return jobs.with_changes(spec, env=env, options={**options, **({"env_changes": changes} if changes else {})})
 
     def run(self, spec: Any) -> dict[str, Any]:

@@ -1,0 +1,139 @@
+"""`workbench explain` on real runs: the demo's clip-per-replica attempt on 4 XLA:CPU devices
+(topology), three commits of a stdlib script where the middle one deviates (code), and a correct
+attempt (never explained). Every run is a real job with its runner process and a verified attempt."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from cli.main import main
+from storage.explanations import latest_explanation
+from storage.jobs import list_jobs
+from tests.conftest import BundleBuilder, make_repo
+from tests.rerun_helpers import attempt
+from tests.test_rerun_xla import xla_venv
+from workbench import config
+from workbench.explain import explain, level2
+
+
+def _verified_demo(path):
+    from storage.database import open_study
+    from workbench.bundle import import_bundle
+
+    study = open_study(path, create=True)
+    assert not import_bundle(study, config.DEMO_BUNDLE, "tester").problems
+    study.close()
+    result = CliRunner().invoke(main, ["verify", str(path)])
+    assert result.exit_code == 0, result.output
+    return open_study(path)
+
+
+def test_a_correct_attempt_is_never_explained_and_runs_nothing(tmp_path):
+    study = _verified_demo(tmp_path / "demo.db")
+    try:
+        target = attempt(study, "mlp-classifier", 4)
+        assert level2(study.db, target.id)[0] == "pass"
+        result = explain(study, "mlp-classifier", 4, "tester", max_runs=3)
+        assert result["explained_by"] is None and result["factors"] == [] and result["budget"]["runs"] == 0
+        assert "level 2 passes" in result["sentence"]
+        assert list_jobs(study.db) == []
+        assert latest_explanation(study.db, target.id) == {k: v for k, v in result.items() if k != "id"}
+    finally:
+        study.close()
+
+
+def test_clipping_per_replica_follows_the_device_count(tmp_path, monkeypatch):
+    venv = xla_venv()
+    if venv is None:
+        pytest.skip("no torch_xla environment: run `make xla-env` or set WORKBENCH_XLA_PYTHON")
+    path = tmp_path / "demo.db"
+    _verified_demo(path).close()
+    monkeypatch.setenv("WORKBENCH_TARGET_VENV", str(venv))
+    out = CliRunner().invoke(main, ["explain", str(path), "mlp-classifier", "3", "--max-runs", "3", "--json"])
+    assert out.exit_code == 0, out.output
+    result = json.loads(out.output)
+    assert result["explained_by"] == "topology", result
+    assert result["sentence"] == "follows the device count: agrees on 1 device, fails on 4"
+    (topology,) = result["factors"]
+    assert [(r["chips"], r["level2"]) for r in topology["runs"]] == [(1, "pass"), (4, "fail")]
+    from storage.database import open_study
+
+    study = open_study(path)
+    try:
+        jobs = {j.id: j for j in list_jobs(study.db)}
+        assert sorted(jobs) == [r["job"] for r in topology["runs"]]
+        one = jobs[topology["runs"][0]["job"]]
+        # the recorded CPU_NUM_DEVICES=4 would win over the backend's default: overridden, and said so
+        assert one.spec.env["CPU_NUM_DEVICES"] == "1"
+        assert [c["name"] for c in one.spec.options["env_changes"]] == ["CPU_NUM_DEVICES"]
+        for r in topology["runs"]:
+            assert attempt(study, "mlp-classifier", r["seq"]).id == jobs[r["job"]].result_attempt_id
+        stored = latest_explanation(study.db, attempt(study, "mlp-classifier", 3).id)
+        assert stored["explained_by"] == "topology" and stored["factors"] == result["factors"]
+    finally:
+        study.close()
+
+
+SCRIPT = """\
+import sys
+scale = {scale}
+for i in range(1, 11):
+    print(f"step {{i}}/10 loss {{scale / i:.6f}}", flush=True)
+print(f"eval_accuracy {{0.95 / scale:.4f}}", flush=True)
+"""
+
+
+def _log(scale: float) -> str:
+    return "".join(f"step {i}/10 loss {scale / i:.6f}\n" for i in range(1, 11)) + f"eval_accuracy {0.95 / scale:.4f}\n"
+
+
+def test_the_commit_that_brings_the_deviation_is_named(tmp_path):
+    from storage.database import open_study
+    from workbench.bundle import import_bundle
+
+    builder = BundleBuilder(tmp_path / "bundle")
+    builder.write_study()
+    folder = builder.root / "migrations" / "toy"
+    folder.mkdir(parents=True)
+    shas = make_repo(folder / "repo", [{"train.py": SCRIPT.format(scale=1.0)},
+                                      {"train.py": SCRIPT.format(scale=1.5)},
+                                      {"README": "notes\n"}])
+    (folder / "migration.toml").write_text(
+        f'title = "toy"\nrepo = "repo"\nbase_commit = "{shas[0]}"\n'
+        '[target]\naccelerator = "cpu"\nchips = 1\nruntime = "torch_xla"\n'
+        '[goal]\nmetric = "eval_accuracy"\nreference = 0.95\ndirection = "max"\ntolerance = 0.01\n'
+        "[budgets]\nattempts = 10\n")
+    (folder / "logs").mkdir()
+    command = {"argv": ["python3", "train.py"], "cwd": ".", "env": {}}
+    records = [builder.attempt(seq, sha, command=command, metrics=None, intended_hardware={"kind": "cpu", "count": 1})
+               for seq, sha in ((0, shas[0]), (1, shas[0]), (2, shas[2]))]
+    for r, scale in zip(records, (1.0, 1.0, 1.5), strict=True):
+        (folder / r["log"]).write_text(_log(scale))
+    builder.write_attempts(folder, records)
+    path = tmp_path / "study.db"
+    study = open_study(path, create=True)
+    assert not import_bundle(study, builder.root, "tester").problems
+    study.close()
+    assert CliRunner().invoke(main, ["verify", str(path)]).exit_code == 0
+    study = open_study(path)
+    try:
+        assert [level2(study.db, attempt(study, "toy", s).id)[0] for s in (1, 2)] == ["pass", "fail"]
+        result = explain(study, "toy", 2, "tester", max_runs=3)
+        assert result["explained_by"] == "code", result
+        assert result["commit"] == shas[1]
+        assert result["sentence"].startswith(f"follows the code: the deviation starts at commit {shas[1][:12]} (version 1)")
+        topology, backend, libraries, code = result["factors"]
+        assert not topology["tried"] and not backend["tried"] and not libraries["tried"]
+        assert code["good"] == {"commit": shas[0], "what": "attempt 1"}
+        (run,) = code["runs"]   # commits after the agreeing one: version 1, version 2; one step
+        assert run["commit"] == shas[1] and run["level2"] == "fail"
+        (job,) = list_jobs(study.db)
+        assert job.spec.options["commit"] == shas[1]
+        made = attempt(study, "toy", run["seq"])
+        assert made.commit == shas[1] and made.id == job.result_attempt_id
+        assert latest_explanation(study.db, attempt(study, "toy", 2).id)["commit"] == shas[1]
+    finally:
+        study.close()
