@@ -88,6 +88,8 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
                 tooltip="Compare with the attempt marked on the migration screen, else the previous one"),
         Binding("r", "rerun", "Re-run", id="attempt.rerun",
                 tooltip="Re-run this attempt's commit (shows the command to confirm first)"),
+        Binding("E", "explain", "Explain", show=False, id="attempt.explain",
+                tooltip="Explain a level-2 deviation by controlled re-runs (asks first: it runs the command)"),
         Binding("b", "brief", "Brief", id="attempt.brief",
                 tooltip="AI brief of this attempt (advisory; asks before sending anything)"),
         Binding("J", "judge", "Judge", id="attempt.judge",
@@ -178,6 +180,7 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
     @work(thread=True, exclusive=True, exit_on_error=False, group="attempt")
     def load_facts(self, path: Path, attempt_id: int, repo: str, commit: str, subject: str | None = None) -> None:
         """The attempt as this reviewer may see it now; the commit's subject from git unless known."""
+        from storage.explanations import latest_explanation
         from workbench.blind import attempt_seen_by
         from workbench.diffs import commit_subject
         from workbench.ranwith import compare
@@ -191,8 +194,10 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
             self.post_message(LoadFailed(f"attempt {attempt_id} is no longer in the study"))
             return
         environment = read(path, lambda db: compare(db, view.summary.attempt))
+        explanation = read(path, lambda db: latest_explanation(db, attempt_id))
         self.post_message(AttemptFacts(attempt_id, view, commit_subject(repo, commit) if subject is None else subject,
-                                       None if isinstance(environment, LoadFailed) else environment))
+                                       None if isinstance(environment, LoadFailed) else environment,
+                                       None if isinstance(explanation, LoadFailed) else explanation))
 
     @property
     def hidden(self) -> bool:
@@ -214,6 +219,10 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
         verdict_list = self.query_one(VerdictList)
         verdict_list.clear_options()
         verdict_list.add_options(verdict_options(view.verdicts))
+        if message.explanation and not view.summary.hidden:
+            from screens.explain import explanation_text
+
+            verdict_list.add_option(Option(explanation_text(message.explanation), id="explanation", disabled=True))
         if view.summary.hidden:
             verdict_list.add_option(Option(Text("The verdicts are hidden while you judge this attempt blind: "
                                                 "press J to record your judgement, then they show beside it.",
@@ -347,6 +356,43 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
         if found is None:
             self.app.notify("No silent failure after this one", markup=False)
         await self.show(found)
+
+    def action_explain(self) -> None:
+        from screens.explain import ExplainConfirm
+
+        a = self.summary.attempt
+        if self.hidden:
+            self.app.notify("Explain reads the verdicts: judge this attempt first (J)", markup=False)
+            return
+        if a.source is AttemptSource.REFERENCE:
+            self.app.notify("The reference run is the yardstick: nothing to explain", markup=False)
+            return
+        self.app.push_screen(ExplainConfirm(self.migration, a),
+                             lambda go: self.run_explain(self.app.db_path, self.migration.slug, a.seq) if go else None)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="explain")
+    def run_explain(self, path: Path, slug: str, seq: int) -> None:
+        """`workbench explain` with the screen's defaults; its runs are jobs, its result is stored
+        with the attempt, and the verdicts pane shows it when the study is read again."""
+        import os
+
+        from screens.explain import MAX_RUNS, MINUTES
+        from storage.database import open_study
+        from workbench.explain import explain
+
+        notify = lambda text: self.app.call_from_thread(self.app.notify, text, markup=False)  # noqa: E731
+        notify(f"Explaining {slug} #{seq}: the runs are listed on the jobs screen")
+        study = open_study(path)
+        try:
+            result = explain(study, slug, seq, config.reviewer(), max_runs=MAX_RUNS, minutes=MINUTES,
+                             venv=os.environ.get("WORKBENCH_TARGET_VENV") or None, echo=notify)
+        except Exception as exc:  # noqa: BLE001 - shown to the reviewer, the stored runs stay
+            notify(f"Explain stopped: {exc}")
+            return
+        finally:
+            study.close()
+        notify(result["sentence"])
+        self.app.call_from_thread(self.study_changed)
 
     def action_rerun(self) -> None:
         from screens.rerun import open_launcher

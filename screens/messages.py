@@ -85,6 +85,8 @@ class AttemptFacts(Message):
     """The commit's subject line ("" when the repository is not at hand)."""
     environment: Comparison | None = None
     """What the run ran with beside the reference (workbench.ranwith.Comparison), when recorded."""
+    explanation: dict | None = None
+    """`workbench explain`'s stored result for the attempt (storage.explanations), when there is one."""
 
 
 @dataclass

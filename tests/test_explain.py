@@ -137,3 +137,47 @@ def test_the_commit_that_brings_the_deviation_is_named(tmp_path):
         assert latest_explanation(study.db, attempt(study, "toy", 2).id)["commit"] == shas[1]
     finally:
         study.close()
+
+
+async def test_e_on_the_attempt_screen_asks_first_then_stores_and_shows_the_explanation(tmp_path):
+    from screens.app import WorkbenchApp
+    from screens.attempt import AttemptScreen
+    from screens.explain import ExplainConfirm
+    from storage.database import open_study
+    from tests.test_app import settle
+
+    path = tmp_path / "demo.db"
+    _verified_demo(path).close()
+    app = WorkbenchApp(path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("j", "enter")
+        await settle(pilot)
+        await pilot.press("j", "enter")   # mlp-classifier #1: level 2 unknown, a correct-or-unknown attempt
+        await settle(pilot)
+        assert isinstance(app.screen, AttemptScreen) and app.screen.summary.attempt.seq == 1
+        await pilot.press("E")
+        await settle(pilot)
+        assert isinstance(app.screen, ExplainConfirm)
+        await pilot.press("escape")   # cancelled: nothing runs, nothing is stored
+        await settle(pilot)
+        assert isinstance(app.screen, AttemptScreen)
+        study = open_study(path)
+        attempt_id = attempt(study, "mlp-classifier", 1).id
+        assert latest_explanation(study.db, attempt_id) is None
+        study.close()
+        await pilot.press("E")
+        await settle(pilot)
+        await pilot.press("y")
+        await app.workers.wait_for_complete()
+        await settle(pilot)
+        await pilot.press("4")
+        await settle(pilot)
+        shown = app.screen.query_one("#verdict-list").get_option("explanation").prompt.plain
+        assert shown.startswith("Not explained: level 2 is unknown")
+    study = open_study(path)
+    try:
+        assert latest_explanation(study.db, attempt_id)["explained_by"] is None
+        assert list_jobs(study.db) == []
+    finally:
+        study.close()

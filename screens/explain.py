@@ -1,0 +1,54 @@
+"""The attempt screen's `E`: confirm, then `workbench explain` in a worker (docs/explain.md)."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from domain.models import Attempt, Migration
+
+MAX_RUNS = 6
+MINUTES = 30.0
+
+
+def explanation_text(explanation: dict) -> Text:
+    """One stored explanation as the verdicts pane shows it: the sentence, then each run."""
+    out = Text()
+    by = explanation.get("explained_by")
+    out.append(f"Explained by {by}: " if by else "Not explained: ", style="bold")
+    sentence = explanation.get("sentence", "")
+    out.append(sentence.removeprefix("not explained: "))
+    for f in explanation.get("factors", []):
+        for r in f.get("runs", []):
+            out.append(f"\n  {f['factor']}: job {r['job']} -> attempt {r['seq']}, {r['chips']} device(s) at "
+                       f"{str(r['commit'])[:12]}: level 2 {r['level2']}", style="dim")
+    return out
+
+
+class ExplainConfirm(ModalScreen[bool]):
+    """What explain will run, before it runs: the attempt's recorded command, in controlled re-runs."""
+
+    BINDINGS = [
+        Binding("y", "dismiss(True)", "Run", id="explain.run", tooltip="Start the controlled re-runs"),
+        Binding("escape,n", "dismiss(False)", "Cancel", id="explain.cancel", tooltip="Run nothing"),
+    ]
+
+    def __init__(self, migration: Migration, attempt: Attempt) -> None:
+        super().__init__()
+        self.migration, self.attempt = migration, attempt
+
+    def compose(self) -> ComposeResult:
+        import shlex
+
+        with Vertical(id="explain-confirm"):
+            yield Static(Text.assemble(
+                (f"Explain {self.migration.slug} #{self.attempt.seq}\n\n", "bold"),
+                "Runs this attempt's recorded command in controlled re-runs on this machine (local "
+                f"backend), at most {MAX_RUNS} runs and {MINUTES:g} minutes: on 1 device and on the "
+                "intended count, then at earlier commits (bisection). Each run is a job.\n\n",
+                ("command  ", "dim"), shlex.join(self.attempt.command.argv), "\n\n",
+                ("y", "bold"), " run   ", ("escape", "bold"), " cancel"))
