@@ -90,7 +90,9 @@ def _log(scale: float) -> str:
     return "".join(f"step {i}/10 loss {scale / i:.6f}\n" for i in range(1, 11)) + f"eval_accuracy {0.95 / scale:.4f}\n"
 
 
-def test_the_commit_that_brings_the_deviation_is_named(tmp_path):
+def _three_commits(tmp_path, chips: int = 1):
+    """Commits v0, v1 (the loss 1.5x: the deviation), v2 (a README); attempts 0 (reference) and 1
+    at v0, 2 at v2, on `chips` devices; verified. Returns (path, shas)."""
     from storage.database import open_study
     from workbench.bundle import import_bundle
 
@@ -103,12 +105,12 @@ def test_the_commit_that_brings_the_deviation_is_named(tmp_path):
                                       {"README": "notes\n"}])
     (folder / "migration.toml").write_text(
         f'title = "toy"\nrepo = "repo"\nbase_commit = "{shas[0]}"\n'
-        '[target]\naccelerator = "cpu"\nchips = 1\nruntime = "torch_xla"\n'
+        f'[target]\naccelerator = "cpu"\nchips = {chips}\nruntime = "torch_xla"\n'
         '[goal]\nmetric = "eval_accuracy"\nreference = 0.95\ndirection = "max"\ntolerance = 0.01\n'
         "[budgets]\nattempts = 10\n")
     (folder / "logs").mkdir()
     command = {"argv": ["python3", "train.py"], "cwd": ".", "env": {}}
-    records = [builder.attempt(seq, sha, command=command, metrics=None, intended_hardware={"kind": "cpu", "count": 1})
+    records = [builder.attempt(seq, sha, command=command, metrics=None, intended_hardware={"kind": "cpu", "count": chips})
                for seq, sha in ((0, shas[0]), (1, shas[0]), (2, shas[2]))]
     for r, scale in zip(records, (1.0, 1.0, 1.5), strict=True):
         (folder / r["log"]).write_text(_log(scale))
@@ -118,6 +120,13 @@ def test_the_commit_that_brings_the_deviation_is_named(tmp_path):
     assert not import_bundle(study, builder.root, "tester").problems
     study.close()
     assert CliRunner().invoke(main, ["verify", str(path)]).exit_code == 0
+    return path, shas
+
+
+def test_the_commit_that_brings_the_deviation_is_named(tmp_path):
+    from storage.database import open_study
+
+    path, shas = _three_commits(tmp_path)
     study = open_study(path)
     try:
         assert [level2(study.db, attempt(study, "toy", s).id)[0] for s in (1, 2)] == ["pass", "fail"]
@@ -178,6 +187,38 @@ async def test_e_on_the_attempt_screen_asks_first_then_stores_and_shows_the_expl
     study = open_study(path)
     try:
         assert latest_explanation(study.db, attempt_id)["explained_by"] is None
+        assert list_jobs(study.db) == []
+    finally:
+        study.close()
+
+
+def test_on_2_devices_topology_is_tried_first_and_does_not_explain_then_code_does(tmp_path):
+    from storage.database import open_study
+
+    path, shas = _three_commits(tmp_path, chips=2)
+    study = open_study(path)
+    try:
+        result = explain(study, "toy", 2, "tester", max_runs=3)
+        assert (result["explained_by"], result["commit"]) == ("code", shas[1]), result
+        topology = result["factors"][0]
+        assert topology["tried"] and not topology["explains"] and "on 1 device too" in topology["reason"]
+        assert [(r["chips"], r["level2"]) for r in topology["runs"]] == [(1, "fail")]  # no run on 2: it cannot help
+        assert [(r["chips"], r["commit"]) for r in result["factors"][-1]["runs"]] == [(2, shas[1])]
+        assert result["budget"]["runs"] == 2 and len(list_jobs(study.db)) == 2
+    finally:
+        study.close()
+
+
+def test_the_budget_of_runs_stops_the_bisection_and_says_so(tmp_path):
+    from storage.database import open_study
+
+    path, _ = _three_commits(tmp_path)
+    study = open_study(path)
+    try:
+        result = explain(study, "toy", 2, "tester", max_runs=0)
+        assert result["explained_by"] is None and result["budget"]["runs"] == 0
+        assert "the budget of 0 runs is spent" in result["factors"][-1]["reason"]
+        assert result["sentence"].startswith("not explained: topology: the attempt ran on 1 device")
         assert list_jobs(study.db) == []
     finally:
         study.close()
