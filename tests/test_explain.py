@@ -90,7 +90,8 @@ def _log(scale: float) -> str:
     return "".join(f"step {i}/10 loss {scale / i:.6f}\n" for i in range(1, 11)) + f"eval_accuracy {0.95 / scale:.4f}\n"
 
 
-def _three_commits(tmp_path, chips: int = 1):
+def _three_commits(tmp_path, chips: int = 1, versions: list[dict[str, str]] | None = None,
+                   scales: tuple[float, float, float] = (1.0, 1.0, 1.5), env: dict[str, str] | None = None):
     """Commits v0, v1 (the loss 1.5x: the deviation), v2 (a README); attempts 0 (reference) and 1
     at v0, 2 at v2, on `chips` devices; verified. Returns (path, shas)."""
     from storage.database import open_study
@@ -100,19 +101,19 @@ def _three_commits(tmp_path, chips: int = 1):
     builder.write_study()
     folder = builder.root / "migrations" / "toy"
     folder.mkdir(parents=True)
-    shas = make_repo(folder / "repo", [{"train.py": SCRIPT.format(scale=1.0)},
-                                      {"train.py": SCRIPT.format(scale=1.5)},
-                                      {"README": "notes\n"}])
+    shas = make_repo(folder / "repo", versions or [{"train.py": SCRIPT.format(scale=1.0)},
+                                                   {"train.py": SCRIPT.format(scale=1.5)},
+                                                   {"README": "notes\n"}])
     (folder / "migration.toml").write_text(
         f'title = "toy"\nrepo = "repo"\nbase_commit = "{shas[0]}"\n'
         f'[target]\naccelerator = "cpu"\nchips = {chips}\nruntime = "torch_xla"\n'
         '[goal]\nmetric = "eval_accuracy"\nreference = 0.95\ndirection = "max"\ntolerance = 0.01\n'
         "[budgets]\nattempts = 10\n")
     (folder / "logs").mkdir()
-    command = {"argv": ["python3", "train.py"], "cwd": ".", "env": {}}
+    command = {"argv": ["python3", "train.py"], "cwd": ".", "env": env or {}}
     records = [builder.attempt(seq, sha, command=command, metrics=None, intended_hardware={"kind": "cpu", "count": chips})
-               for seq, sha in ((0, shas[0]), (1, shas[0]), (2, shas[2]))]
-    for r, scale in zip(records, (1.0, 1.0, 1.5), strict=True):
+               for seq, sha in ((0, shas[0]), (1, shas[0]), (2, shas[-1]))]
+    for r, scale in zip(records, scales, strict=True):
         (folder / r["log"]).write_text(_log(scale))
     builder.write_attempts(folder, records)
     path = tmp_path / "study.db"
@@ -220,5 +221,30 @@ def test_the_budget_of_runs_stops_the_bisection_and_says_so(tmp_path):
         assert "the budget of 0 runs is spent" in result["factors"][-1]["reason"]
         assert result["sentence"].startswith("not explained: topology: the attempt ran on 1 device")
         assert list_jobs(study.db) == []
+    finally:
+        study.close()
+
+
+def test_a_device_count_fault_follows_topology_and_a_rerun_on_n_stands_for_its_own_n_run(tmp_path):
+    """A stdlib program whose loss is off on more than one device (as clipping per replica is),
+    with CPU_NUM_DEVICES=2 recorded: the 1-device run must override it to agree."""
+    from storage.database import open_study
+
+    faulty = "import os\n" + SCRIPT.format(scale="1.5 if int(os.environ.get('CPU_NUM_DEVICES', '1')) > 1 else 1.0")
+    path, _ = _three_commits(tmp_path, chips=2, versions=[{"train.py": faulty}], scales=(1.0, 1.0, 1.5),
+                             env={"CPU_NUM_DEVICES": "2"})
+    study = open_study(path)
+    try:
+        assert level2(study.db, attempt(study, "toy", 2).id)[0] == "fail"
+        first = explain(study, "toy", 2, "tester", max_runs=3)
+        assert first["explained_by"] == "topology", first
+        assert first["sentence"] == "follows the device count: agrees on 1 device, fails on 2"
+        one, many = first["factors"][0]["runs"]
+        assert (one["chips"], one["level2"], many["chips"], many["level2"]) == (1, "pass", 2, "fail")
+        # the re-run on 2 fails level 2 itself: explaining it needs only the 1-device run
+        again = explain(study, "toy", many["seq"], "tester", max_runs=3)
+        assert again["explained_by"] == "topology" and again["budget"]["runs"] == 1
+        assert again["factors"][0]["runs"][1] == {**many, "state": "recorded"}
+        assert len(list_jobs(study.db)) == 3
     finally:
         study.close()

@@ -124,9 +124,10 @@ class _Explainer:
             return {**f, "reason": spent}
         one = self.run(self.spec(1, why="explain's topology run on 1 device"))
         f.update(tried=True, runs=[one])
+        if one["level2"] == "fail":
+            return {**f, "reason": "level 2 fails on 1 device too: the deviation does not follow the device count"}
         if one["level2"] != "pass":
-            what = "fails" if one["level2"] == "fail" else f"is {one['level2']}"
-            return {**f, "reason": f"level 2 {what} on 1 device too: the deviation does not follow the device count"}
+            return {**f, "reason": f"level 2 is {one['level2']} on 1 device ({one['reason']}): topology cannot tell"}
         hw = self.attempt.intended_hardware
         if self.attempt.source is AttemptSource.RERUN and hw is not None and hw.count == n:
             many = self.own()
