@@ -248,3 +248,19 @@ def test_a_device_count_fault_follows_topology_and_a_rerun_on_n_stands_for_its_o
         assert len(list_jobs(study.db)) == 3
     finally:
         study.close()
+
+
+def test_the_report_cites_the_explanation_in_the_migration_section(tmp_path):
+    from storage.database import open_study
+    from workbench.report.build import build_report
+    from workbench.report.markdown import render_markdown
+
+    path, shas = _three_commits(tmp_path)
+    study = open_study(path)
+    try:
+        explain(study, "toy", 2, "tester", max_runs=3)
+        md = render_markdown(build_report(study.db))
+    finally:
+        study.close()
+    section = md.split("## Migrations", 1)[1]
+    assert f"  - attempt 2 explained: follows the code: the deviation starts at commit {shas[1][:12]}" in section

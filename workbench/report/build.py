@@ -84,6 +84,7 @@ def build_report(db: Database, slugs: list[str] | tuple[str, ...] | None = None,
         for m in migrations
     ]
     _add_loss_curves(db, reports)
+    _add_explanations(db, reports, scrub)
     return StudyReport(
         slug=scrub.text(study.slug),
         title=scrub.text(study.title),
@@ -512,6 +513,18 @@ def _add_loss_curves(db: Database, reports: list[MigrationReport]) -> None:
         for label, attempt_id in (("reference", r.reference_attempt_id), ("final", r.final_attempt_id)):
             if attempt_id is not None and series.get(attempt_id):
                 r.loss[label] = series[attempt_id]
+
+
+def _add_explanations(db: Database, reports: list[MigrationReport], scrub: Scrub) -> None:
+    """Each migration's attempts' current explanations (table `explanation`, newest per attempt);
+    none on a study from before schema m017."""
+    from storage.explanations import current_sentences
+
+    by_id = {r.id: r for r in reports}
+    rows = current_sentences(db)
+    for migration_id, seq, sentence in rows:
+        if migration_id in by_id:
+            by_id[migration_id].explanations.append((seq, scrub.text(sentence)))
 
 
 def _totals(reports: list[MigrationReport]) -> Totals:

@@ -29,7 +29,11 @@ def render_markdown(report: StudyReport) -> str:
     out = [f"# Migration study report: {cell(report.title)}", ""]
     out += [cell(line) + "  " for line in title_lines(report)] + [""]
     out += ["Counts are defined in docs/report.md. Attempt-level rows are in the CSV and JSON exports.", ""]
-    out += ["## Migrations", ""] + [f"- {cell(migration_line(m))}" for m in report.migrations] + [""]
+    out += ["## Migrations", ""]
+    for m in report.migrations:
+        out.append(f"- {cell(migration_line(m))}")
+        out += [f"  - attempt {seq} explained: {cell(sentence)}" for seq, sentence in m.explanations]
+    out.append("")
     for t in document_tables(report):
         out.append(table(t))
     return "\n".join(out).rstrip() + "\n"

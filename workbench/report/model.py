@@ -340,6 +340,8 @@ class MigrationReport:
     """Its attempts and re-runs (not the reference runs), by seq."""
     loss: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
     """`reference` and `final` loss series, where they exist."""
+    explanations: list[tuple[int, str]] = field(default_factory=list)
+    """(seq, sentence) of each agent attempt's current `workbench explain` result (docs/explain.md)."""
 
     @property
     def total_cost(self) -> float:
