@@ -91,7 +91,8 @@ def _log(scale: float) -> str:
 
 
 def _three_commits(tmp_path, chips: int = 1, versions: list[dict[str, str]] | None = None,
-                   scales: tuple[float, float, float] = (1.0, 1.0, 1.5), env: dict[str, str] | None = None):
+                   scales: tuple[float, float, float] = (1.0, 1.0, 1.5), env: dict[str, str] | None = None,
+                   argv: tuple[str, ...] = ("python3", "train.py")):
     """Commits v0, v1 (the loss 1.5x: the deviation), v2 (a README); attempts 0 (reference) and 1
     at v0, 2 at v2, on `chips` devices; verified. Returns (path, shas)."""
     from storage.database import open_study
@@ -110,7 +111,7 @@ def _three_commits(tmp_path, chips: int = 1, versions: list[dict[str, str]] | No
         '[goal]\nmetric = "eval_accuracy"\nreference = 0.95\ndirection = "max"\ntolerance = 0.01\n'
         "[budgets]\nattempts = 10\n")
     (folder / "logs").mkdir()
-    command = {"argv": ["python3", "train.py"], "cwd": ".", "env": env or {}}
+    command = {"argv": list(argv), "cwd": ".", "env": env or {}}
     records = [builder.attempt(seq, sha, command=command, metrics=None, intended_hardware={"kind": "cpu", "count": chips})
                for seq, sha in ((0, shas[0]), (1, shas[0]), (2, shas[-1]))]
     for r, scale in zip(records, scales, strict=True):
@@ -264,3 +265,18 @@ def test_the_report_cites_the_explanation_in_the_migration_section(tmp_path):
         study.close()
     section = md.split("## Migrations", 1)[1]
     assert f"  - attempt 2 explained: follows the code: the deviation starts at commit {shas[1][:12]}" in section
+
+
+def test_a_run_the_preflight_refuses_is_stored_as_not_started_with_why(tmp_path):
+    from storage.database import open_study
+
+    path, _ = _three_commits(tmp_path, chips=2, argv=("no-such-program-here", "train.py"))
+    study = open_study(path)
+    try:
+        result = explain(study, "toy", 2, "tester", max_runs=3)
+        (run,) = result["factors"][0]["runs"]
+        assert run["state"] == "not started" and run["job"] is None and "no-such-program-here" in run["reason"]
+        assert result["explained_by"] is None and list_jobs(study.db) == []
+        assert latest_explanation(study.db, attempt(study, "toy", 2).id)["factors"][0]["runs"] == [run]
+    finally:
+        study.close()

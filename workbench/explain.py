@@ -86,7 +86,13 @@ class _Explainer:
         from workbench.rerun import jobs
 
         self.budget.runs += 1
-        job = jobs.launch(self.study, spec, self.reviewer)
+        try:
+            job = jobs.launch(self.study, spec, self.reviewer)
+        except WorkbenchError as exc:  # the pre-flight refused it (no target environment, ...): said, stored
+            self.echo(f"not started: {exc}")
+            return {"job": None, "seq": None, "attempt_id": None, "chips": spec.chips,
+                    "commit": spec.options.get("commit") or self.attempt.commit, "state": "not started",
+                    "level2": "unknown", "reason": f"not started: {exc}"}
         self.echo(f"job {job.id}: {spec.chips} device(s)"
                   + (f" at {spec.options['commit'][:12]}" if spec.options.get("commit") else "") + " ...")
         job = jobs.wait(self.study.db, job.id, timeout=max(self.budget.left_s(), 1.0))
