@@ -20,6 +20,7 @@ from domain.errors import WorkbenchError
 from domain.models import Attempt, AttemptSource, Migration
 from storage import queries
 from storage.database import StudyDatabase
+from workbench.rerun import worktree
 
 FACTORS = ("topology", "backend", "libraries", "code")
 
@@ -156,7 +157,7 @@ class _Explainer:
         if good is None:
             return {**f, "reason": good_what}
         f["good"] = {"commit": good, "what": good_what}
-        commits = _git(repo, "rev-list", "--reverse", "--ancestry-path", f"{good}..{bad}").split()
+        commits = worktree.git(repo, "rev-list", "--reverse", "--ancestry-path", f"{good}..{bad}").split()
         if not commits:
             return {**f, "reason": f"{good_what} ran the same commit: the code did not change"}
         if len(commits) == 1:
@@ -197,7 +198,7 @@ class _Explainer:
         return None, "no earlier attempt passes level 2 at an ancestor commit, and the base commit is not one"
 
     def _code_sentence(self, repo: Path, sha: str, good_what: str) -> str:
-        subject = _git(repo, "log", "-1", "--format=%s", sha).strip()
+        subject = worktree.git(repo, "log", "-1", "--format=%s", sha).strip()
         return f"follows the code: the deviation starts at commit {sha[:12]} ({subject}); {good_what} agrees"
 
     def backend_factor(self) -> dict[str, Any]:
@@ -217,13 +218,6 @@ class _Explainer:
         changed = ", ".join(f"{c.name} {c.reference or '-'} -> {c.run or '-'}" + (" (imported)" if c.imported else "")
                             for c in comparison.changes[:8])
         return {**f, "reason": f"not built: needs one environment per variant with the reference's versions of {changed}"}
-
-
-def _git(repo: Path, *args: str) -> str:
-    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise WorkbenchError(f"git {' '.join(args)}: {done.stderr.strip()}")
-    return done.stdout
 
 
 def _ancestor(repo: Path, a: str, b: str) -> bool:

@@ -8,7 +8,8 @@ from pathlib import Path
 from domain.errors import WorkbenchError
 
 
-def _git(repo: Path, *args: str) -> str:
+def git(repo: Path, *args: str) -> str:
+    """git's output in `repo`; WorkbenchError with git's message when it fails."""
     done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
     if done.returncode != 0:
         raise WorkbenchError(f"git {' '.join(args[:2])} in {repo}: {done.stderr.strip() or done.returncode}")
@@ -17,9 +18,9 @@ def _git(repo: Path, *args: str) -> str:
 
 def add(repo: Path, commit: str, where: Path) -> Path:
     """Check `commit` out at `where` (a new folder) with a detached HEAD: no branch is made."""
-    _git(repo, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}")
+    git(repo, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}")
     where.parent.mkdir(parents=True, exist_ok=True)
-    _git(repo, "worktree", "add", "--detach", "--force", str(where), commit)
+    git(repo, "worktree", "add", "--detach", "--force", str(where), commit)
     return where
 
 
@@ -36,5 +37,5 @@ def remove(repo: Path, where: Path) -> None:
 
 def bundle(worktree: Path, out: Path) -> Path:
     """A git bundle holding the worktree's HEAD commit and its history, to ship to a remote host."""
-    _git(worktree, "bundle", "create", "--quiet", str(out), "HEAD")
+    git(worktree, "bundle", "create", "--quiet", str(out), "HEAD")
     return out
