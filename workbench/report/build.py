@@ -68,8 +68,8 @@ def build_report(db: Database, slugs: list[str] | tuple[str, ...] | None = None,
     latest = {row["verdict_id"]: row["id"] for row in override_rows}  # oldest first: the last one counts
     overrides = [_override_row(r, latest, scrub) for r in override_rows]
     texts = _attempt_texts(scrub) if attempt_texts else lambda row: ("", "", "")
-    facts_by_migration, reference_of, reference_runs = _attempts(queries.report_attempt_rows(db, ids), migrations,
-                                                                 study.prices, override_rows, texts)
+    facts_by_migration, reference_of, reference_runs = _attempts(
+        queries.report_attempt_rows(db, ids, texts=attempt_texts), migrations, study.prices, override_rows, texts)
     interventions, decisions, budget_changes, sessions = _human_records(human, scrub)
     llm_rows = queries.report_llm_rows(db, ids)
     if llm_rows is None:
@@ -210,7 +210,7 @@ def _verdicts(rows, override_rows: list[dict[str, Any]], rerun_of: dict[int, int
     """Automated and effective outcomes of levels 1 to 5 per attempt with a current verdict (a
     reviewer's latest override counts in the effective ones), re-runs' decisions applied to both;
     and attempt id -> ((level, re-run id), ...) of the effective outcomes a re-run decided."""
-    automated = {row["id"]: row["verdicts"] for row in rows if any(o is not None for o in row["verdicts"])}
+    automated = {row["id"]: row["verdicts"] for row in rows if row["verdicts"] != NO_VERDICTS}  # any verdict
     overridden: dict[tuple[int, int], list[str]] = defaultdict(list)
     for row in override_rows:  # oldest first
         overridden[(row["attempt_id"], row["level"])].append(row["outcome"])
@@ -300,22 +300,36 @@ def _ladder_summary(outcomes: tuple[str | None, ...]) -> tuple[int, bool]:
     return highest_level(dict(zip(LEVELS, outcomes))), "fail" in outcomes
 
 
+@functools.cache
+def _judged(auto: tuple[str | None, ...], eff: tuple[str | None, ...], verified: bool, expected: int | None,
+            no_error: bool) -> tuple[Any, ...]:
+    """What an attempt's verdicts say of it: (level, level automated, failed, failed automated,
+    silent, silent automated, over-claim, over-claim automated, passes level 1). It depends on
+    these five values alone, and a study has a few hundred distinct ones: each is worked out once
+    (per attempt, this was ~0.3 s of CPU at 150,000 attempts)."""
+    level_auto, failed_auto = _ladder_summary(auto) if verified else (None, False)
+    level_eff, failed_eff = _ladder_summary(eff) if verified else (None, False)
+    return (level_eff, level_auto, failed_eff, failed_auto, failed_eff and no_error, failed_auto and no_error,
+            bool(over_claim(expected, dict(zip(LEVELS, eff)), verified=verified)),  # None: not counted
+            bool(over_claim(expected, dict(zip(LEVELS, auto)), verified=verified)),
+            verified and eff[0] == "pass")
+
+
 def _attempt_facts(row, migration, prices, verdicts, texts, costs, measured) -> AttemptFacts:
     automated, effective = verdicts
     command, claim, failure_note = texts(row)
     chip_cost, price_of = costs
     attempt_id = row["id"]
     verified = row["verification_id"] is not None
-    auto = automated.get(attempt_id, NO_VERDICTS)
     eff = effective.get(attempt_id, NO_VERDICTS)
-    level_auto, failed_auto = _ladder_summary(auto) if verified else (None, False)
-    level_eff, failed_eff = _ladder_summary(eff) if verified else (None, False)
     exit_code = row["exit_code"]
     # "Raised no error": the verifier's silent flag on its failure; an attempt it did not fail
     # raised none when it exited 0 (a traceback or fatal line would have failed level 1).
     failure = measured[5]
     no_error = bool(failure["failure_silent"]) if failure["failure_id"] is not None else exit_code == 0
     expected = row["expected_level"]
+    (level_eff, level_auto, failed_eff, failed_auto, silent, silent_auto, claimed_over, claimed_over_auto,
+     passes_level1) = _judged(automated.get(attempt_id, NO_VERDICTS), eff, verified, expected, no_error)
     # Compute: the verifier's own figures where it stored them; else its cost function on the record.
     kind = row["intended_kind"] or migration.target.accelerator
     chips = row["observed_count"] or row["intended_count"] or migration.target.chips
@@ -345,11 +359,11 @@ def _attempt_facts(row, migration, prices, verdicts, texts, costs, measured) -> 
         level_automated=level_auto,
         failed=failed_eff,
         failed_automated=failed_auto,
-        silent=failed_eff and no_error,
-        silent_automated=failed_auto and no_error,
-        over_claim=bool(over_claim(expected, dict(zip(LEVELS, eff)), verified=verified)),  # None: not counted
-        over_claim_automated=bool(over_claim(expected, dict(zip(LEVELS, auto)), verified=verified)),
-        passes_level1=verified and eff[0] == "pass",
+        silent=silent,
+        silent_automated=silent_auto,
+        over_claim=claimed_over,
+        over_claim_automated=claimed_over_auto,
+        passes_level1=passes_level1,
         failure_id=failure["failure_id"],
         cause=failure["failure_cause"],
         failure_note=failure_note,
