@@ -6,6 +6,7 @@ interventions, decisions and review sessions are read as rows and counted in one
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -290,6 +291,21 @@ def _by_migration(interventions, decisions, budget_changes, sessions, llm_rows) 
     return by_migration
 
 
+
+_FACT_FIELDS = (
+    "id", "migration_id", "seq", "source", "command", "claim", "status", "exit_code", "expected_level",
+    "expected_source", "verification_id", "level", "level_automated", "failed", "failed_automated", "silent",
+    "silent_automated", "over_claim", "over_claim_automated", "passes_level1", "failure_id", "cause",
+    "failure_note", "wall_seconds", "chip_hours", "cost_dollars", "time_ratio", "cost_ratio", "ladder",
+    "last_step", "smoke", "goal_value", "untimed", "unpriced", "rerun_of", "levels_from_reruns",
+)
+"""AttemptFacts' fields in the order `_attempt_facts` passes them: positional arguments, since
+matching 36 keyword arguments took ~3 µs per attempt (150,000 attempts: ~0.5 s)."""
+if _FACT_FIELDS != tuple(f.name for f in dataclasses.fields(AttemptFacts)):
+    raise ImportError("workbench.report.build._attempt_facts passes AttemptFacts' fields positionally:"
+                      " its list (_FACT_FIELDS) no longer matches workbench.report.model.AttemptFacts")
+
+
 NO_VERDICTS: tuple[str | None, ...] = (None,) * len(LEVELS)
 
 
@@ -343,43 +359,43 @@ def _attempt_facts(row, migration, prices, verdicts, texts, costs, measured) -> 
         chip_hours = dollars / price
     else:
         chip_hours = None if wall is None else wall / 3600.0 * chips
-    return AttemptFacts(
-        id=attempt_id,
-        migration_id=row["migration_id"],
-        seq=row["seq"],
-        source=row["source"],
-        command=command,
-        claim=claim,
-        status=row["status"],
-        exit_code=exit_code,
-        expected_level=expected,
-        expected_source=row["expected_source"],
-        verification_id=row["verification_id"],
-        level=level_eff,
-        level_automated=level_auto,
-        failed=failed_eff,
-        failed_automated=failed_auto,
-        silent=silent,
-        silent_automated=silent_auto,
-        over_claim=claimed_over,
-        over_claim_automated=claimed_over_auto,
-        passes_level1=passes_level1,
-        failure_id=failure["failure_id"],
-        cause=failure["failure_cause"],
-        failure_note=failure_note,
-        wall_seconds=wall,
-        chip_hours=chip_hours,
-        cost_dollars=dollars,
-        time_ratio=row["time_ratio"] if verified else None,
-        cost_ratio=row["cost_ratio"] if verified else None,
-        ladder=eff,
-        last_step=measured[0],
-        smoke=measured[1],
-        goal_value=measured[2],
-        untimed=wall is None,
-        unpriced=dollars is None and price is None,
-        rerun_of=measured[3],
-        levels_from_reruns=measured[4],
+    return AttemptFacts(  # positionally, in _FACT_FIELDS' order: 36 keywords cost ~0.5 s at 150,000 attempts
+        attempt_id,  # id
+        row["migration_id"],  # migration_id
+        row["seq"],  # seq
+        row["source"],  # source
+        command,  # command
+        claim,  # claim
+        row["status"],  # status
+        exit_code,  # exit_code
+        expected,  # expected_level
+        row["expected_source"],  # expected_source
+        row["verification_id"],  # verification_id
+        level_eff,  # level
+        level_auto,  # level_automated
+        failed_eff,  # failed
+        failed_auto,  # failed_automated
+        silent,  # silent
+        silent_auto,  # silent_automated
+        claimed_over,  # over_claim
+        claimed_over_auto,  # over_claim_automated
+        passes_level1,  # passes_level1
+        failure["failure_id"],  # failure_id
+        failure["failure_cause"],  # cause
+        failure_note,  # failure_note
+        wall,  # wall_seconds
+        chip_hours,  # chip_hours
+        dollars,  # cost_dollars
+        row["time_ratio"] if verified else None,  # time_ratio
+        row["cost_ratio"] if verified else None,  # cost_ratio
+        eff,  # ladder
+        measured[0],  # last_step
+        measured[1],  # smoke
+        measured[2],  # goal_value
+        wall is None,  # untimed
+        dollars is None and price is None,  # unpriced
+        measured[3],  # rerun_of
+        measured[4],  # levels_from_reruns
     )
 
 
