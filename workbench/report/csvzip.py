@@ -14,6 +14,9 @@ _FORMULA = ("=", "+", "@", "\t", "\r")
 
 def value(v: V | object) -> object:
     raw = v.raw if isinstance(v, V) else v
+    kind = type(raw)
+    if kind is int or kind is float:  # most cells: no test below applies (bool is its own type)
+        return raw
     if raw is None:
         return ""
     if isinstance(raw, bool):
