@@ -39,3 +39,22 @@ def current_sentences(db: Database) -> list[tuple[int, int, str]]:
         ).fetchall()]
     except Exception:  # noqa: BLE001 - no explanation table yet
         return []
+
+
+def attempt_seq(db: Database, attempt_id: int) -> int | None:
+    """An attempt's seq by its id (a re-run job's result), None when it is gone."""
+    row = db.execute("SELECT seq FROM attempt WHERE id = ?", [attempt_id]).fetchone()
+    return row[0] if row else None
+
+
+def attempt_external_id(db: Database, attempt_id: int) -> str:
+    """An attempt's external id (`rerun:job-N` for a re-run), "" when it has none."""
+    row = db.execute("SELECT external_id FROM attempt WHERE id = ?", [attempt_id]).fetchone()
+    return (row[0] if row else None) or ""
+
+
+def earlier_commits(db: Database, migration_id: int, seq: int) -> list[tuple[int, int, str]]:
+    """(id, seq, commit) of the migration's attempts before `seq` that name a commit, newest first."""
+    return [tuple(r) for r in db.execute(
+        "SELECT id, seq, commit_sha FROM attempt WHERE migration_id = ? AND seq < ? AND commit_sha IS NOT NULL"
+        " ORDER BY seq DESC", [migration_id, seq]).fetchall()]

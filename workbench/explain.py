@@ -18,7 +18,7 @@ from typing import Any
 
 from domain.errors import WorkbenchError
 from domain.models import Attempt, AttemptSource, Migration
-from storage import queries
+from storage import explanations, queries
 from storage.database import StudyDatabase
 from workbench.rerun import worktree
 
@@ -105,8 +105,7 @@ class _Explainer:
                                "state": job.state.value, "level2": "unknown",
                                "reason": job.error or "the job left no result"}
         if job.result_attempt_id:
-            row = self.study.db.execute("SELECT seq FROM attempt WHERE id = ?", [job.result_attempt_id]).fetchone()
-            run["seq"] = row[0] if row else None
+            run["seq"] = explanations.attempt_seq(self.study.db, job.result_attempt_id)
             run["level2"], run["reason"] = level2(self.study.db, job.result_attempt_id)
         self.echo(f"job {job.id}: attempt {run['seq']}, level 2 {run['level2']}")
         return run
@@ -114,8 +113,7 @@ class _Explainer:
     def own(self) -> dict[str, Any]:
         """The attempt itself as a run (it is a re-run already)."""
         out, reason = level2(self.study.db, self.attempt.id)
-        row = self.study.db.execute("SELECT external_id FROM attempt WHERE id = ?", [self.attempt.id]).fetchone()
-        ext = (row[0] if row else None) or ""
+        ext = explanations.attempt_external_id(self.study.db, self.attempt.id)
         job = int(ext.rsplit("-", 1)[1]) if ext.startswith("rerun:job-") else None
         return {"job": job, "seq": self.attempt.seq, "attempt_id": self.attempt.id,
                 "chips": self.attempt.intended_hardware.count if self.attempt.intended_hardware else None,
@@ -186,10 +184,7 @@ class _Explainer:
     def _agreeing(self, repo: Path, bad: str) -> tuple[str | None, str]:
         """The latest earlier attempt whose level 2 passes and whose commit is an ancestor of this
         one's; else the migration's base commit (the reference's, which level 2 compares against)."""
-        rows = self.study.db.execute(
-            "SELECT id, seq, commit_sha FROM attempt WHERE migration_id = ? AND seq < ? AND commit_sha IS NOT NULL"
-            " ORDER BY seq DESC", [self.migration.id, self.attempt.seq]).fetchall()
-        for attempt_id, seq, sha in rows:
+        for attempt_id, seq, sha in explanations.earlier_commits(self.study.db, self.migration.id, self.attempt.seq):
             if level2(self.study.db, attempt_id)[0] == "pass" and _ancestor(repo, sha, bad):
                 return sha, f"attempt {seq}"
         base = self.migration.base_commit

@@ -110,21 +110,22 @@ def verify_groups(db: Database, migrations: list[Migration], study: Study, revie
         progress(0, total)
 
     def settle(finished: Iterator[tuple[batch.Task, list[batch.Judged]]]) -> Iterator[list[AttemptResult]]:
-        nonlocal done, total
+        nonlocal done
         for task, judged in finished:
             plan = by_migration[task.migration.id]
             new = [j for j in judged if j.rows is not None]
             written = dict(zip((j.attempt.id for j in new), _write(db, reviewer, plan, new)))
-            errors.extend(_results(plan, task.migration.slug, judged, written))
+            errors.extend(e for e in _results(plan, task.migration.slug, judged, written) if e not in errors)
             plan.out -= 1
-            done += len(judged)
-            if progress:
-                progress(done, total)
+            if not plan.swept:   # an attempt judged again in the sweep is settled once, as counted
+                done += len(judged)
+                if progress:
+                    progress(done, total)
         while open_plans and open_plans[0].out == 0:
             plan = open_plans[0]
             tasks = _sweep_again(db, study, plan)
             if tasks:
-                plan.out, total = len(tasks), total + len(plan.attempts)
+                plan.out = len(tasks)
                 again.extend(tasks)
                 break
             open_plans.popleft()
