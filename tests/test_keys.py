@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from test_app import settle, table
-from test_lists import arrive_together
+from test_lists import arrive_together, until
 
 from screens.app import WorkbenchApp
 from screens.attempt import AttemptScreen
@@ -70,10 +70,13 @@ async def test_a_key_after_enter_reaches_the_attempt_screen_enter_opened(demo_db
 
 
 async def judge_note(app: WorkbenchApp, pilot) -> Input:
-    """The judge form's note line, focused, on the demo's second attempt (the first is the reference)."""
+    """The judge form's note line, focused, on the demo's second attempt (the first is the reference).
+    Each list is waited for: these tests are about the note, not keys typed ahead (tested above)."""
+    await until(pilot, lambda: table(app).row_count > 0)
     await pilot.press("enter")
-    await settle(pilot)
+    await until(pilot, lambda: isinstance(app.screen, MigrationScreen) and table(app).row_count > 1)
     await pilot.press("j", "enter")
+    await until(pilot, lambda: isinstance(app.screen, AttemptScreen))
     await settle(pilot)
     await pilot.press("J")
     await settle(pilot)
