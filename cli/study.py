@@ -65,9 +65,10 @@ def attempts(db: Path, migration: str, as_json: bool) -> None:
         found = migration_or_exit(conn, db, migration)
         summaries = as_seen_by(conn, reviewer(), list(iter_attempt_summaries(conn, found.id)))
         if as_json:
-            from workbench.ranwith import compare
+            from workbench.ranwith import compare, reference_of
 
-            ran = {s.attempt.id: (c.as_json() if (c := compare(conn, s.attempt)) else None) for s in summaries}
+            ref = reference_of(conn, found.id)   # once for the list, not once an attempt
+            ran = {s.attempt.id: (c.as_json() if (c := compare(conn, s.attempt, ref)) else None) for s in summaries}
     if as_json:
         echo_json([{k: "hidden" if s.hidden and k in HIDDEN_FIELDS else v for k, v in {
             **jsonable(asdict(s.attempt)), "ladder": s.ladder, "highest_level": s.highest_level,

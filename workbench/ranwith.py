@@ -30,14 +30,21 @@ def _json(r: RanWith) -> dict:
             "launcher": r.launcher, "device_count": r.device_count, "packages": len(r.packages)}
 
 
-def compare(db: Database, attempt: Attempt) -> Comparison | None:
-    """The attempt's environment against its reference's; None when its run recorded none
-    (an imported attempt, a run before probe version 2)."""
+def reference_of(db: Database, migration_id: int) -> tuple[int | None, RanWith | None]:
+    """The migration's reference run's id and what it ran with (None where it recorded nothing)."""
+    ref_id = reference_attempt_id(db, migration_id)
+    return ref_id, probe.ran_with(probe_reports(db, ref_id)) if ref_id is not None else None
+
+
+def compare(db: Database, attempt: Attempt,
+            reference: tuple[int | None, RanWith | None] | None = None) -> Comparison | None:
+    """The attempt's environment against its reference's (`reference_of`, read here unless a list
+    of one migration's attempts passes it once); None when its run recorded none (an imported
+    attempt, a run before probe version 2)."""
     mine = probe.ran_with(probe_reports(db, attempt.id))
     if mine is None:
         return None
-    ref_id = reference_attempt_id(db, attempt.migration_id)
-    theirs = None
-    if ref_id is not None and ref_id != attempt.id:
-        theirs = probe.ran_with(probe_reports(db, ref_id))
+    ref_id, theirs = reference if reference is not None else reference_of(db, attempt.migration_id)
+    if ref_id == attempt.id:
+        theirs = None
     return Comparison(mine, theirs, differences(theirs, mine) if theirs is not None else [])

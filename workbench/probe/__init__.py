@@ -57,10 +57,14 @@ def _int_or(value: Any, default: int) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
-def series(report: dict[str, Any]) -> dict[str, dict[int, float]]:
-    """The report's per-step series: loss, grad_norm, step_time (step -> value)."""
+STORED_SERIES = ("loss", "grad_norm", "step_time")
+"""The series a run stores as its metrics where the program printed none of the same name."""
+
+
+def series(report: dict[str, Any], names: tuple[str, ...] = STORED_SERIES) -> dict[str, dict[int, float]]:
+    """The report's per-step series of `names` (step -> value); unreadable points are skipped."""
     out: dict[str, dict[int, float]] = {}
-    for name in ("loss", "grad_norm", "step_time"):
+    for name in names:
         values = report.get(name) or {}
         if not isinstance(values, dict):
             continue

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from domain.models import Evidence, FailureCause
-from workbench.probe import ProbeFacts
+from workbench.probe import ProbeFacts, series
 
 ACCELERATOR_RUNTIMES = ("torch_xla", "torchax", "torch_tpu")
 """Runtimes that put tensors on an accelerator; a target naming one is not met by plain torch."""
@@ -70,18 +70,6 @@ def runtime_missing(probes: list[ProbeFacts], runtime: str | None,
     return None
 
 
-def _series(report: dict[str, Any], name: str) -> dict[int, float]:
-    out: dict[int, float] = {}
-    values = report.get(name)
-    if isinstance(values, dict):
-        for step, value in values.items():
-            try:
-                out[int(step)] = float(value)
-            except (TypeError, ValueError):
-                continue
-    return out
-
-
 def _replicas(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Reports of processes that trained as replicas of one world (world size above 1). Processes
     that each report world size 1 are not replicas: level 3 names that wrong configuration, and
@@ -94,7 +82,7 @@ def replicas_out_of_sync(reports: list[dict[str, Any]]) -> Finding | None:
     """Level 3: replicas' parameter checksums differ at the same step after the first: their
     gradients were never averaged, so each trained its own model."""
     replicas = _replicas(reports)
-    sums = [_series(r, "param_checksum") for r in replicas]
+    sums = [series(r, ("param_checksum",)).get("param_checksum", {}) for r in replicas]
     if len(sums) < 2:
         return None
     common = sorted(set.intersection(*(set(s) for s in sums)) - {1})
@@ -116,7 +104,7 @@ def replicas_out_of_sync(reports: list[dict[str, Any]]) -> Finding | None:
 def replicas_same_data(reports: list[dict[str, Any]]) -> Finding | None:
     """Level 3: every replica's input at each step is the same batch: the work is repeated, not split."""
     replicas = _replicas(reports)
-    prints = [_series(r, "batch_fingerprint") for r in replicas]
+    prints = [series(r, ("batch_fingerprint",)).get("batch_fingerprint", {}) for r in replicas]
     if len(prints) < 2:
         return None
     common = sorted(set.intersection(*(set(p) for p in prints)))

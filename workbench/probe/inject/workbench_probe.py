@@ -548,14 +548,6 @@ SUMMARY_KEYS = ("device_kind", "global_device_count", "devices_used", "world_siz
                 "launcher_world_size", "spmd", "steps", "step_source", "optimizers_made", "trailing_backward_calls")
 
 
-def _median(values) -> float | None:
-    ordered = sorted(values)
-    if not ordered:
-        return None
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-
-
 def summary(data: dict) -> dict | None:
     """The `workbench-probe {json}` line's object for a report; None for an idle process.
 
@@ -564,6 +556,8 @@ def summary(data: dict) -> dict | None:
     """
     if data.get("idle"):
         return None
+    import statistics  # at exit, not at the program's start (this module loads in every process)
+
     out = {k: data.get(k) for k in SUMMARY_KEYS}
     xm = data.get("xla_metrics") or {}
     if xm:
@@ -575,7 +569,9 @@ def summary(data: dict) -> dict | None:
     for name in ("host_reads", "item_calls"):
         series = per_step.get(name) or {}
         if isinstance(series, dict) and len(series) > 2:   # after the first two (start-up, first compile)
-            out[name + "_per_step"] = _median(v for k, v in series.items() if int(k) > 2)
+            after = [v for k, v in series.items() if int(k) > 2]
+            if after:
+                out[name + "_per_step"] = statistics.median(after)
     phases = data.get("phases")
     if isinstance(phases, dict) and xm:
         out["compiles_by_phase"] = {k: v.get("compiles") for k, v in phases.items() if isinstance(v, dict)}
@@ -588,7 +584,7 @@ def summary(data: dict) -> dict | None:
         out["param_dtypes"] = data.get("param_dtypes")
     sizes = data.get("batch_size") or {}
     if isinstance(sizes, dict) and sizes:
-        out["batch_size"] = _median(sizes.values())
+        out["batch_size"] = statistics.median(sizes.values())
     return out
 
 
