@@ -53,15 +53,21 @@ class Run:
     replicates: list[Run] = field(default_factory=list)
     """A reference run's replicates: the reference run again with other seeds (level 2's noise)."""
 
+    _probes: list[ProbeFacts] | None = field(default=None, repr=False, compare=False)
+
     def probes(self) -> list[ProbeFacts]:
         """Each probed process's facts: from the stored reports when there are any, else from the
-        `workbench-probe` lines of the log (a re-run's log holds both; the reports say more)."""
-        if self.probe_reports:
-            return facts_of_reports(self.probe_reports)
-        if self.facts is None:
-            return []
-        found = (probe_facts(record, f"line {hit.line}", hit.text) for hit, record in self.facts.probes)
-        return [f for f in found if f is not None]
+        `workbench-probe` lines of the log (a re-run's log holds both; the reports say more).
+        Read once: the levels, the trace and level 5 each ask."""
+        if self._probes is None:
+            if self.probe_reports:
+                self._probes = facts_of_reports(self.probe_reports)
+            elif self.facts is None:
+                self._probes = []
+            else:
+                found = (probe_facts(record, f"line {hit.line}", hit.text) for hit, record in self.facts.probes)
+                self._probes = [f for f in found if f is not None]
+        return self._probes
 
     def metric_evidence(self, name: str, step: int, extra: str = "") -> Evidence:
         value = self.series.get(name, {}).get(step)
