@@ -144,3 +144,25 @@ def test_a_reference_run_without_the_goal_metric_lists_what_it_read_and_how_to_a
     assert _cli("verify", str(db), "--migration", "m", "--set", pattern).returncode == 0
     made = _cli("reference", str(db), "m", "--run")
     assert made.returncode == 0, made.stderr
+
+
+@pytest.mark.parametrize("chunk", [None, 7, 40])
+def test_a_custom_patterns_values_with_no_step_count_per_epoch(chunk):
+    """Issue 38: a project's own pattern on a log with no step lines credits each value to the
+    epoch its line or a line before it states, else counts them 1, 2, ...; never all on step 0."""
+    top1 = [{"name": "top1", "regex": r"Best top1: (?P<value>[0-9.]+)"}]
+    stated = MNIST.replace(b"(100%)\n", b"(100%)\nBest top1: 99.5\n").replace(b"(99%)\n", b"(99%)\nBest top1: 99.1\n")
+    assert _series(stated, top1, chunk)["top1"] == {1: 99.1, 2: 99.5}
+    unstated = b"loading\nBest top1: 90.0\nsaving\nBest top1: 95.0\nBest top1: 97.0\n"
+    assert _series(unstated, top1, chunk)["top1"] == {1: 90.0, 2: 95.0, 3: 97.0}
+    later = b"Epoch [3/10]\nBest top1: 90.0\nepoch=4 lr 0.1\nBest top1: 95.0\nstep 9 loss 1.0\nBest top1: 97.0\n"
+    assert _series(later, top1, chunk)["top1"] == {3: 90.0, 4: 95.0, 9: 97.0}
+
+
+def test_summary_lines_before_any_step_line_count_per_epoch_and_are_extracted_not_cited_by_step_lines():
+    from workbench.verify.logscan import steps_only_suits
+
+    log = b"eval_accuracy 0.50\neval_accuracy 0.75\nstep 3 loss 1.0\neval_accuracy 0.90\n"
+    assert _series(log)["eval_accuracy"] == {1: 0.5, 2: 0.75, 3: 0.9}
+    assert not steps_only_suits(compile_patterns(), log)  # PointLines would place them on step 0
+    assert steps_only_suits(compile_patterns(), b"step 3 loss 1.0\neval_accuracy 0.90\n")

@@ -8,11 +8,11 @@ from __future__ import annotations
 import bisect
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from workbench.verify.logfacts import _Run
-from workbench.verify.loglines import _LineCounter, _matches_at
+from workbench.verify.loglines import _line_end, _LineCounter, _matches_at
 from workbench.verify.markers import Markers
 from workbench.verify.patterns import (
     _KV,
@@ -73,6 +73,25 @@ def _summary_starts(piece: bytes) -> list[int]:
     return starts
 
 
+_EPOCH = re.compile(rb"(?i)\bepoch\b[ \t:=#\[]{0,8}+(\d{1,9})(?!\d)")
+"""An epoch stated on a line: `Epoch 3`, `Train Epoch: 3 [0/60000]`, `epoch=3`; tried only at the
+word's letters that `_last_epoch` finds."""
+
+
+def _last_epoch(piece: bytes, start: int, end: int) -> int | None:
+    """The epoch stated last between `start` and `end` (None: none): the word's letters found from
+    `end` backwards, each tried once, so where each value's search stops where the previous one's
+    began, a piece is read once in all; a log that states its epochs stops at the first."""
+    find = piece.rfind
+    at = max(find(b"poch", start + 1, end), find(b"POCH", start + 1, end))
+    while at != -1:
+        m = _EPOCH.match(piece, at - 1)
+        if m is not None:
+            return int(m.group(1))
+        at = max(find(b"poch", start + 1, at + 3), find(b"POCH", start + 1, at + 3))
+    return None
+
+
 class MetricExtraction:
     """`LogScanner`'s metric extraction (its state is set in `LogScanner.__init__`)."""
 
@@ -98,6 +117,47 @@ class MetricExtraction:
                 standing.advance(step)
             previous = pos
         self._pending.clear()
+
+    def _credit_pending(self, piece: bytes, step_at: Callable[[int], int | None], *, ahead: bool) -> None:
+        """The piece's step-less points, each credited to the step of the last step line before
+        it; before any step line, to the epoch its line or a line before it states (`Epoch 3`),
+        else counted per name, 1, 2, ... (values printed once an epoch, with no step: issue 38),
+        never all to step 0. `ahead`: no step line yet after this piece either, so the epoch it
+        states last may be asked for by a later piece (read then: `_epoch_before`)."""
+        metrics = self.facts.metrics
+        early = []
+        for point in self._pending:
+            step = step_at(point[3])
+            if step is None:
+                early.append(point)
+            else:
+                metrics.keep_later(point[0], step, point[1], point[2])
+        self._pending.clear()
+        floor = 0
+        if early:
+            epoch = self._epoch_before()
+            for name, value, line, pos in sorted(early, key=lambda p: p[3]):
+                end = _line_end(piece, pos)
+                if end > floor:
+                    stated = _last_epoch(piece, floor, end)
+                    epoch, floor = epoch if stated is None else stated, end
+                step = epoch
+                if step is None:
+                    step = self._per_epoch[name] = self._per_epoch.get(name, 0) + 1
+                metrics.keep_later(name, step, value, line)
+            self._epoch = epoch
+        if ahead and (b"poch" in piece or b"POCH" in piece):
+            self._stated = (piece, floor)
+
+    def _epoch_before(self) -> int | None:
+        """The epoch the pieces read so far stated last."""
+        if self._stated is not None:
+            piece, floor = self._stated
+            self._stated = None
+            stated = _last_epoch(piece, floor, len(piece))
+            if stated is not None:
+                self._epoch = stated
+        return self._epoch
 
     def _metrics(self, piece: bytes, base: int, marks: list[tuple[int, int]]) -> _Shaped | None:
         """Each pattern's points, pattern after pattern (a later pattern's point on the same line

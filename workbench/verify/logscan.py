@@ -31,7 +31,7 @@ from workbench.verify.markerlines import _DEVICES, _PROBE, _TRACEBACK, MARKERS, 
 from workbench.verify.markers import Markers
 from workbench.verify.patterns import DEFAULT_PATTERNS, _Compiled, _gate_markers, compile_patterns
 from workbench.verify.shapes import _Marks
-from workbench.verify.steplines import _TOTAL_HINTS, StepLines
+from workbench.verify.steplines import _STEP_LINES, _TOTAL_HINTS, StepLines
 
 if TYPE_CHECKING:
     from workbench.verify.shapes import _Shape
@@ -71,6 +71,14 @@ class LogScanner(StepLines, MetricExtraction, MarkerLines):
         self._in_traceback: Hit | None = None
         self._sequence: dict[str, int] = {}
         self._pending: list[tuple[str, float, int, int]] = []
+        self._epoch: int | None = None
+        """The last epoch a line stated (`Epoch 3`, `Train Epoch: 3 [...]`) before any step line: where a
+        step-less value printed before any step line belongs (`MetricExtraction._credit_pending`)."""
+        self._stated: tuple[bytes, int] | None = None
+        """The last piece read before any step line that may state an epoch after `_epoch`'s, and
+        from where: read only when a later value needs it."""
+        self._per_epoch: dict[str, int] = {}
+        """How many step-less values of each name came before any step line and any epoch statement."""
         self._recent_step: int | None = None
         """Step of the last step-bearing line read so far: where a step-less metric line belongs."""
         self._lines = _Deferred()
@@ -165,11 +173,8 @@ class LogScanner(StepLines, MetricExtraction, MarkerLines):
 
             if self._standing is not None:
                 self._credit_standing(step_lines.pairs())
-            for name, value, line, pos in self._pending:
-                step = step_at(pos)
-                self.facts.metrics.keep_later(name, 0 if step is None else step, value, line)
-            self._pending.clear()
             last = step_lines.highest()
+            self._credit_pending(piece, step_at, ahead=last is None and self._recent_step is None)
             if last is not None:
                 self._recent_step = step_lines.last()
         else:
@@ -249,7 +254,19 @@ def steps_only_suits(patterns: list[_Compiled], data: bytes) -> bool:
         return False
     if not _MARKERS:
         _markers()
-    return not _MARKERS[1].found(data)
+    return not _MARKERS[1].found(data) and not _summary_before_steps(data)
+
+
+def _summary_before_steps(data: bytes) -> bool:
+    """Whether a line that may be a summary line comes before the log's first step line: its
+    value is counted per epoch (`MetricExtraction._credit_pending`), which `PointLines` does not
+    place; such a log is extracted."""
+    first = _STEP_LINES.search(data)
+    end = len(data) if first is None else first.start()
+    return end > 0 and data.startswith(_SUMMARY_LEADS) or any(data.find(b"\n" + lead, 0, end) != -1 for lead in _SUMMARY_LEADS)
+
+
+_SUMMARY_LEADS = (b"eval", b"val", b"test", b"final")
 
 
 def scan_chunks(chunks: Iterable[bytes], **kwargs: Any) -> LogFacts:
