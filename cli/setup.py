@@ -50,6 +50,10 @@ def _budget_options(fn):
 
 
 def _run_options(fn):
+    fn = click.option("--metric", "metric", multiple=True, metavar="WORDS=NAME",
+                      help="Read the log's WORDS (as it writes them) as the metric NAME, e.g. \"val loss=val_loss\";"
+                           " repeatable; the reference run, re-runs and verify read it so, and --goal may name"
+                           " WORDS. Edit: WORDS= removes one.")(fn)
     fn = click.option("--shell", is_flag=True,
                       help="The --command needs a shell (&&, pipes, globs): it runs as sh -c COMMAND.")(fn)
     return click.option("--setup", metavar="LINE",
@@ -77,8 +81,8 @@ def _run_options(fn):
 @_budget_options
 def migration_add(db: Path, slug: str, repo: Path, base: str | None, target: str, runtime: str, goal: str,
                   direction: str, reference_value: float | None, tolerance: float, command: str | None,
-                  setup: str | None, shell: bool, title: str | None, acceptance_level: int | None,
-                  **budgets: float | None) -> None:
+                  setup: str | None, shell: bool, metric: tuple[str, ...], title: str | None,
+                  acceptance_level: int | None, **budgets: float | None) -> None:
     """Add a migration of a git project to a study."""
     from domain.models import Budgets
     from workbench.studies import MigrationSpec, add_migration, open_existing
@@ -86,6 +90,7 @@ def migration_add(db: Path, slug: str, repo: Path, base: str | None, target: str
     spec = MigrationSpec(
         slug=slug, repo=repo, base=base, target=target, runtime=runtime, goal=goal, direction=direction,
         reference_value=reference_value, tolerance=tolerance, command=command, setup=setup, shell=shell, title=title,
+        metric_names=metric,
         acceptance_level=4 if acceptance_level is None else acceptance_level,
         budgets=Budgets(**{k.removeprefix("budget_"): v for k, v in budgets.items()}),
     )

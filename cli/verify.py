@@ -51,6 +51,7 @@ def verify(db: Path, slug: str | None, seq: int | None, assignments: tuple[str, 
     from workbench.blind import sight
     from workbench.verify import NotAllVerified, study_targets, verify_groups
     from workbench.verify.batch import default_workers
+    from workbench.verify.runseries import EXTRACTION_SETTINGS
     from workbench.verify.unknown import unknown_at_level3
 
     if seq is not None and slug is None:
@@ -65,6 +66,8 @@ def verify(db: Path, slug: str | None, seq: int | None, assignments: tuple[str, 
             if slug is None:
                 raise WorkbenchError("--set needs --migration")
             _record_settings(sdb, migration_or_exit(sdb, db, slug), assignments)
+        if force or any(a.partition("=")[0].strip().split(".")[0] in EXTRACTION_SETTINGS for a in assignments):
+            _extract_again(sdb, slug, seq)
         started = time.perf_counter()
         rows = Spooled(None if as_json else COLUMNS)  # spooled as printed: 150,000 rows stay off the heap
         said = Spooled()
@@ -143,6 +146,20 @@ def _rerun_unknown(study: Any, targets: list[Any], backend: str, chips: int | No
         click.echo(clean(f"job {job.id} started for {names[attempt.id]} (log: {job.log_path})"), err=True)
 
 
+def _extract_again(sdb: Any, slug: str | None, seq: int | None) -> None:
+    """The series of the runs the workbench ran (re-runs, `reference --run`) read again from their
+    logs with the migration's current patterns and names, before verifying; says how many changed."""
+    from workbench.verify import study_targets
+    from workbench.verify.runseries import extract_again
+
+    _, migrations = study_targets(sdb, slug)
+    for migration in migrations:
+        changed = extract_again(sdb, migration.id, config.reviewer(), seq)
+        if changed:
+            click.echo(clean(f"{migration.slug}: series read again from the logs of {plural(len(changed), 'run')}"
+                             " with its patterns"), err=True)
+
+
 def _attempt_or_exit(sdb: Any, migration: Any, seq: int) -> None:
     from storage import queries
 
@@ -156,7 +173,7 @@ def _record_settings(sdb: Any, migration: Any, assignments: tuple[str, ...]) -> 
     import re
 
     from storage import queries, records
-    from workbench.verify.patterns import compile_patterns
+    from workbench.verify.patterns import migration_patterns
     from workbench.verify.settings import apply_assignment, parse_assignment
 
     overrides = queries.verify_settings(sdb, migration.id)
@@ -166,7 +183,7 @@ def _record_settings(sdb: Any, migration: Any, assignments: tuple[str, ...]) -> 
             key, value = parse_assignment(text)
             overrides = apply_assignment(overrides, key, value)
             keys.append(key)
-        compile_patterns(overrides.get("patterns") or (), defaults=False)  # a bad one refused now, by name
+        migration_patterns({**overrides, "default_patterns": False})  # a bad pattern or name refused now, by name
     except (ValueError, re.error, KeyError, TypeError, AttributeError) as exc:
         raise WorkbenchError(f"--set: {exc}") from None
     stored = records.add_verify_settings(sdb, migration_id=migration.id, settings=overrides,

@@ -387,6 +387,18 @@ def verify_settings(db: Database, migration_id: int) -> dict[str, Any]:
     return json.loads(row[0]) if row else {}
 
 
+def extracted_runs(db: Database, migration_id: int, run_claim: str) -> list[tuple[int, int, int, str]]:
+    """(attempt id, log id, seq, source) of the migration's runs whose series the workbench read
+    from their logs itself: re-runs a job made and references it ran (exit code from the process,
+    the claim it writes starting with `run_claim`); not imported attempts or references from
+    files, whose series came with them."""
+    return [(int(r[0]), int(r[1]), int(r[2]), str(r[3])) for r in db.execute(
+        "SELECT id, log_id, seq, source FROM attempt WHERE migration_id = ? AND log_id IS NOT NULL AND"
+        " ((source = 'rerun' AND id IN (SELECT result_attempt_id FROM job WHERE migration_id = ?))"
+        " OR (source = 'reference' AND exit_code_source = 'process' AND substr(claim, 1, ?) = ?)) ORDER BY seq",
+        [migration_id, migration_id, len(run_claim), run_claim]).fetchall()]
+
+
 def reference_attempt_id(db: Database, migration_id: int) -> int | None:
     """The id of the migration's reference run (its latest `reference` attempt), if any; on the
     plain connection of a read-only command too."""

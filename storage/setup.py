@@ -30,12 +30,16 @@ def create_study(db: Database, study: Study, reviewer: str) -> None:
 
 
 def add_migration(db: Database, migration: Migration, command: str | None, reviewer: str,
-                  setup: str | None = None) -> int:
-    """A new migration row; the caller has checked the slug is free (the unique index holds)."""
+                  setup: str | None = None, verify_settings: dict[str, Any] | None = None) -> int:
+    """A new migration row, with its first verify settings when given (`migration add --metric`),
+    in one transaction; the caller has checked the slug is free (the unique index holds)."""
     row = {**migration_to_row(migration), "command": command, "setup": setup}
     with records.immediate(db):
         migration_id = records.insert_row(db, "migration", row)
         records.audit(db, reviewer, "insert", "migration", migration_id, row)
+        if verify_settings:
+            records.add_verify_settings(db, migration_id=migration_id, settings=verify_settings,
+                                        source="migration add", reviewer=reviewer)
     return migration_id
 
 

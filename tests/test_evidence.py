@@ -251,3 +251,32 @@ def test_a_sharding_spec_that_splits_the_batch_over_fewer_devices_fails_level_3(
         assert [e.ref for e in failure.evidence] == ["2"]
     finally:
         study.close()
+
+
+def test_a_reruns_series_are_read_again_with_names_given_after_it_ran(tmp_path):
+    """Issue 38: a re-run's series, stored as its log was read when it ended, are read again from
+    the stored log with the migration's names and patterns in force now (`extract_again`, what
+    `workbench verify --force` does first); an imported attempt's series, which came with it, stay."""
+    from storage import records
+    from tests.rerun_helpers import attempt, study_with_script
+    from workbench.rerun import jobs
+    from workbench.rerun.jobs import JobState
+    from workbench.verify.runseries import extract_again
+
+    study = study_with_script(tmp_path, OWN_FORMAT)
+    try:
+        m = queries.get_migration(study.db, "toy")
+        spec = jobs.with_changes(jobs.spec_for(study.db, attempt(study, "toy", 1), "local"),
+                                 argv=("python3", "train.py"))
+        job = jobs.wait(study.db, jobs.launch(study, spec, "ana").id, timeout=120)
+        assert job.state is JobState.FINISHED, job.error
+        assert queries.metric_series(study.db, job.result_attempt_id, "accuracy") == []
+        with records.immediate(study.db):
+            records.add_verify_settings(study.db, migration_id=m.id, source="test", reviewer="ana",
+                                        settings={"metric_names": {"Accuracy =": "accuracy"}})
+        assert extract_again(study.db, m.id, "ana") == [job.result_attempt_id]
+        assert [(p.step, p.value) for p in queries.metric_series(study.db, job.result_attempt_id, "accuracy")] \
+            == [(5, 0.95)]
+        assert extract_again(study.db, m.id, "ana") == []
+    finally:
+        study.close()

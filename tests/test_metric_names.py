@@ -166,3 +166,93 @@ def test_summary_lines_before_any_step_line_count_per_epoch_and_are_extracted_no
     assert _series(log)["eval_accuracy"] == {1: 0.5, 2: 0.75, 3: 0.9}
     assert not steps_only_suits(compile_patterns(), log)  # PointLines would place them on step 0
     assert steps_only_suits(compile_patterns(), b"step 3 loss 1.0\neval_accuracy 0.90\n")
+
+
+OWN_WORDS = """\
+for epoch in range(1, 4):
+    print(f"step {epoch * 10} loss {1.0 / epoch:.4f}")
+    print(f"| Epoch {epoch} | Val Loss {2.0 / epoch:.4f} | Top-1 acc = {0.5 + epoch / 10:.2f} |")
+"""
+
+
+def _study_of(tmp_path, script: str, *migration_options: str):
+    import shlex
+
+    from tests.conftest import make_repo
+
+    repo, db = tmp_path / "own", tmp_path / "s.db"
+    make_repo(repo, [{"train.py": script}])
+    assert _cli("init", str(db), "--title", "T").returncode == 0
+    added = _cli("migration", "add", str(db), "m", "--repo", str(repo), "--base", "HEAD", "--target", "cpu",
+                 "--direction", "min", "--command", f"{shlex.quote(sys.executable)} train.py", *migration_options)
+    assert added.returncode == 0, added.stderr
+    return db, added.stdout
+
+
+def _stored(db, name: str) -> dict[int, float]:
+    from storage import queries
+    from storage.database import open_study
+
+    study = open_study(db)
+    try:
+        m = queries.get_migration(study.db, "m")
+        ref = queries.reference_attempt_id(study.db, m.id)
+        return {p.step: p.value for p in queries.metric_series(study.db, ref, name)}
+    finally:
+        study.close()
+
+
+def test_metric_maps_the_logs_words_to_a_name_the_goal_and_the_reference_run_follow(tmp_path):
+    """Issue 38: `--metric "Val Loss=val_loss"` reads the log's own words as the metric; a goal
+    given as the log writes it resolves through it, and the reference run is read with it."""
+    db, said = _study_of(tmp_path, OWN_WORDS, "--goal", "Val Loss", "--metric", "Val Loss=val_loss",
+                         "--metric", "Top-1 acc=top1")
+    assert "goal val_loss min" in said
+    made = _cli("reference", str(db), "m", "--run")
+    assert made.returncode == 0, made.stderr
+    assert _stored(db, "val_loss") == {10: 2.0, 20: 1.0, 30: pytest.approx(0.6667)}
+    assert _stored(db, "top1") == {10: 0.6, 20: 0.7, 30: 0.8}
+    edited = _cli("migration", "edit", str(db), "m", "--metric", "Top-1 acc=", "--goal", "Top-1 acc")
+    assert edited.returncode == 0 and "metric_names" in edited.stdout, edited.stderr
+    from storage import queries
+    from storage.database import open_study
+
+    study = open_study(db)
+    try:
+        m = queries.get_migration(study.db, "m")
+        assert queries.verify_settings(study.db, m.id)["metric_names"] == {"Val Loss": "val_loss"}
+        assert m.goal.metric == "Top-1_acc"  # no longer mapped: the words joined
+    finally:
+        study.close()
+
+
+@pytest.mark.parametrize("given", ["val loss", "=x", "Val Loss=9lives", "Val Loss=a b"])
+def test_a_bad_metric_mapping_is_refused_in_one_line(tmp_path, given):
+    from tests.conftest import make_repo
+
+    repo, db = tmp_path / "r", tmp_path / "s.db"
+    make_repo(repo, [{"train.py": "print(1)\n"}])
+    assert _cli("init", str(db), "--title", "T").returncode == 0
+    done = _cli("migration", "add", str(db), "m", "--repo", str(repo), "--base", "HEAD", "--target", "cpu",
+                "--goal", "loss", "--direction", "min", "--metric", given)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "--metric:" in done.stderr, done.stderr
+    assert "no migration" in _cli("migration", "edit", str(db), "m", "--title", "x").stderr  # nothing written
+
+
+def test_verify_force_reads_the_reference_runs_series_again_with_the_names_added_since(tmp_path):
+    """Issue 38: series the workbench extracted when it ran the reference are read again from the
+    stored log by `verify --force` (and by a `--set` of an extraction setting) with the names and
+    patterns in force now; before, the stored series stayed as first read."""
+    db, _ = _study_of(tmp_path, OWN_WORDS, "--goal", "loss")
+    assert _cli("reference", str(db), "m", "--run").returncode == 0
+    assert _stored(db, "val_loss") == {}
+    assert _cli("migration", "edit", str(db), "m", "--metric", "Val Loss=val_loss").returncode == 0
+    forced = _cli("verify", str(db), "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert "m: series read again from the logs of 1 run" in forced.stderr
+    assert _stored(db, "val_loss") == {10: 2.0, 20: 1.0, 30: pytest.approx(0.6667)}
+    pattern = 'patterns=[{"name": "top1", "regex": "acc = (?P<value>[0-9.]+)"}]'
+    assert _cli("verify", str(db), "--migration", "m", "--set", pattern).returncode == 0
+    assert _stored(db, "top1") == {10: 0.6, 20: 0.7, 30: 0.8}
+    again = _cli("verify", str(db), "--force")
+    assert "read again" not in again.stderr  # unchanged series are not rewritten

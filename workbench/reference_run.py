@@ -76,19 +76,11 @@ def _execute(migration: Migration, argv: list[str], run_dir: Path, env: dict[str
 def _series(measured: Measured, sdb: StudyDatabase, migration: Migration) -> list[tuple[str, int, float]]:
     """The log's metrics (the verifier's extraction), the probe's series filling the gaps."""
     from storage import queries
-    from workbench import probe
-    from workbench.verify.logscan import file_chunks, scan_chunks
-    from workbench.verify.patterns import compile_patterns
+    from workbench.verify.logscan import file_chunks
+    from workbench.verify.runseries import as_points, run_series
 
-    settings = queries.verify_settings(sdb.db, migration.id)
-    patterns = compile_patterns(settings.get("patterns") or (), defaults=settings.get("default_patterns", True))
-    series = scan_chunks(file_chunks(measured.log), patterns=patterns).point_series()
-    main = probe.main_report(measured.reports)
-    if main is not None:
-        for name, points in probe.series(main).items():
-            series.setdefault(name, points)
-    return sorted((name, step, value) for name, points in series.items()
-                  for step, value in points.items())
+    return as_points(run_series(file_chunks(measured.log), queries.verify_settings(sdb.db, migration.id),
+                                measured.reports))
 
 
 def _missing_goal(sdb: StudyDatabase, migration: Migration, log: Path) -> str:
@@ -97,11 +89,9 @@ def _missing_goal(sdb: StudyDatabase, migration: Migration, log: Path) -> str:
     from domain.text import clean
     from storage import queries
     from workbench.verify.logscan import file_chunks, scan_chunks
-    from workbench.verify.patterns import compile_patterns
+    from workbench.verify.patterns import migration_patterns
 
-    settings = queries.verify_settings(sdb.db, migration.id)
-    facts = scan_chunks(file_chunks(log), patterns=compile_patterns(
-        settings.get("patterns") or (), defaults=settings.get("default_patterns", True)))
+    facts = scan_chunks(file_chunks(log), patterns=migration_patterns(queries.verify_settings(sdb.db, migration.id)))
     where = {name: point[1] for name, steps in list(facts.point_series().items())[:8]
              if (point := facts.point(name, max(steps))) is not None}
     wanted = set(where.values())
@@ -118,7 +108,9 @@ def _missing_goal(sdb: StudyDatabase, migration: Migration, log: Path) -> str:
                  + (f"Metrics read: {', '.join(found)}. " if found else "No metric was read from it. ")
                  + f"To read {goal} from its own line, add a pattern: workbench verify {sdb.path} --migration "
                  f"{migration.slug} --set 'patterns=[{{\"name\": \"{goal}\", \"regex\": \"<text before it> "
-                 f"(?P<value>[0-9.]+)\"}}]' (docs/verification.md, Metric patterns), then run the reference again")
+                 f"(?P<value>[0-9.]+)\"}}]' (docs/verification.md, Metric patterns), or where the log names it in"
+                 f" words of its own, `workbench migration edit {sdb.path} {migration.slug} --metric \"WORDS={goal}\"`;"
+                 " then run the reference again")
 
 
 def _observed(reports: list[dict[str, Any]], given: Hardware | None) -> Hardware | None:
@@ -131,6 +123,10 @@ def _observed(reports: list[dict[str, Any]], given: Hardware | None) -> Hardware
             return Hardware(str(main["device_kind"]).lower(), count)
     return given
 
+
+RUN_CLAIM = "Reference run by `workbench reference --run`"
+"""How a reference this command ran begins its claim: its series were read from its log by the
+workbench, so `verify --force` reads them again (`runseries.extract_again`)."""
 
 SEED = "WORKBENCH_SEED"
 """Each replicate's seed, 1 to N, in the environment (and in place of `{seed}` in the command):
@@ -180,7 +176,7 @@ def run_reference(sdb: StudyDatabase, slug: str, *, command: str | None, env: di
         source=AttemptSource.REFERENCE, commit=migration.base_commit,
         command=Command(tuple(shlex.split(text)), ".", redact_env(env)), status=AttemptStatus.OK,
         started_at=measured.started_at, ended_at=measured.ended_at, exit_code=0, exit_code_source="process",
-        expected_level=None, claim=f"Reference run by `workbench reference --run` ({time.monotonic() - t0:.1f} s).",
+        expected_level=None, claim=f"{RUN_CLAIM} ({time.monotonic() - t0:.1f} s).",
         intended_hardware=None, observed_hardware=_observed(measured.reports, hardware),
     )
     probes = [(r.get("_file") or "probe.json", r.get("rank"), json.dumps(r, default=str)) for r in measured.reports]

@@ -151,6 +151,8 @@ class MigrationSpec:
     shell: bool = False
     """The command needs a shell (`prepare && train`, pipes, globs): it is run as `sh -c COMMAND`."""
     title: str | None = None
+    metric_names: tuple[str, ...] = ()
+    """`WORDS=NAME` each: the log's words read as that metric (`val loss=val_loss`)."""
     acceptance_level: int = 4
     budgets: Budgets = Budgets()
 
@@ -163,10 +165,15 @@ def check_budgets(budgets: Budgets) -> Budgets:
     return budgets
 
 
-def check_goal(metric: str, reference: float | None, direction: str, tolerance: float) -> Goal:
-    """The goal; a reference value of None (or NaN: not set yet) is taken from the reference run."""
-    metric = "_".join(metric.split())  # as the log writes it: `val loss` is read as val_loss
-    if not re.fullmatch(r"[A-Za-z_][\w./-]{0,99}", metric):
+def check_goal(metric: str, reference: float | None, direction: str, tolerance: float,
+               names: dict[str, str] | None = None) -> Goal:
+    """The goal; a reference value of None (or NaN: not set yet) is taken from the reference run.
+    A metric given as the log writes it resolves through the migration's `names` (`metric_names`:
+    `validation loss` is what it maps that to), else `val loss` is val_loss."""
+    from workbench.verify.patterns import METRIC_NAME
+
+    metric = (names or {}).get(metric.strip()) or "_".join(metric.split())
+    if not METRIC_NAME.fullmatch(metric):
         raise WorkbenchError(f"--goal: {metric[:40]!r} is not a metric name (letters, digits, '_', '.', '/', '-')")
     value = math.nan if reference is None or math.isnan(reference) else finite(reference, "--reference-value")
     return Goal(metric, value, Direction(direction),
@@ -189,6 +196,29 @@ def check_command(command: str | None, shell: bool = False) -> str | None:
     return redact(command)
 
 
+def metric_names(given: tuple[str, ...], current: dict[str, str] | None = None) -> dict[str, str]:
+    """The migration's `metric_names` with each `--metric WORDS=NAME` applied (`WORDS=` removes
+    one), checked as the patterns they become."""
+    from workbench.verify.patterns import name_pattern
+
+    names = dict(current or {})
+    for text in given:
+        words, sep, name = text.rpartition("=")
+        words, name = words.strip(), name.strip()
+        if not sep or not words:
+            raise WorkbenchError(f"--metric: {text[:60]!r} must be WORDS=NAME, the log's words and the metric"
+                                 " they are, e.g. \"val loss=val_loss\" (WORDS= removes one)")
+        if not name:
+            names.pop(words, None)
+            continue
+        try:
+            name_pattern(words, name)
+        except ValueError as exc:
+            raise WorkbenchError(f"--metric: {str(exc).removeprefix('metric_names: ')}") from None
+        names[words] = name
+    return names
+
+
 def check_setup(setup: str | None) -> str | None:
     """The setup line as stored: None for none (an empty one clears it), secrets redacted."""
     if setup is None or not setup.strip():
@@ -205,7 +235,8 @@ def add_migration(sdb: StudyDatabase, spec: MigrationSpec, reviewer: str) -> tup
     accelerator, chips = parse_target(spec.target)
     if not 1 <= spec.acceptance_level <= 5:
         raise WorkbenchError("--acceptance-level: must be from 1 to 5")
-    goal = check_goal(spec.goal, spec.reference_value, spec.direction, spec.tolerance)
+    names = metric_names(spec.metric_names)
+    goal = check_goal(spec.goal, spec.reference_value, spec.direction, spec.tolerance, names)
     command = check_command(spec.command, spec.shell)
     setup = check_setup(spec.setup)
     repo, base, why = _base(spec.repo, spec.base)
@@ -214,7 +245,8 @@ def add_migration(sdb: StudyDatabase, spec: MigrationSpec, reviewer: str) -> tup
         target=Target(accelerator, chips, spec.runtime), goal=goal, budgets=check_budgets(spec.budgets),
         status=MigrationStatus.IN_PROGRESS, acceptance_level=spec.acceptance_level,
     )
-    migration_id = store.add_migration(sdb.db, migration, command, reviewer, setup=setup)
+    migration_id = store.add_migration(sdb.db, migration, command, reviewer, setup=setup,
+                                       verify_settings={"metric_names": names} if names else None)
     return dataclasses.replace(migration, id=migration_id), why
 
 
@@ -241,7 +273,7 @@ def find_migration(sdb: StudyDatabase, slug: str) -> Migration:
 def edit_migration(sdb: StudyDatabase, slug: str, *, target: str | None = None, runtime: str | None = None,
                    goal: str | None = None, direction: str | None = None, reference_value: float | None = None,
                    tolerance: float | None = None, command: str | None = None, title: str | None = None,
-                   setup: str | None = None, shell: bool = False,
+                   setup: str | None = None, shell: bool = False, metric: tuple[str, ...] = (),
                    budgets: dict[str, float | None] | None = None, reviewer: str) -> list[str]:
     """Change what was given, audited; budgets go through the budget history the effort rules read.
     Returns the names of the columns that changed."""
@@ -259,22 +291,27 @@ def edit_migration(sdb: StudyDatabase, slug: str, *, target: str | None = None, 
         raise WorkbenchError("--shell: give the --command it applies to")
     if setup is not None:
         changes["setup"] = check_setup(setup)
+    settings = queries.verify_settings(sdb.db, migration.id)
+    names = metric_names(metric, settings.get("metric_names"))
     old = migration.goal
     new_goal = check_goal(goal or old.metric, old.reference if reference_value is None else reference_value,
-                          direction or old.direction.value, old.tolerance if tolerance is None else tolerance)
+                          direction or old.direction.value, old.tolerance if tolerance is None else tolerance, names)
     changes.update(goal_metric=new_goal.metric,
                    goal_reference=None if math.isnan(new_goal.reference) else new_goal.reference,
                    goal_direction=new_goal.direction.value, goal_tolerance=new_goal.tolerance)
     new_budgets = _merged_budgets(sdb, migration, budgets or {})
-    names = store.update_migration(sdb.db, migration.id, changes, reviewer)
+    names_changed = names != (settings.get("metric_names") or {}) and records.add_verify_settings(
+        sdb.db, migration_id=migration.id, settings={**settings, "metric_names": names}, source="migration edit",
+        reviewer=reviewer) is not None
+    changed = store.update_migration(sdb.db, migration.id, changes, reviewer) + ["metric_names"] * names_changed
     if new_budgets is not None:
         level, budget = new_budgets
         records.add_budget_change(
             sdb.db, migration_id=migration.id, compute_dollars=budget.compute_dollars,
             staff_hours=budget.staff_hours, attempts=budget.attempts, calendar_days=budget.calendar_days,
             acceptance_level=level, reason="workbench migration edit", reviewer=reviewer)
-        names.append("budgets")
-    return names
+        changed.append("budgets")
+    return changed
 
 
 def _merged_budgets(sdb: StudyDatabase, migration: Migration,
@@ -314,11 +351,9 @@ def reference_points(sdb: StudyDatabase, migration: Migration, log: Path,
             raise WorkbenchError(f"--metrics: {metrics}: the goal metric {goal!r} is not in the reference's metrics")
         return points
     from workbench.verify.logscan import file_chunks, scan_chunks
-    from workbench.verify.patterns import compile_patterns
+    from workbench.verify.patterns import migration_patterns
 
-    settings = queries.verify_settings(sdb.db, migration.id)
-    patterns = compile_patterns(settings.get("patterns") or (), defaults=settings.get("default_patterns", True))
-    facts = scan_chunks(file_chunks(log), patterns=patterns)
+    facts = scan_chunks(file_chunks(log), patterns=migration_patterns(queries.verify_settings(sdb.db, migration.id)))
     if not facts.has_metric(goal):
         raise WorkbenchError(f"--log: {log}: the goal metric {goal!r} is not in the reference's log"
                              " (give --metrics FILE, or a pattern with `workbench verify --set patterns=...`)")

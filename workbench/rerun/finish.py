@@ -3,23 +3,11 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from domain.jobs import Job
 from domain.models import AttemptSource, AttemptStatus
 from storage.sqlite import Database
-
-
-def _series_from_log(db: Database, migration_id: int, path: Path) -> dict[str, dict[int, float]]:
-    """The log's series as the verifier extracts them: with the migration's `patterns` setting."""
-    from storage import queries
-    from workbench.verify.logscan import file_chunks, scan_chunks
-    from workbench.verify.patterns import compile_patterns
-
-    settings = queries.verify_settings(db, migration_id)
-    patterns = compile_patterns(settings.get("patterns") or (), defaults=settings.get("default_patterns", True))
-    return scan_chunks(file_chunks(path), patterns=patterns).point_series()
 
 
 def _status(exit_code: int | None, timed_out: bool) -> AttemptStatus:
@@ -39,16 +27,17 @@ def _observed(main: dict[str, Any] | None) -> tuple[str | None, int | None]:
 def store_result(db: Database, job: Job, *, exit_code: int | None, timed_out: bool, started_at: str,
                  ended_at: str, reviewer: str) -> tuple[int, int | None]:
     """Store the job's run as a new attempt (source `rerun`) and verify it; (attempt id, log id)."""
+    from storage import queries
     from storage.jobs import store_rerun_attempt
     from workbench import probe
+    from workbench.verify.logscan import file_chunks
+    from workbench.verify.runseries import run_series
 
     spec = job.spec
     reports = probe.read_reports(job.probe_dir)
     main = probe.main_report(reports)
-    series = _series_from_log(db, spec.migration_id, job.log_path) if job.log_path.is_file() else {}
-    if main is not None:
-        for name, points in probe.series(main).items():
-            series.setdefault(name, points)   # the program's own prints first, the probe fills gaps
+    series = run_series(file_chunks(job.log_path) if job.log_path.is_file() else (),
+                        queries.verify_settings(db, spec.migration_id), reports)
     observed_kind, observed_count = _observed(main)
     row = {
         "source": AttemptSource.RERUN.value,

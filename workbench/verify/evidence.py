@@ -37,7 +37,7 @@ def load_run(db: Database, attempt: Attempt, settings: dict[str, Any], inputs: v
     from workbench.verify import topology
     from workbench.verify.ladder import Run
     from workbench.verify.logscan import scan_chunks
-    from workbench.verify.patterns import compile_patterns
+    from workbench.verify.patterns import migration_patterns
 
     stored = inputs.metric_series()
     facts = topo = point_line = None
@@ -45,7 +45,7 @@ def load_run(db: Database, attempt: Attempt, settings: dict[str, Any], inputs: v
     if attempt.log_id is not None and log is not None:
         head, chunks = topology.head_of(log_chunks(db, attempt.log_id))
         topo = topology.read(head, attempt.command.argv)
-        patterns = compile_patterns(settings.get("patterns") or (), defaults=settings.get("default_patterns", True))
+        patterns = migration_patterns(settings)
         untangler = topology.Untangler() if topo.multi_process else None
         if stored and untangler is None and log.size <= EXTRACT_LIMIT and CITE_WITHOUT_EXTRACTION:
             data, bounds = _joined(chunks)

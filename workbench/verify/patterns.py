@@ -201,6 +201,33 @@ def arithmetic(text: str, groups: set[str]) -> Callable[[re.Match[bytes]], float
     return value
 
 
+def migration_patterns(settings: dict[str, Any]) -> list[_Compiled]:
+    """The patterns a migration's logs are read with, from its verify settings: the defaults
+    (unless `default_patterns` is false), its own `patterns`, then one per `metric_names` entry
+    (`name_pattern`). Every reading of a log (verify, re-runs, the reference run) uses these."""
+    extra = [*(settings.get("patterns") or ()),
+             *(name_pattern(words, name) for words, name in (settings.get("metric_names") or {}).items())]
+    return compile_patterns(extra, defaults=settings.get("default_patterns", True))
+
+
+METRIC_NAME = re.compile(r"[A-Za-z_][\w./-]{0,99}")
+"""What a metric may be called (a goal, a `metric_names` target)."""
+
+
+def name_pattern(words: str, name: str) -> Pattern:
+    """A `metric_names` entry as a pattern: the log's words as written (`val loss`, `Top-1 acc`),
+    then a number, optionally after `:` or `=`, read as the metric `name` (issue 38). The words are
+    a literal (also the pattern's gate), so the regex is linear on any line. ValueError names what
+    is wrong with either."""
+    if not isinstance(words, str) or not words.strip() or len(words) > 100 or not words.isprintable():
+        raise ValueError(f"metric_names: {str(words)[:40]!r}: the log's words must be 1 to 100 printable characters")
+    if not isinstance(name, str) or not METRIC_NAME.fullmatch(name):
+        raise ValueError(f"metric_names: {words[:40]!r} = {str(name)[:40]!r}: not a metric name"
+                         " (letters, digits, '_', '.', '/', '-')")
+    return Pattern(name, r"(?<![\w])" + re.escape(words) + r"[ \t]*+(?:[=:][ \t]*+)?(?P<value>" + NUMBER.decode()
+                   + r")(?![\w.])", gate=(words,))
+
+
 def compile_patterns(extra: Iterable[dict[str, Any] | Pattern] = (), *, defaults: bool = True) -> list[_Compiled]:
     """The default patterns (unless `defaults` is false), then a migration's own (`patterns`
     setting: tables of `name`, `regex` and optionally `value`, `sequential`, `json`, `gate`)."""

@@ -39,6 +39,7 @@ DEFAULTS: dict[str, Any] = {
     # extraction
     "patterns": [],
     "default_patterns": True,
+    "metric_names": {},
 }
 """Every setting and its default; docs/verification.md explains each."""
 
