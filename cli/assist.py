@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from cli.common import (
+    capped,
     db_argument,
     echo_json,
     json_option,
@@ -165,7 +166,7 @@ def assist_brief(db: Path, migration: str, attempt: int, model: str | None, dry_
 @click.option("--accept", is_flag=True, help="Accept the latest model extraction.")
 @click.option("--level", type=click.IntRange(1, 5), help="Correct: the agent expected this level.")
 @click.option("--no-level", is_flag=True, help="Correct: the agent expected no level.")
-@click.option("--note", default="", help="Why (kept with the record).")
+@click.option("--note", default="", help="Why (kept with the record).", callback=capped)
 def assist_review(db: Path, migration: str, attempt: int, accept: bool, level: int | None,
                   no_level: bool, note: str) -> None:
     """Accept or correct an attempt's model-extracted claim (an append-only record)."""

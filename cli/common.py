@@ -49,6 +49,16 @@ class Group(click.Group):
             fail(ctx, f"database error: {clean(str(exc))}{hint}")
 
 
+def capped(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A note, reason or justification holds what the app's box holds (`NOTE_MAX`): a longer one is
+    refused whole, with the box's words, rather than cut (the CLI keeps nothing it did not say)."""
+    from domain.text import NOTE_MAX, note_limit
+
+    if value is not None and len(value) > NOTE_MAX:
+        raise WorkbenchError(f"{param.opts[0]} {note_limit(len(value) - NOTE_MAX, refused=True)}")
+    return value
+
+
 def fail(ctx: click.Context, line: str) -> NoReturn:
     click.echo(f"workbench: {line}", err=True)
     ctx.exit(2)

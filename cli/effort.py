@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from cli.common import db_argument, migration_or_exit, study_at
+from cli.common import capped, db_argument, migration_or_exit, study_at
 from domain.errors import WorkbenchError
 from domain.text import clean
 from workbench import config
@@ -17,7 +17,7 @@ from workbench import config
 @click.argument("migration")
 @click.option("--kind", required=True, help="Intervention kind (docs/effort.md), e.g. fix_environment.")
 @click.option("--minutes", required=True, help="Minutes spent: 15, 7.5 or 1:30.")
-@click.option("--note", help="What was done.")
+@click.option("--note", help="What was done.", callback=capped)
 @click.option("--attempt", "seq", type=int, help="Sequence number of the attempt it concerns.")
 @click.option("--corrects", type=int, help="Id of the intervention this record corrects.")
 def intervene(db: Path, migration: str, kind: str, minutes: str, note: str | None, seq: int | None,
@@ -59,7 +59,7 @@ def intervene(db: Path, migration: str, kind: str, minutes: str, note: str | Non
 @db_argument
 @click.argument("migration")
 @click.argument("kind", type=click.Choice(["accept", "stop", "continue"]))
-@click.option("--reason", default="", help="Why; required when it goes against the rules' suggestion.")
+@click.option("--reason", default="", help="Why; required when it goes against the rules' suggestion.", callback=capped)
 @click.option("--attempt", "seq", type=int,
               help="The attempt decided on (its seq): the run accepted or stopped at. Default: the latest.")
 def decide(db: Path, migration: str, kind: str, reason: str, seq: int | None) -> None:
@@ -109,7 +109,7 @@ def decide(db: Path, migration: str, kind: str, reason: str, seq: int | None) ->
 @click.argument("seq", type=int)
 @click.option("--level", type=click.IntRange(1, 5), required=True, help="The level whose outcome you override.")
 @click.option("--outcome", type=click.Choice(["pass", "fail", "unknown"]), required=True)
-@click.option("--justification", required=True, help="Why the verifier's outcome is wrong here.")
+@click.option("--justification", required=True, help="Why the verifier's outcome is wrong here.", callback=capped)
 def override(db: Path, migration: str, seq: int, level: int, outcome: str, justification: str) -> None:
     """Override one level's outcome of attempt SEQ, as `o` does in the app.
 

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from cli.common import (
+    capped,
     db_argument,
     echo_json,
     json_option,
@@ -28,7 +29,7 @@ from workbench import config
 @click.argument("seq", type=int)
 @click.option("--levels", required=True, help="Five outcomes, level 1 first: pass, fail or unknown.")
 @click.option("--cause", help="Failure cause (docs/failure-taxonomy.md) when a level fails.")
-@click.option("--note", help="A free note.")
+@click.option("--note", help="A free note.", callback=capped)
 @click.option("--active-seconds", type=click.FloatRange(min=0), default=0.0, help="Time spent judging.")
 def judge(db: Path, migration: str, seq: int, levels: str, cause: str | None, note: str | None,
           active_seconds: float) -> None:
@@ -171,7 +172,7 @@ def agreement(db: Path, slug: str | None, seed: int | None, as_json: bool) -> No
 @click.argument("seq", type=int)
 @click.option("--level", type=int, required=True, help="The level decided, 1 to 5.")
 @click.option("--outcome", type=click.Choice(["pass", "fail"]), required=True)
-@click.option("--reason", required=True, help="Why this is the final verdict.")
+@click.option("--reason", required=True, help="Why this is the final verdict.", callback=capped)
 def adjudicate(db: Path, migration: str, seq: int, level: int, outcome: str, reason: str) -> None:
     """Record the final verdict of a level the reviewers disagreed on; it counts as an override."""
     from workbench.judging import adjudicate as decide

@@ -30,6 +30,23 @@ def clean(value: str, *, keep_newlines: bool = False, tab: str = "    ") -> str:
     return _CONTROL.sub(_visible, value)
 
 
+NOTE_MAX = 10_000
+"""The most characters a note, reason or justification holds, typed in the app's one-line box or
+given on the command line: ten thousand is pages of prose, far past any note, and keeps each
+redraw of the box's line cheap."""
+
+
+def note_limit(over: int, cap: int = NOTE_MAX, *, refused: bool = False) -> str:
+    """What a text `over` characters past its cap is told, the app's box and the CLI alike:
+    `holds at most 10,000 characters: 5 characters were left out` (the box keeps what fits), or
+    with `refused`, `...: 5 characters too many; nothing was recorded` (the CLI cuts nothing)."""
+    if refused:
+        many = "1 character" if over == 1 else f"{over:,} characters"
+        return f"holds at most {cap:,} characters: {many} too many; nothing was recorded"
+    what = "1 character was" if over == 1 else f"{over:,} characters were"
+    return f"holds at most {cap:,} characters: {what} left out"
+
+
 def plural(n: int, noun: str, many: str | None = None) -> str:
     """`n` and the noun, in the plural unless `n` is 1: `1 judgement`, `0 attempts`, `6 attempts`;
     `many` where adding an s is wrong (`plural(2, "was", "were")`)."""

@@ -26,10 +26,8 @@ from textual.dom import DOMNode
 from textual.timer import Timer
 from textual.widget import Widget
 
-NOTE_MAX = 10_000
-"""The most characters a one-line box holds (a note, a reason, a path): what is typed or pasted
-past it is left out, and a toast says so. Ten thousand is pages of prose, far past any note, and
-keeps each redraw of the line cheap."""
+from domain.text import NOTE_MAX, note_limit
+
 FULL_QUIET_S = 0.5
 """A full box says how much it left out once keys have stopped coming for this long (one toast
 for a burst, however it was cut up)."""
@@ -120,9 +118,7 @@ class Input(TypesText, textual.Input):
         self._full_timer = self.set_timer(FULL_QUIET_S, self._tell_full)
 
     def _tell_full(self) -> None:
-        what = "1 character was" if self._left_out == 1 else f"{self._left_out:,} characters were"
-        self.app.notify(f"This box holds at most {self.max_length:,} characters: {what} left out",
-                        severity="warning", markup=False)
+        self.app.notify(f"This box {note_limit(self._left_out, self.max_length)}", severity="warning", markup=False)
         self._left_out, self._full_timer = 0, None
 
 

@@ -315,3 +315,27 @@ def test_cli_help_for_the_effort_commands() -> None:
     for args in (["intervene"], ["decide"]):
         result = workbench(*args, "--help")
         assert result.returncode == 0 and "Usage:" in result.stdout
+
+
+def test_cli_notes_hold_what_the_apps_box_holds(study_db: Path) -> None:
+    """A note, reason or justification given on the command line is capped at the app's NOTE_MAX,
+    with the box's words; refused whole (nothing recorded) rather than cut."""
+    from domain.text import NOTE_MAX
+
+    db = str(study_db)
+    long = "n" * (NOTE_MAX + 5)
+    fails_cleanly(workbench("intervene", db, "mlp-xla", "--kind", "hint", "--minutes", "1", "--note", long),
+                  "--note holds at most 10,000 characters: 5 characters too many; nothing was recorded")
+    fails_cleanly(workbench("decide", db, "mlp-xla", "stop", "--reason", long), "--reason holds at most 10,000")
+    fails_cleanly(workbench("override", db, "mlp-xla", "1", "--level", "2", "--outcome", "pass",
+                            "--justification", long), "--justification holds at most 10,000")
+    fails_cleanly(workbench("judge", db, "mlp-xla", "1", "--levels", "pass,pass,pass,pass,pass", "--note", long),
+                  "--note holds at most")
+    study = open_study(study_db)
+    try:
+        m = queries.get_migration(study.db, "mlp-xla")
+        assert queries.interventions(study.db, m.id) == [] and queries.decisions(study.db, m.id) == []
+    finally:
+        study.close()
+    fits = workbench("intervene", db, "mlp-xla", "--kind", "hint", "--minutes", "1", "--note", "n" * NOTE_MAX)
+    assert fits.returncode == 0, fits.stderr
