@@ -97,6 +97,14 @@ class WorkbenchApp(App[None]):
         Binding("q", "leave", "Back", show=False, id="app.leave",
                 tooltip="Back to the previous screen, as escape (the study screen's q quits)"),
     ]
+    WRITE_KEYS = frozenset({
+        "app.verify", "study.verify", "migration.verify", "study.rerun_unknown", "migration.rerun_unknown",
+        "study.new_migration", "migration.reference", "migration.watch", "attempt.rerun", "attempt.judge",
+        "effort.intervene", "effort.accept", "effort.stop", "effort.continue", "effort.budgets", "effort.override",
+        "brief.accept_claim", "job.cancel",
+    })
+    """The ids of the keys that record something: a read-only study's footer leaves them out (the
+    keys still say why they do nothing: `refuse_write`)."""
 
     def __init__(self, db_path: Path, *, page_size: int = PAGE_SIZE,
                  keymap_path: Path | None = None) -> None:

@@ -194,3 +194,31 @@ def test_a_file_that_is_not_sqlite_is_refused(tmp_path: Path) -> None:
     fails_cleanly(workbench("decide", str(notes), "m", "stop", "--reason", "x"), "not an SQLite database")
     assert "notes, not a database" in notes.read_text()
 
+
+
+async def test_a_read_only_studys_footer_leaves_out_the_keys_that_record(read_only_db: Path, tmp_path: Path) -> None:
+    """The footer of a read-only study shows the keys that read (Open, Filter, Compare), not those
+    that would record (New, Verify, Intervene, Accept, Stop); a writable study shows them."""
+    from textual.widgets._footer import FooterKey
+
+    def shown(app: WorkbenchApp) -> set[str]:
+        return {key.description for key in app.screen.query(FooterKey) if key.display}
+
+    writable = tmp_path / "writable.db"
+    shutil.copy(read_only_db, writable)
+    for path, read_only in ((read_only_db, True), (writable, False)):
+        app = WorkbenchApp(path, keymap_path=Path("/nonexistent"))
+        async with app.run_test(size=(160, 40)) as pilot:
+            await settle(pilot)
+            assert bool(app.read_only) is read_only
+            study = shown(app)
+            await pilot.press("j", "enter")
+            await settle(pilot)
+            assert isinstance(app.screen, MigrationScreen)
+            migration = shown(app)
+        assert {"Open", "Filter"} <= study and {"Open", "Compare"} <= migration
+        if read_only:
+            assert not {"New", "Verify"} & study, study
+            assert not {"Verify", "Intervene", "Accept", "Stop", "Reference"} & migration, migration
+        else:
+            assert {"New", "Verify"} <= study and {"Verify", "Intervene", "Accept", "Stop"} <= migration, migration

@@ -90,13 +90,23 @@ class Footer(TextualFooter):
         self._fit_pending = not self._fit()  # placed already, or at the screen's next layout
 
     def compose(self) -> ComposeResult:
+        writes = self._write_keys()
         for node in super().compose():
+            if isinstance(node, FooterKey) and node.key in writes and not node.has_class("-command-palette"):
+                continue  # a read-only study: nothing it records can be
             if isinstance(node, FooterKey) and not node.has_class("-command-palette"):
                 node.set_reactive(FooterKey.compact, self.compact)  # bound to it: the bind changes nothing
             yield node
         more = FooterLabel("…", id="footer-more")
         more.display = False
         yield more
+
+    def _write_keys(self) -> set[str]:
+        """The keys shown that record something (the app's `WRITE_KEYS`), where the study is read-only."""
+        if not getattr(self.app, "read_only", None):
+            return set()
+        ids = getattr(self.app, "WRITE_KEYS", frozenset())
+        return {key for key, (_, binding, _, _) in self.screen.active_bindings.items() if binding.id in ids}
 
     def _laid_out(self, screen: Screen) -> None:
         """The screen placed its widgets: fit keys composed since the last fit, once each is placed."""
