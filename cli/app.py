@@ -73,6 +73,24 @@ def build_demo(path: Path) -> None:
         raise WorkbenchError(f"the demo bundle did not import cleanly: {report.problems[0]}")
 
 
+def _verify_stale_demo(path: Path) -> None:
+    """Verdicts an older verifier made are made again (a workbench upgraded since the demo was
+    built); the file is opened for writing only then, so an up-to-date demo is left as it is."""
+    from cli.common import study_read
+    from storage.queries import current_verifier_versions
+    from workbench.verify import verify_study
+    from workbench.verify.evidence import VERIFIER, VERSION, older_version
+
+    with study_read(path) as db:
+        stale = sorted(v for v in current_verifier_versions(db, VERIFIER) if older_version(v, VERSION))
+    if not stale:
+        return
+    with study_at(path) as study:
+        report = verify_study(study.db, config.reviewer())
+    click.echo(f"demo: verdicts of verifier {', '.join(stale)} made again with {VERSION}"
+               f" ({report.changed} attempts)", err=True)
+
+
 @click.command()
 @click.option("--rebuild", is_flag=True, help="Build the demo database again from the bundle.")
 @click.option("--no-open", is_flag=True, help="Only build the demo database and print its path.")
@@ -84,6 +102,8 @@ def demo(rebuild: bool, no_open: bool) -> None:
             stale.unlink(missing_ok=True)
     if not path.exists():
         build_demo(path)
+    else:
+        _verify_stale_demo(path)
     if no_open:
         click.echo(str(path))
         return

@@ -436,6 +436,14 @@ def _verification(row: dict[str, Any]) -> Verification:
     )
 
 
+def current_verifier_versions(db: Database, verifier: str) -> set[str]:
+    """The versions of `verifier` that made the study's current verdicts (those not superseded);
+    on the plain read-only connection of a command that only reads, too."""
+    return {str(r[0]) for r in db.execute(
+        "SELECT DISTINCT verifier_version FROM verification WHERE superseded_by IS NULL AND verifier = ?",
+        [verifier]).fetchall()}
+
+
 def current_verification(db: Database, attempt_id: int) -> Verification | None:
     return current_verifications(db, [attempt_id]).get(attempt_id)
 

@@ -192,6 +192,35 @@ def test_demo_builds_its_database_once_from_the_bundle(tmp_path: Path) -> None:
     assert any(a["status"] == "ok" and a["exit_code"] == 0 for a in attempts)
 
 
+@pytest.mark.skipif(not config.DEMO_BUNDLE.is_dir(), reason="the demo bundle is not generated yet")
+def test_demo_verdicts_of_an_older_verifier_are_made_again_at_open(tmp_path: Path) -> None:
+    """A demo built by an older workbench kept that verifier's verdicts: opening it now verifies
+    again what an older version judged, and leaves an up-to-date file as it is."""
+    import sqlite3
+
+    from workbench.verify.evidence import VERSION
+
+    env = {"XDG_DATA_HOME": str(tmp_path / "data"), "HOME": str(tmp_path)}
+    path = Path(workbench("demo", "--no-open", env=env).stdout.strip())
+    with sqlite3.connect(path) as conn:  # as a demo built by verifier 1.0.0 left it
+        conn.execute("UPDATE verification SET verifier_version = '1.0.0', inputs_hash = 'old' || inputs_hash")
+        conn.execute("UPDATE verdict SET verifier_version = '1.0.0'")
+    conn.close()
+    again = workbench("demo", "--no-open", env=env)
+    assert again.returncode == 0, again.stderr
+    assert f"demo: verdicts of verifier 1.0.0 made again with {VERSION}" in again.stderr
+    conn = sqlite3.connect(path)
+    try:
+        current = conn.execute("SELECT DISTINCT verifier_version FROM verification WHERE superseded_by IS NULL")
+        assert {row[0] for row in current} == {VERSION}
+    finally:
+        conn.close()
+    stamp = path.stat().st_mtime_ns
+    third = workbench("demo", "--no-open", env=env)
+    assert third.returncode == 0 and "made again" not in third.stderr
+    assert path.stat().st_mtime_ns == stamp
+
+
 def test_the_wheel_ships_the_stylesheet_and_the_demo_bundle(tmp_path: Path) -> None:
     """Package data, not files of the clone: every tracked bundle file and the stylesheet are in the wheel."""
     pytest.importorskip("setuptools", reason="building a wheel needs setuptools: pip install setuptools")

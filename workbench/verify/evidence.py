@@ -22,6 +22,15 @@ VERIFIER = "workbench.ladder"
 VERSION = "1.6.0"
 """Bump on any change to what a level checks: stored verdicts of an older version are redone."""
 
+def older_version(version: str, than: str) -> bool:
+    """Whether a stored verifier version comes before `than` (`1.5.9` before `1.6.0`; a version
+    that does not read as numbers counts as older)."""
+    def parts(text: str) -> tuple[int, ...]:
+        return tuple(int(p) if p.isdigit() else -1 for p in text.split("."))
+
+    return parts(version) < parts(than)
+
+
 EXTRACT_LIMIT = 64 << 20
 """Logs up to this size are scanned for metric lines even when series are stored, so verdicts
 can cite the log line of a metric point; larger ones are scanned for errors and counters only."""
