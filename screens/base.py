@@ -37,7 +37,9 @@ class Pager(Generic[K]):
     size: int = PAGE_SIZE
     after: K | None = None
     complete: bool = False
-    loading: bool = False
+    loading: bool = True
+    """A page is being read; a new pager's first is, from the screen's making (its mount starts
+    the read): keys typed ahead wait for it (`WorkbenchScreen.reading_first_page`)."""
 
     def wants_more(self, cursor_row: int, row_count: int) -> bool:
         if self.complete or self.loading:
@@ -73,16 +75,19 @@ class WorkbenchScreen(Screen):
         (screens/keygate.py), so that an `enter` opens a row of the new list. Not once the read
         failed (the problem line shows)."""
         pager = getattr(self, "pager", None)
-        if not isinstance(pager, Pager) or not pager.loading:
+        if not isinstance(pager, Pager) or not pager.loading or self.read_failed:
             return False
-        problem = self.query_one("#problem")
-        return not problem.display and not any(table.row_count for table in self.query(DataTable))
+        return not any(table.row_count for table in self.query(DataTable))
+
+    read_failed = False
+    """A read of this screen failed (its problem line says why): keys typed ahead wait no longer."""
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state is WorkerState.ERROR and event.worker.error is not None:
             self.post_message(LoadFailed(describe_error(event.worker.error)))
 
     def on_load_failed(self, message: LoadFailed) -> None:
+        self.read_failed = True
         problem = self.query_one("#problem", Static)
         problem.update(Text(message.problem))
         problem.display = True

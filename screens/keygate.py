@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from textual import events
+from textual.app import ScreenStackError
 
 from screens.typeahead import TypesText
 
@@ -58,17 +59,30 @@ class KeyGate:
         if self.task is not None and not self.task.done():
             self.waiting.append(key)
             return
+        if self._first_page_pending():  # the app just started: its list has not shown a page yet
+            self.waiting.append(key)
+            self.task = asyncio.create_task(self._drain(None, None))
+            return
         went_to = self.app.focused or self.app.screen  # where Textual forwards it
         await self.forward(key)
         self.task = asyncio.create_task(self._drain(key, went_to))
+
+    def _first_page_pending(self) -> bool:
+        """The screen's list has not shown its first page (`reading_first_page`, true from the
+        screen's making: a key that came before its read began was lost to the empty list)."""
+        try:
+            return bool(getattr(self.app.screen, "reading_first_page", False))
+        except ScreenStackError:  # no screen yet
+            return True
 
     def close(self) -> None:
         if self.task is not None:
             self.task.cancel()
 
-    async def _drain(self, key: events.Key, went_to: DOMNode) -> None:
-        """Follow the key handed on, then hand on the waiting ones, each once the one before is done."""
-        await self._within(self._follow(key, went_to))
+    async def _drain(self, key: events.Key | None, went_to: DOMNode | None) -> None:
+        """Follow the key handed on (None: none was, the first page is awaited), then hand on the
+        waiting ones, each once the one before is done."""
+        await self._within(self._follow(key, went_to) if key is not None and went_to is not None else asyncio.sleep(0))
         while self.waiting:
             if not self.app.is_running:  # closing: what is left goes nowhere
                 self.waiting.clear()

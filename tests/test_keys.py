@@ -259,3 +259,19 @@ async def test_lines_typed_together_into_a_text_area_go_in_as_one_edit_in_order(
         assert env.text == before + "\nFOO=1\nBAR=two words"
         # the first key goes in at once, the 19 read behind it as one edit (a Changed is seen at each hop up)
         assert len({id(m) for m in changed if isinstance(m, TextArea.Changed)}) == 2
+
+
+async def test_an_enter_sent_at_start_opens_the_first_migration(demo_db: Path) -> None:
+    """An Enter read before the study list has begun reading its first page (sent as the app
+    starts, before its screen is mounted) waits for that page, then opens its first row: it went
+    to the empty list and was lost, since the gate held keys only once the list said it was
+    reading (a race that lost the Enter under load)."""
+    from test_lists import arrive_together
+
+    app = WorkbenchApp(demo_db)
+    arrive_together(app, "\r")  # in the app's queue ahead of its screen's mount
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert isinstance(app.screen, MigrationScreen), [type(s).__name__ for s in app.screen_stack]
+        study = app.screen_stack[0].query_one("#migrations")
+        assert app.screen.migration.slug == study.coordinate_to_cell_key((0, 0)).row_key.value
