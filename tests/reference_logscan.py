@@ -72,6 +72,7 @@ class Standing(Protocol):
 SKIP_NAMES = frozenset({"step", "epoch", "total", "it", "v_num", "global_step", "learning_rate", "lr"})
 """Numbers on a metric line that are not metrics of the run (kept out of comparisons)."""
 
+_EPOCH = re.compile(rb"\b(?:[Ee]poch|EPOCH)\b[ \t:=#\[]{0,8}+(\d{1,9})(?!\d)")
 _COUNTER = re.compile(rb"Counter: (\S+)\s+Value: (\d+)")
 _METRIC = re.compile(rb"Metric: (\S+)\s+TotalSamples: (\d+)")
 _SHARDING = re.compile(rb"devices=\[([\d,]+)\]([\d,]+)")
@@ -146,6 +147,8 @@ class LogScanner:
         self._in_traceback: Hit | None = None
         self._sequence: dict[str, int] = {}
         self._pending: list[tuple[str, float, int, int]] = []
+        self._epoch: int | None = None  # the last epoch stated in the pieces read so far
+        self._per_epoch: dict[str, int] = {}
         self._recent_step: int | None = None
         """Step of the last step-bearing line read so far: where a step-less metric line belongs."""
         self._lines = _Deferred()
@@ -216,9 +219,26 @@ class LogScanner:
 
             if self._standing is not None:
                 self._credit_standing(marks)
+            # issue 38: a value with no step line before it counts at the epoch stated last before its
+            # line's end, else 1, 2, ... per name, in the order they appear
+            stated = [(m.start(), int(m.group(1))) for m in _EPOCH.finditer(piece)]
+            early = []
             for name, value, line, pos in self._pending:
                 step = step_at(pos)
-                _keep_later(self.facts.points.setdefault(name, {}), 0 if step is None else step, value, line)
+                if step is None:
+                    early.append((name, value, line, pos))
+                else:
+                    _keep_later(self.facts.points.setdefault(name, {}), step, value, line)
+            for name, value, line, pos in sorted(early, key=lambda p: p[3]):
+                end = piece.find(b"\n", pos)
+                end = len(piece) if end == -1 else end
+                earlier = [epoch for at, epoch in stated if at < end]
+                step = earlier[-1] if earlier else self._epoch
+                if step is None:
+                    step = self._per_epoch[name] = self._per_epoch.get(name, 0) + 1
+                _keep_later(self.facts.points.setdefault(name, {}), step, value, line)
+            if stated:
+                self._epoch = stated[-1][1]
             self._pending.clear()
             last = max((s for _, s in marks), default=None)
             if marks:

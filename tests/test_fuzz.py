@@ -219,6 +219,8 @@ LOG_PIECES = st.sampled_from([
     # lines that made backtracking patterns quadratic or worse (issue 20), and step forms without a total
     b"a1" * 2000, b"eval_" + b"1" * 3000 + b"x", b"Epoch 1 " * 300, b"|x| 1/2 [" + b"it/s" * 500, b"torch_xla" * 300,
     b"step 2/9 loss " + b"A" * 3000, b"Step: 5, loss=0.1\n", b"Training for step 0/100\n",
+    # values with no step before any step line, per epoch (issue 38)
+    b"Train Epoch: 2 [0/60 (0%)]\tLoss: 0.3\n", b"epoch=4\n", b"EPOCH [5/9] eval_loss 0.2\n", b"{\"acc\": 0.5}\n",
 ])
 LOGS = st.lists(LOG_PIECES | st.binary(max_size=40), max_size=40).map(b"".join)
 

@@ -73,7 +73,7 @@ def _summary_starts(piece: bytes) -> list[int]:
     return starts
 
 
-_EPOCH = re.compile(rb"(?i)\bepoch\b[ \t:=#\[]{0,8}+(\d{1,9})(?!\d)")
+_EPOCH = re.compile(rb"\b(?:[Ee]poch|EPOCH)\b[ \t:=#\[]{0,8}+(\d{1,9})(?!\d)")
 """An epoch stated on a line: `Epoch 3`, `Train Epoch: 3 [0/60000]`, `epoch=3`; tried only at the
 word's letters that `_last_epoch` finds."""
 
