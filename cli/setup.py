@@ -133,6 +133,9 @@ def migration_edit(db: Path, slug: str, acceptance_level: int | None, **given: o
     finally:
         sdb.close()
     click.echo(f"migration {clean(slug)}: " + (f"changed {', '.join(changed)}" if changed else "nothing changed"))
+    if "metric_names" in changed:
+        click.echo(f"next: workbench verify {clean(str(db))} --migration {clean(slug)} --force  (reads the stored"
+                   " runs' series again with the new names)")
 
 
 @click.command()

@@ -295,7 +295,8 @@ def edit_migration(sdb: StudyDatabase, slug: str, *, target: str | None = None, 
     names = metric_names(metric, settings.get("metric_names"))
     old = migration.goal
     new_goal = check_goal(goal or old.metric, old.reference if reference_value is None else reference_value,
-                          direction or old.direction.value, old.tolerance if tolerance is None else tolerance, names)
+                          direction or old.direction.value, old.tolerance if tolerance is None else tolerance,
+                          names if goal else None)  # a goal kept is a name already, not the log's words
     changes.update(goal_metric=new_goal.metric,
                    goal_reference=None if math.isnan(new_goal.reference) else new_goal.reference,
                    goal_direction=new_goal.direction.value, goal_tolerance=new_goal.tolerance)

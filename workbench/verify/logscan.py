@@ -263,7 +263,9 @@ def _summary_before_steps(data: bytes) -> bool:
     place; such a log is extracted."""
     first = _STEP_LINES.search(data)
     end = len(data) if first is None else first.start()
-    return end > 0 and data.startswith(_SUMMARY_LEADS) or any(data.find(b"\n" + lead, 0, end) != -1 for lead in _SUMMARY_LEADS)
+    if end > 0 and data.startswith(_SUMMARY_LEADS):
+        return True
+    return any(data.find(b"\n" + lead, 0, end) != -1 for lead in _SUMMARY_LEADS)
 
 
 _SUMMARY_LEADS = (b"eval", b"val", b"test", b"final")
