@@ -26,6 +26,7 @@ from storage import setup as store
 from storage.database import StudyDatabase
 from workbench.rerun import preflight
 from workbench.studies import check_command, find_migration
+from workbench.verify.runseries import RUN_CLAIM
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -123,10 +124,6 @@ def _observed(reports: list[dict[str, Any]], given: Hardware | None) -> Hardware
             return Hardware(str(main["device_kind"]).lower(), count)
     return given
 
-
-RUN_CLAIM = "Reference run by `workbench reference --run`"
-"""How a reference this command ran begins its claim: its series were read from its log by the
-workbench, so `verify --force` reads them again (`runseries.extract_again`)."""
 
 SEED = "WORKBENCH_SEED"
 """Each replicate's seed, 1 to N, in the environment (and in place of `{seed}` in the command):

@@ -33,6 +33,10 @@ def as_points(series: dict[str, dict[int, float]]) -> list[tuple[str, int, float
     return sorted((name, step, value) for name, points in series.items() for step, value in points.items())
 
 
+RUN_CLAIM = "Reference run by `workbench reference --run`"
+"""How a reference run `workbench reference --run` made begins its claim: its series were read from
+its log by the workbench, so `extract_again` reads them again."""
+
 EXTRACTION_SETTINGS = ("patterns", "default_patterns", "metric_names")
 """The verify settings that change what a log's series are."""
 
@@ -45,7 +49,6 @@ def extract_again(db: Database, migration_id: int, reviewer: str, seq: int | Non
     from storage import queries, records
     from storage.imports import replace_metric_points
     from storage.logs import log_chunks
-    from workbench.reference_run import RUN_CLAIM
 
     settings = queries.verify_settings(db, migration_id)
     changed = []
