@@ -25,7 +25,9 @@ _MARK = {"pass": "✓", "fail": "✗", "unknown": "?"}
 @click.option("--attempt", "seq", type=int, help="Only the attempt with this sequence number.")
 @click.option("--set", "assignments", multiple=True, metavar="KEY=VALUE",
               help="Override a verify setting for --migration (recorded, then re-verifies); repeatable.")
-@click.option("--force", is_flag=True, help="Verify again even when the evidence is unchanged.")
+@click.option("--force", is_flag=True,
+              help="Verify again even when the evidence is unchanged; first read the series of the runs the"
+                   " workbench ran (re-runs, reference --run) again from their logs with the migration's patterns.")
 @click.option("--changed", is_flag=True,
               help="List only attempts whose evidence or settings changed (the others are skipped by their inputs hash).")
 @click.option("--workers", type=click.IntRange(min=1), help="Processes judging attempts. Default: the cores, at most 8.")
