@@ -98,5 +98,5 @@ def test_the_stand_in_is_named_and_siblings_and_host_syncs_decide_level_5(reruns
     assert found and int(found[1]) > 1.5 * int(found[2]) + 2, verdicts[4].reason
     levels, verdicts, v = _verdicts(study, made[3])
     assert levels == (P, P, P, P, F) and v.cause is FailureCause.HOST_SYNC, [d.reason for d in verdicts]
-    assert "abnormal host syncs: probe: aten::_local_scalar_dense" in verdicts[4].reason
+    assert "abnormal host syncs: probe: " in verdicts[4].reason and "counted at each step" in verdicts[4].reason
     assert verify_study(study.db, "ana").changed == 0
