@@ -121,36 +121,53 @@ class ReferenceForm(RecordForm):
         self.slug = slug
 
     def compose_fields(self) -> ComposeResult:
-        yield Static(Text(f"The original code's run of {clean(self.slug)}, from its files."),
+        yield Static(Text(f"The original code's run of {clean(self.slug)}, from its files. Several logs"
+                          " (space-separated) are replicates: the reference run with other seeds."),
                      classes="form-info")
-        for key, label in (("log", "Log file (--log)"), ("metrics", "Metrics, JSON Lines (--metrics)"),
-                           ("wall", "Wall-clock seconds (--wall)"), ("hardware", "Hardware (--hardware ACCEL:N)"),
+        for key, label in (("log", "Log file(s) (--log)"), ("metrics", "Metrics, JSON Lines (--metrics; one per log)"),
+                           ("wall", "Wall-clock seconds (--wall; one per log)"), ("hardware", "Hardware (--hardware ACCEL:N)"),
                            ("command", "Command (--command; default the migration's)")):
             yield Label(label)
             yield Input(id=f"ref-{key}")
 
     def build(self) -> Save:
-        from workbench.studies import open_existing, record_reference
+        from workbench.studies import open_existing, record_references
 
         got = {key: self.query_one(f"#ref-{key}", Input).value.strip()
                for key in ("log", "metrics", "wall", "hardware", "command")}
         if not got["log"]:
             raise ValueError("--log: give the reference run's log file")
         try:
-            wall = _number(got["wall"], "--wall")
+            walls = [_number(w, "--wall") for w in got["wall"].replace(",", " ").split()]
         except WorkbenchError as exc:
             raise ValueError(str(exc)) from None
         path, slug = self.app.db_path, self.slug
 
         def save(_db) -> int:
+            logs = _paths(got["log"])
+            metrics = _paths(got["metrics"]) or [None] * len(logs)
             sdb = open_existing(path)
             try:
-                return record_reference(
-                    sdb, slug, log=Path(got["log"]).expanduser(),
-                    metrics=Path(got["metrics"]).expanduser() if got["metrics"] else None, wall=wall,
-                    hardware=got["hardware"] or None, command=got["command"] or None,
-                    reviewer=config.reviewer()).id
+                return record_references(
+                    sdb, slug, logs=logs, metrics=metrics, walls=walls or [None] * len(logs),
+                    hardware=got["hardware"] or None, command=got["command"] or None, reviewer=config.reviewer())[-1].id
             finally:
                 sdb.close()
 
         return save
+
+
+def _paths(text: str) -> list[Path]:
+    """One file, or several separated by spaces (quoted as a shell would where a name has one);
+    read in the save's worker, where looking at the disk may wait."""
+    import shlex
+
+    if not text:
+        return []
+    whole = Path(text).expanduser()
+    if whole.exists():
+        return [whole]
+    try:
+        return [Path(p).expanduser() for p in shlex.split(text)]
+    except ValueError:  # an unmatched quote: one name, refused by the service if it is not a file
+        return [whole]

@@ -360,6 +360,22 @@ async def test_an_empty_study_says_what_next_and_the_forms_set_it_up(tmp_path: P
         assert isinstance(app.screen, MigrationScreen)
         await settle(pilot)
         assert column(app, "source") == ["ref"]
+        await pilot.press("R")  # two logs: replicates, seeds 1 and 2, the last the reference
+        await settle(pilot)
+        (tmp_path / "my ref.log").write_text("step 1 loss 0.8\nstep 2 eval_accuracy 0.92\n")
+        await fill(pilot, {"#ref-log": f"{log} '{tmp_path / 'my ref.log'}'", "#ref-wall": "60 61"})
+        assert isinstance(app.screen, MigrationScreen), str(app.screen.query_one("#form-error").render())
+        await settle(pilot)
+        assert column(app, "source") == ["ref"] * 3
+    from storage import verify_inputs
+    from storage.database import open_study
+
+    study = open_study(db)
+    reference = verify_inputs.reference_attempt(study.db, 1)
+    replicates = verify_inputs.reference_replicates(study.db, reference)
+    study.close()
+    assert reference.command.env == {"WORKBENCH_SEED": "2"} and [a.command.env for a in replicates] == [
+        {"WORKBENCH_SEED": "1"}]
 
 
 def workbench(*args: str) -> None:
