@@ -372,7 +372,7 @@ async def test_an_empty_study_says_what_next_and_the_forms_set_it_up(tmp_path: P
 
     study = open_study(db)
     reference = verify_inputs.reference_attempt(study.db, 1)
-    replicates = verify_inputs.reference_replicates(study.db, reference)
+    replicates = verify_inputs.replicates(study.db, reference)
     study.close()
     assert reference.command.env == {"WORKBENCH_SEED": "2"} and [a.command.env for a in replicates] == [
         {"WORKBENCH_SEED": "1"}]

@@ -349,7 +349,7 @@ def test_reference_logs_given_several_times_are_replicates(tmp_path: Path) -> No
     study = open_study(db)
     reference = verify_inputs.reference_attempt(study.db, 1)
     assert reference.command.env == {"WORKBENCH_SEED": "3"}
-    assert [a.command.env["WORKBENCH_SEED"] for a in verify_inputs.reference_replicates(study.db, reference)] == ["1", "2"]
+    assert [a.command.env["WORKBENCH_SEED"] for a in verify_inputs.replicates(study.db, reference)] == ["1", "2"]
     study.close()
 
 
@@ -382,5 +382,5 @@ def test_reference_replicates_run_with_their_seeds(tmp_path: Path) -> None:
         (0.91,), (0.92,), (0.93,)]
     study = open_study(db)
     reference = verify_inputs.reference_attempt(study.db, 1)
-    assert [a.command.env["WORKBENCH_SEED"] for a in verify_inputs.reference_replicates(study.db, reference)] == ["1", "2"]
+    assert [a.command.env["WORKBENCH_SEED"] for a in verify_inputs.replicates(study.db, reference)] == ["1", "2"]
     study.close()

@@ -333,7 +333,7 @@ def record_references(sdb: StudyDatabase, slug: str, *, logs: Sequence[Path], me
     commit for each log. Several logs are replicates (the reference run with other seeds): the Nth
     is recorded with `WORKBENCH_SEED=N`, the last is the reference. Every log is checked before
     anything is recorded."""
-    from workbench.reference_run import SEED
+    from domain.noise import SEED
 
     migration = find_migration(sdb, slug)
     if not logs or len(metrics) != len(logs) or len(walls) != len(logs):

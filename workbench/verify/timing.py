@@ -308,6 +308,27 @@ def sibling_findings(run: Run, bd: Breakdown, siblings: Sequence[Sibling], setti
 # --------------------------------------------------------------------------- level 5
 
 
+def time_spread(run: Run, reference: Run) -> tuple[Any, float] | None:
+    """The time ratio's band from the runs' repeats (the attempt's `rerun --repeat` runs, the
+    reference's replicates; domain.noise, both spreads counted) and the ratio held against it:
+    every full-run wall over the reference runs' mean wall, the attempt's the mean of its runs.
+    None when neither side ran twice with a wall."""
+    from domain.costs import span_seconds
+    from domain.noise import band
+
+    def walls(r: Run) -> list[float]:
+        found = (span_seconds(x.attempt.started_at, x.attempt.ended_at) for x in [r, *r.replicates])
+        return [w for w in found if w]
+
+    theirs, mine = walls(reference), walls(run)
+    if not theirs or not mine or (len(theirs) < 2 and len(mine) < 2):
+        return None
+    mean = sum(theirs) / len(theirs)
+    b = band([w / mean for w in theirs], [w / mean for w in mine] if len(mine) >= 2 else [])
+    return (b, sum(mine) / len(mine) / mean) if b is not None else None
+
+
+
 def level5(run: Run, reference: Run | None, study: Study, intended: Hardware, level1_outcome: Outcome,
            settings: dict[str, Any], siblings: Sequence[Sibling] = ()) -> tuple[LevelResult, dict[str, float | None]]:
     """Full-run wall time and cost against the reference's, one rule both ways; findings (abnormal
@@ -363,7 +384,20 @@ def level5(run: Run, reference: Run | None, study: Study, intended: Hardware, le
         return LevelResult(5, UNKNOWN, f"no reference run to compare with; {said}", ev), figures
     if tr is None:
         return LevelResult(5, UNKNOWN, f"no wall time for this run or the reference; {said}", ev), figures
+    spread = time_spread(run, reference)
+    noise = ""
+    if spread is not None:
+        b, ratio = spread
+        runs = (f"{b.m} runs of the attempt, " if b.m > 1 else "") + (
+            f"{b.n} of the reference" if b.n > 1 else "one of the reference")
+        noise = f"time x{ratio:.2f} ± {b.half:.2f} ({runs}): "
+        if b.holds(ratio, 0.0):  # the band is around x1, the reference runs' mean
+            return LevelResult(5, UNKNOWN, f"{noise}within the repeats' spread of x1, no difference (this run: {clock});"
+                               f" {said}", ev + syncs), figures
+        noise += "outside the repeats' spread of x1, so the mean ratio decides: "
+        tr, cr = ratio, (cr * ratio / tr if cr is not None and tr else cr)
     better, words = time_cost_outcome(tr, cr, float(settings["max_time_ratio"]), float(settings["max_cost_ratio"]))
+    words = noise + words
     text = f"{words} (from full-run wall time); {said}"
     if better:
         return LevelResult(5, PASS, text, ev + syncs), figures
