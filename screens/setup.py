@@ -128,7 +128,7 @@ class ReferenceForm(RecordForm):
                           " base commit. Several logs (space-separated), or replicates run here, are the"
                           " reference run with other seeds: level 2 measures the noise from them."),
                      classes="form-info")
-        yield Checkbox("Run it here (--run: the migration's command at its base commit, with the probe)", id="ref-run")
+        yield Checkbox("Run it here (--run, at the base commit)", id="ref-run")
         yield Label("Replicates (--run --replicates N: seed N in WORKBENCH_SEED)")
         yield Input("1", id="ref-replicates", type="integer")
         for key, label in (("log", "Log file(s) (--log)"), ("metrics", "Metrics, JSON Lines (--metrics; one per log)"),
