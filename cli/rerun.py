@@ -40,13 +40,16 @@ def _env_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option("--option", "extra", multiple=True, metavar="KEY=VALUE", help="Backend option (ssh_options, project, mode, ...).")
 @click.option("--yes", "-y", is_flag=True, help="Run without asking: the command is still printed in full first.")
 @click.option("--wait", is_flag=True, help="Stream the output and wait for the result.")
+@click.option("--repeat", type=click.IntRange(1, 100), default=1, show_default=True,
+              help="Run it N times, one after another, seed N in WORKBENCH_SEED (and for {seed} in the command).")
 def rerun(db: Path, migration: str, attempt: int, backend: str, host: str | None, zone: str | None,
           chips: int | None, env_pairs: tuple[str, ...], command: str | None, timeout: float | None,
-          venv: str | None, keep_worktree: bool, extra: tuple[str, ...], yes: bool, wait: bool) -> None:
+          venv: str | None, keep_worktree: bool, extra: tuple[str, ...], yes: bool, wait: bool, repeat: int) -> None:
     """Re-run attempt ATTEMPT (its seq) of MIGRATION; the result becomes a new, verified attempt.
 
     The command comes from the attempt's record, which came from an agent's transcript: it is
-    shown in full and runs only after you confirm it (or pass --yes). See docs/rerun.md.
+    shown in full and runs only after you confirm it (or pass --yes). With --repeat N it runs N
+    times in turn, each run an attempt: levels 2 and 5 count their spread. See docs/rerun.md.
     """
     import shlex
 
@@ -82,16 +85,25 @@ def rerun(db: Path, migration: str, attempt: int, backend: str, host: str | None
         if spec.options.get("venv"):
             click.echo(clean(f"venv      {spec.options['venv']}"))
         click.echo(clean(f"command   {shlex.join(spec.argv)}"))
+        if repeat > 1:
+            click.echo(f"repeat    {repeat} times, one after another, WORKBENCH_SEED 1-{repeat} ({{seed}} in the command too)")
         preflight.check(sdb, spec)  # an environment that cannot start it: one line naming the fix, exit 2
         if not yes and not click.confirm("Run this command?", default=False):
             raise WorkbenchError("not confirmed: nothing ran")
-        job = jobs.launch(study, spec, config.reviewer(), checked=True)
-        click.echo(f"job {job.id} started (log: {job.log_path})")
+        job = jobs.launch(study, spec, config.reviewer(), checked=True, repeat=repeat)
+        made = [j for j in jobs.list_jobs(sdb, spec.migration_id, limit=10_000)
+                if j.runner_pid == job.runner_pid and j.id >= job.id] if repeat > 1 else [job]
+        made.sort(key=lambda j: j.id)
+        for j in made:
+            click.echo(f"job {j.id} started (log: {j.log_path})" if j is made[0] else f"job {j.id} queued after it")
         if not wait:
             return
-        job = _follow(sdb, job)
-        click.echo(_describe(sdb, job))
-        if job.state is not jobs.JobState.FINISHED:
+        made = [_follow(sdb, j) for j in made]
+        while len(made) > 1 and jobs.runner_alive(made[-1]):
+            time.sleep(0.2)  # the runner verifies each repeat again with all the others
+        for j in made:
+            click.echo(_describe(sdb, jobs.get_job(sdb, j.id)))
+        if any(j.state is not jobs.JobState.FINISHED for j in made):
             sys.exit(1)
 
 

@@ -141,10 +141,11 @@ def migration_edit(db: Path, slug: str, acceptance_level: int | None, **given: o
 @click.command()
 @click.argument("db", type=DB_PATH)
 @click.argument("slug")
-@click.option("--log", type=click.Path(dir_okay=False, path_type=Path), help="The run's output (from files).")
-@click.option("--metrics", type=click.Path(dir_okay=False, path_type=Path),
-              help="Its metric series, JSON Lines as in the bundle format (default: read from the log).")
-@click.option("--wall", type=float, help="Wall-clock seconds the run took.")
+@click.option("--log", "logs", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="The run's output (from files); repeated: each log a replicate, seed N for the Nth.")
+@click.option("--metrics", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Its metric series, JSON Lines as in the bundle format (default: read from the log); one per --log.")
+@click.option("--wall", multiple=True, type=float, help="Wall-clock seconds the run took; one per --log.")
 @click.option("--hardware", metavar="ACCEL:N", help="Where it ran, e.g. a100:1 (--run: unless the probe saw it).")
 @click.option("--command", help="The command it ran (default: the migration's --command).")
 @click.option("--run", "run_it", is_flag=True,
@@ -156,17 +157,18 @@ def migration_edit(db: Path, slug: str, acceptance_level: int | None, **given: o
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="--run: stop after this many seconds.")
 @click.option("--replicates", type=click.IntRange(1, 100), default=1, show_default=True,
               help="--run: run it this many times, seed N in WORKBENCH_SEED (and for {seed} in the command).")
-def reference(db: Path, slug: str, log: Path | None, metrics: Path | None, wall: float | None,
+def reference(db: Path, slug: str, logs: tuple[Path, ...], metrics: tuple[Path, ...], wall: tuple[float, ...],
               hardware: str | None, command: str | None, run_it: bool, backend: str, env_pairs: tuple[str, ...],
               venv: str | None, timeout: float | None, replicates: int) -> None:
     """Record a migration's reference run (the original code's run): from its files (--log), or
-    by running its command at the base commit here (--run), measured by the re-run probe."""
-    from workbench.studies import open_existing, record_reference
+    by running its command at the base commit here (--run), measured by the re-run probe. Several
+    runs (--log repeated, or --run --replicates N) are replicates: level 2 measures the noise."""
+    from workbench.studies import open_existing, record_references
 
-    if run_it == (log is not None):
+    if run_it == bool(logs):
         raise WorkbenchError("give either --log FILE (a run's files) or --run (run it here)")
     if replicates > 1 and not run_it:
-        raise WorkbenchError("--replicates needs --run (a bundle brings recorded replicates)")
+        raise WorkbenchError("--replicates needs --run (give --log once per replicate's log instead)")
     from storage.queries import get_migration
 
     sdb = open_existing(db)
@@ -176,8 +178,9 @@ def reference(db: Path, slug: str, log: Path | None, metrics: Path | None, wall:
         if run_it:
             made = _run_reference(sdb, slug, command, env_pairs, venv, timeout, hardware, replicates)
         else:
-            made = [record_reference(sdb, slug, log=log, metrics=metrics, wall=wall, hardware=hardware,
-                                     command=command, reviewer=config.reviewer())]
+            made = record_references(sdb, slug, logs=logs, metrics=metrics or (None,) * len(logs),
+                                     walls=wall or (None,) * len(logs), hardware=hardware, command=command,
+                                     reviewer=config.reviewer())
         goal = get_migration(sdb.db, slug).goal
     finally:
         sdb.close()

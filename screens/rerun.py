@@ -2,7 +2,7 @@
 
 The launcher shows everything that will run, editable: backend, host or TPU name, zone, chips,
 the command one argument per line (it came from an agent's transcript: nothing runs until the
-reviewer presses Run), environment overrides one KEY=VALUE per line, timeout, target venv.
+reviewer presses Run), environment overrides one KEY=VALUE per line, timeout, repeats, target venv.
 The job view tails the job's log file (written by its detached runner, so it re-attaches to a
 job started earlier or from the shell), in batches every 250 ms, with state, elapsed time and
 progress; when the job ends it names the new attempt and its level.
@@ -84,6 +84,8 @@ class RerunLauncher(ModalScreen[int | None]):
                 yield Input(str(chips), id="rerun-chips", type="integer")
                 yield Label("Timeout in seconds (empty: none)")
                 yield Input(id="rerun-timeout", type="number")
+                yield Label("Repeat: runs, one after another, seed N in WORKBENCH_SEED (levels 2 and 5 count their spread)")
+                yield Input("1", id="rerun-repeat", type="integer")
                 yield Label("Target environment (venv folder; its bin/ goes first on PATH)")
                 yield Input(os.environ.get("WORKBENCH_TARGET_VENV", ""), id="rerun-venv")
                 yield Checkbox("Keep the worktree afterwards", id="rerun-keep")
@@ -203,6 +205,9 @@ class RerunLauncher(ModalScreen[int | None]):
             return
         try:
             spec = self._spec()
+            repeat = int(self.query_one("#rerun-repeat", Input).value.strip() or "1")
+            if not 1 <= repeat <= 100:
+                raise ValueError("repeat: from 1 to 100 runs")
         except ValueError as exc:
             self._error(str(exc))
             return
@@ -210,7 +215,7 @@ class RerunLauncher(ModalScreen[int | None]):
         line = self.query_one("#rerun-error", Static)
         line.update(text("Checking that the target environment can start it (pre-flight)…", "italic"))
         line.display = True
-        self._launch(spec)
+        self._launch(spec, repeat)
 
     def _launching(self, on: bool) -> None:
         self.launching = on
@@ -218,7 +223,7 @@ class RerunLauncher(ModalScreen[int | None]):
         self.refresh_bindings()
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="rerun-launch")
-    def _launch(self, spec) -> None:
+    def _launch(self, spec, repeat: int = 1) -> None:
         from storage.database import open_study
         from workbench import config
         from workbench.rerun import jobs
@@ -226,7 +231,7 @@ class RerunLauncher(ModalScreen[int | None]):
         try:
             study = open_study(self.db_path)
             try:
-                job = jobs.launch(study, spec, config.reviewer())
+                job = jobs.launch(study, spec, config.reviewer(), repeat=repeat)
             finally:
                 study.close()
         except Exception as exc:  # shown on the form; the form stays open with what was typed

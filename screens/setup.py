@@ -111,7 +111,8 @@ class NewMigrationForm(RecordForm):
 
 
 class ReferenceForm(RecordForm):
-    """`workbench reference --log` as a form; dismisses with the reference attempt's id."""
+    """`workbench reference --log` (or `--run --replicates N`) as a form; dismisses with the
+    reference attempt's id (the last one recorded)."""
 
     form_title = "Record a reference run"
     record_name = "reference run"
@@ -121,36 +122,97 @@ class ReferenceForm(RecordForm):
         self.slug = slug
 
     def compose_fields(self) -> ComposeResult:
-        yield Static(Text(f"The original code's run of {clean(self.slug)}, from its files."),
+        from textual.widgets import Checkbox
+
+        yield Static(Text(f"The original code's run of {clean(self.slug)}, from its files, or run here at the"
+                          " base commit. Several logs (space-separated), or replicates run here, are the"
+                          " reference run with other seeds: level 2 measures the noise from them."),
                      classes="form-info")
-        for key, label in (("log", "Log file (--log)"), ("metrics", "Metrics, JSON Lines (--metrics)"),
-                           ("wall", "Wall-clock seconds (--wall)"), ("hardware", "Hardware (--hardware ACCEL:N)"),
+        yield Checkbox("Run it here (--run, at the base commit)", id="ref-run")
+        yield Label("Replicates (--run --replicates N: seed N in WORKBENCH_SEED)")
+        yield Input("1", id="ref-replicates", type="integer")
+        for key, label in (("log", "Log file(s) (--log)"), ("metrics", "Metrics, JSON Lines (--metrics; one per log)"),
+                           ("wall", "Wall-clock seconds (--wall; one per log)"), ("hardware", "Hardware (--hardware ACCEL:N)"),
                            ("command", "Command (--command; default the migration's)")):
             yield Label(label)
             yield Input(id=f"ref-{key}")
 
     def build(self) -> Save:
-        from workbench.studies import open_existing, record_reference
+        from textual.widgets import Checkbox
+
+        from workbench.studies import open_existing, record_references
 
         got = {key: self.query_one(f"#ref-{key}", Input).value.strip()
-               for key in ("log", "metrics", "wall", "hardware", "command")}
+               for key in ("log", "metrics", "wall", "hardware", "command", "replicates")}
+        replicates = int(got["replicates"]) if got["replicates"].isdigit() else 0
+        if not 1 <= replicates <= 100:
+            raise ValueError("--replicates: from 1 to 100 runs")
+        if self.query_one("#ref-run", Checkbox).value:
+            if got["log"] or got["metrics"] or got["wall"]:
+                raise ValueError("--run: the run is measured here; leave the log, metrics and wall empty")
+            return self._run_here(got, replicates)
+        if replicates > 1:
+            raise ValueError("--replicates needs --run (give several logs instead)")
         if not got["log"]:
             raise ValueError("--log: give the reference run's log file")
         try:
-            wall = _number(got["wall"], "--wall")
+            walls = [_number(w, "--wall") for w in got["wall"].replace(",", " ").split()]
         except WorkbenchError as exc:
             raise ValueError(str(exc)) from None
         path, slug = self.app.db_path, self.slug
 
         def save(_db) -> int:
+            logs = _paths(got["log"])
+            metrics = _paths(got["metrics"]) or [None] * len(logs)
             sdb = open_existing(path)
             try:
-                return record_reference(
-                    sdb, slug, log=Path(got["log"]).expanduser(),
-                    metrics=Path(got["metrics"]).expanduser() if got["metrics"] else None, wall=wall,
-                    hardware=got["hardware"] or None, command=got["command"] or None,
-                    reviewer=config.reviewer()).id
+                return record_references(
+                    sdb, slug, logs=logs, metrics=metrics, walls=walls or [None] * len(logs),
+                    hardware=got["hardware"] or None, command=got["command"] or None, reviewer=config.reviewer())[-1].id
             finally:
                 sdb.close()
 
         return save
+
+    def _run_here(self, got: dict[str, str], replicates: int) -> Save:
+        """`workbench reference --run --replicates N` in the save's worker (minutes: the form says
+        saving until the runs end; the app stays responsive)."""
+        from domain.models import Hardware
+        from workbench.reference_run import run_replicates
+        from workbench.rerun.preflight import target_venv
+        from workbench.studies import open_existing, parse_target
+
+        try:
+            hardware = Hardware(*parse_target(got["hardware"], "--hardware")) if got["hardware"] else None
+        except WorkbenchError as exc:
+            raise ValueError(str(exc)) from None
+        path, slug = self.app.db_path, self.slug
+
+        def save(_db) -> int:
+            import os
+
+            sdb = open_existing(path)
+            try:
+                return run_replicates(sdb, slug, replicates, command=got["command"] or None, env={},
+                                      venv=target_venv(os.environ.get("WORKBENCH_TARGET_VENV") or None), timeout=None,
+                                      hardware=hardware, reviewer=config.reviewer())[-1].id
+            finally:
+                sdb.close()
+
+        return save
+
+
+def _paths(text: str) -> list[Path]:
+    """One file, or several separated by spaces (quoted as a shell would where a name has one);
+    read in the save's worker, where looking at the disk may wait."""
+    import shlex
+
+    if not text:
+        return []
+    whole = Path(text).expanduser()
+    if whole.exists():
+        return [whole]
+    try:
+        return [Path(p).expanduser() for p in shlex.split(text)]
+    except ValueError:  # an unmatched quote: one name, refused by the service if it is not a file
+        return [whole]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from domain.models import Attempt, AttemptSource
+from domain.noise import SEED
 from storage.converters import attempt_from_row, point_rows
 from storage.records import select_rows
 from storage.sqlite import Database
@@ -151,18 +152,27 @@ def correct_attempts(db: Database, migration_id: int, names: tuple[str, ...]) ->
     return [Correct(attempt_from_row(row), series.get(row["id"], {}), reports.get(row["id"], [])) for row in rows]
 
 
-def reference_replicates(db: Database, reference: Attempt) -> list[Attempt]:
-    """The reference run's replicates: the migration's other reference attempts at the same commit
-    whose recorded environment names a `WORKBENCH_SEED` other than the reference's own, one per
-    seed (the latest), in seed order."""
-    rows = select_rows(db, "SELECT * FROM attempt WHERE migration_id = ? AND source = ? AND id != ? AND commit_sha = ?"
-                       " ORDER BY seq", [reference.migration_id, AttemptSource.REFERENCE.value, reference.id,
-                                         reference.commit])
-    own = reference.command.env.get("WORKBENCH_SEED")
+def replicates(db: Database, attempt: Attempt) -> list[Attempt]:
+    """The run's replicates, one per seed (the latest), in seed order: for a reference run, the
+    migration's other reference attempts at the same commit; for a re-run, the other re-runs of
+    the same attempt at the same commit (`workbench rerun --repeat`); each naming in its recorded
+    environment a `WORKBENCH_SEED` other than the run's own. An attempt that is neither, or a
+    re-run without a seed, has none (and costs no read)."""
+    own = attempt.command.env.get(SEED)
+    if attempt.source is AttemptSource.REFERENCE:
+        rows = select_rows(db, "SELECT * FROM attempt WHERE migration_id = ? AND source = ? AND id != ?"
+                           " AND commit_sha = ? ORDER BY seq", [attempt.migration_id, AttemptSource.REFERENCE.value,
+                                                                attempt.id, attempt.commit])
+    elif attempt.rerun_of is not None and own is not None:
+        rows = select_rows(db, "SELECT * FROM attempt WHERE migration_id = ? AND rerun_of = ? AND id != ?"
+                           " AND commit_sha = ? ORDER BY seq", [attempt.migration_id, attempt.rerun_of,
+                                                                attempt.id, attempt.commit])
+    else:
+        return []
     by_seed: dict[str, Attempt] = {}
     for row in rows:
-        attempt = attempt_from_row(row)
-        seed = attempt.command.env.get("WORKBENCH_SEED")
+        other = attempt_from_row(row)
+        seed = other.command.env.get(SEED)
         if seed is not None and seed != own:
-            by_seed[seed] = attempt
-    return [by_seed[s] for s in sorted(by_seed)]
+            by_seed[seed] = other
+    return [by_seed[s] for s in sorted(by_seed, key=lambda s: (len(s), s))]

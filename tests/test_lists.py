@@ -360,6 +360,64 @@ async def test_an_empty_study_says_what_next_and_the_forms_set_it_up(tmp_path: P
         assert isinstance(app.screen, MigrationScreen)
         await settle(pilot)
         assert column(app, "source") == ["ref"]
+        await pilot.press("R")  # two logs: replicates, seeds 1 and 2, the last the reference
+        await settle(pilot)
+        (tmp_path / "my ref.log").write_text("step 1 loss 0.8\nstep 2 eval_accuracy 0.92\n")
+        await fill(pilot, {"#ref-log": f"{log} '{tmp_path / 'my ref.log'}'", "#ref-wall": "60 61"})
+        assert isinstance(app.screen, MigrationScreen), str(app.screen.query_one("#form-error").render())
+        await settle(pilot)
+        assert column(app, "source") == ["ref"] * 3
+    from storage import verify_inputs
+    from storage.database import open_study
+
+    study = open_study(db)
+    reference = verify_inputs.reference_attempt(study.db, 1)
+    replicates = verify_inputs.replicates(study.db, reference)
+    study.close()
+    assert reference.command.env == {"WORKBENCH_SEED": "2"} and [a.command.env for a in replicates] == [
+        {"WORKBENCH_SEED": "1"}]
+
+
+async def test_the_reference_form_runs_replicates_here(tmp_path: Path) -> None:
+    """R, "Run it here", 3 replicates: the migration's command runs three times at its base commit
+    in the save's worker, seed N in WORKBENCH_SEED and for {seed}; the last is the reference."""
+    import shlex
+    import sys
+
+    from conftest import make_repo
+    from textual.widgets import Checkbox
+
+    from screens.setup import ReferenceForm
+    from storage import verify_inputs
+    from workbench.studies import init_study
+
+    db = tmp_path / "s.db"
+    init_study(db, "My study", {"tpu-v5e": 1.2}, slug=None, reviewer="ana")
+    script = ("import os, sys\nseed = int(os.environ['WORKBENCH_SEED'])\nassert sys.argv[2] == str(seed)\n"
+              "print(f'step 1 loss {0.9 + seed / 100}')\nprint('step 2 loss 0.5 eval_accuracy 0.93')\n")
+    make_repo(tmp_path / "project", [{"train.py": script}])
+    workbench("migration", "add", str(db), "m", "--repo", str(tmp_path / "project"), "--base", "HEAD",
+              "--target", "cpu", "--goal", "eval_accuracy", "--direction", "max", "--command",
+              f"{shlex.quote(sys.executable)} train.py --seed {{seed}}")
+    app = WorkbenchApp(db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot)
+        await pilot.press("R")
+        await settle(pilot)
+        assert isinstance(app.screen, ReferenceForm)
+        app.screen.query_one("#ref-run", Checkbox).value = True
+        await fill(pilot, {"#ref-replicates": "3", "#ref-log": "x.log"})
+        assert "leave the log, metrics and wall empty" in str(app.screen.query_one("#form-error").render())
+        await fill(pilot, {"#ref-replicates": "3", "#ref-log": ""})
+        assert isinstance(app.screen, MigrationScreen), str(app.screen.query_one("#form-error").render())
+    study = open_study(db)
+    reference = verify_inputs.reference_attempt(study.db, 1)
+    replicates = verify_inputs.replicates(study.db, reference)
+    study.close()
+    assert reference.command.env == {"WORKBENCH_SEED": "3"} and reference.command.argv[-1] == "3"
+    assert [a.command.env["WORKBENCH_SEED"] for a in replicates] == ["1", "2"]
 
 
 def workbench(*args: str) -> None:

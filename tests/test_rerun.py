@@ -178,6 +178,30 @@ def test_cli_rerun_wait(study, tmp_path):
     assert "finished" in result.output
 
 
+def test_cli_rerun_repeat_runs_in_turn_with_seeds_and_verifies_each_with_all(study):
+    """`--repeat 3`: three jobs in one runner, one after another, WORKBENCH_SEED 1-3 and `{seed}`
+    in the command; each result is verified once all have run, so the first counts the other two."""
+    from click.testing import CliRunner
+
+    from cli.main import main
+    from storage import verify_inputs
+
+    result = CliRunner().invoke(main, ["rerun", str(study.path), "toy", "1", "--wait", "--yes", "--repeat", "3",
+                                       "--command", "python3 train.py 5 {seed}"])
+    assert result.exit_code == 0, result.output
+    assert "repeat    3 times, one after another, WORKBENCH_SEED 1-3" in result.output
+    assert result.output.count("queued after it") == 2 and result.output.count("job ") >= 6
+    made = sorted(jobs.list_jobs(study.db), key=lambda j: j.id)
+    assert len(made) == 3 and len({j.runner_pid for j in made}) == 1
+    assert all(a.ended_at <= b.started_at for a, b in zip(made, made[1:]))   # in turn, never at once
+    results = [queries.attempt_summary(study.db, j.result_attempt_id).attempt for j in made]
+    assert [(r.command.env["WORKBENCH_SEED"], r.command.argv[-1]) for r in results] == [("1", "1"), ("2", "2"), ("3", "3")]
+    for r in results:   # the script ignores its seed: repeats that never differ measure no noise
+        level2 = queries.verdicts(study.db, r.id)[1]
+        assert level2.outcome.value == "pass" and level2.reason.endswith("noise not measured"), level2.reason
+        assert verify_inputs.replicates(study.db, r) == [x for x in results if x.id != r.id]
+
+
 # --------------------------------------------------------------------------- remote backends
 
 

@@ -55,6 +55,7 @@ async def test_r_shows_the_command_in_full_and_runs_only_on_run(tmp_path):
         open_launcher(app.screen, migration, a)
         await pilot.pause(0.3)
         app.screen.query_one("#rerun-argv", TextArea).text = "python3\ntrain.py\n7"
+        app.screen.query_one("#rerun-repeat").value = "2"   # two runs in turn: seeds 1 and 2
         await pilot.press("ctrl+r")
         await _until(pilot, lambda: isinstance(app.screen, JobScreen))
         screen = app.screen
@@ -68,8 +69,10 @@ async def test_r_shows_the_command_in_full_and_runs_only_on_run(tmp_path):
         assert bar.total is not None and bar.progress == bar.total  # stopped, not animating
         assert "Back" in footer_text(screen) and "Cancel job" not in footer_text(screen)  # nothing to cancel
     s = open_study(tmp_path / "study.db")
-    job = jobs.list_jobs(s.db)[0]
-    assert job.state is JobState.FINISHED and job.spec.argv == ("python3", "train.py", "7")
+    first, second = sorted(jobs.list_jobs(s.db), key=lambda j: j.id)
+    second = jobs.wait(s.db, second.id, timeout=60)
+    assert first.state is second.state is JobState.FINISHED and first.spec.argv == ("python3", "train.py", "7")
+    assert [j.spec.env["WORKBENCH_SEED"] for j in (first, second)] == ["1", "2"] and first.ended_at <= second.started_at
     s.close()
 
 

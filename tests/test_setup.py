@@ -324,6 +324,35 @@ def test_reference_run_measures_the_base_commit(tmp_path: Path) -> None:
     assert git(repo, "worktree", "list").count("\n") == 0  # the checkout is gone; the output stays
 
 
+def test_reference_logs_given_several_times_are_replicates(tmp_path: Path) -> None:
+    """`--log A --log B --log C`: three reference runs from files, seed N for the Nth, the last the
+    reference; one unreadable log, or a --wall count that is not the logs', records none."""
+    from storage import verify_inputs
+    from storage.database import open_study
+
+    repo, db = tmp_path / "repo", tmp_path / "s.db"
+    make_repo(repo, [{"train.py": "print(1)\n"}])
+    assert workbench("init", str(db), "--title", "T").returncode == 0
+    assert workbench("migration", "add", str(db), "m", "--repo", str(repo), "--base", "HEAD", "--target", "cpu",
+                     "--goal", "eval_accuracy", "--direction", "max", "--command", "python train.py").returncode == 0
+    logs = []
+    for n in (1, 2, 3):
+        logs.append(tmp_path / f"{n}.log")
+        logs[-1].write_text(f"step 1 loss {0.9 + n / 100}\nstep 2 loss 0.5 eval_accuracy 0.93\n")
+    args = [a for p in logs for a in ("--log", str(p))]
+    fails_cleanly(workbench("reference", str(db), "m", *args[:4], "--log", str(tmp_path / "none.log")), "cannot read")
+    fails_cleanly(workbench("reference", str(db), "m", *args, "--wall", "60"), "one for each --log")
+    assert rows(db, "SELECT COUNT(*) FROM attempt") == [(0,)]
+    made = workbench("reference", str(db), "m", *args, "--wall", "60", "--wall", "61", "--wall", "62")
+    assert made.returncode == 0, made.stderr
+    assert "3 reference runs recorded for m as attempts" in made.stdout
+    study = open_study(db)
+    reference = verify_inputs.reference_attempt(study.db, 1)
+    assert reference.command.env == {"WORKBENCH_SEED": "3"}
+    assert [a.command.env["WORKBENCH_SEED"] for a in verify_inputs.replicates(study.db, reference)] == ["1", "2"]
+    study.close()
+
+
 def test_reference_replicates_run_with_their_seeds(tmp_path: Path) -> None:
     """`--replicates 3`: three reference runs, seed N in WORKBENCH_SEED and for `{seed}` in the
     command; the latest is the reference, the other two its replicates (level 2's noise)."""
@@ -353,5 +382,5 @@ def test_reference_replicates_run_with_their_seeds(tmp_path: Path) -> None:
         (0.91,), (0.92,), (0.93,)]
     study = open_study(db)
     reference = verify_inputs.reference_attempt(study.db, 1)
-    assert [a.command.env["WORKBENCH_SEED"] for a in verify_inputs.reference_replicates(study.db, reference)] == ["1", "2"]
+    assert [a.command.env["WORKBENCH_SEED"] for a in verify_inputs.replicates(study.db, reference)] == ["1", "2"]
     study.close()

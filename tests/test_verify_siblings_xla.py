@@ -1,7 +1,7 @@
 """Issue 34 on real torch_xla runs: a TPU target re-run on XLA:CPU (the local backend's stand-in)
 against a plain-CPU reference, three ports of one script (tests/verify_project/train_evals.py)
 re-run with the probe inside: the correct one, one that compiles once more at each evaluation, and
-one that reads a dozen values on the host in every step.
+one that reads a dozen values on the host in every step. The reference runs under load.
 
 Needs the torch_xla CPU environment (`$WORKBENCH_XLA_PYTHON`, `.venv-xla/` or the CI cache);
 without one the tests skip, saying so. About half a minute on 2 cores.
@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -46,9 +47,17 @@ def reruns(tmp_path_factory):
     files = {name: (PROJECT / name).read_text() for name in ("train_evals.py", "train_mesh.py")}
     sha = make_repo(folder / "repo", [files])[0]
     started = datetime.datetime.now(datetime.UTC)
-    with (folder / "logs" / "0.log").open("wb") as out:
-        done = subprocess.run([str(venv / "bin" / "python"), "train_evals.py", "--reference"], cwd=PROJECT,
-                              stdout=out, stderr=subprocess.STDOUT, timeout=300)
+    # the reference runs on a busy machine (two processes spinning beside it): its clock says nothing
+    # of the ports', and the verdicts below hold whatever load it ran under
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        with (folder / "logs" / "0.log").open("wb") as out:
+            done = subprocess.run([str(venv / "bin" / "python"), "train_evals.py", "--reference"], cwd=PROJECT,
+                                  stdout=out, stderr=subprocess.STDOUT, timeout=300)
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
     assert done.returncode == 0
     ended = datetime.datetime.now(datetime.UTC)
     goal = float((folder / "logs" / "0.log").read_text().split("eval_accuracy ")[-1].split()[0])
@@ -93,10 +102,11 @@ def test_the_stand_in_is_named_and_siblings_and_host_syncs_decide_level_5(reruns
     assert "device busy" in verdicts[4].reason and "host syncs per step" in verdicts[4].reason
     levels, verdicts, v = _verdicts(study, made[2])
     assert levels == (P, P, P, P, F) and v.cause is FailureCause.RECOMPILATION, [d.reason for d in verdicts]
-    # 7 against 2 with the first probe; the probe's trace (version 2) adds its own graphs: 13 against 5
-    found = re.search(r"(\d+) compilations against (\d+) in #", verdicts[4].reason)
+    # 7 against 2 with the first probe; the probe's trace (version 2) adds its own graphs: 13 against 5,
+    # counted per phase (the script never calls model.eval(): its evaluations compile in training)
+    found = re.search(r"(\d+) compilations in training against (\d+) in #", verdicts[4].reason)
     assert found and int(found[1]) > 1.5 * int(found[2]) + 2, verdicts[4].reason
     levels, verdicts, v = _verdicts(study, made[3])
     assert levels == (P, P, P, P, F) and v.cause is FailureCause.HOST_SYNC, [d.reason for d in verdicts]
-    assert "abnormal host syncs: probe: aten::_local_scalar_dense" in verdicts[4].reason
+    assert "abnormal host syncs: probe: " in verdicts[4].reason and "counted at each step" in verdicts[4].reason
     assert verify_study(study.db, "ana").changed == 0

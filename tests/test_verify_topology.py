@@ -521,3 +521,54 @@ def test_agreement_is_judged_against_the_replicates_band_in_sigmas(tmp_path):
     assert "loss over 30 steps within the noise (largest: loss steps" in inside.reason
     assert "(5 seeds): 1.7σ, within noise" in inside.reason and "noise not measured" not in inside.reason
     assert off.outcome is F and "loss steps 1–5: 0.502" in off.reason and "outside the noise (95% band ±" in off.reason
+
+
+def test_an_attempts_repeats_count_their_spread_at_levels_2_and_5(tmp_path):
+    """An attempt re-run three times with WORKBENCH_SEED 1-3 (`rerun --repeat 3`, here from a
+    bundle: re-runs naming the attempt they re-ran): level 2 compares their mean against the
+    reference's five seeds with both spreads counted, and level 5 reads their wall times against
+    the reference's: 29-31 s against 30 s is no difference; 59-61 s is slower. A re-run with no
+    seed of its own has no repeats."""
+    def log(loss):
+        return "".join(f"step={s} loss={loss(s):.6f}\n" for s in range(1, STEPS + 1)) + "eval_accuracy 0.91\n"
+
+    def wall(seq, seconds):
+        day = f"2026-11-{1 + seq:02d}T10"
+        return {"started_at": f"{day}:00:00Z", "ended_at": f"{day}:{seconds // 60:02d}:{seconds % 60:02d}Z"}
+
+    builder = BundleBuilder(tmp_path / "bundle", prices={})
+    builder.write_study()
+    folder, shas = builder.add_migration("m")
+    runs = {seq: (log(lambda s, z=z: 1.0 / s + 0.002 * z), "reference", {"WORKBENCH_SEED": str(seq)}, None, 29 + seq % 3)
+            for seq, z in SEEDS.items()}
+    runs[6] = (log(lambda s: 1.0 / s + 0.003), "agent", {}, None, 30)
+    for seq, z, seconds in ((7, -1, 29), (8, 0, 31), (9, 1, 30)):   # the attempt's repeats
+        runs[seq] = (log(lambda s, z=z: 1.0 / s + 0.003 + 0.002 * z), "rerun", {"WORKBENCH_SEED": str(seq - 6)}, 6, seconds)
+    runs[10] = (log(lambda s: 1.0 / s), "agent", {}, None, 60)
+    for seq, seconds in ((11, 59), (12, 61), (13, 60)):   # a slow port's repeats
+        runs[seq] = (log(lambda s: 1.0 / s), "rerun", {"WORKBENCH_SEED": str(seq - 10)}, 10, seconds)
+    runs[14] = (log(lambda s: 1.0 / s + 0.003), "rerun", {}, 6, 30)
+    records = []
+    for seq, (text, source, env, of, seconds) in runs.items():
+        (folder / "logs" / f"{seq}.log").write_text(text)
+        records.append(builder.attempt(seq, shas[-1], **{
+            "source": source, "metrics": None, "command": {"argv": ["python", "train.py"], "env": env},
+            "rerun_of": of, **wall(seq, seconds),
+            "intended_hardware": {"kind": "cpu", "count": 1}, "observed_hardware": {"kind": "cpu", "count": 1}}))
+    builder.write_attempts(folder, records)
+    study = open_study(tmp_path / "s.db", create=True)
+    assert not import_bundle(study, builder.root, "ana").problems
+    db = study.db
+    verify_study(db, "ana")
+    m = queries.get_migration(db, "m")
+    out = {seq: queries.verdicts(db, queries.attempt_id_by_seq(db, m.id, seq)) for seq in (7, 11, 14)}
+    study.close()
+    two, five = out[7][1], out[7][4]
+    assert two.outcome is P and "(5 seeds; the attempt's 3 repeats ± 0.002): " in two.reason, two.reason
+    assert five.outcome is U and "time x0.99 ± " in five.reason and "(this run: time x0.94" in five.reason, five.reason
+    assert "(3 runs of the attempt, 5 of the reference): within the repeats' spread of x1, no difference" in five.reason
+    slow = out[11][4]
+    assert slow.outcome is F and "time x1.99 ± 0.09 (3 runs of the attempt, 5 of the reference): outside" in slow.reason, slow.reason
+    single = out[14][1]
+    assert single.outcome is P and "(5 seeds): " in single.reason and "repeats" not in single.reason
+    assert out[14][4].outcome is U and "within the repeats' spread of x1" in out[14][4].reason  # the reference's spread

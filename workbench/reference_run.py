@@ -21,6 +21,7 @@ from typing import Any
 from domain.errors import WorkbenchError
 from domain.jobs import with_setup
 from domain.models import Attempt, AttemptSource, AttemptStatus, Command, Hardware, Migration
+from domain.noise import SEED
 from domain.redact import redact_env
 from storage import setup as store
 from storage.database import StudyDatabase
@@ -123,11 +124,6 @@ def _observed(reports: list[dict[str, Any]], given: Hardware | None) -> Hardware
         if isinstance(count, int) and count > 0:
             return Hardware(str(main["device_kind"]).lower(), count)
     return given
-
-
-SEED = "WORKBENCH_SEED"
-"""Each replicate's seed, 1 to N, in the environment (and in place of `{seed}` in the command):
-projects that take a seed another way read it from there (docs/verification.md)."""
 
 
 def run_replicates(sdb: StudyDatabase, slug: str, replicates: int, **options: Any) -> list[Attempt]:

@@ -11,6 +11,7 @@ import datetime
 import math
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -361,32 +362,45 @@ def reference_points(sdb: StudyDatabase, migration: Migration, log: Path,
     return []
 
 
-def record_reference(sdb: StudyDatabase, slug: str, *, log: Path, metrics: Path | None, wall: float | None,
-                     hardware: str | None, command: str | None, reviewer: str) -> Attempt:
-    """The migration's reference run from files: an attempt with source `reference` at the base commit."""
+def record_references(sdb: StudyDatabase, slug: str, *, logs: Sequence[Path], metrics: Sequence[Path | None],
+                      walls: Sequence[float | None], hardware: str | None, command: str | None,
+                      reviewer: str) -> list[Attempt]:
+    """The migration's reference run from files: an attempt with source `reference` at the base
+    commit for each log. Several logs are replicates (the reference run with other seeds): the Nth
+    is recorded with `WORKBENCH_SEED=N`, the last is the reference. Every log is checked before
+    anything is recorded."""
+    from domain.noise import SEED
+
     migration = find_migration(sdb, slug)
-    try:
-        with log.open("rb") as fh:
-            fh.read(1)
-        ended = log.stat().st_mtime
-    except OSError as exc:
-        raise WorkbenchError(f"--log: {log}: cannot read ({exc.strerror or exc})") from None
+    if not logs or len(metrics) != len(logs) or len(walls) != len(logs):
+        raise WorkbenchError("--metrics and --wall: give none, or one for each --log, in its order")
     observed = Hardware(*parse_target(hardware, "--hardware")) if hardware else None
-    if wall is not None:
-        finite(wall, "--wall", minimum=0.0)
     text = check_command(command) or store.migration_command(sdb.db, migration.id)
     if not text:
         raise WorkbenchError("--command: the migration has no command; give the reference's command here")
-    points = reference_points(sdb, migration, log, metrics)
-    attempt = Attempt(
-        id=0, migration_id=migration.id, seq=store.next_reference_seq(sdb.db, migration.id),
-        source=AttemptSource.REFERENCE, commit=migration.base_commit,
-        command=Command(tuple(shlex.split(text)), ".", {}), status=AttemptStatus.OK,
-        started_at=_iso(ended - wall) if wall is not None else None,
-        ended_at=_iso(ended) if wall is not None else None,
-        exit_code=0, exit_code_source="reviewer", expected_level=None,
-        claim="Reference run recorded from files with `workbench reference`.",
-        intended_hardware=None, observed_hardware=observed,
-    )
-    attempt_id = store.add_reference(sdb.db, attempt, log, points, reviewer)
-    return dataclasses.replace(attempt, id=attempt_id)
+    checked = []
+    for n, (log, series, wall) in enumerate(zip(logs, metrics, walls, strict=True), 1):
+        try:
+            with log.open("rb") as fh:
+                fh.read(1)
+            ended = log.stat().st_mtime
+        except OSError as exc:
+            raise WorkbenchError(f"--log: {log}: cannot read ({exc.strerror or exc})") from None
+        if wall is not None:
+            finite(wall, "--wall", minimum=0.0)
+        env = {SEED: str(n)} if len(logs) > 1 else {}
+        attempt = Attempt(
+            id=0, migration_id=migration.id, seq=0, source=AttemptSource.REFERENCE, commit=migration.base_commit,
+            command=Command(tuple(shlex.split(text)), ".", env), status=AttemptStatus.OK,
+            started_at=_iso(ended - wall) if wall is not None else None,
+            ended_at=_iso(ended) if wall is not None else None,
+            exit_code=0, exit_code_source="reviewer", expected_level=None,
+            claim="Reference run recorded from files with `workbench reference`.",
+            intended_hardware=None, observed_hardware=observed,
+        )
+        checked.append((attempt, log, reference_points(sdb, migration, log, series)))
+    made = []
+    for attempt, log, points in checked:
+        attempt = dataclasses.replace(attempt, seq=store.next_reference_seq(sdb.db, migration.id))
+        made.append(dataclasses.replace(attempt, id=store.add_reference(sdb.db, attempt, log, points, reviewer)))
+    return made

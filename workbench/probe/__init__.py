@@ -107,6 +107,9 @@ class ProbeFacts:
     host_reads_per_step: float | None = None
     """Median device-to-host reads per step after the first two (torch_xla's counters, the probe's own
     fetches left out): `.item()`, `.cpu()`, printing a device tensor."""
+    item_calls_per_step: float | None = None
+    """Median `aten::_local_scalar_dense` calls per step after the first two (torch_xla's counter
+    read at each optimizer step): level 5's host syncs per step where a trace exists."""
     compiles_by_phase: tuple[tuple[str, int], ...] = ()
     """Compilations while the modules were training and while they were in eval mode."""
     eval_phases: int | None = None
@@ -165,6 +168,7 @@ def facts(record: dict[str, Any], where: str, text: str | None = None) -> ProbeF
         trailing_backward_calls=_int(record.get("trailing_backward_calls")),
         runtime=str(record["runtime"]) if record.get("runtime") else None,
         host_reads_per_step=_number(record.get("host_reads_per_step")),
+        item_calls_per_step=_number(record.get("item_calls_per_step")),
         compiles_by_phase=tuple((str(k), v) for k, v in sorted(phases.items()) if _int(v) is not None)
         if isinstance(phases, dict) else (),
         eval_phases=_int(record.get("eval_phases")),

@@ -116,12 +116,14 @@ def create_job(db: Database, db_path: Path, spec: JobSpec, reviewer: str) -> Job
     return job
 
 
-def start(db_path: Path, job: Job) -> int:
-    """Start the job's runner detached from this process (its own session); returns its pid."""
+def start(db_path: Path, job: Job, *then: Job) -> int:
+    """Start the job's runner detached from this process (its own session); returns its pid. Jobs
+    in `then` run after it, in turn, in the same runner (a re-run's repeats)."""
     job.dir.mkdir(parents=True, exist_ok=True)
     with open(job.dir / "runner.log", "ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "workbench.rerun.runner", str(Path(db_path).resolve()), str(job.id)],
+            [sys.executable, "-m", "workbench.rerun.runner", str(Path(db_path).resolve()), str(job.id),
+             *(str(j.id) for j in then)],
             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
             start_new_session=True, close_fds=True,
             cwd=str(Path(__file__).resolve().parents[2]),
@@ -129,10 +131,20 @@ def start(db_path: Path, job: Job) -> int:
     return proc.pid
 
 
-def launch(study: StudyDatabase, spec: JobSpec, reviewer: str, *, checked: bool = False) -> Job:
+def seeded(spec: JobSpec, seed: int) -> JobSpec:
+    """One repeat of a re-run: its seed in `WORKBENCH_SEED` and in place of `{seed}` in the command,
+    as the reference's replicates get theirs (docs/rerun.md)."""
+    from domain.noise import SEED
+
+    return with_changes(spec, env={**spec.env, SEED: str(seed)},
+                        argv=tuple(a.replace("{seed}", str(seed)) for a in spec.argv))
+
+
+def launch(study: StudyDatabase, spec: JobSpec, reviewer: str, *, checked: bool = False, repeat: int = 1) -> Job:
     """Check that the program can start (JobEnvironmentError naming the fix; skipped when the caller
     just did), store the job, start its runner. A relative target venv is read from this process's
-    folder, never the job's worktree."""
+    folder, never the job's worktree. With `repeat` N above 1, N jobs with seeds 1 to N (`seeded`)
+    run one after another in one runner; the first is returned, the others follow its id."""
     from workbench.rerun import preflight
 
     spec = preflight.resolved(spec)
@@ -141,10 +153,12 @@ def launch(study: StudyDatabase, spec: JobSpec, reviewer: str, *, checked: bool 
         spec = with_changes(spec, options={**spec.options, "setup": setup})
     if not checked:
         preflight.check(study.db, spec)
-    job = create_job(study.db, study.path, spec, reviewer)
-    pid = start(study.path, job)
-    update_job(study.db, job.id, reviewer, runner_pid=pid, runner_host=socket.gethostname())
-    return get_job(study.db, job.id)
+    made = [create_job(study.db, study.path, seeded(spec, n) if repeat > 1 else spec, reviewer)
+            for n in range(1, repeat + 1)]
+    pid = start(study.path, made[0], *made[1:])
+    for job in made:
+        update_job(study.db, job.id, reviewer, runner_pid=pid, runner_host=socket.gethostname())
+    return get_job(study.db, made[0].id)
 
 
 def cancel(job: Job) -> None:

@@ -244,16 +244,38 @@ class _Cancelled(Exception):
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the jobs named, one after another (a re-run's repeats: on one machine, in turn, so each
+    one's clock is its own); once several have run, each result is verified again with all of
+    its repeats (the earlier ones were verified before the later existed)."""
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2:
-        print("usage: python -m workbench.rerun.runner DB JOB_ID", file=sys.stderr)
+    if len(args) < 2 or not all(a.isdigit() for a in args[1:]):
+        print("usage: python -m workbench.rerun.runner DB JOB_ID [JOB_ID ...]", file=sys.stderr)
         return 2
+    finished = []
+    for job_id in args[1:]:
+        try:
+            finished.append(run_job(Path(args[0]), int(job_id)))
+        except WorkbenchError as exc:
+            print(f"workbench runner: {exc}", file=sys.stderr)
+            return 2
+    if len(finished) > 1:
+        _verify_again(Path(args[0]), finished)
+    return 0 if all(job.state is JobState.FINISHED for job in finished) else 1
+
+
+def _verify_again(db_path: Path, done: list[Job]) -> None:
+    from storage.database import open_study
+    from storage.jobs import stored_result
+    from workbench.rerun.finish import verify_attempt
+
+    study = open_study(db_path)
     try:
-        job = run_job(Path(args[0]), int(args[1]))
-    except WorkbenchError as exc:
-        print(f"workbench runner: {exc}", file=sys.stderr)
-        return 2
-    return 0 if job.state is JobState.FINISHED else 1
+        for job in done:
+            stored = stored_result(study.db, job.id)
+            if stored is not None:
+                verify_attempt(study.db, job.spec.migration_id, stored[1], job.reviewer)
+    finally:
+        study.close()
 
 
 if __name__ == "__main__":

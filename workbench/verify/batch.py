@@ -101,7 +101,7 @@ def judge_task(db: Database, task: Task, cache: dict[Any, Any]) -> list[Judged]:
         cache.clear()
         cache["key"] = key
         cache["reference_inputs"] = verify_inputs.attempt_inputs(db, reference) if reference else None
-        replicates = verify_inputs.reference_replicates(db, reference) if reference else []
+        replicates = verify_inputs.replicates(db, reference) if reference else []
         cache["replicates"] = [(a, verify_inputs.attempt_inputs(db, a)) for a in replicates]
         cache["digest"] = _input_digest(cache["reference_inputs"]) if reference else None
         if cache["replicates"]:  # their evidence is the reference's noise: an input of every verdict
@@ -113,8 +113,9 @@ def judge_task(db: Database, task: Task, cache: dict[Any, Any]) -> list[Judged]:
     for row in task.attempts:
         attempt = with_effective_expected(db, row)
         read = verify_inputs.attempt_inputs(db, attempt)
+        repeats = [(a, verify_inputs.attempt_inputs(db, a)) for a in verify_inputs.replicates(db, attempt)]
         digest, inputs = inputs_for(task.migration, task.study, attempt, read, task.settings, cache["digest"],
-                                    task.siblings)
+                                    task.siblings, [i for _, i in repeats])
         stored = cache["current"].get(attempt.id)
         if stored is not None and stored[1] == digest and not task.force:
             out.append(Judged(attempt, stored[0]))
@@ -132,6 +133,7 @@ def judge_task(db: Database, task: Task, cache: dict[Any, Any]) -> list[Judged]:
             continue
         try:
             run = load_run(db, attempt, task.settings, read)
+            run.replicates = [load_run(db, a, task.settings, i, cite=False) for a, i in repeats]
             checkpoints = compare_checkpoints(read.checkpoint, reference_inputs.checkpoint if reference_inputs else None,
                                               task.settings, cache["checkpoints"])
             judgement = judge(run, cache["reference"], task.migration, task.study, task.settings, checkpoints,

@@ -19,7 +19,7 @@ from storage.logs import log_chunks
 from storage.sqlite import Database
 
 VERIFIER = "workbench.ladder"
-VERSION = "1.6.1"
+VERSION = "1.8.0"
 """Bump on any change to what a level checks: stored verdicts of an older version are redone."""
 
 def older_version(version: str, than: str) -> bool:
@@ -151,14 +151,17 @@ def _input_digest(inputs: verify_inputs.AttemptInputs) -> dict[str, Any]:
 
 def inputs_for(migration: Migration, study: Study, attempt: Attempt, inputs: verify_inputs.AttemptInputs,
                settings: dict[str, Any], reference_digest: dict[str, Any] | None,
-               siblings: tuple[Any, ...] = ()) -> tuple[str, str]:
+               siblings: tuple[Any, ...] = (), repeats: list[verify_inputs.AttemptInputs] | None = None) -> tuple[str, str]:
     """Hashes of every input a verdict depends on, as JSON text, and one hash over it. `attempt` carries
     its effective expected level (see `with_effective_expected`): a claim review changes it.
     When both runs saved a checkpoint, the torch version (None when absent) is an input too:
     installing torch redoes a comparison that was skipped for want of it. `reference_digest` is
     the reference's `_input_digest` (None without a reference), once per migration; `siblings`
-    the migration's correct attempts' figures level 5 compares with (its own left out)."""
+    the migration's correct attempts' figures level 5 compares with (its own left out); `repeats`
+    the inputs of the attempt's own replicates (`workbench rerun --repeat`), when it has any."""
     mine = _input_digest(inputs)
+    if repeats:
+        mine["repeats"] = [_input_digest(i) for i in repeats]
     theirs = reference_digest
     tensor_backend = None
     if mine["checkpoint_sha256"] and theirs and theirs["checkpoint_sha256"]:

@@ -51,7 +51,8 @@ class Run:
     point_line: Callable[[str, int], int | None] | None = None
     """The log line of a metric point when the log was not extracted (`steplines.PointLines`)."""
     replicates: list[Run] = field(default_factory=list)
-    """A reference run's replicates: the reference run again with other seeds (level 2's noise)."""
+    """The run again with other seeds: a reference run's replicates (level 2's noise), or an
+    attempt's repeats (`workbench rerun --repeat`: its own spread counts too, and level 5's)."""
 
     _probes: list[ProbeFacts] | None = field(default=None, repr=False, compare=False)
 
@@ -365,44 +366,58 @@ def _bfloat16_note(name: str, mine: dict[int, float], ref: dict[int, float]) -> 
 def _level2_series(run: Run, reference: Run | None, goal_metric: str,
                    settings: dict[str, Any]) -> tuple[LevelResult, bool]:
     """Level 2 on the metric series alone, and whether anything was compared; without replicates
-    the reason says the noise was not measured."""
+    (of the reference, or repeats of the attempt that differ) the reason says the noise was not
+    measured."""
     result, compared = _compare_series(run, reference, goal_metric, settings)
-    if compared and reference is not None and not reference.replicates and result.outcome is not UNKNOWN:
+    spread = any(dict(r.series.get(n) or {}) != dict(run.series.get(n) or {})
+                 for r in run.replicates for n in settings["compare"])
+    if compared and reference is not None and not reference.replicates and not spread and result.outcome is not UNKNOWN:
         result.reason += "; one reference run: noise not measured"
     return result, compared
 
 
-def _samples(reference: Run, name: str) -> list[Mapping[int, float]]:
-    """The reference's and its replicates' series of `name`, when there are at least two."""
-    found = [r.series[name] for r in [reference, *reference.replicates] if r.series.get(name)]
-    return found if len(found) >= 2 else []
+def _samples(run: Run, name: str) -> list[Mapping[int, float]]:
+    """The run's and its replicates' series of `name` (those that have one)."""
+    return [r.series[name] for r in [run, *run.replicates] if r.series.get(name)]
 
 
-def _band_at(samples: list[Mapping[int, float]], steps: list[int]) -> Any:
-    """The replicates' band (domain.noise) of their means over `steps`, from those that have
-    every one of them; None with fewer than two."""
+def _band_at(samples: list[Mapping[int, float]], steps: list[int], own: list[Mapping[int, float]]) -> Any:
+    """The band (domain.noise) of the reference's and its replicates' means over `steps`, the
+    attempt's repeats' spread counted when it has two or more, and the attempt's value to hold
+    against it (the mean of its repeats' means; None with no repeats): (None, None) when neither
+    side has two runs with every one of the steps."""
     from domain.noise import band
 
-    return band([sum(s[k] for k in steps) / len(steps) for s in samples if all(k in s for k in steps)])
+    def means(found: list[Mapping[int, float]]) -> list[float]:
+        return [sum(x[k] for k in steps) / len(steps) for x in found if all(k in x for k in steps)]
+
+    mine = means(own) if len(own) >= 2 else []
+    mine = mine if len(mine) >= 2 else []
+    return band(means(samples), mine), (sum(mine) / len(mine) if mine else None)
 
 
 def _noise_words(name: str, where: str, value: float, b: Any) -> str:
-    return (f"{name} {where}: {value:.6g} vs {b.mean:.6g} ± {b.sd:.2g} ({b.n} seeds): {b.sigmas(value):.1f}σ")
+    runs = f"{b.n} seeds" if b.n > 1 else "one reference run"
+    if b.m > 1:
+        runs += f"; the attempt's {b.m} repeats ± {b.sd_attempt:.2g}"
+    return f"{name} {where}: {value:.6g} vs {b.mean:.6g} ± {b.sd:.2g} ({runs}): {b.sigmas(value):.1f}σ"
 
 
 def _windows(run: Run, name: str, mine: Mapping[int, float], ref: Mapping[int, float], common: list[int],
              samples: list[Mapping[int, float]], tol: tuple[float, float], window: int) -> Any:
-    """Each window of `window` steps: against the replicates' band when there are replicates, else
-    the fixed tolerance. The failing level (`LevelResult`), else the largest deviation in sigmas
-    with its words (None without replicates)."""
+    """Each window of `window` steps: against the replicates' band when there are replicates (of
+    the reference, of the attempt, or both), else the fixed tolerance. The failing level
+    (`LevelResult`), else the largest deviation in sigmas with its words (None without replicates)."""
+    own = _samples(run, name)
     rtol, atol = tol
     worst: tuple[float, str] | None = None
     for start in range(0, len(common), window):
         block = common[start : start + window]
         a = sum(mine[s] for s in block) / len(block)
         r = sum(ref[s] for s in block) / len(block)
-        b = _band_at(samples, block) if samples else None
+        b, value = _band_at(samples, block, own)
         if b is not None:  # the replicates' band decides, not the fixed tolerance
+            a = a if value is None else value
             words = _noise_words(name, f"steps {block[0]}–{block[-1]}", a, b)
             if not b.holds(a, atol):
                 ev = [run.metric_evidence(name, s, f"reference {ref[s]:.6g}") for s in block][:3]
@@ -428,7 +443,8 @@ def _point(run: Run, name: str, step: int, ref: Mapping[int, float], samples: li
     the failing level, or None when it agrees."""
     mine = run.series[name][step]
     ev = [run.metric_evidence(name, step, f"reference {ref[step]:.6g}")]
-    b = _band_at(samples, [step]) if samples else None
+    b, value = _band_at(samples, [step], _samples(run, name))
+    mine = mine if value is None else value
     if b is not None and not b.holds(mine, tol[1]):
         return LevelResult(2, FAIL, _noise_words(name, words[0], mine, b)
                            + f", outside the noise (95% band ± {b.half:.2g})", ev, [(FailureCause.NUMERICAL_MISMATCH, ev)])

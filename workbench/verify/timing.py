@@ -17,6 +17,7 @@ from domain.costs import chip_cost, price_of
 from domain.models import Evidence, FailureCause, Hardware, Outcome, Study
 from domain.performance import far_above, time_cost_outcome
 from storage.sqlite import Database
+from workbench.probe import facts as probe_facts
 from workbench.probe import facts_of_reports, main_report
 from workbench.verify.ladder import LevelResult, Run, _log, _record, observed_devices, stand_in_of
 
@@ -27,6 +28,8 @@ STEP_TIMES: dict[str, float] = {
     "step_time_s": 1.0, "step_time": 1.0, "iter_time": 1.0, "batch_time": 1.0,
 }
 """Per-step time series a run may log (the probe's is `step_time`), and their unit in seconds."""
+PHASES = {"train": "training", "eval": "evaluation"}
+"""The probe's phases (the modules' training flag), as the breakdown names them."""
 
 
 def cost(run: Run, prices: dict[str, float], kind: str | None, chips: int | None) -> tuple[float | None, float | None]:
@@ -60,18 +63,25 @@ def _xla_metrics(run: Run) -> tuple[dict[str, Any], int] | None:
 
 
 def host_sync_rate(run: Run) -> tuple[float, Evidence] | None:
-    """Host syncs per step: the probe's `aten::_local_scalar_dense` count at exit over its steps
-    (a `.item()`, `.tolist()` or printed device value each; the probe's own batched reads are not
-    among them), else the log's metrics report's over the run's last step, else torch_xla's
-    profiler count of device-to-host transfers over its steps."""
+    """Host syncs per step, one reading: the probe's trace where it has one (the median of
+    `aten::_local_scalar_dense` calls counted at each optimizer step, after the first two: a
+    `.item()`, `.tolist()` or printed device value each, evaluations' reads not spread over the
+    steps), else an older probe's count at exit over its steps, else the log's metrics report's
+    over the run's last step, else torch_xla's profiler count of device-to-host transfers over
+    its steps. The breakdown shows it and `host_sync` is decided on it."""
+    report = main_report(run.probe_reports) if run.probe_reports else None
+    traced = probe_facts(report, str(report.get("_file") or "probe report")) if report is not None else None
+    if traced is not None and traced.item_calls_per_step is not None:
+        rate = traced.item_calls_per_step
+        return rate, Evidence("probe", traced.where, f"probe: {rate:.1f} host syncs per step (aten::_local_scalar_dense"
+                              f" counted at each step, median after step 2, {traced.steps} steps)")
     found = _xla_metrics(run)
     if found is not None:
         xm, steps = found
         count = (xm.get("counters") or {}).get("aten::_local_scalar_dense") or 0
         if isinstance(count, int):
             rate = count / steps
-            report = main_report(run.probe_reports) or {}
-            return rate, Evidence("probe", str(report.get("_file") or "probe report"),
+            return rate, Evidence("probe", str((report or {}).get("_file") or "probe report"),
                                   f"probe: aten::_local_scalar_dense {count} over {steps} steps ({rate:.1f} per step)")
     facts = run.facts
     if facts is None:
@@ -133,6 +143,8 @@ class Breakdown:
     """torch_xla's ExecuteTime over wall: the paper's chip utilisation."""
     transfers_per_step: float | None
     host_syncs: float | None
+    phase_compiles: tuple[tuple[str, int], ...] = ()
+    """The probe's compilations per phase (`train`, `eval`: the modules' training flag)."""
 
     def text(self, warm: int) -> str:
         parts = []
@@ -140,7 +152,10 @@ class Breakdown:
             parts.append(f"start-up and outside the steps {max(self.wall - self.steady[2], 0.0):.3g} s")
         if self.compile_seconds is not None or self.compiles is not None:
             secs = f"{self.compile_seconds:.3g} s" if self.compile_seconds is not None else "time unknown"
-            parts.append(f"compilation {secs}" + (f" ({self.compiles} compiles)" if self.compiles is not None else ""))
+            phases = ", ".join(f"{PHASES.get(k, k)} {v}" for k, v in self.phase_compiles)
+            count = f"{self.compiles} compiles" if self.compiles is not None else ""
+            inner = "; ".join(t for t in (count, phases) if t)
+            parts.append(f"compilation {secs}" + (f" ({inner})" if inner else ""))
         if self.steady is not None:
             name, median, _, n = self.steady
             parts.append(f"median step time after step {warm}: {median * 1e3:.4g} ms ({name}, {n} steps)")
@@ -175,7 +190,10 @@ def breakdown(run: Run, settings: dict[str, Any]) -> Breakdown:
         hit = run.facts.counters.get("UncachedCompile") or run.facts.counters.get("CompileTime")
         compiles = int(hit.text) if hit is not None and hit.text.isdigit() else None
     rate = host_sync_rate(run)
-    return Breakdown(wall, steps, steady, compile_seconds, compiles, busy, transfers, rate[0] if rate else None)
+    report = main_report(run.probe_reports) if run.probe_reports else None
+    traced = probe_facts(report, "") if report is not None else None
+    return Breakdown(wall, steps, steady, compile_seconds, compiles, busy, transfers, rate[0] if rate else None,
+                     traced.compiles_by_phase if traced is not None else ())
 
 
 def _number(value: Any) -> float | None:
@@ -196,6 +214,7 @@ class Sibling:
     step_seconds: float | None
     compiles: int | None
     host_syncs: float | None
+    phase_compiles: tuple[tuple[str, int], ...] = ()
 
 
 def _hardware(run: Run) -> tuple[str | None, int | None]:
@@ -212,7 +231,7 @@ def _hardware(run: Run) -> tuple[str | None, int | None]:
 def sibling_of(run: Run, settings: dict[str, Any]) -> Sibling:
     bd = breakdown(run, settings)
     return Sibling(run.attempt.id, run.attempt.seq, _hardware(run), bd.steady[1] if bd.steady else None,
-                   bd.compiles, bd.host_syncs)
+                   bd.compiles, bd.host_syncs, bd.phase_compiles)
 
 
 def siblings_of(db: Database, migration_id: int, settings: dict[str, Any]) -> tuple[Sibling, ...]:
@@ -238,11 +257,35 @@ def _best(peers: Sequence[Sibling], attr: str) -> Sibling | None:
     return min(measured, key=lambda p: getattr(p, attr)) if measured else None
 
 
+def _compile_finding(bd: Breakdown, peers: Sequence[Sibling]) -> Finding | None:
+    """More compilations than 1.5 times the best correct sibling's plus 2: per phase (training
+    steps and evaluations apart, each against the sibling fewest in that phase) where the probe
+    counted phases for both, so an evaluation that compiles each time shows however many graphs
+    training builds; else in all."""
+    mine = dict(bd.phase_compiles)
+    for phase, count in mine.items():
+        theirs = [(dict(p.phase_compiles)[phase], p) for p in peers if phase in dict(p.phase_compiles)]
+        if not theirs:
+            continue
+        least, best = min(theirs, key=lambda t: t[0])
+        if far_above(count, least, 1.5, 2):
+            return Finding(FailureCause.RECOMPILATION, f"{count} compilations in {PHASES.get(phase, phase)} against "
+                           f"{least} in #{best.seq}, the best correct sibling ({bd.compiles} against {best.compiles}"
+                           " in all)", [])
+    if any(phase in dict(p.phase_compiles) for p in peers for phase in mine):
+        return None  # counted per phase and within: the totals say nothing more
+    best = _best(peers, "compiles")
+    if bd.compiles is not None and best is not None and far_above(bd.compiles, best.compiles or 0, 1.5, 2):
+        return Finding(FailureCause.RECOMPILATION, f"{bd.compiles} compilations against {best.compiles} in "
+                       f"#{best.seq}, the best correct sibling", [])
+    return None
+
+
 def sibling_findings(run: Run, bd: Breakdown, siblings: Sequence[Sibling], settings: dict[str, Any]) -> list[Finding]:
     """Far behind the best correct sibling on the same hardware: per step (more than
     `max_sibling_step_ratio` times its median step time after warm-up), in compilations (more
-    than 1.5 times its count plus 2: one more per evaluation shows, a cached graph's jitter does
-    not) or in host syncs per step (more than twice its rate plus one)."""
+    than 1.5 times its count plus 2, per phase where both were traced: `_compile_finding`) or in
+    host syncs per step (more than twice its rate plus one)."""
     where = _hardware(run)
     peers = [s for s in siblings if s.attempt_id != run.attempt.id and s.hardware == where]
     out: list[Finding] = []
@@ -250,10 +293,9 @@ def sibling_findings(run: Run, bd: Breakdown, siblings: Sequence[Sibling], setti
     if bd.host_syncs is not None and best is not None and far_above(bd.host_syncs, best.host_syncs or 0.0, 2, 1):
         out.append(Finding(FailureCause.HOST_SYNC, f"{bd.host_syncs:.1f} host syncs per step against "
                            f"{best.host_syncs:.1f} in #{best.seq}, the best correct sibling", []))
-    best = _best(peers, "compiles")
-    if bd.compiles is not None and best is not None and far_above(bd.compiles, best.compiles or 0, 1.5, 2):
-        out.append(Finding(FailureCause.RECOMPILATION, f"{bd.compiles} compilations against {best.compiles} in "
-                           f"#{best.seq}, the best correct sibling", []))
+    found = _compile_finding(bd, peers)
+    if found is not None:
+        out.append(found)
     best = _best(peers, "step_seconds")
     factor = float(settings["max_sibling_step_ratio"])
     if bd.steady is not None and best is not None and far_above(bd.steady[1], best.step_seconds or 0.0, factor):
@@ -264,6 +306,27 @@ def sibling_findings(run: Run, bd: Breakdown, siblings: Sequence[Sibling], setti
 
 
 # --------------------------------------------------------------------------- level 5
+
+
+def time_spread(run: Run, reference: Run) -> tuple[Any, float] | None:
+    """The time ratio's band from the runs' repeats (the attempt's `rerun --repeat` runs, the
+    reference's replicates; domain.noise, both spreads counted) and the ratio held against it:
+    every full-run wall over the reference runs' mean wall, the attempt's the mean of its runs.
+    None when neither side ran twice with a wall."""
+    from domain.costs import span_seconds
+    from domain.noise import band
+
+    def walls(r: Run) -> list[float]:
+        found = (span_seconds(x.attempt.started_at, x.attempt.ended_at) for x in [r, *r.replicates])
+        return [w for w in found if w]
+
+    theirs, mine = walls(reference), walls(run)
+    if not theirs or not mine or (len(theirs) < 2 and len(mine) < 2):
+        return None
+    mean = sum(theirs) / len(theirs)
+    b = band([w / mean for w in theirs], [w / mean for w in mine] if len(mine) >= 2 else [])
+    return (b, sum(mine) / len(mine) / mean) if b is not None else None
+
 
 
 def level5(run: Run, reference: Run | None, study: Study, intended: Hardware, level1_outcome: Outcome,
@@ -321,7 +384,20 @@ def level5(run: Run, reference: Run | None, study: Study, intended: Hardware, le
         return LevelResult(5, UNKNOWN, f"no reference run to compare with; {said}", ev), figures
     if tr is None:
         return LevelResult(5, UNKNOWN, f"no wall time for this run or the reference; {said}", ev), figures
+    spread = time_spread(run, reference)
+    noise = ""
+    if spread is not None:
+        b, ratio = spread
+        runs = (f"{b.m} runs of the attempt, " if b.m > 1 else "") + (
+            f"{b.n} of the reference" if b.n > 1 else "one of the reference")
+        noise = f"time x{ratio:.2f} ± {b.half:.2f} ({runs}): "
+        if b.holds(ratio, 0.0):  # the band is around x1, the reference runs' mean
+            return LevelResult(5, UNKNOWN, f"{noise}within the repeats' spread of x1, no difference (this run: {clock});"
+                               f" {said}", ev + syncs), figures
+        noise += "outside the repeats' spread of x1, so the mean ratio decides: "
+        tr, cr = ratio, (cr * ratio / tr if cr is not None and tr else cr)
     better, words = time_cost_outcome(tr, cr, float(settings["max_time_ratio"]), float(settings["max_cost_ratio"]))
+    words = noise + words
     text = f"{words} (from full-run wall time); {said}"
     if better:
         return LevelResult(5, PASS, text, ev + syncs), figures
