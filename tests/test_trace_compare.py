@@ -134,3 +134,51 @@ def test_judge_gives_correct_ports_no_cause_from_the_traces(runs, mode):
     verdict = _judge(runs, mode)
     assert [r.outcome for r in verdict.levels[:4]] == [Outcome.PASS] * 4, [r.reason for r in verdict.levels]
     assert verdict.cause in (None, FailureCause.SLOWER_OR_COSTLIER)
+
+
+def test_a_traced_reference_and_a_rerun_compared_by_verify(torch_python, tmp_path):  # noqa: F811
+    """End to end: `reference --run` stores the reference's trace, a re-run stores the attempt's,
+    and `verify` compares them: the port that lost its schedule fails level 2 with that cause."""
+    from storage import queries
+    from storage.database import open_study
+    from tests.conftest import BundleBuilder, make_repo
+    from workbench.bundle import import_bundle
+    from workbench.reference_run import run_reference
+    from workbench.rerun import jobs
+    from workbench.verify import verify_study
+
+    builder = BundleBuilder(tmp_path / "bundle")
+    builder.write_study()
+    folder = builder.root / "migrations" / "toy"
+    folder.mkdir(parents=True)
+    sha = make_repo(folder / "repo", [{"ported.py": PORTED.read_text()}])[0]
+    (folder / "migration.toml").write_text(
+        f'title = "toy"\nrepo = "repo"\nbase_commit = "{sha}"\n[target]\naccelerator = "cpu"\nchips = 1\n'
+        'runtime = "torch_xla"\n[goal]\nmetric = "held"\nreference = 100.0\ndirection = "min"\ntolerance = 100.0\n')
+    (folder / "logs").mkdir()
+    (folder / "metrics").mkdir()
+    env = {"PJRT_DEVICE": "CPU", "OMP_NUM_THREADS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    record = builder.attempt(1, sha, command={"argv": [torch_python, "ported.py", "lr"], "cwd": ".", "env": env},
+                             metrics=None, intended_hardware={"kind": "cpu", "count": 1})
+    (folder / record["log"]).write_text("step 5 held 1.0\n")
+    builder.write_attempts(folder, [record])
+    study = open_study(tmp_path / "study.db", create=True)
+    try:
+        assert not import_bundle(study, builder.root, "tester").problems
+        reference = run_reference(study, "toy", command=f"{torch_python} ported.py reference", env=env, venv=None,
+                                  timeout=300, hardware=None, reviewer="tester")
+        assert queries.probe_reports(study.db, reference.id)[0]["lr"] == {"1": [0.1], "6": [0.05], "11": [0.025],
+                                                                          "16": [0.0125]}
+        toy = queries.get_migration(study.db, "toy")
+        attempt = queries.attempt_summary(study.db, queries.attempt_id_by_seq(study.db, toy.id, 1)).attempt
+        job = jobs.wait(study.db, jobs.launch(study, jobs.spec_for(study.db, attempt, "local", chips=1), "tester").id,
+                        timeout=300)
+        assert job.state is jobs.JobState.FINISHED
+        verify_study(study.db, "tester")
+        rerun = job.result_attempt_id
+        level2 = queries.verdicts(study.db, rerun)[1]
+        assert level2.outcome is Outcome.FAIL and "lr 0.1 at step 6 against the reference's 0.05" in level2.reason
+        (verification,) = [v for v in [queries.current_verifications(study.db, [rerun]).get(rerun)] if v]
+        assert verification.cause is FailureCause.LR_SCHEDULE_DIFFERS and verification.silent
+    finally:
+        study.close()
