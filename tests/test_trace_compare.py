@@ -24,6 +24,7 @@ FAULTS = {  # mode: (level, cause, words of the reason)
     "skip": (2, FailureCause.OPTIMIZER_STEPS_DIFFER, "10 optimizer steps against the reference's 20"),
     "batch": (3, FailureCause.BATCH_SIZE_DIFFERS, "32 samples per optimizer step against the reference's 16"),
     "eval_mode": (2, FailureCause.MODE_DIFFERS, "entered eval mode 1 time(s) against the reference's 4"),
+    "eval_in_train": (2, FailureCause.MODE_DIFFERS, "entered eval mode 0 time(s) against the reference's 4"),
     "placement": (3, FailureCause.HOST_PLACEMENT, "lived on cpu, xla"),
     "nan": (1, FailureCause.NON_FINITE, "loss is NaN from step 12 where the reference's is"),
     "float64": (5, FailureCause.FLOAT64_EMULATED, "float64 parameters (float64) on tpu-v5e"),

@@ -266,16 +266,19 @@ def _phase(report: dict[str, Any], name: str, key: str) -> int | None:
 
 def modes_differ(run: dict[str, Any], ref: dict[str, Any]) -> Finding | None:
     """Level 2: the modules' training flag differs from the reference's over the same steps: a
-    port that trains in eval mode (dropout and batch-norm statistics off), or evaluates in
-    training mode, or another number of times."""
+    port that trains in eval mode (dropout and batch-norm statistics off: it left training mode
+    fewer times and ran more than twice the reference's share of forwards in eval mode, or never
+    ran one in training mode), or evaluates in training mode (never in eval mode where the
+    reference was). Evaluating more or less often is not a fault of the modes."""
     mine, theirs = run.get("eval_phases"), ref.get("eval_phases")
     train = (_phase(run, "train", "forwards"), _phase(ref, "train", "forwards"))
     evals = (_phase(run, "eval", "forwards"), _phase(ref, "eval", "forwards"))
     if None in train or None in evals or not isinstance(mine, int) or not isinstance(theirs, int):
         return None
-    if mine == theirs and bool(train[0]) == bool(train[1]):
-        return None
     share = [e / (t + e) if t + e else 0.0 for t, e in zip(train, evals)]  # type: ignore[operator]
+    trains_in_eval = (train[1] and not train[0]) or (mine < theirs and share[0] > 2 * share[1])
+    if not trains_in_eval and not (theirs and not mine):
+        return None
     text = (f"training and evaluation modes differ: the modules entered eval mode {mine} time(s) against the "
             f"reference's {theirs}, with {share[0]:.0%} of forwards in eval mode against {share[1]:.0%}")
     if not train[0]:

@@ -3,8 +3,9 @@ reference's: `reference` (plain torch on the CPU) and ports on torch_xla (XLA:CP
 `accumulate` (two micro-batches per optimizer step, done right: the loss halved, one step),
 `spmd` (the batch sharded over every device of a mesh), and faults: `lr` (the schedule lost),
 `skip` (the optimizer steps every other iteration), `batch` (a doubled batch), `eval_mode`
-(training goes on in eval mode after the first evaluation), `placement` (the first layer left on
-the host), `float64`, `nan` (the loss turns NaN at step 12), `compile` (a new graph every step)."""
+(training goes on in eval mode after the first evaluation), `eval_in_train` (evaluation without
+`model.eval()`), `placement` (the first layer left on the host), `float64`, `nan` (the loss turns
+NaN at step 12), `compile` (a new graph every step)."""
 import os
 import sys
 
@@ -78,7 +79,8 @@ for step in range(1, 21):
     if sync is not None:
         sync()
     if step % 5 == 0:
-        model.eval()
+        if mode != "eval_in_train":
+            model.eval()
         with torch.no_grad():
             held = model(x[:64].to(device)).sum()
         if sync is not None:
