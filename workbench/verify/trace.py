@@ -232,8 +232,8 @@ def effective_batch(report: dict[str, Any]) -> tuple[float, int, str] | None:
 def steps_differ(run: dict[str, Any], ref: dict[str, Any]) -> Finding | None:
     """Level 2: the run took another number of optimizer steps than the reference (an optimizer
     stepping every other iteration, a changed batch per step over the same data)."""
-    mine, theirs = run.get("steps"), ref.get("steps")
-    if not isinstance(mine, int) or not isinstance(theirs, int) or not mine or not theirs or mine == theirs:
+    mine, theirs = _count(run.get("steps")), _count(ref.get("steps"))
+    if not mine or not theirs or mine == theirs:
         return None
     text = f"optimizer steps differ: {mine} optimizer steps against the reference's {theirs}"
     a, r = effective_batch(run), effective_batch(ref)
@@ -340,6 +340,10 @@ def non_finite_values(run: dict[str, Any], ref: dict[str, Any] | None) -> Findin
     return None
 
 
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def _first_bad(report: dict[str, Any], name: str) -> int | None:
     bad = report.get("first_non_finite")
     step = bad.get(name) if isinstance(bad, dict) else None
@@ -359,7 +363,7 @@ def compare(reports: list[dict[str, Any]], reference: list[dict[str, Any]], runt
     if FailureCause.NO_ACCELERATOR_RUNTIME not in found:   # all on the host: that fault, not another
         out.append(host_placement(run, ref, runtime))
     if ref is not None and FailureCause.OPTIMIZER_NOT_STEPPED not in found:
-        steps = min(run.get("steps") or 0, ref.get("steps") or 0)
+        steps = min(_count(run.get("steps")), _count(ref.get("steps")))
         differ = steps_differ(run, ref)
         out += [differ, lr_schedule_differs(run, ref, steps), phase_compiles(run, ref)]
         if differ is None:   # over other steps, batches and evaluations differ by that
