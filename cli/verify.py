@@ -32,7 +32,8 @@ _MARK = {"pass": "✓", "fail": "✗", "unknown": "?"}
               help="List only attempts whose evidence or settings changed (the others are skipped by their inputs hash).")
 @click.option("--workers", type=click.IntRange(min=1), help="Processes judging attempts. Default: the cores, at most 8.")
 @click.option("--rerun-unknown", is_flag=True,
-              help="Then re-run with the probe every attempt whose level 3 is unknown (needs --backend).")
+              help="Then re-run with the probe every attempt whose level 3 is unknown or that has no trace "
+                   "(no probe report of its own or of a re-run; needs --backend).")
 @click.option("--backend", type=click.Choice(["local", "ssh", "gcloud", "skypilot"]),
               help="Backend of the --rerun-unknown jobs.")
 @click.option("--chips", type=click.IntRange(min=1), help="Chips of the --rerun-unknown jobs. Default: the intended count.")
@@ -126,14 +127,15 @@ def _summary(seen: int, judged: int, seconds: float) -> None:
 
 def _rerun_unknown(study: Any, targets: list[Any], backend: str, chips: int | None, host: str | None,
                    yes: bool) -> None:
-    """Re-run with the probe each attempt whose level 3 is unknown; says which jobs it started."""
+    """Re-run with the probe each attempt whose level 3 is unknown or that has no trace; says which
+    jobs it started."""
     import shlex
 
     from storage import queries
     from workbench.verify.unknown import launch_all, rerun_specs
 
     if not targets:
-        click.echo("no attempt has an unknown level 3: nothing to re-run", err=True)
+        click.echo("no attempt has an unknown level 3 or no trace: nothing to re-run", err=True)
         return
     specs = rerun_specs(study.db, targets, backend, chips=chips, host=host)
     names = {}

@@ -1,5 +1,5 @@
 """Unknown is actionable in the app: `U` on the study or a migration re-runs with the probe every
-agent attempt whose level 3 is unknown (the service behind `workbench verify --rerun-unknown`,
+agent attempt whose level 3 is unknown or that has no trace (the service behind `workbench verify --rerun-unknown`,
 workbench/verify/unknown.py). A dialog lists the commands first (they come from agents' records:
 nothing runs until the reviewer presses Run); then a screen follows the jobs, queued to done, and
 `enter` opens one job's live output (screens/rerun.py)."""
@@ -29,7 +29,8 @@ from screens.widgets.footer import Footer
 
 
 class RerunUnknownDialog(ModalScreen[list[int] | None]):
-    """The attempts whose level 3 is unknown and their commands; dismisses with the started jobs."""
+    """The attempts whose level 3 is unknown or that have no trace, and their commands; dismisses
+    with the started jobs."""
 
     WRITES_STUDY = True  # jobs and their results (WorkbenchApp.push_screen)
 
@@ -49,11 +50,11 @@ class RerunUnknownDialog(ModalScreen[list[int] | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical() as box:
-            box.border_title = text(f"Re-run unknown L3 with the probe: {self.label}")
+            box.border_title = text(f"Re-run unknown L3 or no trace with the probe: {self.label}")
             box.border_subtitle = "ctrl+r runs all · escape cancels"
             yield Static(text("From the agents' records: read them. Nothing runs until Run all.", "italic"))
             with VerticalScroll():
-                yield Static(text("Looking for attempts whose level 3 is unknown…"), id="unknown-list")
+                yield Static(text("Looking for attempts whose level 3 is unknown or that have no trace…"), id="unknown-list")
                 yield Label("Backend")
                 yield Select(BACKENDS, value="local", allow_blank=False, id="unknown-backend")
                 yield Label("Host, TPU VM or cluster name (not for local)")
@@ -96,9 +97,9 @@ class RerunUnknownDialog(ModalScreen[list[int] | None]):
         self.targets = targets
         listing = self.query_one("#unknown-list", Static)
         if not targets:
-            listing.update(text("No attempt you may see has an unknown level 3 (those you judge blind are not"
-                                " offered): nothing to re-run." if blind else
-                                "No attempt has an unknown level 3: nothing to re-run."))
+            listing.update(text("No attempt you may see has an unknown level 3 or no trace (those you judge blind"
+                                " are not offered): nothing to re-run." if blind else
+                                "No attempt has an unknown level 3 or no trace: nothing to re-run."))
             return
         lines = [f"{plural(len(targets), 'attempt')}:"]
         lines += [f"{slug} #{a.seq}: {shlex.join(a.command.argv)}" for slug, a in targets]

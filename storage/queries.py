@@ -413,6 +413,17 @@ def probe_reports(db: Database, attempt_id: int) -> list[dict[str, Any]]:
         "SELECT data FROM probe_report WHERE attempt_id = ? ORDER BY id", [attempt_id]).fetchall()]
 
 
+def traced(db: Database, attempt_ids: list[int]) -> dict[int, int]:
+    """attempt id -> the highest probe version among the probe reports stored with it or with a
+    re-run of it (version 2 holds the training trace; 0: a report without one); attempts with no
+    report at all are left out."""
+    rows = db.execute(
+        "SELECT a.id, MAX(COALESCE(json_extract(p.data, '$.probe_version'), 0)) FROM attempt a"
+        " JOIN probe_report p ON p.attempt_id = a.id OR p.attempt_id IN (SELECT r.id FROM attempt r WHERE r.rerun_of = a.id)"
+        " WHERE a.id IN (SELECT value FROM json_each(?)) GROUP BY a.id", [json.dumps(attempt_ids)]).fetchall()
+    return {int(aid): int(version) if isinstance(version, (int, float)) else 0 for aid, version in rows}
+
+
 def _verification(row: dict[str, Any]) -> Verification:
     from domain.verdicts import Verification
 

@@ -49,6 +49,33 @@ def test_qualified_names_are_their_own_metrics_and_configuration_echoes_are_not_
         assert not {"eval_interval", "eval_iters"} & set(series)
 
 
+LOGGED = b"""\
+INFO:train:step 1 loss 0.5
+INFO:train:step 2 loss 0.4
+INFO:train:final_eval_accuracy: 0.9355
+WARNING:train:eval_interval: 50
+"""
+
+
+def test_summary_lines_behind_a_logging_prefix_are_metrics_and_cited_by_line():
+    """`INFO:train:final_eval_accuracy: 0.9355` (the logging module's default format) is the goal
+    metric's line; a stored series cites it without extracting the log again, as extraction does."""
+    from workbench.verify.logscan import LogScanner
+    from workbench.verify.steplines import PointLines
+
+    for chunk in (None, 7):
+        series = _series(LOGGED, chunk=chunk)
+        assert series["final_eval_accuracy"] == {2: 0.9355} and series["loss"] == {1: 0.5, 2: 0.4}
+        assert "eval_interval" not in series
+    assert scan_chunks([LOGGED]).point("final_eval_accuracy", 2) == (0.9355, 3)
+    scanner = LogScanner(compile_patterns(), steps_only=True)
+    scanner.feed(LOGGED)
+    scanner.finish()
+    cite = PointLines(LOGGED, scanner.step_lines, compile_patterns(), lambda at: LOGGED.count(b"\n", 0, at) + 1,
+                      lambda: None)
+    assert cite.line("final_eval_accuracy", 2) == 3
+
+
 def test_pytorch_examples_mnist_lines_are_read_by_the_defaults():
     series = _series(MNIST)
     assert series["loss"] == {1: 2.3, 2: 0.902, 3: 0.31, 4: 0.25}

@@ -17,11 +17,11 @@ from workbench.verify import trace
 DDP = Path(__file__).parent / "data" / "trace" / "ddp.py"
 
 
-def _torchrun(python: str, mode: str, tmp_path: Path) -> list[dict]:
-    out = tmp_path / mode
+def _torchrun(python: str, mode: str, tmp_path: Path, processes: int = 2) -> list[dict]:
+    out = tmp_path / f"{mode}-{processes}"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "WORKBENCH_PROBE_DIR")}
     env.update(PYTHONPATH=str(probe.INJECT_DIR), WORKBENCH_PROBE_DIR=str(out), OMP_NUM_THREADS="1")
-    done = subprocess.run([python, "-m", "torch.distributed.run", "--nproc_per_node", "2", str(DDP), mode],
+    done = subprocess.run([python, "-m", "torch.distributed.run", "--nproc_per_node", str(processes), str(DDP), mode],
                           capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     return probe.read_reports(out)
@@ -29,8 +29,10 @@ def _torchrun(python: str, mode: str, tmp_path: Path) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def ddp_runs(torch_python, tmp_path_factory):  # noqa: F811
+    """Each mode on 2 replicas, and the reference: the same training in one process."""
     tmp = tmp_path_factory.mktemp("ddp")
-    return {mode: _torchrun(torch_python, mode, tmp) for mode in ("correct", "no_allreduce", "same_data")}
+    runs = {mode: _torchrun(torch_python, mode, tmp) for mode in ("correct", "no_allreduce", "same_data", "undivided")}
+    return {**runs, "reference": _torchrun(torch_python, "correct", tmp, processes=1)}
 
 
 def _causes(reports: list[dict], runtime: str | None = None) -> list[FailureCause]:
@@ -48,6 +50,23 @@ def test_replicas_reading_the_same_batch_are_found_though_they_stay_in_sync(ddp_
     (found,) = trace.findings([], ddp_runs["same_data"], None)
     assert found.cause is FailureCause.REPLICAS_SAME_DATA
     assert "identical at all 24 steps" in found.reason
+
+
+def test_replicas_against_the_reference_s_trace(ddp_runs):
+    """2 replicas of 8 samples each take the one process's 16 a step: no finding; replicas that
+    each read 16 of their own take 32 a step; replicas that read the same 16 are that fault alone."""
+    reference = ddp_runs["reference"]
+
+    def found(mode: str) -> list[tuple[FailureCause, str]]:
+        reports = ddp_runs[mode]
+        return [(f.cause, f.reason) for f in trace.findings(probe.facts_of_reports(reports), reports, None, reference)]
+
+    assert found("correct") == []
+    ((cause, reason),) = found("undivided")
+    assert cause is FailureCause.BATCH_SIZE_DIFFERS
+    assert "32 samples per optimizer step against the reference's 16" in reason and "x 2 replicas" in reason
+    assert [c for c, _ in found("same_data")] == [FailureCause.REPLICAS_SAME_DATA]
+    assert [c for c, _ in found("no_allreduce")] == [FailureCause.REPLICAS_OUT_OF_SYNC]
 
 
 def test_plain_torch_where_the_target_names_an_accelerator_runtime(ddp_runs):

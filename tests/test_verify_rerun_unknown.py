@@ -51,6 +51,35 @@ def test_rerun_unknown_starts_a_probe_rerun_of_each_unknown_level3(tmp_path: Pat
     study.close()
 
 
+def test_attempts_without_a_trace_are_offered_for_a_rerun_too(tmp_path: Path):
+    """An attempt whose level 3 is known but that has no trace (no probe report of its own or of a
+    re-run) is offered; its re-run's trace answers it; a re-run made by an older probe is offered."""
+    from storage import records
+    from workbench.verify import verify_study
+    from workbench.verify.unknown import unknown_at_level3, unknown_in
+
+    study = study_with_script(tmp_path)
+    verify_study(study.db, "ana")
+    toy = queries.get_migration(study.db, "toy")
+    attempt = queries.attempt_summary(study.db, queries.attempt_id_by_seq(study.db, toy.id, 1)).attempt
+    level3 = queries.verdicts(study.db, attempt.id)[2]
+    records.add_verdict_override(study.db, verdict_id=level3.id, outcome=Outcome.PASS,
+                                 justification="ran on 2 chips: the reviewer saw the console", reviewer="ana")
+    assert queries.verdicts(study.db, attempt.id)[2].effective is Outcome.PASS
+    assert [(slug, a.seq) for slug, a in unknown_in(study.db)] == [("toy", 1)]   # no trace
+    spec = jobs.spec_for(study.db, attempt, "local", chips=1)
+    job = jobs.wait(study.db, jobs.launch(study, spec, "ana").id, timeout=60)
+    assert job.state is JobState.FINISHED
+    rerun = queries.attempt_summary(study.db, job.result_attempt_id).attempt
+    assert queries.probe_reports(study.db, rerun.id)   # the current probe's report: a trace
+    assert unknown_at_level3(study.db, [attempt, rerun]) == []
+    # as an older probe (version 1, before the trace) would have written it
+    study.db.execute("UPDATE probe_report SET data = json_set(data, '$.probe_version', 1) WHERE attempt_id = ?",
+                     [rerun.id])
+    assert [a.seq for a in unknown_at_level3(study.db, [attempt, rerun])] == [1, rerun.seq]
+    study.close()
+
+
 def test_changed_lists_only_attempts_verified_again(tmp_path: Path):
     import json
 

@@ -54,6 +54,12 @@ CAUSES = {
     "non_finite": "the loss (or another series) turned NaN or infinite: the run diverged",
     "hang_at_exit": "finished its work, then hung until a timeout killed it",
     "batch_undersplit": "the input batch is split over fewer devices than intended, the others hold copies",
+    "lr_schedule_differs": "the learning rate per optimizer step differs from the reference's",
+    "optimizer_steps_differ": "the optimizer stepped a different number of times than the reference's",
+    "batch_size_differs": "samples per optimizer step (per-replica batch x replicas) differ from the reference's",
+    "mode_differs": "training and evaluation modes differ from the reference's (model.train/eval)",
+    "host_placement": "parameters kept on the host while the run used the accelerator",
+    "float64_emulated": "float64 parameters on a TPU, which emulates float64 (slow)",
     "other": "none of the above",
 }
 """docs/failure-taxonomy.md, in a line each; every FailureCause is here (a test checks)."""

@@ -19,6 +19,7 @@ from workbench.verify.patterns import (
     _NAMES,
     _SKIP_BYTES,
     DEFAULT_PATTERNS,
+    LOGGING_PREFIX,
     SKIP_NAMES,
     _Compiled,
     is_setting,
@@ -56,19 +57,22 @@ SUMMARY_AT_LEADS = True
 `finditer` ran it over the piece (a regex pass, some 5 ms/MiB, in every piece whose gate opens:
 a study's logs end with `eval_accuracy`); False runs `finditer`, which tests compare it with."""
 _SUMMARY = next(p for p in DEFAULT_PATTERNS if p.name == "summary")
-assert _SUMMARY.regex.startswith("(?m)^(?P<name>(?:eval|val|valid|test|final)[_/]")
+assert _SUMMARY.regex.startswith("(?m)^" + LOGGING_PREFIX + "(?P<name>(?:eval|val|valid|test|final)[_/]")
 _SUMMARY_LEADS: list[Markers] = []
+_LEADS = (b"eval", b"val", b"test", b"final", b"DEBUG:", b"INFO:", b"WARNING:", b"ERROR:", b"CRITICAL:")
+"""What a summary line begins with: its name's first word, or a logging prefix's level."""
 
 
 def _summary_starts(piece: bytes) -> list[int]:
-    """The starts of the lines that begin with `eval`, `val` (`valid` too), `test` or `final`, in
-    order: where the summary pattern (`(?m)^` then one of these) can match. One pass of the
-    markers' engine over the piece for the four words after a newline, plus the piece's start."""
+    """The starts of the lines that begin with `eval`, `val` (`valid` too), `test` or `final`, or a
+    logging prefix's level (`INFO:`), in order: where the summary pattern (`(?m)^` then one of
+    these) can match. One pass of the markers' engine over the piece for these words after a
+    newline, plus the piece's start."""
     if not _SUMMARY_LEADS:
-        _SUMMARY_LEADS.append(Markers([b"\neval", b"\nval", b"\ntest", b"\nfinal"]))
+        _SUMMARY_LEADS.append(Markers([b"\n" + lead for lead in _LEADS]))
     starts = [p + 1 for found in _SUMMARY_LEADS[0].scan(piece) for p in found]
     starts.sort()
-    if piece.startswith((b"eval", b"val", b"test", b"final")):
+    if piece.startswith(_LEADS):
         starts.insert(0, 0)
     return starts
 

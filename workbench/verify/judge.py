@@ -50,13 +50,18 @@ def judge(
         # what it printed before it failed agrees, but a run that failed has not shown its result
         l2 = LevelResult(2, UNKNOWN, f"the run failed (level 1), so agreement is unknown: {l2.reason}", l2.evidence)
     l3 = level3(run, intended, settings)
-    traced = trace.findings(run.probes(), run.probe_reports, migration.target.runtime)
-    l1 = with_findings(l1, [f for f in traced if f.level == 1])
+    traced = trace.findings(run.probes(), run.probe_reports, migration.target.runtime,
+                            reference.probe_reports if reference is not None else None, intended.kind)
+    said = {c for c, _ in l1.causes}
+    l1 = with_findings(l1, [f for f in traced if f.level == 1 and f.cause not in said])   # the log's NaN said it
+    if l1.outcome is PASS:   # a run that did not complete has not shown how it trained
+        l2 = with_findings(l2, [f for f in traced if f.level == 2])
     l3 = with_findings(l3, [f for f in traced if f.level == 3])
     l4 = level4(run, migration)
     if l1.outcome is not PASS and l4.outcome is FAIL:
         l4 = LevelResult(4, UNKNOWN, f"the run did not complete: {l4.reason}", l4.evidence)
-    l5, figures = level5(run, reference, study, intended, l1.outcome, settings, siblings)
+    l5, figures = level5(run, reference, study, intended, l1.outcome, settings, siblings,
+                         [f for f in traced if f.level == 5])
     levels = [l1, l2, l3, l4, l5]
     highest = highest_level({r.level: r.outcome.value for r in levels})
     failed = [r for r in levels if r.outcome is FAIL]

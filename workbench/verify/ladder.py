@@ -903,5 +903,6 @@ def with_findings(result: LevelResult, found: list[trace.Finding]) -> LevelResul
 
 
 CONFIGURATION = (FailureCause.WRONG_CONFIGURATION, FailureCause.NO_ACCELERATOR_RUNTIME,
-                 FailureCause.REPLICAS_SAME_DATA, FailureCause.REPLICAS_OUT_OF_SYNC, FailureCause.BATCH_UNDERSPLIT)
+                 FailureCause.REPLICAS_SAME_DATA, FailureCause.REPLICAS_OUT_OF_SYNC, FailureCause.BATCH_UNDERSPLIT,
+                 FailureCause.BATCH_SIZE_DIFFERS)
 """Level 3 causes that make a run's numbers meaningless: a level-2 mismatch is their effect."""

@@ -71,6 +71,11 @@ class Pattern:
     reads `991/1000` as 0.991); the metric is then the pattern's `name`."""
 
 
+LOGGING_PREFIX = r"(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.-]*+:[ \t]*+)?+"
+"""The `logging` module's default format before a message (`basicConfig`: `LEVEL:logger:`), taken
+whole or not at all (possessive: a line is tried once from its start)."""
+
+
 DEFAULT_PATTERNS: tuple[Pattern, ...] = (
     # plain prints: "step 3/40 loss 0.41 grad_norm 1.2", "Step: 3, loss=0.41"
     Pattern("plain", r"(?i)\bstep\b[ :=#]*(?P<step>\d+)(?:/(?P<total>\d+))?(?P<body>[^\n]*)"),
@@ -93,10 +98,11 @@ DEFAULT_PATTERNS: tuple[Pattern, ...] = (
             gate=("Test set: ",)),
     Pattern("test_accuracy", r"Test set: [^\n]{0,80}?Accuracy: (?P<correct>\d{1,12})/(?P<count>\d{1,12})",
             sequential=True, gate=("Test set: ",), compute="correct / count"),
-    # bare summary lines: "eval_accuracy 0.9014", "test/acc: 0.91"
+    # bare summary lines: "eval_accuracy 0.9014", "test/acc: 0.91", behind the logging module's
+    # default prefix too: "INFO:train:final_eval_accuracy: 0.9355"
     Pattern(
         "summary",
-        r"(?m)^(?P<name>(?:eval|val|valid|test|final)[_/][\w/.-]++)[ \t]*+(?:[=:][ \t]*+)?"
+        r"(?m)^" + LOGGING_PREFIX + r"(?P<name>(?:eval|val|valid|test|final)[_/][\w/.-]++)[ \t]*+(?:[=:][ \t]*+)?"
         r"(?P<value>" + NUMBER.decode() + r")[ \t\r]*$",
         gate=("eval", "val_", "val/", "test", "final"),
     ),

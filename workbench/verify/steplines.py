@@ -312,21 +312,20 @@ class PointLines:
         (no step line before it: step 0), else -1."""
         if not re.match(r"(?:eval|val|valid|test|final)[_/]", name):
             return -1
-        data, lead = self.data, b"\n" + name.encode()
+        data, lead = self.data, name.encode()
         end = len(data)
-        while True:
+        while True:   # the name at a line's start, or behind a logging prefix (`INFO:train:`)
             at = data.rfind(lead, 0, end)
-            start = at + 1 if at != -1 else (0 if data.startswith(lead[1:]) else -1)
-            if start == -1:
+            if at == -1:
                 return -1
-            _, stop = self._bounds(start)
+            start, stop = self._bounds(at)
             m = self._summary.match(data, start, stop - 1 if data[stop - 1 : stop] == b"\n" else stop)
-            if m is not None and m.group("name") == lead[1:] and _number(m.group("value")):
+            if m is not None and m.start("name") == at and m.group("name") == lead and _number(m.group("value")):
                 if self._step_before(start) == step:
                     return start
             if start == 0:
                 return -1
-            end = at
+            end = start   # one try a line: the match is anchored at its start
 
 
 def _number(raw: bytes) -> bool:

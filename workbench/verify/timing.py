@@ -330,10 +330,12 @@ def time_spread(run: Run, reference: Run) -> tuple[Any, float] | None:
 
 
 def level5(run: Run, reference: Run | None, study: Study, intended: Hardware, level1_outcome: Outcome,
-           settings: dict[str, Any], siblings: Sequence[Sibling] = ()) -> tuple[LevelResult, dict[str, float | None]]:
-    """Full-run wall time and cost against the reference's, one rule both ways; findings (abnormal
-    host syncs, far behind the best correct sibling) fail it whatever the clock says; on a
-    stand-in the clock does not decide. The breakdown is in every reason."""
+           settings: dict[str, Any], siblings: Sequence[Sibling] = (),
+           traced: Sequence[Any] = ()) -> tuple[LevelResult, dict[str, float | None]]:
+    """Full-run wall time and cost against the reference's, one rule both ways; findings (the
+    trace's `traced`: float64 on a TPU; abnormal host syncs, far behind the best correct sibling)
+    fail it whatever the clock says; on a stand-in the clock does not decide. The breakdown is in
+    every reason."""
     kind_seen, observed_count, _ = observed_devices(run)
     chips = observed_count or intended.count
     wall, dollars = cost(run, study.prices, intended.kind, chips)
@@ -370,6 +372,9 @@ def level5(run: Run, reference: Run | None, study: Study, intended: Hardware, le
             f for f in findings if f.cause is not FailureCause.HOST_SYNC or "median step" in f.text]
     tr, cr = figures["time_ratio"], figures["cost_ratio"]
     standin = stand_in_of(run, intended, kind_seen)
+    findings = [Finding(f.cause, f.reason + (f" (on {standin[0]}, standing in for {intended.kind}, its clock does not "
+                                             "show this)" if standin is not None else ""), f.evidence)
+                for f in traced] + findings
     clock = "" if tr is None else time_cost_outcome(tr, cr, float(settings["max_time_ratio"]),
                                                    float(settings["max_cost_ratio"]))[1]
     if findings:

@@ -9,12 +9,15 @@ rules still apply). docs/verification.md says what each rests on.
 
 from __future__ import annotations
 
+import bisect
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Any
 
 from domain.models import Evidence, FailureCause
-from workbench.probe import ProbeFacts, series
+from domain.performance import family
+from workbench.probe import ProbeFacts, main_report, series
 
 ACCELERATOR_RUNTIMES = ("torch_xla", "torchax", "torch_tpu")
 """Runtimes that put tensors on an accelerator; a target naming one is not met by plain torch."""
@@ -133,8 +136,238 @@ def recompiles_per_evaluation(probes: list[ProbeFacts]) -> Finding | None:
     return None
 
 
-def findings(probes: list[ProbeFacts], reports: list[dict[str, Any]], runtime: str | None) -> list[Finding]:
-    """Every fault the run's trace shows, lowest level first."""
+def float64_on_tpu(probes: list[ProbeFacts], intended_kind: str | None) -> Finding | None:
+    """Level 5: float64 parameters where a TPU is intended: a TPU has no float64 unit and XLA
+    emulates it with float32 pairs, several times slower (level 5 says so on the stand-in, whose
+    CPU computes float64 natively)."""
+    if not intended_kind or family(intended_kind) != "tpu":
+        return None
+    for p in probes:
+        if "float64" in p.param_dtypes:
+            text = (f"float64 parameters ({', '.join(p.param_dtypes)}) on {intended_kind}: a TPU emulates "
+                    f"float64, several times slower than float32")
+            return Finding(5, FailureCause.FLOAT64_EMULATED, text, [_ev(p, text)])
+    return None
+
+
+def findings(probes: list[ProbeFacts], reports: list[dict[str, Any]], runtime: str | None,
+             reference: list[dict[str, Any]] | None = None, intended_kind: str | None = None) -> list[Finding]:
+    """Every fault the run's trace shows, lowest level first; with the reference's reports, where
+    the two traces differ too (`compare`)."""
     found = [optimizer_not_stepped(probes), runtime_missing(probes, runtime, reports),
-             replicas_out_of_sync(reports), replicas_same_data(reports), recompiles_per_evaluation(probes)]
-    return sorted((f for f in found if f is not None), key=lambda f: f.level)
+             replicas_out_of_sync(reports), replicas_same_data(reports), recompiles_per_evaluation(probes),
+             float64_on_tpu(probes, intended_kind)]
+    kept = [f for f in found if f is not None]
+    kept += compare(reports, reference or [], runtime, {f.cause for f in kept})
+    return sorted(kept, key=lambda f: f.level)
+
+
+# --------------------------------------------------------------------------- the reference's trace against the run's
+
+
+LR_RTOL = 1e-6
+"""Learning rates that differ by more than this (relative) differ beyond float rounding."""
+PHASE_COMPILES = (1.5, 2)
+"""A phase compiling more than 1.5 times the reference's count plus 2 recompiles (the siblings' rule)."""
+
+
+def _lr_schedule(report: dict[str, Any]) -> dict[int, list[float | None]]:
+    """Step -> each param group's learning rate, at step 1 and each step where it changed."""
+    out: dict[int, list[float | None]] = {}
+    values = report.get("lr")
+    for step, lrs in (values.items() if isinstance(values, dict) else ()):
+        try:
+            out[int(step)] = [float(v) if isinstance(v, (int, float)) else None for v in lrs]
+        except (TypeError, ValueError):
+            continue
+    return out
+
+
+def _lr_at(schedule: dict[int, list[float | None]], changes: list[int], step: int) -> list[float | None]:
+    k = bisect.bisect_right(changes, step) - 1
+    return schedule[changes[k]] if k >= 0 else []
+
+
+def lr_schedule_differs(run: dict[str, Any], ref: dict[str, Any], steps: int) -> Finding | None:
+    """Level 2: the first optimizer step (of those both took) whose learning rate differs beyond
+    float rounding in a param group both have: another schedule trains another model."""
+    mine, theirs = _lr_schedule(run), _lr_schedule(ref)
+    if not mine or not theirs:
+        return None
+    at_mine, at_theirs = sorted(mine), sorted(theirs)
+    for step in sorted({s for s in (*at_mine, *at_theirs) if s <= steps}):
+        a, r = _lr_at(mine, at_mine, step), _lr_at(theirs, at_theirs, step)
+        for group, (x, y) in enumerate(zip(a, r)):
+            if x is None or y is None or abs(x - y) <= LR_RTOL * max(abs(x), abs(y)):
+                continue
+            text = (f"learning-rate schedule differs: lr {x:.6g} at step {step} against the reference's {y:.6g}"
+                    + (f" (param group {group})" if len(a) > 1 else ""))
+            return Finding(2, FailureCause.LR_SCHEDULE_DIFFERS, text, [_report_ev(run, f"lr at step {step}: {a}"),
+                                                                        _report_ev(ref, f"reference lr at step {step}: {r}")])
+    return None
+
+
+def _report_ev(report: dict[str, Any], text: str) -> Evidence:
+    return Evidence("probe", str(report.get("_file") or "probe report"), text[:300])
+
+
+def effective_batch(report: dict[str, Any]) -> tuple[float, int, str] | None:
+    """(samples per optimizer step, the first step, how it was counted): the median over steps of
+    the step's first training input's first dimension times the backward calls before the step
+    (gradient accumulation), times the processes of the world where each is a replica (under SPMD
+    the input is the global batch already)."""
+    sizes = series(report, ("batch_size", "backward_calls"))
+    batch, calls = sizes.get("batch_size", {}), sizes.get("backward_calls", {})
+    if not batch:
+        return None
+    world = report.get("world_size")
+    replicas = world if isinstance(world, int) and world > 1 and not report.get("spmd") else 1
+    per_step = {s: b * calls.get(s, 1.0) * replicas for s, b in batch.items()}
+    first = min(per_step)
+    how = (f"{batch[first]:g} per forward x {calls.get(first, 1.0):g} backward call(s)"
+           + (f" x {replicas} replicas" if replicas > 1 else ""))
+    return statistics.median(per_step.values()), first, how
+
+
+def steps_differ(run: dict[str, Any], ref: dict[str, Any]) -> Finding | None:
+    """Level 2: the run took another number of optimizer steps than the reference (an optimizer
+    stepping every other iteration, a changed batch per step over the same data)."""
+    mine, theirs = _count(run.get("steps")), _count(ref.get("steps"))
+    if not mine or not theirs or mine == theirs:
+        return None
+    text = f"optimizer steps differ: {mine} optimizer steps against the reference's {theirs}"
+    a, r = effective_batch(run), effective_batch(ref)
+    if a is not None and r is not None and a[0] != r[0]:
+        text += f" ({a[0]:g} samples per step against {r[0]:g})"
+    return Finding(2, FailureCause.OPTIMIZER_STEPS_DIFFER, text,
+                   [_report_ev(run, f"steps: {mine} ({run.get('step_source') or 'optimizer'})"),
+                    _report_ev(ref, f"reference steps: {theirs}")])
+
+
+def batch_differs(run: dict[str, Any], ref: dict[str, Any]) -> Finding | None:
+    """Level 3: the same number of optimizer steps, each over another number of samples (a
+    per-replica batch not divided by the replicas, a batch changed by the port)."""
+    a, r = effective_batch(run), effective_batch(ref)
+    if a is None or r is None or a[0] == r[0]:
+        return None
+    text = (f"effective batch differs: {a[0]:g} samples per optimizer step against the reference's {r[0]:g} "
+            f"(step {a[1]}: {a[2]}; the reference's: {r[2]})")
+    return Finding(3, FailureCause.BATCH_SIZE_DIFFERS, text,
+                   [_report_ev(run, f"batch_size at step {a[1]}: {a[2]}"),
+                    _report_ev(ref, f"reference batch_size at step {r[1]}: {r[2]}")])
+
+
+def _phase(report: dict[str, Any], name: str, key: str) -> int | None:
+    phases = report.get("phases")
+    phase = phases.get(name) if isinstance(phases, dict) else None
+    value = phase.get(key) if isinstance(phase, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def modes_differ(run: dict[str, Any], ref: dict[str, Any]) -> Finding | None:
+    """Level 2: the modules' training flag differs from the reference's over the same steps: a
+    port that trains in eval mode (dropout and batch-norm statistics off: it left training mode
+    fewer times and ran more than twice the reference's share of forwards in eval mode, or never
+    ran one in training mode), or evaluates in training mode (never in eval mode where the
+    reference was). Evaluating more or less often is not a fault of the modes."""
+    mine, theirs = run.get("eval_phases"), ref.get("eval_phases")
+    train = (_phase(run, "train", "forwards"), _phase(ref, "train", "forwards"))
+    evals = (_phase(run, "eval", "forwards"), _phase(ref, "eval", "forwards"))
+    if None in train or None in evals or not isinstance(mine, int) or not isinstance(theirs, int):
+        return None
+    share = [e / (t + e) if t + e else 0.0 for t, e in zip(train, evals)]  # type: ignore[operator]
+    trains_in_eval = (train[1] and not train[0]) or (mine < theirs and share[0] > 2 * share[1])
+    if not trains_in_eval and not (theirs and not mine):
+        return None
+    text = (f"training and evaluation modes differ: the modules entered eval mode {mine} time(s) against the "
+            f"reference's {theirs}, with {share[0]:.0%} of forwards in eval mode against {share[1]:.0%}")
+    if not train[0]:
+        text += " (it never ran a forward in training mode)"
+    return Finding(2, FailureCause.MODE_DIFFERS, text,
+                   [_report_ev(run, f"eval_phases {mine}; forwards: train {train[0]}, eval {evals[0]}"),
+                    _report_ev(ref, f"reference eval_phases {theirs}; forwards: train {train[1]}, eval {evals[1]}")])
+
+
+def host_placement(run: dict[str, Any], ref: dict[str, Any] | None, runtime: str | None) -> Finding | None:
+    """Level 3: parameters on the host (`cpu`) in a run that used the accelerator (the target
+    names one, or the reference's parameters all lived on a device): each step moves them."""
+    devices = run.get("param_devices")
+    if not isinstance(devices, list) or "cpu" not in devices:
+        return None
+    theirs = ref.get("param_devices") if ref is not None else None
+    on_device = isinstance(theirs, list) and theirs and "cpu" not in theirs
+    if runtime not in ACCELERATOR_RUNTIMES and not on_device:
+        return None
+    text = (f"parameters on the host: the optimizer's parameters lived on {', '.join(devices)}"
+            + (f", the reference's on {', '.join(theirs)}" if on_device else f" ({runtime} intended)"))
+    return Finding(3, FailureCause.HOST_PLACEMENT, text, [_report_ev(run, f"param_devices {devices}")])
+
+
+def phase_compiles(run: dict[str, Any], ref: dict[str, Any]) -> Finding | None:
+    """Level 3: a phase (training or evaluation) compiled far more often than the reference's
+    (both on XLA): more than 1.5 times its count plus 2."""
+    if not isinstance(run.get("xla_metrics"), dict) or not isinstance(ref.get("xla_metrics"), dict):
+        return None
+    factor, slack = PHASE_COMPILES
+    for name in ("train", "eval"):
+        mine, theirs = _phase(run, name, "compiles"), _phase(ref, name, "compiles")
+        if mine is not None and theirs is not None and mine > factor * theirs + slack:
+            text = (f"recompiles in {'training' if name == 'train' else 'evaluation'}: {mine} compilations against "
+                    f"the reference's {theirs}")
+            return Finding(3, FailureCause.RECOMPILATION, text,
+                           [_report_ev(run, f"phases.{name}.compiles {mine}"),
+                            _report_ev(ref, f"reference phases.{name}.compiles {theirs}")])
+    return None
+
+
+def non_finite_values(run: dict[str, Any], ref: dict[str, Any] | None) -> Finding | None:
+    """Level 1: the loss the trace fetched turned NaN or infinite (where the reference's is finite
+    at that step); level 2: the optimizer applied a non-finite gradient where the reference's
+    stayed finite (a loss scaler's skipped steps never reach the optimizer's step hook)."""
+    for name, level in (("loss", 1), ("grad_norm", 2)):
+        step = _first_bad(run, name)
+        if step is None or (ref is None and level == 2):
+            continue
+        theirs = _first_bad(ref, name) if ref is not None else None
+        if theirs is not None and theirs <= step:
+            continue
+        value = series(run, (name,)).get(name, {}).get(step, math.nan)
+        word = "NaN" if math.isnan(value) else "infinite"
+        known = series(ref, (name,)).get(name, {}).get(step) if ref is not None else None
+        text = (f"the trace's {name} is {word} from step {step}"
+                + (f" where the reference's is {known:.6g}" if known is not None else ""))
+        return Finding(level, FailureCause.NON_FINITE, text, [_report_ev(run, f"{name} at step {step}: {value}")])
+    return None
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _first_bad(report: dict[str, Any], name: str) -> int | None:
+    bad = report.get("first_non_finite")
+    step = bad.get(name) if isinstance(bad, dict) else None
+    return step if isinstance(step, int) and not isinstance(step, bool) else None
+
+
+def compare(reports: list[dict[str, Any]], reference: list[dict[str, Any]], runtime: str | None,
+            found: set[FailureCause]) -> list[Finding]:
+    """Where the run's trace differs from the reference's (each process's main report): the
+    learning-rate schedule, optimizer steps, samples per step, modes, placement, compilations
+    per phase, non-finite values. `found`: the causes the run's own trace gave (a batch read by
+    every replica is not also a batch of another size)."""
+    run, ref = main_report(reports), main_report(reference)
+    if run is None:
+        return []
+    out = [non_finite_values(run, ref)]
+    if FailureCause.NO_ACCELERATOR_RUNTIME not in found:   # all on the host: that fault, not another
+        out.append(host_placement(run, ref, runtime))
+    if ref is not None and FailureCause.OPTIMIZER_NOT_STEPPED not in found:
+        steps = min(_count(run.get("steps")), _count(ref.get("steps")))
+        differ = steps_differ(run, ref)
+        out += [differ, lr_schedule_differs(run, ref, steps), phase_compiles(run, ref)]
+        if differ is None:   # over other steps, batches and evaluations differ by that
+            out += [modes_differ(run, ref)]
+            if FailureCause.REPLICAS_SAME_DATA not in found:
+                out.append(batch_differs(run, ref))
+    return [f for f in out if f is not None and (f.cause not in found or f.cause is FailureCause.NON_FINITE)]

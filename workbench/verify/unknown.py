@@ -1,5 +1,6 @@
-"""Unknown is actionable: a level 3 left unknown (no evidence of the devices the run used) is
-answered by re-running the attempt with the probe inside, whose reports level 3 then cites."""
+"""Unknown is actionable: a level 3 left unknown (no evidence of the devices the run used), or an
+attempt with no trace (no probe report of the training's trace, its own or a re-run's), is
+answered by re-running the attempt with the probe inside, whose reports the verifier then cites."""
 
 from __future__ import annotations
 
@@ -8,18 +9,29 @@ from typing import Any
 from domain.models import Attempt, AttemptSource, Outcome
 from storage.sqlite import Database
 
+TRACE_VERSION = 2
+"""The probe version whose reports hold the training trace (workbench/probe/inject/workbench_probe.py)."""
+
 
 def unknown_at_level3(db: Database, attempts: list[Attempt]) -> list[Attempt]:
-    """The attempts whose current level 3 is (effectively) unknown; re-runs are left out: they
-    ran with the probe already, so running them again would tell nothing new."""
+    """The attempts to re-run with the probe: those whose current level 3 is (effectively) unknown,
+    and those with no trace (no probe report of version 2 or later, their own or a re-run's). A
+    re-run is one only when an older probe made its reports (the current probe saw what there was
+    to see: running it again would tell nothing new)."""
     from storage import queries
 
+    versions = queries.traced(db, [a.id for a in attempts])
     out = []
     for attempt in attempts:
+        version = versions.get(attempt.id)
+        if attempt.source is AttemptSource.REFERENCE:
+            continue
         if attempt.source is AttemptSource.RERUN:
+            if version is not None and version < TRACE_VERSION:
+                out.append(attempt)
             continue
         levels = queries.verdicts(db, attempt.id)
-        if len(levels) >= 3 and levels[2].effective is Outcome.UNKNOWN:
+        if (version or 0) < TRACE_VERSION or len(levels) >= 3 and levels[2].effective is Outcome.UNKNOWN:
             out.append(attempt)
     return out
 
@@ -47,8 +59,8 @@ def launch_all(study: Any, specs: list[Any], reviewer: str) -> list[Any]:
 
 
 def unknown_in(db: Database, slug: str | None = None) -> list[tuple[str, Attempt]]:
-    """(migration slug, attempt) of each agent attempt of the study, or of one migration, whose
-    level 3 is unknown: what the app's `U` offers to re-run."""
+    """(migration slug, attempt) of each attempt of the study, or of one migration, whose level 3
+    is unknown or that has no trace (`unknown_at_level3`): what the app's `U` offers to re-run."""
     from storage import queries, review
 
     found = [(s, queries.find_attempt(db, s, seq)[1]) for s, seq in review.verify_targets(db, slug)]

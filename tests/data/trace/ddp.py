@@ -1,5 +1,7 @@
-"""Two replicas under torchrun (gloo): `correct` (DDP, a shard each), `no_allreduce` (no DDP:
-each replica trains alone) or `same_data` (DDP, every replica reads the whole batch)."""
+"""Two replicas under torchrun (gloo): `correct` (DDP, a shard each; under one process, the
+reference), `no_allreduce` (no DDP: each replica trains alone), `same_data` (DDP, every replica
+reads the whole batch) or `undivided` (DDP, each replica reads a whole batch of its own: twice the
+samples per step)."""
 import sys
 
 import torch
@@ -16,9 +18,9 @@ opt = torch.optim.SGD(model.parameters(), lr=0.1)
 g = torch.Generator().manual_seed(1)
 x, y = torch.randn(512, 8, generator=g), torch.randn(512, 1, generator=g)
 for step in range(1, 25):
-    i = (step - 1) * 16 % 512
+    i = ((step - 1) * (world if mode == "undivided" else 1) + (rank if mode == "undivided" else 0)) * 16 % 512
     xb, yb = x[i:i + 16], y[i:i + 16]
-    if mode != "same_data":
+    if mode not in ("same_data", "undivided"):
         xb, yb = xb.chunk(world)[rank], yb.chunk(world)[rank]
     opt.zero_grad()
     torch.nn.functional.mse_loss(model(xb), yb).backward()
