@@ -79,4 +79,6 @@ class FailureCause(StrEnum):
     MODE_DIFFERS = "mode_differs"
     HOST_PLACEMENT = "host_placement"
     FLOAT64_EMULATED = "float64_emulated"
+    CLIP_BEFORE_REDUCE = "clip_before_reduce"
+    NO_GRADIENT_REDUCTION = "no_gradient_reduction"
     OTHER = "other"

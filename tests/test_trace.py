@@ -42,7 +42,8 @@ def _causes(reports: list[dict], runtime: str | None = None) -> list[FailureCaus
 def test_replicas_that_never_average_gradients_drift_apart(ddp_runs):
     assert _causes(ddp_runs["correct"]) == []
     (found,) = trace.findings([], ddp_runs["no_allreduce"], None)
-    assert found.cause is FailureCause.REPLICAS_OUT_OF_SYNC and found.level == 3
+    assert found.cause is FailureCause.NO_GRADIENT_REDUCTION and found.level == 3   # the drift's cause
+    assert "no collective call and had no reducer" in found.reason
     assert "differ across 2 processes" in found.reason and len(found.evidence) == 2
 
 
@@ -124,4 +125,4 @@ def test_judge_names_the_trace_cause_and_the_attempt_is_silent(ddp_runs):
         verdicts[mode] = judge(run, None, migration, Study("s", "s"), merge({}))
     assert verdicts["correct"].levels[2].outcome is not Outcome.FAIL and verdicts["correct"].cause is None
     bad = verdicts["no_allreduce"]
-    assert bad.levels[2].outcome is Outcome.FAIL and bad.cause is FailureCause.REPLICAS_OUT_OF_SYNC and bad.silent
+    assert bad.levels[2].outcome is Outcome.FAIL and bad.cause is FailureCause.NO_GRADIENT_REDUCTION and bad.silent

@@ -60,6 +60,8 @@ CAUSES = {
     "mode_differs": "training and evaluation modes differ from the reference's (model.train/eval)",
     "host_placement": "parameters kept on the host while the run used the accelerator",
     "float64_emulated": "float64 parameters on a TPU, which emulates float64 (slow)",
+    "clip_before_reduce": "each replica's gradients clipped before the cross-replica reduction, not after",
+    "no_gradient_reduction": "replicas' gradients are never reduced: each applies its own",
     "other": "none of the above",
 }
 """docs/failure-taxonomy.md, in a line each; every FailureCause is here (a test checks)."""

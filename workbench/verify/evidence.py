@@ -19,7 +19,7 @@ from storage.logs import log_chunks
 from storage.sqlite import Database
 
 VERIFIER = "workbench.ladder"
-VERSION = "1.8.0"
+VERSION = "1.9.0"
 """Bump on any change to what a level checks: stored verdicts of an older version are redone."""
 
 def older_version(version: str, than: str) -> bool:

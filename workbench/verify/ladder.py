@@ -904,5 +904,5 @@ def with_findings(result: LevelResult, found: list[trace.Finding]) -> LevelResul
 
 CONFIGURATION = (FailureCause.WRONG_CONFIGURATION, FailureCause.NO_ACCELERATOR_RUNTIME,
                  FailureCause.REPLICAS_SAME_DATA, FailureCause.REPLICAS_OUT_OF_SYNC, FailureCause.BATCH_UNDERSPLIT,
-                 FailureCause.BATCH_SIZE_DIFFERS)
+                 FailureCause.BATCH_SIZE_DIFFERS, FailureCause.NO_GRADIENT_REDUCTION)
 """Level 3 causes that make a run's numbers meaningless: a level-2 mismatch is their effect."""

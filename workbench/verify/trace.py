@@ -24,6 +24,12 @@ ACCELERATOR_RUNTIMES = ("torch_xla", "torchax", "torch_tpu")
 CHECKSUM_RTOL = 1e-4
 """Replicas whose parameter sums differ by more than this (relative) at the same step are out of
 sync: data-parallel replicas apply the same averaged update and stay equal to float rounding."""
+CLIP_RTOL = 1e-3
+"""A gradient norm within this (relative) of its clip bound is at the bound: clip_grad_norm_ scales
+by bound / (norm + 1e-6), so a clipped norm sits just under it."""
+MIN_SAMPLED = 3
+"""Sampled steps (the probe keeps per-replica norms on steps 1-3 and every 10th) that must agree
+before 'the optimizer applies one replica's own gradient' is said."""
 MIN_EVALUATIONS = 3
 """Evaluations seen before 'a compile at every evaluation' is said (the first one always compiles)."""
 
@@ -123,6 +129,128 @@ def replicas_same_data(reports: list[dict[str, Any]]) -> Finding | None:
                     for r, p in zip(replicas[:4], prints[:4])])
 
 
+def _by_step(report: dict[str, Any], name: str) -> dict[int, Any]:
+    values = report.get(name)
+    out = {}
+    for step, value in (values.items() if isinstance(values, dict) else ()):
+        try:
+            out[int(step)] = value
+        except ValueError:
+            continue
+    return out
+
+
+def _close(a: float, b: float, rtol: float) -> bool:
+    return abs(a - b) <= rtol * max(abs(a), abs(b), 1e-12)
+
+
+def _clipped_replicas(report: dict[str, Any]) -> list[tuple[int, list[list]]]:
+    """Steps at which one process clipped several of its replicas' gradients (clips on the devices
+    whose gradient norms it kept per replica), each clip active and each replica's norm after it at
+    the bound, with the norms before it (before the reduction) not all equal."""
+    replicas = _by_step(report, "replica_grad_norm")
+    steps = []
+    for step, clips in sorted(_by_step(report, "clips").items()):
+        norms = replicas.get(step)
+        if not isinstance(norms, dict) or not isinstance(clips, list):
+            continue
+        mine = [c for c in clips if isinstance(c, list) and len(c) == 4 and c[0] in norms]
+        if len(mine) < 2 or len(mine) < len(norms):
+            continue
+        active = all(float(c[1]) > float(c[2]) * (1 + CLIP_RTOL) for c in mine)
+        at_bound = all(_close(float(norms[c[0]]), float(c[2]), CLIP_RTOL) for c in mine)
+        differ = not all(_close(float(c[1]), float(mine[0][1]), CLIP_RTOL) for c in mine)
+        if active and at_bound and differ:
+            steps.append((step, mine))
+    return steps
+
+
+def clip_before_reduce(reports: list[dict[str, Any]]) -> Finding | None:
+    """Level 2: each replica's gradients were clipped to the bound before the replicas' gradients
+    were reduced, so the update applied is the mean of clipped gradients, not the clipped mean
+    (the study's 86.53% -> 84.89%). Seen where one process drives the replicas (its clips on the
+    replicas' devices, each replica's norm at the bound as the optimizer steps, their norms before
+    clipping different), and across the processes of one world (each process's clip active and
+    made before its step's first collective, the norms before clipping different)."""
+    for report in reports:
+        if not isinstance(report, dict):
+            continue
+        steps = _clipped_replicas(report)
+        if steps:
+            step, clips = steps[0]
+            applied = series(report, ("grad_norm",)).get("grad_norm", {}).get(step)
+            norms = ", ".join(f"{float(c[1]):.4g}" for c in clips)
+            text = (f"gradients clipped before the cross-replica reduction: at step {step} each of "
+                    f"{len(clips)} replicas' gradients was clipped to {float(clips[0][2]):g} (norms before "
+                    f"clipping {norms}), then averaged"
+                    + (f": the update applied has norm {applied:.4g}" if applied is not None else "")
+                    + f"; {len(steps)} step(s) sampled show it")
+            return Finding(2, FailureCause.CLIP_BEFORE_REDUCE, text,
+                           [Evidence("probe", str(report.get("_file") or "probe report"), text[:300])])
+    replicas = _replicas(reports)
+    early = [{step: c for step, clips in _by_step(r, "clips").items() if isinstance(clips, list)
+              for c in clips[:1] if isinstance(c, list) and len(c) == 4 and c[3] and float(c[1]) > float(c[2]) * (1 + CLIP_RTOL)}
+             for r in replicas]
+    if len(early) < 2 or any(not e for e in early) or not any(r.get("collectives") or r.get("reducers") for r in replicas):
+        return None
+    common = sorted(set.intersection(*(set(e) for e in early)))
+    for step in common:
+        norms = [float(e[step][1]) for e in early]
+        if not all(_close(v, norms[0], CLIP_RTOL) for v in norms):
+            text = (f"gradients clipped before the cross-replica reduction: at step {step} each of {len(norms)} "
+                    f"processes clipped its own gradients to {float(early[0][step][2]):g} (norms "
+                    f"{', '.join(f'{v:.4g}' for v in norms)}) before its first collective")
+            return Finding(2, FailureCause.CLIP_BEFORE_REDUCE, text,
+                           [Evidence("probe", str(r.get("_file") or "probe report"), f"clip at step {step}: "
+                                     f"norm {float(e[step][1]):.6g}, bound {float(e[step][2]):g}, before any reduction")
+                            for r, e in zip(replicas[:4], early[:4])])
+    return None
+
+
+def no_gradient_reduction(reports: list[dict[str, Any]]) -> Finding | None:
+    """Level 3: the replicas' gradients are never reduced. Where one process drives the replicas:
+    the norm the optimizer applies (before its own clip, if any) is one replica's own at every step
+    sampled while the replicas' norms differ. Across the processes of one world: no collective
+    and no reducer (DDP, xm.reduce_gradients) in any of them, and their parameters drift apart."""
+    for report in reports:
+        if not isinstance(report, dict):
+            continue
+        replicas = _by_step(report, "replica_grad_norm")
+        applied = dict(series(report, ("grad_norm",)).get("grad_norm", {}))
+        for step, clips in _by_step(report, "clips").items():   # the optimizer's own clip: its norm before
+            own = [c for c in clips if isinstance(c, list) and len(c) == 4 and c[0] not in (replicas.get(step) or {})]
+            if own:
+                applied[step] = float(own[0][1])
+        matched = []
+        for step, norms in sorted(replicas.items()):
+            if not isinstance(norms, dict) or len(norms) < 2 or step not in applied:
+                continue
+            values = {d: float(v) for d, v in norms.items()}
+            if all(_close(v, next(iter(values.values())), CLIP_RTOL) for v in values.values()):
+                continue
+            same = [d for d, v in values.items() if _close(v, applied[step], 1e-5)]
+            matched.append((step, same[0] if len(same) == 1 else None, values))
+        if len(matched) >= MIN_SAMPLED and all(d is not None and d == matched[0][1] for _, d, _ in matched):
+            step, device, values = matched[0]
+            text = (f"no gradient reduction: the optimizer applies replica {device}'s own gradient (norm "
+                    f"{applied[step]:.6g} at step {step}; the {len(values)} replicas' norms "
+                    f"{', '.join(f'{v:.4g}' for v in values.values())}) at all {len(matched)} steps sampled")
+            return Finding(3, FailureCause.NO_GRADIENT_REDUCTION, text,
+                           [Evidence("probe", str(report.get("_file") or "probe report"), text[:300])])
+    replicas = _replicas(reports)
+    if len(replicas) < 2 or any("collectives" not in r for r in replicas):
+        return None
+    if any(r.get("collectives") or r.get("reducers") for r in replicas):
+        return None
+    drift = replicas_out_of_sync(reports)
+    if drift is None:
+        return None
+    text = (f"no gradient reduction: {len(replicas)} processes of world size {replicas[0]['world_size']} made "
+            f"no collective call and had no reducer (DDP, xm.reduce_gradients) in "
+            f"{max(int(r.get('steps') or 0) for r in replicas)} steps; {drift.reason}")
+    return Finding(3, FailureCause.NO_GRADIENT_REDUCTION, text, drift.evidence)
+
+
 def recompiles_per_evaluation(probes: list[ProbeFacts]) -> Finding | None:
     """Level 3: evaluation compiles at (nearly) every evaluation, where a stable program compiles
     its evaluation graph once and reuses it."""
@@ -154,8 +282,9 @@ def findings(probes: list[ProbeFacts], reports: list[dict[str, Any]], runtime: s
              reference: list[dict[str, Any]] | None = None, intended_kind: str | None = None) -> list[Finding]:
     """Every fault the run's trace shows, lowest level first; with the reference's reports, where
     the two traces differ too (`compare`)."""
-    found = [optimizer_not_stepped(probes), runtime_missing(probes, runtime, reports),
-             replicas_out_of_sync(reports), replicas_same_data(reports), recompiles_per_evaluation(probes),
+    unreduced = no_gradient_reduction(reports)   # names the cause of the drift out of sync: one finding
+    found = [optimizer_not_stepped(probes), clip_before_reduce(reports), runtime_missing(probes, runtime, reports),
+             unreduced or replicas_out_of_sync(reports), replicas_same_data(reports), recompiles_per_evaluation(probes),
              float64_on_tpu(probes, intended_kind)]
     kept = [f for f in found if f is not None]
     kept += compare(reports, reference or [], runtime, {f.cause for f in kept})

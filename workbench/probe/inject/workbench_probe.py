@@ -34,6 +34,18 @@ FLUSH_EVERY = 64
 """Fetch values to the host once this many steps are buffered (older steps only)."""
 CHECKSUM_EVERY = 10
 """A parameter checksum on steps 1, 1 + K, 1 + 2K, ...: replicas that never sync drift apart."""
+HOST_READS_EVERY = 16
+"""torch_xla's device-to-host transfer count is read on steps 1 to 3 and then every this many steps:
+reading it builds its list of up to 1,000 samples (about 170 µs, 3% of a 6 ms step), where the
+counters the other per-step counts come from cost under 1 µs."""
+REPLICA_EVERY = 10
+"""Per-replica evidence (each clip's norm, each in-process replica's gradient norm) on steps 1 to 3
+and every this many steps: where one process drives several devices, torch_xla.sync() runs only
+the default device's pending graph, so what the probe keeps on the others is computed at its
+batched fetch, each kept step adding to that graph (every step: +60% CPU a step on the bench)."""
+COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
+               "all_to_all", "all_to_all_single", "broadcast", "collective_permute")
+"""torch.distributed's and torch_xla's collective operations the trace counts per step."""
 RUNTIMES = ("torch_tpu", "torchax", "torch_xla")
 """Accelerator runtimes the trace names, first found wins; else plain `torch`."""
 
@@ -71,8 +83,8 @@ class _State:
         self.eval_entries = 0
         self.counters: dict[str, int] | None = None       # torch_xla counters at the last step / switch
         self.phase_counters: dict[str, int] | None = None
-        self.per_step: dict[str, dict[int, int]] = {"host_reads": {}, "item_calls": {}, "compiles": {},
-                                                    "executions": {}}
+        self.per_step: dict[str, dict[int, float]] = {"host_reads": {}, "item_calls": {}, "compiles": {},
+                                                      "executions": {}, "collectives": {}}
         self.own_reads = 0                 # host reads the probe itself made (its batched fetches)
         self.step_source = "optimizer"
         self.backward_steps: list | None = []   # (loss, time) per backward while no optimizer has stepped
@@ -81,6 +93,20 @@ class _State:
         self.dropped_pending = 0
         self.dist: tuple[int, int] | None = None   # torch.distributed's world size and rank while training
         self.optimizers_made = 0           # torch.optim optimizers constructed: made but never stepped is a fault
+        self.reads_at: tuple[int, int] = (0, 0)   # (step, transfers) of the last host-read count
+        self.fwd_modules: list = []        # modules forwarded in training since the last backward
+        self.bw_groups: list = []          # their lists, one a backward call, since the last optimizer step
+        self.clips: list = []              # (device, norm before clipping, max_norm, before any reduction)
+        self.collectives: dict[str, int] = {}   # collective operations by name, the whole run
+        self.step_collectives = 0          # collectives since the last optimizer step
+        self.reducers: set[str] = set()    # what reduces gradients: DDP's reducer, xm.reduce_gradients
+        self.pre_reduce: object = None     # this step's gradient norm at its first collective (multi-process)
+        self.first_optimizer = None        # the first optimizer built (its params: the pre-reduce norm)
+        self.input_shardings: dict[str, int] = {}   # SPMD sharding spec of each step's first input: steps
+        self.clip_norms: dict[int, list] = {}      # step -> [device, norm before clipping, max_norm, before reduce]
+        self.replica_norms: dict[int, dict[str, float]] = {}       # step -> device -> gradient norm
+        self.replica_checksums: dict[int, dict[str, float]] = {}   # step -> device -> parameter sum
+        self.pre_reduce_norms: dict[int, float] = {}
 
     def error(self, where: str, exc: BaseException) -> None:
         if len(self.errors) < 20:
@@ -120,6 +146,11 @@ def _on_backward(tensors) -> None:
                     s.last_time = time.perf_counter()
                 s.pending.append(t.detach())
                 s.devices.add(str(t.device))
+                if s.fwd_modules:
+                    s.bw_groups.append(s.fwd_modules)
+                    s.fwd_modules = []
+                    if len(s.bw_groups) > FLUSH_EVERY:   # no optimizer step yet: keep the latest
+                        del s.bw_groups[:-8]
                 if s.backward_steps is not None and s.optimizer_id is None:
                     s.backward_steps.append((t.detach(), time.perf_counter()))
                     if len(s.backward_steps) > 4 * FLUSH_EVERY:   # no optimizer after this many: keep few
@@ -135,20 +166,37 @@ def _on_forward(module, args) -> None:
     if s is None:
         return
     try:
-        training = bool(module.training)
+        training = module.training
         if training is not s.training:
-            _switch_phase(s, training)
-        s.phases["train" if training else "eval"]["forwards"] += 1
-        if training and s.batch_pending is None:
-            import torch
-
-            first = next((a for a in args if isinstance(a, torch.Tensor)), None)
-            if first is not None:
-                size = int(first.shape[0]) if first.dim() else 1
-                with torch.no_grad():
-                    s.batch_pending = (size, first.detach().float().sum())
+            _switch_phase(s, bool(training))
+        if not training:
+            s.phases["eval"]["forwards"] += 1
+            return
+        s.phases["train"]["forwards"] += 1
+        s.fwd_modules.append(module)
+        if len(s.fwd_modules) > 4096:   # training forwards without backward: keep the latest
+            del s.fwd_modules[:-1024]
+        if type(module).__name__ == "DistributedDataParallel":
+            s.reducers.add("DistributedDataParallel")
+        if s.batch_pending is None:
+            _note_batch(s, args)
     except Exception as exc:
         s.error("forward", exc)
+
+
+def _note_batch(s: _State, args) -> None:
+    """A step's first training input: its size and a fingerprint (its sum, kept on the device);
+    its SPMD sharding on sampled steps."""
+    torch = sys.modules["torch"]
+    first = next((a for a in args if isinstance(a, torch.Tensor)), None)
+    if first is None:
+        return
+    with torch.no_grad():
+        value = first.detach()
+        s.batch_pending = (int(first.shape[0]) if first.dim() else 1,
+                           (value if value.is_floating_point() else value.float()).sum())
+    if first.device.type == "xla" and len(s.input_shardings) < 8 and _sampled(s.step + 1):
+        _note_sharding(s, first)
 
 
 def _switch_phase(s: _State, training: bool) -> None:
@@ -163,21 +211,44 @@ def _switch_phase(s: _State, training: bool) -> None:
     s.training = training
 
 
-def _xla_counters(s: _State) -> dict[str, int] | None:
-    """torch_xla's counts the trace needs (about 1 µs a read, no device sync); None without torch_xla.
-    `host_reads` leaves out the probe's own batched fetches."""
+def _note_sharding(s: _State, tensor) -> None:
+    """The SPMD sharding spec of a step's first input (no device sync): its tile shape's first
+    dimension is the data-parallel degree."""
+    import torch_xla
+
+    spec = torch_xla._XLAC._get_xla_sharding_spec(tensor)
+    if spec:
+        s.input_shardings[spec] = s.input_shardings.get(spec, 0) + 1
+
+
+def _data_parallel(spec: str) -> int | None:
+    """`{devices=[2,1,1,2]0,1,2,3 last_tile_dim_replicate}` -> 2 (the batch split 2 ways); replicated -> 1."""
+    if "replicated" in spec and "devices=[" not in spec:
+        return 1
+    head = spec.partition("devices=[")[2].partition("]")[0]
+    try:
+        return int(head.split(",")[0])
+    except ValueError:
+        return None
+
+
+def _xla_counters(s: _State, host_reads: bool = True) -> dict[str, int] | None:
+    """torch_xla's counts the trace needs (counters: under 1 µs a read, no device sync); None
+    without torch_xla. `host_reads` (leaving out the probe's own batched fetches) is read only when
+    asked: its metric costs far more (HOST_READS_EVERY)."""
     if "torch_xla" not in sys.modules:
         return None
     import torch_xla.debug.metrics as met
 
-    def samples(name: str) -> int:
-        data = met.metric_data(name)
-        return int(data[0]) if data else 0
+    def counter(name: str) -> int:
+        return int(met.counter_value(name) or 0)
 
-    return {"host_reads": samples("TransferFromDeviceTime") - s.own_reads,
-            "item_calls": int(met.counter_value("aten::_local_scalar_dense") or 0),
-            "compiles": samples("CompileTime"),
-            "executions": samples("ExecuteTime") + samples("ExecuteReplicatedTime")}
+    out = {"item_calls": counter("aten::_local_scalar_dense"), "compiles": counter("UncachedCompile"),
+           "executions": counter("ExecuteComputation") + counter("ExecuteReplicated")}
+    if host_reads:
+        data = met.metric_data("TransferFromDeviceTime")
+        out["host_reads"] = (int(data[0]) if data else 0) - s.own_reads
+    return out
 
 
 def _on_optimizer_step(optimizer, args, kwargs) -> None:
@@ -225,11 +296,13 @@ def _on_optimizer_step(optimizer, args, kwargs) -> None:
                     torch.stack([torch.linalg.vector_norm(g.detach(), 2.0, dtype=torch.float32) for g in grads]), 2.0))
             for params in params_by_device.values():
                 extras.append(("checksum", torch.stack([p.detach().sum(dtype=torch.float64 if p.device.type == "cpu"
-                                                                          else torch.float32) for p in params]).sum()))
+                                                                          else torch.float32) for p in params]).sum(),
+                               None))
         if s.batch_pending is not None:
             s.batch_sizes[s.step] = s.batch_pending[0]
-            extras.append(("batch", s.batch_pending[1]))
+            extras.append(("batch", s.batch_pending[1], None))
             s.batch_pending = None
+        _replicas_at_step(s, optimizer, checksum, extras)
         s.buffer.append((s.step, s.pending, norms, step_time, extras))
         s.pending = []
         if len(s.buffer) > FLUSH_EVERY:
@@ -240,14 +313,127 @@ def _on_optimizer_step(optimizer, args, kwargs) -> None:
 
 
 def _count_step(s: _State) -> None:
-    """torch_xla's counts since the previous step (step 1: since start-up), per step."""
-    counts = _xla_counters(s)
+    """torch_xla's counts since the previous step (step 1: since start-up), per step; host reads
+    on the steps they are read, as the mean per step since the last reading; collectives."""
+    s.per_step["collectives"][s.step] = s.step_collectives
+    s.step_collectives = 0
+    reads = s.step <= 3 or s.step % HOST_READS_EVERY == 0
+    counts = _xla_counters(s, host_reads=reads)
     if counts is None:
         return
     before = s.counters or dict.fromkeys(counts, 0)
     for key, value in counts.items():
-        s.per_step[key][s.step] = value - before[key]
+        if key == "host_reads":
+            last_step, last = s.reads_at
+            s.per_step[key][s.step] = (value - last) / (s.step - last_step)
+            s.reads_at = (s.step, value)
+        else:
+            s.per_step[key][s.step] = value - before.get(key, 0)
     s.counters = counts
+
+
+def _replicas_at_step(s: _State, optimizer, checksum: bool, extras: list) -> None:
+    """Per-replica evidence of this step, kept on the device: each clip's norm before clipping;
+    where one process drives several replicas (backward calls on several devices), each replica's
+    gradient norm as the optimizer steps (before the gradients are reduced, after any clipping of
+    its own) and, on checksum steps, its parameter sum; in a process of a multi-process world, the
+    gradient norm at the step's first collective (before the reduction)."""
+    start = len(extras)
+    for device, norm, max_norm, before in s.clips:
+        extras.append(("clip", norm, (device, max_norm, before)))
+    s.clips = []
+    try:
+        _replica_norms(s, optimizer, checksum, extras)
+    finally:
+        _launch(extras[start:])
+
+
+def _launch(extras: list) -> None:
+    """Start computing the kept values on each XLA device now, without waiting: torch_xla.sync()
+    runs only the default device's graph, and values left pending on the others would be
+    computed at the batched fetch in one new graph each time (a compile each: 1.5 s in 300 steps
+    on the bench). A step's graph is the same each time: compiled once per device."""
+    by_device: dict = {}
+    for _, tensor, _ in extras:
+        if tensor.device.type == "xla":
+            by_device.setdefault(str(tensor.device), []).append(tensor)
+    if len(by_device) < 2:
+        return
+    import torch_xla
+
+    for group in by_device.values():
+        torch_xla._XLAC._xla_sync_multi(group, devices=[], wait=False, sync_xla_data=False)
+
+
+def _replica_norms(s: _State, optimizer, checksum: bool, extras: list) -> None:
+    import torch
+
+    if s.pre_reduce is not None:
+        extras.append(("pre_reduce", s.pre_reduce, None))
+        s.pre_reduce = None
+    groups, s.bw_groups = s.bw_groups, []
+    if len(groups) < 2 or not _sampled(s.step):
+        return
+    mine = {id(p) for g in optimizer.param_groups for p in g["params"]}
+    by_device: dict = {}
+    for modules in groups:
+        for m in modules:
+            for p in m._parameters.values():
+                if p is not None and p.grad is not None and id(p) not in mine:
+                    by_device.setdefault(p.device, {})[id(p)] = p
+    if len(by_device) < 2:
+        return
+    with torch.no_grad():
+        for device, params in by_device.items():
+            grads = [p.grad.detach() for p in params.values()]
+            extras.append(("replica_norm", torch.linalg.vector_norm(torch.stack(
+                [torch.linalg.vector_norm(g, 2.0, dtype=torch.float32) for g in grads]), 2.0), str(device)))
+            if checksum:
+                extras.append(("replica_checksum", torch.stack(
+                    [p.detach().sum(dtype=torch.float32) for p in params.values()]).sum(), str(device)))
+
+
+def _sampled(step: int) -> bool:
+    return step <= 3 or step % REPLICA_EVERY == 1
+
+
+def _on_clip(parameters, total, max_norm) -> None:
+    """A clip_grad_norm_ call: the norm it measured (kept on the device) and its bound."""
+    s = _state
+    if s is None or not _sampled(s.step + 1):
+        return
+    try:
+        first = next(iter(parameters), None)
+        device = str(first.device) if first is not None else "?"
+        s.clips.append((device, total.detach(), float(max_norm), not (s.step_collectives or s.reducers)))
+    except Exception as exc:
+        s.error("clip", exc)
+
+
+def _on_collective(name: str) -> None:
+    """A collective call: counted; the first of a step in a multi-process world has the gradient
+    norm it is about to reduce measured (on the device)."""
+    s = _state
+    if s is None:
+        return
+    try:
+        first = not s.step_collectives
+        if name.endswith("reduce_gradients"):   # a reducer: its all_reduce calls are the collectives
+            s.reducers.add(name)
+        else:
+            s.collectives[name] = s.collectives.get(name, 0) + 1
+            s.step_collectives += 1
+        if first and s.pre_reduce is None and s.first_optimizer is not None:
+            import torch
+
+            grads = [p.grad.detach() for g in s.first_optimizer.param_groups for p in g["params"]
+                     if p.grad is not None and not p.grad.is_sparse]
+            if grads:
+                with torch.no_grad():
+                    s.pre_reduce = torch.linalg.vector_norm(torch.stack(
+                        [torch.linalg.vector_norm(g, 2.0, dtype=torch.float32) for g in grads]), 2.0)
+    except Exception as exc:
+        s.error("collective", exc)
 
 
 def _record_lr(s: _State, optimizer) -> None:
@@ -303,7 +489,7 @@ def _flush(s: _State, keep_last: int = 0) -> None:
     if not take:
         return
     s.buffer = s.buffer[len(take):]
-    flat = [t for _, losses, norms, _, extras in take for t in (*losses, *norms, *(e for _, e in extras))]
+    flat = [t for _, losses, norms, _, extras in take for t in (*losses, *norms, *(e[1] for e in extras))]
     values = iter(_host_values(s, flat)) if flat else iter(())
     s.fetches += 1
     for step, losses, norms, step_time, extras in take:
@@ -316,12 +502,18 @@ def _flush(s: _State, keep_last: int = 0) -> None:
             s.grad_norms[step] = sum(v * v for v in nv) ** 0.5
         if step_time is not None:
             s.step_times[step] = step_time
-        for name, _ in extras:
+        for name, _, meta in extras:
             value = next(values)
             if name == "checksum":
                 s.checksums[step] = s.checksums.get(step, 0.0) + value
-            else:
+            elif name == "batch":
                 s.batch_fingerprints[step] = value
+            elif name == "clip":
+                s.clip_norms.setdefault(step, []).append([meta[0], value, meta[1], meta[2]])
+            elif name == "pre_reduce":
+                s.pre_reduce_norms[step] = value
+            else:
+                getattr(s, name + "s").setdefault(step, {})[meta] = value
 
 
 def _flush_backward_steps(s: _State, keep_last: int = 0) -> None:
@@ -498,6 +690,26 @@ def _trace(s: _State) -> dict:
         "per_step": {name: {str(k): v for k, v in sorted(series.items())} for name, series in s.per_step.items()},
         "first_non_finite": {"loss": _first_non_finite(s.losses), "grad_norm": _first_non_finite(s.grad_norms)},
         "runtime": _runtime(),
+        **_replica_trace(s),
+    }
+
+
+def _replica_trace(s: _State) -> dict:
+    """Replicas and collectives (docs/rerun.md): clips with their norm before clipping, bound and
+    whether they came before any reduction; per-replica gradient norms and parameter sums where
+    one process drives several replicas; the norm at the first collective; what reduced the
+    gradients; the collectives by name; the inputs' SPMD sharding and its data-parallel degree."""
+    spec = max(s.input_shardings, key=s.input_shardings.__getitem__) if s.input_shardings else None
+    return {
+        "clips": {str(k): v for k, v in sorted(s.clip_norms.items())},
+        "replica_grad_norm": {str(k): v for k, v in sorted(s.replica_norms.items())},
+        "replica_checksum": {str(k): v for k, v in sorted(s.replica_checksums.items())},
+        "pre_reduce_grad_norm": {str(k): v for k, v in sorted(s.pre_reduce_norms.items())},
+        "reducers": sorted(s.reducers),
+        "collectives": dict(sorted(s.collectives.items())),
+        "input_sharding": None if spec is None else {"spec": spec, "data_parallel": _data_parallel(spec),
+                                                     "steps": s.input_shardings[spec],
+                                                     "specs": len(s.input_shardings)},
     }
 
 
@@ -633,9 +845,13 @@ def _hook_torch(torch) -> None:
     def optimizer_init(self, *args, **kwargs):
         if _state is not None:
             _state.optimizers_made += 1
+            _state.first_optimizer = _state.first_optimizer or self
         return made(self, *args, **kwargs)
 
     torch.optim.Optimizer.__init__ = optimizer_init
+    _hook_clip(torch)
+    if torch.distributed.is_available():
+        _hook_collectives(torch.distributed, COLLECTIVES, "")
     from torch.nn.modules.module import register_module_forward_pre_hook
     from torch.optim.optimizer import register_optimizer_step_pre_hook
 
@@ -643,19 +859,75 @@ def _hook_torch(torch) -> None:
     register_module_forward_pre_hook(_on_forward)
 
 
+def _hook_clip(torch) -> None:
+    """clip_grad_norm_, where programs reach it (torch.nn.utils and its clip_grad module; torch_xla
+    puts its own in torch.nn.utils, wrapped again once it loads), reports the norm it measured and
+    its bound to the trace."""
+    import functools
+
+    import torch.nn.utils.clip_grad as clip_grad
+
+    def wrap(original):
+        if getattr(original, "_workbench_probe", False):
+            return original
+
+        @functools.wraps(original)
+        def clip_grad_norm_(parameters, max_norm, *args, **kwargs):
+            if not isinstance(parameters, torch.Tensor):
+                parameters = list(parameters)   # a generator is read once: by the clip and the trace alike
+            total = original(parameters, max_norm, *args, **kwargs)
+            _on_clip([parameters] if isinstance(parameters, torch.Tensor) else parameters, total, max_norm)
+            return total
+
+        clip_grad_norm_._workbench_probe = True
+        return clip_grad_norm_
+
+    clip_grad.clip_grad_norm_ = wrap(clip_grad.clip_grad_norm_)
+    torch.nn.utils.clip_grad_norm_ = wrap(torch.nn.utils.clip_grad_norm_)
+
+
+def _hook_collectives(module, names: tuple[str, ...], prefix: str) -> None:
+    """Counts each call of `module`'s collectives (its internal calls too: they look the name up)."""
+    import functools
+
+    def wrap(name, original):
+        @functools.wraps(original)
+        def collective(*args, **kwargs):
+            _on_collective(prefix + name)
+            return original(*args, **kwargs)
+        return collective
+
+    for name in names:
+        original = getattr(module, name, None)
+        if callable(original):
+            setattr(module, name, wrap(name, original))
+
+
+def _hook_xla_model(xm) -> None:
+    _hook_collectives(xm, (*COLLECTIVES, "reduce_gradients"), "xm.")
+
+
+HOOKS = {"torch": _hook_torch, "torch_xla.core.xla_model": _hook_xla_model,
+         "torch_xla": lambda module: _hook_clip(sys.modules["torch"])}
+"""Modules hooked right after the program imports them."""
+
+
 class _TorchWatcher:
-    """A meta-path finder that hooks torch right after the program imports it."""
+    """A meta-path finder that hooks torch (and torch_xla's xla_model) right after the program
+    imports them."""
+
+    def __init__(self) -> None:
+        self.left = set(HOOKS)
 
     def find_spec(self, name, path=None, target=None):
-        if name != "torch":
+        if name not in self.left:
             return None
         import importlib.machinery
 
-        sys.meta_path.remove(self)
-        try:
-            spec = importlib.machinery.PathFinder.find_spec(name, path)
-        finally:
-            pass
+        self.left.discard(name)
+        if not self.left:
+            sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or spec.loader is None:
             return spec
         loader = spec.loader
@@ -664,7 +936,7 @@ class _TorchWatcher:
         def exec_module(module):
             original_exec(module)
             try:
-                _hook_torch(module)
+                HOOKS[name](module)
             except Exception as exc:
                 if _state is not None:
                     _state.error("install", exc)
@@ -681,10 +953,13 @@ def install() -> bool:
         return False
     _state = _State(out)
     atexit.register(_at_exit)
-    if "torch" in sys.modules:
-        _hook_torch(sys.modules["torch"])
-    else:
-        sys.meta_path.insert(0, _TorchWatcher())
+    watcher = _TorchWatcher()
+    for name, hook in HOOKS.items():
+        if name in sys.modules:
+            watcher.left.discard(name)
+            hook(sys.modules[name])
+    if watcher.left:
+        sys.meta_path.insert(0, watcher)
     return True
 
 
