@@ -67,7 +67,7 @@ def test_replicas_against_the_reference_s_trace(ddp_runs):
     assert cause is FailureCause.BATCH_SIZE_DIFFERS
     assert "32 samples per optimizer step against the reference's 16" in reason and "x 2 replicas" in reason
     assert [c for c, _ in found("same_data")] == [FailureCause.REPLICAS_SAME_DATA]
-    assert [c for c, _ in found("no_allreduce")] == [FailureCause.REPLICAS_OUT_OF_SYNC]
+    assert [c for c, _ in found("no_allreduce")] == [FailureCause.NO_GRADIENT_REDUCTION]   # the drift's cause
 
 
 def test_plain_torch_where_the_target_names_an_accelerator_runtime(ddp_runs):
