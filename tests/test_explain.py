@@ -57,7 +57,8 @@ def test_clipping_per_replica_follows_the_device_count(tmp_path, monkeypatch):
     result = json.loads(out.output)
     assert result["explained_by"] == "topology", result
     assert result["sentence"] == "follows the device count: agrees on 1 device, fails on 4"
-    (topology,) = result["factors"]
+    libraries, topology = result["factors"]
+    assert not libraries["tried"] and "recorded no environment" in libraries["reason"]
     assert [(r["chips"], r["level2"]) for r in topology["runs"]] == [(1, "pass"), (4, "fail")]
     from storage.database import open_study
 
@@ -136,8 +137,9 @@ def test_the_commit_that_brings_the_deviation_is_named(tmp_path):
         assert result["explained_by"] == "code", result
         assert result["commit"] == shas[1]
         assert result["sentence"].startswith(f"follows the code: the deviation starts at commit {shas[1][:12]} (version 1)")
-        topology, backend, libraries, code = result["factors"]
+        libraries, topology, backend, code = result["factors"]
         assert not topology["tried"] and not backend["tried"] and not libraries["tried"]
+        assert "does not read WORKBENCH_DEVICE" in backend["reason"]
         assert code["good"] == {"commit": shas[0], "what": "attempt 1"}
         (run,) = code["runs"]   # commits after the agreeing one: version 1, version 2; one step
         assert run["commit"] == shas[1] and run["level2"] == "fail"
@@ -202,7 +204,7 @@ def test_on_2_devices_topology_is_tried_first_and_does_not_explain_then_code_doe
     try:
         result = explain(study, "toy", 2, "tester", max_runs=3)
         assert (result["explained_by"], result["commit"]) == ("code", shas[1]), result
-        topology = result["factors"][0]
+        topology = result["factors"][1]
         assert topology["tried"] and not topology["explains"] and "on 1 device too" in topology["reason"]
         assert [(r["chips"], r["level2"]) for r in topology["runs"]] == [(1, "fail")]  # no run on 2: it cannot help
         assert [(r["chips"], r["commit"]) for r in result["factors"][-1]["runs"]] == [(2, shas[1])]
@@ -220,7 +222,8 @@ def test_the_budget_of_runs_stops_the_bisection_and_says_so(tmp_path):
         result = explain(study, "toy", 2, "tester", max_runs=0)
         assert result["explained_by"] is None and result["budget"]["runs"] == 0
         assert "the budget of 0 runs is spent" in result["factors"][-1]["reason"]
-        assert result["sentence"].startswith("not explained: topology: the attempt ran on 1 device")
+        assert result["sentence"].startswith("not explained: libraries: the attempt's or the reference's run recorded")
+        assert "; topology: the attempt ran on 1 device" in result["sentence"]
         assert list_jobs(study.db) == []
     finally:
         study.close()
@@ -240,12 +243,12 @@ def test_a_device_count_fault_follows_topology_and_a_rerun_on_n_stands_for_its_o
         first = explain(study, "toy", 2, "tester", max_runs=3)
         assert first["explained_by"] == "topology", first
         assert first["sentence"] == "follows the device count: agrees on 1 device, fails on 2"
-        one, many = first["factors"][0]["runs"]
+        one, many = first["factors"][1]["runs"]
         assert (one["chips"], one["level2"], many["chips"], many["level2"]) == (1, "pass", 2, "fail")
         # the re-run on 2 fails level 2 itself: explaining it needs only the 1-device run
         again = explain(study, "toy", many["seq"], "tester", max_runs=3)
         assert again["explained_by"] == "topology" and again["budget"]["runs"] == 1
-        assert again["factors"][0]["runs"][1] == {**many, "state": "recorded"}
+        assert again["factors"][1]["runs"][1] == {**many, "state": "recorded"}
         assert len(list_jobs(study.db)) == 3
     finally:
         study.close()
@@ -274,9 +277,9 @@ def test_a_run_the_preflight_refuses_is_stored_as_not_started_with_why(tmp_path)
     study = open_study(path)
     try:
         result = explain(study, "toy", 2, "tester", max_runs=3)
-        (run,) = result["factors"][0]["runs"]
+        (run,) = result["factors"][1]["runs"]
         assert run["state"] == "not started" and run["job"] is None and "no-such-program-here" in run["reason"]
         assert result["explained_by"] is None and list_jobs(study.db) == []
-        assert latest_explanation(study.db, attempt(study, "toy", 2).id)["factors"][0]["runs"] == [run]
+        assert latest_explanation(study.db, attempt(study, "toy", 2).id)["factors"][1]["runs"] == [run]
     finally:
         study.close()
