@@ -314,13 +314,13 @@ class _Explainer:
         if not self.venv:
             return {**f, "reason": "no target environment to put the reference's versions over "
                                    "(--venv or WORKBENCH_TARGET_VENV)"}
-        if (spent := self.budget.spent()):
-            return {**f, "reason": spent}
-        env = explain_envs.layered(self.venv, pins, self.find_links)
+        env = explain_envs.layered(self.venv, pins, self.find_links)   # no run yet: the budget is of runs
         f["environment"] = {"pins": pins, "path": str(env.path) if env.path else None, "cached": env.cached,
                             "seconds": env.seconds, **({"not_varied": added} if added else {})}
         if env.path is None:
             return {**f, "reason": env.reason}
+        if (spent := self.budget.spent()):
+            return {**f, "reason": spent}
         self.echo(f"environment {env.path} ({'cached' if env.cached else f'built in {env.seconds:g} s'})")
         wanted = ", ".join(f"{k} {v}" for k, v in sorted(pins.items()))
         run = self.run(self.spec(n, why=f"explain's libraries run with the reference's {wanted}", venv=str(env.path),
