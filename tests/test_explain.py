@@ -5,6 +5,7 @@ attempt (never explained). Every run is a real job with its runner process and a
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -281,5 +282,86 @@ def test_a_run_the_preflight_refuses_is_stored_as_not_started_with_why(tmp_path)
         assert run["state"] == "not started" and run["job"] is None and "no-such-program-here" in run["reason"]
         assert result["explained_by"] is None and list_jobs(study.db) == []
         assert latest_explanation(study.db, attempt(study, "toy", 2).id)["factors"][1]["runs"] == [run]
+    finally:
+        study.close()
+
+
+def device_choice(off: float, reads: bool = True) -> str:
+    """A program that chooses its device from WORKBENCH_DEVICE (`reads`): on 'cpu' it runs on plain
+    torch, never importing torch_xla, and agrees; otherwise it imports torch_xla and is `off` times
+    off. Not `reads`: it imports torch_xla whatever the variable says."""
+    test = "os.environ.get('WORKBENCH_DEVICE') != 'cpu'" if reads else "True"
+    head = ("import os\n"
+            "import torch  # noqa: F401\n"
+            f"if {test}:\n"
+            "    import torch_xla  # noqa: F401\n"
+            f"factor = 1.0 if os.environ.get('WORKBENCH_DEVICE') == 'cpu' else {off}\n")
+    return head + SCRIPT.format(scale="factor").replace("import sys\nscale = factor\n", "scale = factor\n")
+
+
+def test_a_deviation_on_the_accelerator_runtime_follows_the_backend_on_plain_torch(tmp_path):
+    """On 'cpu' the run is plain torch (the probe records the runtime) and agrees: the backend."""
+    from storage.database import open_study
+    from storage.queries import probe_reports
+
+    venv = xla_venv()
+    if venv is None:
+        pytest.skip("no torch_xla environment: run `make xla-env` or set WORKBENCH_XLA_PYTHON")
+    path, _ = _three_commits(tmp_path, versions=[{"train.py": device_choice(1.5)}], env={"PJRT_DEVICE": "CPU"})
+    study = open_study(path)
+    try:
+        result = explain(study, "toy", 2, "tester", max_runs=3, venv=str(venv))
+        assert result["explained_by"] == "backend", result
+        assert result["sentence"] == "follows the backend: agrees on plain torch (cpu), fails on the intended backend"
+        libraries, topology, backend = result["factors"]
+        (run,) = backend["runs"]
+        assert (run["level2"], run["runtime"]) == ("pass", "torch")
+        (job,) = list_jobs(study.db)
+        assert job.spec.env["WORKBENCH_DEVICE"] == "cpu" and job.spec.options["venv"] == str(venv)
+        assert job.spec.options["explain"] == {"factor": "backend", "env": {"WORKBENCH_DEVICE": "cpu"}}
+        assert [c["name"] for c in job.spec.options["env_changes"]] == ["WORKBENCH_DEVICE"]
+        (report,) = probe_reports(study.db, run["attempt_id"])   # idle (no optimizer step) but stored
+        assert report["runtime"]["name"] == "torch" and "torch-xla" not in report["ran_with"]["imported"]
+    finally:
+        study.close()
+
+
+def test_a_program_that_imports_torch_xla_whatever_the_variable_is_not_explained_by_the_backend(tmp_path):
+    from storage.database import open_study
+
+    venv = xla_venv()
+    if venv is None:
+        pytest.skip("no torch_xla environment: run `make xla-env` or set WORKBENCH_XLA_PYTHON")
+    path, _ = _three_commits(tmp_path, versions=[{"train.py": device_choice(1.5, reads=False)}],
+                             env={"PJRT_DEVICE": "CPU"})
+    study = open_study(path)
+    try:
+        result = explain(study, "toy", 2, "tester", max_runs=1, venv=str(venv))
+        backend = result["factors"][2]
+        (run,) = backend["runs"]
+        assert backend["tried"] and not backend["explains"] and run["runtime"] == "torch_xla", backend
+        assert "imported torch_xla with WORKBENCH_DEVICE=cpu: it did not run on plain torch" in backend["reason"]
+        assert result["explained_by"] is None
+    finally:
+        study.close()
+
+
+def test_the_minutes_budget_cancels_a_run_still_going_and_stops(tmp_path):
+    from domain.jobs import JobState
+    from storage.database import open_study
+
+    path, _ = _three_commits(tmp_path, chips=2, versions=[{"train.py": "import time\ntime.sleep(120)\n"}])
+    study = open_study(path)
+    try:
+        started = time.monotonic()
+        result = explain(study, "toy", 2, "tester", max_runs=3, minutes=0.05)
+        took = time.monotonic() - started
+        topology = result["factors"][1]
+        (run,) = topology["runs"]
+        assert run["state"] == "cancelled" and run["reason"] == "cancelled when the budget of 0.05 minutes ended"
+        assert "level 2 is unknown on 1 device (cancelled when the budget" in topology["reason"]
+        (job,) = list_jobs(study.db)
+        assert job.state is JobState.CANCELLED and not job.active
+        assert result["explained_by"] is None and result["budget"]["runs"] == 1 and took < 60
     finally:
         study.close()

@@ -145,7 +145,9 @@ class _Explainer:
         self.echo(f"job {job.id}: {spec.chips} device(s)"
                   + (f" at {spec.options['commit'][:12]}" if spec.options.get("commit") else "") + " ...")
         job = jobs.wait(self.study.db, job.id, timeout=max(self.budget.left_s(), 1.0))
-        if job.active:
+        cancelled = job.active
+        if cancelled:
+            self.echo(f"job {job.id}: the budget of {self.budget.minutes:g} minutes ended: cancelling it")
             jobs.cancel(job)
             job = jobs.wait(self.study.db, job.id, timeout=30)
         run: dict[str, Any] = {"job": job.id, "seq": None, "attempt_id": job.result_attempt_id,
@@ -155,6 +157,8 @@ class _Explainer:
         if job.result_attempt_id:
             run["seq"] = explanations.attempt_seq(self.study.db, job.result_attempt_id)
             run["level2"], run["reason"] = level2(self.study.db, job.result_attempt_id)
+        if cancelled:
+            run["reason"] = f"cancelled when the budget of {self.budget.minutes:g} minutes ended"
         run["sigmas"] = sigmas(run["reason"]) if run["level2"] != "unknown" else None
         self.echo(f"job {job.id}: attempt {run['seq']}, level 2 {run['level2']}")
         return run
@@ -282,13 +286,20 @@ class _Explainer:
         return {**f, "explains": True, "reason": said, "sentence": f"follows the backend: {said}"}
 
     def _runtime(self, run: dict[str, Any]) -> str | None:
+        """The runtime the run's processes imported, from every probe report (idle ones too: a
+        program without an optimizer step): an accelerator runtime if any process imported one,
+        else `torch`, else `python` (torch never imported); None without reports."""
         from storage.queries import probe_reports
-        from workbench import probe
 
         if not run.get("attempt_id"):
             return None
-        ran = probe.ran_with(probe_reports(self.study.db, run["attempt_id"]))
-        return ran.runtime if ran is not None else None
+        reports = probe_reports(self.study.db, run["attempt_id"])
+        names = {r["runtime"].get("name") for r in reports if isinstance(r.get("runtime"), dict)}
+        found = next((n for n in ACCELERATOR_RUNTIMES if n in names), None)
+        if found or "torch" in names:
+            return found or "torch"
+        imported = {n for r in reports for n in ((r.get("ran_with") or {}).get("imported") or [])}
+        return "python" if reports and "torch" not in imported else None
 
     def libraries(self, n: int) -> dict[str, Any]:
         """The same commit in an environment with the reference's versions of the packages that
