@@ -255,20 +255,41 @@ def test_a_device_count_fault_follows_topology_and_a_rerun_on_n_stands_for_its_o
         study.close()
 
 
-def test_the_report_cites_the_explanation_in_the_migration_section(tmp_path):
+def test_the_reports_and_the_brief_cite_the_explanation(tmp_path):
     from storage.database import open_study
     from workbench.report.build import build_report
     from workbench.report.markdown import render_markdown
 
     path, shas = _three_commits(tmp_path)
     study = open_study(path)
+    from storage.queries import find_attempt
+    from workbench.assist.brief import gather
+    from workbench.report.html import render_html
+    from workbench.report.jsonout import render_json
+    from workbench.report.latex import render_latex
+
     try:
+        before = build_report(study.db)
+        html_before, latex_before, js_before = render_html(before), render_latex(before), render_json(before)
         explain(study, "toy", 2, "tester", max_runs=3)
-        md = render_markdown(build_report(study.db))
+        report = build_report(study.db)
+        md, html, latex, js = render_markdown(report), render_html(report), render_latex(report), render_json(report)
+        brief = gather(study.db, *find_attempt(study.db, "toy", 2)).user
     finally:
         study.close()
     section = md.split("## Migrations", 1)[1]
     assert f"  - attempt 2 explained: follows the code: the deviation starts at commit {shas[1][:12]}" in section
+    assert f"<li>attempt 2 explained: follows the code: the deviation starts at commit {shas[1][:12]}" in html
+    assert rf"\item toy, attempt 2: follows the code: the deviation starts at commit {shas[1][:12]}" in latex
+    (explained,) = json.loads(js)["migrations"][0]["explanations"]
+    assert (explained["seq"], explained["explained_by"], explained["commit"]) == (2, "code", shas[1])
+    assert explained["sentence"].startswith("follows the code")
+    assert "explained:" not in html_before and "itemize" not in latex_before and "\"explanations\":[]" in js_before
+    # the brief cites it beside the verdicts, never in their place
+    assert "Verdicts:" in brief and "  L2 " in brief
+    assert ("Controlled re-runs (workbench explain, one factor changed per run; beside the verdicts, not a "
+            f"verdict): follows the code: the deviation starts at commit {shas[1][:12]}") in brief
+    assert "  code: explains — " in brief
 
 
 def test_a_run_the_preflight_refuses_is_stored_as_not_started_with_why(tmp_path):
