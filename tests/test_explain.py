@@ -94,9 +94,10 @@ def _log(scale: float) -> str:
 
 def _three_commits(tmp_path, chips: int = 1, versions: list[dict[str, str]] | None = None,
                    scales: tuple[float, float, float] = (1.0, 1.0, 1.5), env: dict[str, str] | None = None,
-                   argv: tuple[str, ...] = ("python3", "train.py")):
+                   argv: tuple[str, ...] = ("python3", "train.py"), replicate: float | None = None):
     """Commits v0, v1 (the loss 1.5x: the deviation), v2 (a README); attempts 0 (reference) and 1
-    at v0, 2 at v2, on `chips` devices; verified. Returns (path, shas)."""
+    at v0, 2 at v2, on `chips` devices; with `replicate`, a second reference run (seed 2, its loss
+    `replicate` x the first's: the noise) as attempt 3; verified. Returns (path, shas)."""
     from storage.database import open_study
     from workbench.bundle import import_bundle
 
@@ -118,6 +119,12 @@ def _three_commits(tmp_path, chips: int = 1, versions: list[dict[str, str]] | No
                for seq, sha in ((0, shas[0]), (1, shas[0]), (2, shas[-1]))]
     for r, scale in zip(records, scales, strict=True):
         (folder / r["log"]).write_text(_log(scale))
+    if replicate is not None:
+        seeded = {"argv": list(argv), "cwd": ".", "env": {**(env or {}), "WORKBENCH_SEED": "1"}}
+        records[0]["command"] = seeded
+        records.append(builder.attempt(3, shas[0], source="reference", metrics=None, intended_hardware=None,
+                                       command={**seeded, "env": {**seeded["env"], "WORKBENCH_SEED": "2"}}))
+        (folder / records[-1]["log"]).write_text(_log(replicate))
     builder.write_attempts(folder, records)
     path = tmp_path / "study.db"
     study = open_study(path, create=True)
@@ -386,3 +393,26 @@ def test_the_minutes_budget_cancels_a_run_still_going_and_stops(tmp_path):
         assert result["explained_by"] is None and result["budget"]["runs"] == 1 and took < 60
     finally:
         study.close()
+
+
+def test_with_reference_replicates_the_deviation_is_said_in_sigmas(tmp_path):
+    """Two reference runs 0.1% apart measure the noise: the 1-device run agrees within it and the
+    2-device run is many σ off; the table and the sentence say so."""
+    from storage.database import open_study
+
+    faulty = "import os\n" + SCRIPT.format(scale="1.5 if int(os.environ.get('CPU_NUM_DEVICES', '1')) > 1 else 1.0")
+    path, _ = _three_commits(tmp_path, chips=2, versions=[{"train.py": faulty}], env={"CPU_NUM_DEVICES": "2"},
+                             replicate=1.001)
+    study = open_study(path)
+    try:
+        own = level2(study.db, attempt(study, "toy", 2).id)
+        assert own[0] == "fail" and "σ" in own[1], own
+        result = explain(study, "toy", 2, "tester", max_runs=3)
+    finally:
+        study.close()
+    assert result["explained_by"] == "topology", result
+    one, many = result["factors"][1]["runs"]
+    assert one["level2"] == "pass" and one["sigmas"] is not None and one["sigmas"] < 2, one
+    assert many["level2"] == "fail" and many["sigmas"] > 100, many
+    assert result["sentence"] == (f"follows the device count: agrees on 1 device ({one['sigmas']:.1f}σ), "
+                                  f"{many['sigmas']:.1f}σ off on 2")
