@@ -219,3 +219,19 @@ def test_without_the_reference_s_wheel_the_libraries_factor_says_so(pinned_study
     assert not libraries["tried"] and libraries["runs"] == [] and libraries["environment"]["path"] is None
     assert "gradclip==1.0" in libraries["reason"] and "could not be installed" in libraries["reason"], libraries
     assert result["budget"]["runs"] == 0
+
+
+def test_an_environment_is_built_once_then_found_and_the_pinned_version_wins(tmp_path):
+    """Over this interpreter's own venv (no torch needed): the cache's second answer builds nothing."""
+    target = sys.prefix
+    wheels = _wheels(tmp_path)
+    assert "give --find-links DIR" in explain_envs.layered(target, {"gradclip": "1.0"}, [], root=tmp_path / "c").reason
+    built = explain_envs.layered(target, {"gradclip": "1.0"}, [str(wheels)], root=tmp_path / "c")
+    found = explain_envs.layered(target, {"gradclip": "1.0"}, [str(wheels)], root=tmp_path / "c")
+    assert built.path is not None and not built.cached and found.cached and found.path == built.path
+    over = explain_envs.layered(built.path, {"gradclip": "2.0"}, [str(wheels)], root=tmp_path / "c")
+    done = subprocess.run([str(over.path / "bin" / "python"), "-c",
+                           "import gradclip, click, importlib.metadata as m; print(m.version('gradclip'))"],
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "2.0"   # the layer's own version; click comes from the target below
+    print(f"\nbuilt in {built.seconds} s, found in {found.seconds} s")

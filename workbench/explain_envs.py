@@ -55,6 +55,22 @@ def _purelib(python: Path) -> tuple[str, str]:
     return purelib, version
 
 
+def _pip_install(python: Path, into: Path, pins: dict[str, str], find_links: list[str],
+                 timeout: float) -> subprocess.CompletedProcess[str]:
+    """pip (the target's, else the workbench's own) installing `pins` into the environment whose
+    interpreter is `into` (`pip --python`), from wheels only."""
+    import sys
+
+    links = [a for d in find_links for a in ("--find-links", str(Path(d).resolve()))]
+    args = ["-m", "pip", "--python", str(into), "install", "--no-deps", "--no-index", "--ignore-installed",
+            "--no-input", "--disable-pip-version-check", "--no-warn-script-location", *links,
+            *(f"{n}=={v}" for n, v in sorted(pins.items()))]
+    done = subprocess.run([str(python), *args], capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0 and "No module named pip" in done.stderr:
+        done = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout)
+    return done
+
+
 def env_key(target: Path, python_version: str, pins: dict[str, str]) -> str:
     text = json.dumps({"target": str(target), "python": python_version, "pins": sorted(pins.items())})
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -95,12 +111,7 @@ def layered(target: Path | str, pins: dict[str, str], find_links: list[str], *, 
             return none(f"python -m venv failed: {made.stderr.strip()[-300:]}")
         site = tmp / "lib" / f"python{version}" / "site-packages"
         (site / "_workbench_layer.pth").write_text(f"import site; site.addsitedir({purelib!r})\n")
-        links = [a for d in find_links for a in ("--find-links", str(Path(d).resolve()))]
-        pip = subprocess.run([str(python), "-m", "pip", "--python", str(tmp / "bin" / "python"), "install",
-                              "--no-deps", "--no-index", "--ignore-installed", "--no-input",
-                              "--disable-pip-version-check", "--no-warn-script-location", *links,
-                              *(f"{n}=={v}" for n, v in sorted(pins.items()))],
-                             capture_output=True, text=True, timeout=timeout)
+        pip = _pip_install(python, tmp / "bin" / "python", pins, find_links, timeout)
         if pip.returncode != 0:
             said = [ln.strip() for ln in pip.stderr.splitlines() if ln.strip().startswith("ERROR")]
             return none(f"the reference's versions ({wanted}) could not be installed from "
