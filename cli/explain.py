@@ -50,6 +50,10 @@ def explain(db: Path, migration: str, attempt: int, backend: str, venv: str | No
     for f in result["factors"]:
         head = f"{f['factor']:<10} {'explains' if f['explains'] else 'tried' if f['tried'] else 'not tried'}: {f['reason']}"
         click.echo(clean(head))
+        env = f.get("environment") or {}
+        if env.get("path"):
+            how = "found in the cache" if env["cached"] else f"built in {env['seconds']:g} s"
+            click.echo(clean(f"           environment {env['path']} ({how})"))
         for r in f["runs"]:
             click.echo(clean(f"           job {r['job']} -> attempt {r['seq']} on {r['chips']} at {str(r['commit'])[:12]}:"
                              f" level 2 {r['level2']}" + (f", {r['sigmas']:.1f}σ" if r.get("sigmas") is not None else "")

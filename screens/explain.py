@@ -23,6 +23,11 @@ def explanation_text(explanation: dict) -> Text:
     sentence = explanation.get("sentence", "")
     out.append(sentence.removeprefix("not explained: "))
     for f in explanation.get("factors", []):
+        env = f.get("environment") or {}
+        if env.get("path"):
+            pins = ", ".join(f"{k} {v}" for k, v in sorted((env.get("pins") or {}).items()))
+            out.append(f"\n  {f['factor']}: environment with {pins}"
+                       + (" (from the cache)" if env.get("cached") else f" (built in {env.get('seconds')} s)"), style="dim")
         for r in f.get("runs", []):
             out.append(f"\n  {f['factor']}: job {r['job']} -> attempt {r['seq']}, {r['chips']} device(s) at "
                        f"{str(r['commit'])[:12]}: level 2 {r['level2']}"
