@@ -190,12 +190,14 @@ def test_a_pinned_library_clipping_before_averaging_follows_the_libraries(pinned
         assert probe.ran_with(probe_reports(study.db, run["attempt_id"])).packages["gradclip"] == "1.0"
     finally:
         study.close()
-    # a second explain finds the environment in the cache
-    again = json.loads(_invoke("explain", str(path), "pinned", str(seq), "--venv", str(env2),
+    # a second explain finds the environment in the cache; without --venv too: the attempt's own
+    # environment (its job's) is the one the reference's versions go over
+    monkeypatch.delenv("WORKBENCH_TARGET_VENV", raising=False)
+    again = json.loads(_invoke("explain", str(path), "pinned", str(seq),
                                "--find-links", str(wheels), "--max-runs", "3", "--json"))
     assert again["explained_by"] == "libraries"
     cached = again["factors"][0]["environment"]
-    assert cached["cached"] is True and cached["path"] == made["path"]
+    assert cached["cached"] is True and cached["path"] == made["path"] and cached["over"] == made["over"] == str(env2)
     print(f"\nenvironment built in {made['seconds']} s, found in the cache in {cached['seconds']} s; "
           f"first explain {first_s:.1f} s")
 

@@ -301,6 +301,21 @@ class _Explainer:
         imported = {n for r in reports for n in ((r.get("ran_with") or {}).get("imported") or [])}
         return "python" if reports and "torch" not in imported else None
 
+    def _own_venv(self) -> str | None:
+        """The environment the attempt itself ran in, when it is a local re-run whose venv is still
+        there: the libraries factor changes the packages over that one, nothing else."""
+        from storage.jobs import get_job
+
+        job_id = self.own()["job"]
+        if job_id is None:
+            return None
+        try:
+            job = get_job(self.study.db, job_id)
+        except WorkbenchError:  # the job's record is gone: --venv, then
+            return None
+        venv = job.spec.options.get("venv") if job.spec.backend == "local" else None
+        return str(venv) if venv and Path(str(venv), "bin", "python").is_file() else None
+
     def libraries(self, n: int) -> dict[str, Any]:
         """The same commit in an environment with the reference's versions of the packages that
         differ (the imported ones, where any differ; else all), made or found in the cache."""
@@ -322,11 +337,12 @@ class _Explainer:
         if not pins:
             return {**f, "reason": f"only packages the reference did not have differ ({', '.join(added)}): "
                                    "removing them from an environment is not built"}
-        if not self.venv:
+        over = self._own_venv() or self.venv
+        if not over:
             return {**f, "reason": "no target environment to put the reference's versions over "
                                    "(--venv or WORKBENCH_TARGET_VENV)"}
-        env = explain_envs.layered(self.venv, pins, self.find_links)   # no run yet: the budget is of runs
-        f["environment"] = {"pins": pins, "path": str(env.path) if env.path else None, "cached": env.cached,
+        env = explain_envs.layered(over, pins, self.find_links)   # no run yet: the budget is of runs
+        f["environment"] = {"pins": pins, "over": over, "path": str(env.path) if env.path else None, "cached": env.cached,
                             "seconds": env.seconds, **({"not_varied": added} if added else {})}
         if env.path is None:
             return {**f, "reason": env.reason}
