@@ -2,9 +2,10 @@
 package, `gradclip`, in two versions built here with `pip wheel`; version 1 averages the replicas'
 gradients and then clips, version 2 clips each replica's gradient before averaging (the seed
 paper's pinned library). The reference ran with version 1 (two replicates: the noise is measured),
-the attempt with version 2, both on 4 XLA:CPU devices; explain builds an environment with the
-reference's version over the attempt's, re-runs the attempt in it, and names the libraries, in σ.
-A second explain finds that environment in the cache.
+the attempt with version 2, both on 4 XLA:CPU devices. A second package, `lossfmt` (it formats the
+printed loss the same way in both its versions), differs too. Explain builds an environment with
+the reference's versions over the attempt's, re-runs the attempt in it, then each package alone,
+and names gradclip, in σ. A second explain finds the environment in the cache.
 
 Needs the torch_xla CPU environment (`$WORKBENCH_XLA_PYTHON`, `.venv-xla/` or the CI cache);
 without one the tests skip, saying so. About a minute and a half on 2 cores (six small runs).
@@ -50,6 +51,7 @@ import copy
 import os
 
 import gradclip
+import lossfmt
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -84,22 +86,27 @@ for step in range(1, STEPS + 1):
     for pm, g in zip(model.parameters(), grads):
         pm.grad = g
     opt.step()
-    print(f"step {step}/{STEPS} loss {torch.stack([v.cpu() for v in losses]).mean().item():.6f}", flush=True)
+    print(f"step {step}/{STEPS} loss {lossfmt.fmt(torch.stack([v.cpu() for v in losses]).mean().item())}", flush=True)
 with torch.no_grad():
     print(f"eval_accuracy {(model(x).argmax(dim=1) == y).float().mean().item():.4f}", flush=True)
 '''
 
 
+FMT = 'def fmt(value):\n    """{version}: six decimals."""\n    return f"{{value:.6f}}"\n'
+
+
 def _wheels(tmp_path):
-    """gradclip 1.0 (clips after averaging) and 2.0 (before), built with `pip wheel`."""
+    """gradclip 1.0 (clips after averaging) and 2.0 (before), lossfmt 1.0 and 2.0 (the same),
+    built with `pip wheel`."""
     out = tmp_path / "wheels"
-    for version, body in (("1.0", AFTER), ("2.0", BEFORE)):
-        src = tmp_path / f"gradclip-{version}"
-        (src / "gradclip").mkdir(parents=True)
-        (src / "gradclip" / "__init__.py").write_text(CLIP.format(body=body))
+    for name, version, code in (("gradclip", "1.0", CLIP.format(body=AFTER)), ("gradclip", "2.0", CLIP.format(body=BEFORE)),
+                                ("lossfmt", "1.0", FMT.format(version="1.0")), ("lossfmt", "2.0", FMT.format(version="2.0"))):
+        src = tmp_path / f"{name}-{version}"
+        (src / name).mkdir(parents=True)
+        (src / name / "__init__.py").write_text(code)
         (src / "pyproject.toml").write_text(
             '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
-            f'[project]\nname = "gradclip"\nversion = "{version}"\n')
+            f'[project]\nname = "{name}"\nversion = "{version}"\n')
         subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
                         "-q", "-w", str(out), str(src)], check=True, capture_output=True)
     return out
@@ -123,7 +130,7 @@ def pinned_study(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("libraries")
     wheels = _wheels(tmp)
-    envs = {v: explain_envs.layered(venv, {"gradclip": v}, [str(wheels)], root=tmp / "envs").path
+    envs = {v: explain_envs.layered(venv, {"gradclip": v, "lossfmt": v}, [str(wheels)], root=tmp / "envs").path
             for v in ("1.0", "2.0")}
     builder = BundleBuilder(tmp / "bundle")
     builder.write_study()
@@ -171,31 +178,41 @@ def test_a_pinned_library_clipping_before_averaging_follows_the_libraries(pinned
     first_s = time.monotonic() - started
     assert result["explained_by"] == "libraries", result
     (libraries,) = result["factors"]
-    assert libraries["changes"] == ["gradclip 1.0 → 2.0 (imported)"]
+    assert libraries["changes"] == ["gradclip 1.0 → 2.0 (imported)", "lossfmt 1.0 → 2.0 (imported)"]
     made = libraries["environment"]
-    assert made["pins"] == {"gradclip": "1.0"} and made["cached"] is False and made["path"].startswith(str(cache))
-    (run,) = libraries["runs"]
-    assert run["level2"] == "pass" and run["chips"] == 4
+    assert made["pins"] == {"gradclip": "1.0", "lossfmt": "1.0"} and made["cached"] is False
+    assert made["path"].startswith(str(cache))
+    both, alone = libraries["runs"]   # the set agrees, then gradclip alone (first by name) agrees: named
+    assert both["level2"] == alone["level2"] == "pass" and both["chips"] == alone["chips"] == 4
+    assert libraries["package"] == "gradclip" and libraries["narrowing"] == "gradclip alone agrees"
     assert result["sentence"].startswith("follows the libraries: agrees with the reference's gradclip 1.0 (")
     assert "σ off with gradclip 2.0" in result["sentence"]
+    run = alone
     study = open_study(path)
     try:
         job = next(j for j in list_jobs(study.db) if j.id == run["job"])
-        assert job.spec.options["venv"] == made["path"]
-        assert job.spec.options["explain"] == {"factor": "libraries", "pins": {"gradclip": "1.0"},
-                                               "env": made["path"], "env_cached": False}
+        assert job.spec.options["venv"] == job.spec.options["explain"]["env"]
+        assert job.spec.options["explain"]["pins"] == {"gradclip": "1.0"}
+        assert job.spec.options["explain"]["env"] != made["path"]   # its own environment: gradclip alone
+        first = next(j for j in list_jobs(study.db) if j.id == both["job"])
+        assert first.spec.options["explain"] == {"factor": "libraries", "pins": made["pins"], "env": made["path"],
+                                                 "env_cached": False}
+        assert first.spec.options["venv"] == made["path"]
         from storage.queries import probe_reports
         from workbench import probe
 
-        assert probe.ran_with(probe_reports(study.db, run["attempt_id"])).packages["gradclip"] == "1.0"
+        ran = probe.ran_with(probe_reports(study.db, run["attempt_id"]))
+        assert (ran.packages["gradclip"], ran.packages["lossfmt"]) == ("1.0", "2.0")
     finally:
         study.close()
     # a second explain finds the environment in the cache; without --venv too: the attempt's own
     # environment (its job's) is the one the reference's versions go over
     monkeypatch.delenv("WORKBENCH_TARGET_VENV", raising=False)
     again = json.loads(_invoke("explain", str(path), "pinned", str(seq),
-                               "--find-links", str(wheels), "--max-runs", "3", "--json"))
+                               "--find-links", str(wheels), "--max-runs", "1", "--json"))
     assert again["explained_by"] == "libraries"
+    assert again["factors"][0]["narrowing"] == "stopped before gradclip alone: the budget of 1 runs is spent"
+    assert again["sentence"].startswith("follows the libraries: agrees with the reference's gradclip 1.0, lossfmt 1.0")
     cached = again["factors"][0]["environment"]
     assert cached["cached"] is True and cached["path"] == made["path"] and cached["over"] == made["over"] == str(env2)
     print(f"\nenvironment built in {made['seconds']} s, found in the cache in {cached['seconds']} s; "

@@ -357,10 +357,39 @@ class _Explainer:
         if run["level2"] != "pass":
             return {**f, "reason": f"level 2 is {run['level2']} with the reference's {wanted} ({run['reason']}): "
                                    "the deviation does not follow these packages"}
-        mine = self.own()
-        ran = ", ".join(f"{c.name} {c.run}" for c in varied if c.reference is not None)
-        said = f"{agrees(run, 'with the reference' + chr(39) + 's ' + wanted)}, {off(mine, 'with ' + ran)}"
+        versions = {c.name: c.run for c in varied if c.reference is not None}
+        if len(pins) > 1:   # which one: each package alone, first to agree names it
+            found = self._narrow(over, pins, n, f)
+            run, pins = (found, {found["package"]: pins[found["package"]]}) if found else (run, pins)
+        wanted = ", ".join(f"{k} {v}" for k, v in sorted(pins.items()))
+        ran = ", ".join(f"{k} {versions[k]}" for k in sorted(pins))
+        said = f"{agrees(run, 'with the reference' + chr(39) + 's ' + wanted)}, {off(self.own(), 'with ' + ran)}"
         return {**f, "explains": True, "reason": said, "sentence": f"follows the libraries: {said}"}
+
+    def _narrow(self, over: str, pins: dict[str, str], n: int, f: dict[str, Any]) -> dict[str, Any] | None:
+        """With several packages pinned and the set agreeing: one environment per package, each
+        its own run, until one agrees alone (its run, `package` set, and `f["package"]`); None when
+        none does, a wheel is missing or the budget ends (said in `f["narrowing"]`)."""
+        from workbench import explain_envs
+
+        for name in sorted(pins):
+            if (spent := self.budget.spent()):
+                f["narrowing"] = f"stopped before {name} alone: {spent}"
+                return None
+            env = explain_envs.layered(over, {name: pins[name]}, self.find_links)
+            if env.path is None:
+                f["narrowing"] = f"{name} alone: {env.reason}"
+                return None
+            run = self.run(self.spec(n, why=f"explain's libraries run with the reference's {name} {pins[name]} alone",
+                                     venv=str(env.path), explain={"factor": "libraries", "pins": {name: pins[name]},
+                                                                  "env": str(env.path), "env_cached": env.cached}))
+            f["runs"].append(run)
+            if run["level2"] == "pass":
+                f["package"] = name
+                f["narrowing"] = f"{name} alone agrees"
+                return {**run, "package": name}
+        f["narrowing"] = "no package agrees alone: the deviation follows them together"
+        return None
 
 
 def _ancestor(repo: Path, a: str, b: str) -> bool:
