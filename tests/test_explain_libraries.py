@@ -253,4 +253,6 @@ def test_an_environment_is_built_once_then_found_and_the_pinned_version_wins(tmp
                            "import gradclip, click, importlib.metadata as m; print(m.version('gradclip'))"],
                           capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "2.0"   # the layer's own version; click comes from the target below
+    pytest_script = over.path / "bin" / "pytest"   # the target's console scripts run the layered interpreter
+    assert pytest_script.read_text().splitlines()[0] == f"#!{over.path / 'bin' / 'python'}"
     print(f"\nbuilt in {built.seconds} s, found in {found.seconds} s")

@@ -4,7 +4,8 @@ reference's versions of the packages that differ, one per variant, cached (docs/
 An environment is a venv made by the target venv's interpreter (`python -m venv --without-pip`,
 so it runs the same base Python) whose site-packages holds only the pinned distributions and a
 `.pth` that adds the target venv's site-packages after them (`site.addsitedir`, so the target's
-own `.pth` files work too): the pinned versions win, everything else is the target's. pip
+own `.pth` files work too): the pinned versions win, everything else is the target's. The target's
+console scripts are copied with their `#!` line pointed at the new interpreter. pip
 installs the pins from wheels only (`--no-deps --no-index --find-links DIR`): nothing is fetched.
 Each lives under `<cache>/explain-envs/<hash of target, its Python and the pins>` and is reused.
 """
@@ -53,6 +54,25 @@ def _purelib(python: Path) -> tuple[str, str]:
         raise OSError(f"{python} did not start: {done.stderr.strip()[-300:]}")
     purelib, version = done.stdout.split()
     return purelib, version
+
+
+def _scripts(target: Path, into: Path, python: Path) -> None:
+    """The target's console scripts (`torchrun`, ...), their `#!` line pointed at the layered
+    interpreter (its final path), so a command run through one is varied too."""
+    own = f"#!{target / 'bin' / 'python'}"
+    for script in sorted((target / "bin").iterdir()):
+        if (into / script.name).exists() or not script.is_file():
+            continue
+        try:
+            with open(script, "rb") as fh:
+                head = fh.readline(4096)
+        except OSError:
+            continue
+        if not head.decode(errors="replace").startswith(own):
+            continue
+        body = script.read_bytes().split(b"\n", 1)
+        (into / script.name).write_bytes(f"#!{python}\n".encode() + (body[1] if len(body) > 1 else b""))
+        (into / script.name).chmod(0o755)
 
 
 def _pip_install(python: Path, into: Path, pins: dict[str, str], find_links: list[str],
@@ -111,6 +131,7 @@ def layered(target: Path | str, pins: dict[str, str], find_links: list[str], *, 
             return none(f"python -m venv failed: {made.stderr.strip()[-300:]}")
         site = tmp / "lib" / f"python{version}" / "site-packages"
         (site / "_workbench_layer.pth").write_text(f"import site; site.addsitedir({purelib!r})\n")
+        _scripts(target, tmp / "bin", where / "bin" / "python")
         pip = _pip_install(python, tmp / "bin" / "python", pins, find_links, timeout)
         if pip.returncode != 0:
             said = [ln.strip() for ln in pip.stderr.splitlines() if ln.strip().startswith("ERROR")]
