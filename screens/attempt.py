@@ -378,14 +378,15 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
 
         from screens.explain import MAX_RUNS, MINUTES
         from storage.database import open_study
-        from workbench.explain import explain
+        from workbench.explain import default_find_links, explain
 
         notify = lambda text: self.app.call_from_thread(self.app.notify, text, markup=False)  # noqa: E731
         notify(f"Explaining {slug} #{seq}: the runs are listed on the jobs screen")
         study = open_study(path)
         try:
             result = explain(study, slug, seq, config.reviewer(), max_runs=MAX_RUNS, minutes=MINUTES,
-                             venv=os.environ.get("WORKBENCH_TARGET_VENV") or None, echo=notify)
+                             venv=os.environ.get("WORKBENCH_TARGET_VENV") or None, echo=notify,
+                             find_links=default_find_links())
         except Exception as exc:  # noqa: BLE001 - shown to the reviewer, the stored runs stay
             notify(f"Explain stopped: {exc}")
             return

@@ -23,9 +23,15 @@ def explanation_text(explanation: dict) -> Text:
     sentence = explanation.get("sentence", "")
     out.append(sentence.removeprefix("not explained: "))
     for f in explanation.get("factors", []):
+        env = f.get("environment") or {}
+        if env.get("path"):
+            pins = ", ".join(f"{k} {v}" for k, v in sorted((env.get("pins") or {}).items()))
+            out.append(f"\n  {f['factor']}: environment with {pins}"
+                       + (" (from the cache)" if env.get("cached") else f" (built in {env.get('seconds')} s)"), style="dim")
         for r in f.get("runs", []):
             out.append(f"\n  {f['factor']}: job {r['job']} -> attempt {r['seq']}, {r['chips']} device(s) at "
-                       f"{str(r['commit'])[:12]}: level 2 {r['level2']}", style="dim")
+                       f"{str(r['commit'])[:12]}: level 2 {r['level2']}"
+                       + (f", {r['sigmas']:.1f}σ" if r.get("sigmas") is not None else ""), style="dim")
     return out
 
 
@@ -48,7 +54,8 @@ class ExplainConfirm(ModalScreen[bool]):
             yield Static(Text.assemble(
                 (f"Explain {self.migration.slug} #{self.attempt.seq}\n\n", "bold"),
                 "Runs this attempt's recorded command in controlled re-runs on this machine (local "
-                f"backend), at most {MAX_RUNS} runs and {MINUTES:g} minutes: on 1 device and on the "
-                "intended count, then at earlier commits (bisection). Each run is a job.\n\n",
+                f"backend), at most {MAX_RUNS} runs and {MINUTES:g} minutes: with the reference's package "
+                "versions, on 1 device and on the intended count, on plain torch, then at earlier commits "
+                "(bisection). Each run is a job.\n\n",
                 ("command  ", "dim"), shlex.join(self.attempt.command.argv), "\n\n",
                 ("y", "bold"), " run   ", ("escape", "bold"), " cancel"))

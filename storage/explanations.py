@@ -29,12 +29,13 @@ def latest_explanation(db: Database, attempt_id: int) -> dict[str, Any] | None:
     return None if row is None else json.loads(row[0])
 
 
-def current_sentences(db: Database) -> list[tuple[int, int, str]]:
-    """(migration id, seq, sentence) of every attempt's newest explanation, by migration and seq;
-    none on a study from before the table's migration (m017)."""
+def current_sentences(db: Database) -> list[tuple[int, int, str, str | None, str | None]]:
+    """(migration id, seq, sentence, explained_by, commit) of every attempt's newest explanation,
+    by migration and seq; none on a study from before the table's migration (m017)."""
     try:
         return [tuple(r) for r in db.execute(
-            "SELECT a.migration_id, a.seq, e.sentence FROM explanation e JOIN attempt a ON a.id = e.attempt_id"
+            "SELECT a.migration_id, a.seq, e.sentence, e.explained_by, e.commit_sha FROM explanation e"
+            " JOIN attempt a ON a.id = e.attempt_id"
             " WHERE e.id IN (SELECT max(id) FROM explanation GROUP BY attempt_id) ORDER BY a.migration_id, a.seq"
         ).fetchall()]
     except Exception:  # noqa: BLE001 - no explanation table yet

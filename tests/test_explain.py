@@ -5,6 +5,7 @@ attempt (never explained). Every run is a real job with its runner process and a
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -57,7 +58,8 @@ def test_clipping_per_replica_follows_the_device_count(tmp_path, monkeypatch):
     result = json.loads(out.output)
     assert result["explained_by"] == "topology", result
     assert result["sentence"] == "follows the device count: agrees on 1 device, fails on 4"
-    (topology,) = result["factors"]
+    libraries, topology = result["factors"]
+    assert not libraries["tried"] and "recorded no environment" in libraries["reason"]
     assert [(r["chips"], r["level2"]) for r in topology["runs"]] == [(1, "pass"), (4, "fail")]
     from storage.database import open_study
 
@@ -92,9 +94,10 @@ def _log(scale: float) -> str:
 
 def _three_commits(tmp_path, chips: int = 1, versions: list[dict[str, str]] | None = None,
                    scales: tuple[float, float, float] = (1.0, 1.0, 1.5), env: dict[str, str] | None = None,
-                   argv: tuple[str, ...] = ("python3", "train.py")):
+                   argv: tuple[str, ...] = ("python3", "train.py"), replicate: float | None = None):
     """Commits v0, v1 (the loss 1.5x: the deviation), v2 (a README); attempts 0 (reference) and 1
-    at v0, 2 at v2, on `chips` devices; verified. Returns (path, shas)."""
+    at v0, 2 at v2, on `chips` devices; with `replicate`, a second reference run (seed 2, its loss
+    `replicate` x the first's: the noise) as attempt 3; verified. Returns (path, shas)."""
     from storage.database import open_study
     from workbench.bundle import import_bundle
 
@@ -116,6 +119,12 @@ def _three_commits(tmp_path, chips: int = 1, versions: list[dict[str, str]] | No
                for seq, sha in ((0, shas[0]), (1, shas[0]), (2, shas[-1]))]
     for r, scale in zip(records, scales, strict=True):
         (folder / r["log"]).write_text(_log(scale))
+    if replicate is not None:
+        seeded = {"argv": list(argv), "cwd": ".", "env": {**(env or {}), "WORKBENCH_SEED": "1"}}
+        records[0]["command"] = seeded
+        records.append(builder.attempt(3, shas[0], source="reference", metrics=None, intended_hardware=None,
+                                       command={**seeded, "env": {**seeded["env"], "WORKBENCH_SEED": "2"}}))
+        (folder / records[-1]["log"]).write_text(_log(replicate))
     builder.write_attempts(folder, records)
     path = tmp_path / "study.db"
     study = open_study(path, create=True)
@@ -136,8 +145,9 @@ def test_the_commit_that_brings_the_deviation_is_named(tmp_path):
         assert result["explained_by"] == "code", result
         assert result["commit"] == shas[1]
         assert result["sentence"].startswith(f"follows the code: the deviation starts at commit {shas[1][:12]} (version 1)")
-        topology, backend, libraries, code = result["factors"]
+        libraries, topology, backend, code = result["factors"]
         assert not topology["tried"] and not backend["tried"] and not libraries["tried"]
+        assert "does not read WORKBENCH_DEVICE" in backend["reason"]
         assert code["good"] == {"commit": shas[0], "what": "attempt 1"}
         (run,) = code["runs"]   # commits after the agreeing one: version 1, version 2; one step
         assert run["commit"] == shas[1] and run["level2"] == "fail"
@@ -202,7 +212,7 @@ def test_on_2_devices_topology_is_tried_first_and_does_not_explain_then_code_doe
     try:
         result = explain(study, "toy", 2, "tester", max_runs=3)
         assert (result["explained_by"], result["commit"]) == ("code", shas[1]), result
-        topology = result["factors"][0]
+        topology = result["factors"][1]
         assert topology["tried"] and not topology["explains"] and "on 1 device too" in topology["reason"]
         assert [(r["chips"], r["level2"]) for r in topology["runs"]] == [(1, "fail")]  # no run on 2: it cannot help
         assert [(r["chips"], r["commit"]) for r in result["factors"][-1]["runs"]] == [(2, shas[1])]
@@ -220,7 +230,8 @@ def test_the_budget_of_runs_stops_the_bisection_and_says_so(tmp_path):
         result = explain(study, "toy", 2, "tester", max_runs=0)
         assert result["explained_by"] is None and result["budget"]["runs"] == 0
         assert "the budget of 0 runs is spent" in result["factors"][-1]["reason"]
-        assert result["sentence"].startswith("not explained: topology: the attempt ran on 1 device")
+        assert result["sentence"].startswith("not explained: libraries: the attempt's or the reference's run recorded")
+        assert "; topology: the attempt ran on 1 device" in result["sentence"]
         assert list_jobs(study.db) == []
     finally:
         study.close()
@@ -240,31 +251,52 @@ def test_a_device_count_fault_follows_topology_and_a_rerun_on_n_stands_for_its_o
         first = explain(study, "toy", 2, "tester", max_runs=3)
         assert first["explained_by"] == "topology", first
         assert first["sentence"] == "follows the device count: agrees on 1 device, fails on 2"
-        one, many = first["factors"][0]["runs"]
+        one, many = first["factors"][1]["runs"]
         assert (one["chips"], one["level2"], many["chips"], many["level2"]) == (1, "pass", 2, "fail")
         # the re-run on 2 fails level 2 itself: explaining it needs only the 1-device run
         again = explain(study, "toy", many["seq"], "tester", max_runs=3)
         assert again["explained_by"] == "topology" and again["budget"]["runs"] == 1
-        assert again["factors"][0]["runs"][1] == {**many, "state": "recorded"}
+        assert again["factors"][1]["runs"][1] == {**many, "state": "recorded"}
         assert len(list_jobs(study.db)) == 3
     finally:
         study.close()
 
 
-def test_the_report_cites_the_explanation_in_the_migration_section(tmp_path):
+def test_the_reports_and_the_brief_cite_the_explanation(tmp_path):
     from storage.database import open_study
     from workbench.report.build import build_report
     from workbench.report.markdown import render_markdown
 
     path, shas = _three_commits(tmp_path)
     study = open_study(path)
+    from storage.queries import find_attempt
+    from workbench.assist.brief import gather
+    from workbench.report.html import render_html
+    from workbench.report.jsonout import render_json
+    from workbench.report.latex import render_latex
+
     try:
+        before = build_report(study.db)
+        html_before, latex_before, js_before = render_html(before), render_latex(before), render_json(before)
         explain(study, "toy", 2, "tester", max_runs=3)
-        md = render_markdown(build_report(study.db))
+        report = build_report(study.db)
+        md, html, latex, js = render_markdown(report), render_html(report), render_latex(report), render_json(report)
+        brief = gather(study.db, *find_attempt(study.db, "toy", 2)).user
     finally:
         study.close()
     section = md.split("## Migrations", 1)[1]
     assert f"  - attempt 2 explained: follows the code: the deviation starts at commit {shas[1][:12]}" in section
+    assert f"<li>attempt 2 explained: follows the code: the deviation starts at commit {shas[1][:12]}" in html
+    assert rf"\item toy, attempt 2: follows the code: the deviation starts at commit {shas[1][:12]}" in latex
+    (explained,) = json.loads(js)["migrations"][0]["explanations"]
+    assert (explained["seq"], explained["explained_by"], explained["commit"]) == (2, "code", shas[1])
+    assert explained["sentence"].startswith("follows the code")
+    assert "explained:" not in html_before and "itemize" not in latex_before and "\"explanations\":[]" in js_before
+    # the brief cites it beside the verdicts, never in their place
+    assert "Verdicts:" in brief and "  L2 " in brief
+    assert ("Controlled re-runs (workbench explain, one factor changed per run; beside the verdicts, not a "
+            f"verdict): follows the code: the deviation starts at commit {shas[1][:12]}") in brief
+    assert "  code: explains — " in brief
 
 
 def test_a_run_the_preflight_refuses_is_stored_as_not_started_with_why(tmp_path):
@@ -274,9 +306,113 @@ def test_a_run_the_preflight_refuses_is_stored_as_not_started_with_why(tmp_path)
     study = open_study(path)
     try:
         result = explain(study, "toy", 2, "tester", max_runs=3)
-        (run,) = result["factors"][0]["runs"]
+        (run,) = result["factors"][1]["runs"]
         assert run["state"] == "not started" and run["job"] is None and "no-such-program-here" in run["reason"]
         assert result["explained_by"] is None and list_jobs(study.db) == []
-        assert latest_explanation(study.db, attempt(study, "toy", 2).id)["factors"][0]["runs"] == [run]
+        assert latest_explanation(study.db, attempt(study, "toy", 2).id)["factors"][1]["runs"] == [run]
     finally:
         study.close()
+
+
+def device_choice(off: float, reads: bool = True) -> str:
+    """A program that chooses its device from WORKBENCH_DEVICE (`reads`): on 'cpu' it runs on plain
+    torch, never importing torch_xla, and agrees; otherwise it imports torch_xla and is `off` times
+    off. Not `reads`: it imports torch_xla whatever the variable says."""
+    test = "os.environ.get('WORKBENCH_DEVICE') != 'cpu'" if reads else "True"
+    head = ("import os\n"
+            "import torch  # noqa: F401\n"
+            f"if {test}:\n"
+            "    import torch_xla  # noqa: F401\n"
+            f"factor = 1.0 if os.environ.get('WORKBENCH_DEVICE') == 'cpu' else {off}\n")
+    return head + SCRIPT.format(scale="factor").replace("import sys\nscale = factor\n", "scale = factor\n")
+
+
+def test_a_deviation_on_the_accelerator_runtime_follows_the_backend_on_plain_torch(tmp_path):
+    """On 'cpu' the run is plain torch (the probe records the runtime) and agrees: the backend."""
+    from storage.database import open_study
+    from storage.queries import probe_reports
+
+    venv = xla_venv()
+    if venv is None:
+        pytest.skip("no torch_xla environment: run `make xla-env` or set WORKBENCH_XLA_PYTHON")
+    path, _ = _three_commits(tmp_path, versions=[{"train.py": device_choice(1.5)}], env={"PJRT_DEVICE": "CPU"})
+    study = open_study(path)
+    try:
+        result = explain(study, "toy", 2, "tester", max_runs=3, venv=str(venv))
+        assert result["explained_by"] == "backend", result
+        assert result["sentence"] == "follows the backend: agrees on plain torch (cpu), fails on the intended backend"
+        libraries, topology, backend = result["factors"]
+        (run,) = backend["runs"]
+        assert (run["level2"], run["runtime"]) == ("pass", "torch")
+        (job,) = list_jobs(study.db)
+        assert job.spec.env["WORKBENCH_DEVICE"] == "cpu" and job.spec.options["venv"] == str(venv)
+        assert job.spec.options["explain"] == {"factor": "backend", "env": {"WORKBENCH_DEVICE": "cpu"}}
+        assert [c["name"] for c in job.spec.options["env_changes"]] == ["WORKBENCH_DEVICE"]
+        (report,) = probe_reports(study.db, run["attempt_id"])   # idle (no optimizer step) but stored
+        assert report["runtime"]["name"] == "torch" and "torch-xla" not in report["ran_with"]["imported"]
+    finally:
+        study.close()
+
+
+def test_a_program_that_imports_torch_xla_whatever_the_variable_is_not_explained_by_the_backend(tmp_path):
+    from storage.database import open_study
+
+    venv = xla_venv()
+    if venv is None:
+        pytest.skip("no torch_xla environment: run `make xla-env` or set WORKBENCH_XLA_PYTHON")
+    path, _ = _three_commits(tmp_path, versions=[{"train.py": device_choice(1.5, reads=False)}],
+                             env={"PJRT_DEVICE": "CPU"})
+    study = open_study(path)
+    try:
+        result = explain(study, "toy", 2, "tester", max_runs=1, venv=str(venv))
+        backend = result["factors"][2]
+        (run,) = backend["runs"]
+        assert backend["tried"] and not backend["explains"] and run["runtime"] == "torch_xla", backend
+        assert "imported torch_xla with WORKBENCH_DEVICE=cpu: it did not run on plain torch" in backend["reason"]
+        assert result["explained_by"] is None
+    finally:
+        study.close()
+
+
+def test_the_minutes_budget_cancels_a_run_still_going_and_stops(tmp_path):
+    from domain.jobs import JobState
+    from storage.database import open_study
+
+    path, _ = _three_commits(tmp_path, chips=2, versions=[{"train.py": "import time\ntime.sleep(120)\n"}])
+    study = open_study(path)
+    try:
+        started = time.monotonic()
+        result = explain(study, "toy", 2, "tester", max_runs=3, minutes=0.05)
+        took = time.monotonic() - started
+        topology = result["factors"][1]
+        (run,) = topology["runs"]
+        assert run["state"] == "cancelled" and run["reason"] == "cancelled when the budget of 0.05 minutes ended"
+        assert "level 2 is unknown on 1 device (cancelled when the budget" in topology["reason"]
+        (job,) = list_jobs(study.db)
+        assert job.state is JobState.CANCELLED and not job.active
+        assert result["explained_by"] is None and result["budget"]["runs"] == 1 and took < 60
+    finally:
+        study.close()
+
+
+def test_with_reference_replicates_the_deviation_is_said_in_sigmas(tmp_path):
+    """Two reference runs 0.1% apart measure the noise: the 1-device run agrees within it and the
+    2-device run is many σ off; the table and the sentence say so."""
+    from storage.database import open_study
+
+    faulty = "import os\n" + SCRIPT.format(scale="1.5 if int(os.environ.get('CPU_NUM_DEVICES', '1')) > 1 else 1.0")
+    path, _ = _three_commits(tmp_path, chips=2, versions=[{"train.py": faulty}], env={"CPU_NUM_DEVICES": "2"},
+                             replicate=1.001)
+    study = open_study(path)
+    try:
+        own = level2(study.db, attempt(study, "toy", 2).id)
+        assert own[0] == "fail" and "σ" in own[1], own
+        result = explain(study, "toy", 2, "tester", max_runs=3)
+    finally:
+        study.close()
+    assert result["explained_by"] == "topology", result
+    one, many = result["factors"][1]["runs"]
+    assert one["level2"] == "pass" and one["sigmas"] is not None and one["sigmas"] < 2, one
+    assert many["level2"] == "fail" and many["sigmas"] > 100, many
+    assert result["sentence"] == (f"follows the device count: agrees on 1 device ({one['sigmas']:.1f}σ), "
+                                  f"{many['sigmas']:.1f}σ off on 2")

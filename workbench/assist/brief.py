@@ -237,6 +237,7 @@ def gather(db: Database, migration: Migration, attempt: Attempt) -> BriefInput:
                      f" — {failure.note}")
     if verification is not None and verification.over_claim:
         parts.append("The agent claimed more than the verifier found (over-claim).")
+    parts += explanation_lines(db, attempt.id)
     parts += ["", f"The agent's claim:\n<claim>\n{attempt.claim[:4000] or '(none)'}\n</claim>", ""]
     parts.append(f"Code change since {what} ({old[:10]} → {attempt.commit[:10]}): {diff_note}")
     if diff:
@@ -256,6 +257,24 @@ def gather(db: Database, migration: Migration, attempt: Attempt) -> BriefInput:
     user = redact("\n".join(parts))
     sent = {n: redact(t) for n, t in lines.items()}
     return BriefInput(user=user, log_lines=sent, diff_note=diff_note)
+
+
+def explanation_lines(db: Database, attempt_id: int) -> list[str]:
+    """The attempt's stored `workbench explain` result, cited beside the verdicts (never in place
+    of them): its sentence and each factor's outcome, with the re-runs' level 2."""
+    from storage.explanations import latest_explanation
+
+    found = latest_explanation(db, attempt_id)
+    if not found:
+        return []
+    out = ["", "Controlled re-runs (workbench explain, one factor changed per run; beside the verdicts, "
+               f"not a verdict): {found.get('sentence', '')}"]
+    for f in found.get("factors") or []:
+        state = "explains" if f.get("explains") else "tried" if f.get("tried") else "not tried"
+        runs = "; ".join(f"job {r.get('job')} level 2 {r.get('level2')}"
+                         + (f" ({r['sigmas']:.1f}σ)" if r.get("sigmas") is not None else "") for r in f.get("runs") or [])
+        out.append(f"  {f.get('factor')}: {state} — {str(f.get('reason', ''))[:300]}" + (f" [{runs}]" if runs else ""))
+    return out
 
 
 def brief_request(assistant: Assistant, inputs: BriefInput) -> Request:

@@ -552,9 +552,11 @@ def _add_explanations(db: Database, reports: list[MigrationReport], scrub: Scrub
 
     by_id = {r.id: r for r in reports}
     rows = current_sentences(db)
-    for migration_id, seq, sentence in rows:
+    for migration_id, seq, sentence, by, commit in rows:
         if migration_id in by_id:
             by_id[migration_id].explanations.append((seq, scrub.text(sentence)))
+            by_id[migration_id].explained.append({"seq": seq, "explained_by": by, "commit": commit,
+                                                  "sentence": scrub.text(sentence)})
 
 
 def _totals(reports: list[MigrationReport]) -> Totals:

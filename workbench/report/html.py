@@ -78,6 +78,9 @@ def render_html(report: StudyReport) -> str:
         out.append(f'<p class="note">{t(m.target)}, {t(m.status)}; highest level '
                    f'{"–" if m.highest_level is None else m.highest_level}; goal '
                    f'{"met" if m.goal_met else "not met"}</p>')
+        if m.explanations:
+            out.append('<ul class="explained">' + "".join(f"<li>attempt {seq} explained: {t(sentence)}</li>"
+                                                          for seq, sentence in m.explanations) + "</ul>")
         out.append(ladder_chart(m))
         out.append(loss_chart(m))
         out.append("</section>")

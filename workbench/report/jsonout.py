@@ -68,6 +68,7 @@ def _migration(m: MigrationReport) -> dict[str, Any]:
         "final_run": {"attempt_id": m.final_attempt_id, "seq": m.final_seq, "time_ratio": m.time_ratio,
                       "cost_ratio": m.cost_ratio, "faster": m.faster, "cheaper": m.cheaper,
                       "why_none": m.final_why_none},
+        "explanations": m.explained,
     }
 
 

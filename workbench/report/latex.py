@@ -152,4 +152,9 @@ def render_latex(report: StudyReport) -> str:
     head = [f"% workbench report: needs {PREAMBLE}; \\input{{}} this file.",
             *("% " + esc(line) for line in title_lines(report)),
             "% Counts are defined in docs/report.md.", FIT, ""]
-    return "\n".join(head) + "\n\n".join(table(t) for t in document_tables(report)) + "\n"
+    explained = [rf"\item {esc(m.slug)}, attempt {seq}: {esc(sentence)}"
+                 for m in report.migrations for seq, sentence in m.explanations]
+    tail = ["", "% Each attempt's current explanation (workbench explain, docs/explain.md).",
+            r"\begin{itemize}", *explained, r"\end{itemize}"] if explained else []
+    return "\n".join(head) + "\n\n".join(table(t) for t in document_tables(report)) + "\n" + "\n".join(tail) \
+        + ("\n" if tail else "")

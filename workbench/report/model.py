@@ -342,6 +342,8 @@ class MigrationReport:
     """`reference` and `final` loss series, where they exist."""
     explanations: list[tuple[int, str]] = field(default_factory=list)
     """(seq, sentence) of each agent attempt's current `workbench explain` result (docs/explain.md)."""
+    explained: list[dict[str, Any]] = field(default_factory=list)
+    """The same, for the JSON export: seq, explained_by (a factor or None), commit (for code), sentence."""
 
     @property
     def total_cost(self) -> float:
