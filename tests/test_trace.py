@@ -126,3 +126,47 @@ def test_judge_names_the_trace_cause_and_the_attempt_is_silent(ddp_runs):
     assert verdicts["correct"].levels[2].outcome is not Outcome.FAIL and verdicts["correct"].cause is None
     bad = verdicts["no_allreduce"]
     assert bad.levels[2].outcome is Outcome.FAIL and bad.cause is FailureCause.NO_GRADIENT_REDUCTION and bad.silent
+
+
+FORWARD_ONLY = """\
+import torch
+model = torch.nn.Linear(8, 1)
+with torch.no_grad():
+    for step in range(1, 6):
+        print(f"step {step} loss {model(torch.randn(4, 8)).pow(2).mean().item():.4f}")
+"""
+
+
+def test_a_trace_that_saw_no_step_says_so_in_the_verdicts(torch_python, tmp_path):  # noqa: F811
+    """A program that never trains leaves a probe report with no step: level 1 says the trace
+    checked nothing, where a training run's trace (TRACED) gets no such words."""
+    from domain.models import (
+        Attempt,
+        AttemptSource,
+        AttemptStatus,
+        Budgets,
+        Command,
+        Direction,
+        Goal,
+        Migration,
+        MigrationStatus,
+        Study,
+        Target,
+    )
+    from workbench.verify.judge import judge
+    from workbench.verify.ladder import Run
+    from workbench.verify.logscan import scan_chunks
+    from workbench.verify.settings import merge
+
+    migration = Migration(1, "m", "m", "/r", "c0", Target("cpu", 1, "torch"),
+                          Goal("loss", 0.1, Direction.MIN, 1.0), Budgets(), MigrationStatus.IN_PROGRESS)
+    attempt = Attempt(1, 1, 1, AttemptSource.RERUN, "c", Command(("python", "x.py"), ".", {}),
+                      AttemptStatus.OK, exit_code=0)
+    reasons = {}
+    for name, script in (("forward", FORWARD_ONLY), ("training", TRACED.replace("READ_EVERY_STEP", "0"))):
+        done, reports = _run(torch_python, script, tmp_path / name, True)
+        assert done.returncode == 0 and reports, done.stderr[-2000:]
+        run = Run(attempt, scan_chunks([done.stdout.encode()]), {}, "stored", reports)
+        reasons[name] = judge(run, None, migration, Study("s", "s"), merge({})).levels[0].reason
+    assert "the probe's trace saw no training step in 1 process(es)" in reasons["forward"], reasons
+    assert "saw no training step" not in reasons["training"], reasons

@@ -58,6 +58,18 @@ def optimizer_not_stepped(probes: list[ProbeFacts]) -> Finding | None:
     return None
 
 
+def no_step_seen(probes: list[ProbeFacts], reports: list[dict[str, Any]]) -> str | None:
+    """A traced run in which no process took a training step (no optimizer step, no backward
+    followed by an update): the trace's rules had nothing to check, and the verdicts say so rather
+    than reading as a clean trace. An optimizer built and never stepped is its own finding."""
+    if not probes and not reports:
+        return None
+    if any(p.steps != 0 for p in probes) or optimizer_not_stepped(probes) is not None:
+        return None
+    return (f"the probe's trace saw no training step in {max(len(probes), len(reports))} process(es) "
+            f"(no optimizer step, no backward followed by an update): its rules checked nothing")
+
+
 def runtime_missing(probes: list[ProbeFacts], runtime: str | None,
                     reports: list[dict[str, Any]]) -> Finding | None:
     """Level 3: the target names an accelerator runtime, and the run trained without it: plain
