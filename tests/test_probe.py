@@ -173,7 +173,7 @@ def test_the_trace_counts_host_reads_compiles_per_phase_and_the_learning_rate(to
     assert r["eval_phases"] == 4 and r["phases"]["eval"]["compiles"] == 4
     assert r["phases"]["eval"]["forwards"] == 4 * 4    # the Sequential and its three modules, four times
     assert set(r["param_checksum"]) == {"1", "11"} and r["param_dtypes"] == ["float32"]
-    assert set(r["batch_size"].values()) == {64} and r["param_devices"] == ["xla"]
+    assert set(r["batch_size"].values()) == {64} and r["param_devices"] == ["xla"] and r["input_devices"] == ["xla"]
     line = json.loads(done.stderr.split("workbench-probe ", 1)[1].splitlines()[0])
     facts = probe.facts(line, "line 1")
     assert facts.host_reads_per_step == (1.0 if reads else 0.0)

@@ -78,6 +78,7 @@ class _State:
         self.batch_pending = None          # (size, fingerprint tensor) of this step's first training forward
         self.param_dtypes: set[str] = set()
         self.param_devices: set[str] = set()
+        self.input_devices: set[str] = set()
         self.training: bool | None = None  # the phase of the last forward
         self.phases = {"train": _phase(), "eval": _phase()}
         self.eval_entries = 0
@@ -191,6 +192,7 @@ def _note_batch(s: _State, args) -> None:
     first = next((a for a in args if isinstance(a, torch.Tensor)), None)
     if first is None:
         return
+    s.input_devices.add(first.device.type)
     with torch.no_grad():
         value = first.detach()
         s.batch_pending = (int(first.shape[0]) if first.dim() else 1,
@@ -685,6 +687,7 @@ def _trace(s: _State) -> dict:
         "batch_fingerprint": {str(k): v for k, v in sorted(s.batch_fingerprints.items())},
         "param_dtypes": sorted(s.param_dtypes),
         "param_devices": sorted(s.param_devices),
+        "input_devices": sorted(s.input_devices),
         "phases": s.phases,
         "eval_phases": s.eval_entries,
         "per_step": {name: {str(k): v for k, v in sorted(series.items())} for name, series in s.per_step.items()},
