@@ -54,6 +54,8 @@ class NewMigrationForm(RecordForm):
         ("runtime", "Runtime (--runtime)", "torch_xla"), ("goal", "Goal metric (--goal)", ""),
         ("reference", "Reference value (--reference-value; empty: the reference run's)", ""),
         ("tolerance", "Tolerance (--tolerance)", "0"), ("command", "Command (--command)", ""),
+        ("setup", "Setup, run before the command in each worktree (--setup)", ""),
+        ("metrics", "Metric names (--metric LOG WORDS=NAME; ';' between)", ""),
         ("title", "Title (--title)", ""), ("acceptance", "Acceptance level (--acceptance-level)", "4"),
     )
 
@@ -96,6 +98,8 @@ class NewMigrationForm(RecordForm):
             reference_value=_number(got["reference"], "--reference-value"),
             tolerance=finite(got["tolerance"] or "0", "--tolerance", minimum=0.0),
             command=got["command"].strip() or None, title=got["title"].strip() or None,
+            setup=got["setup"].strip() or None,
+            metric_names=tuple(m.strip() for m in got["metrics"].split(";") if m.strip()),
             acceptance_level=int(level) if level.isdigit() else 0,
         )
         path = self.app.db_path

@@ -63,6 +63,44 @@ async def test_the_migration_forms_target_offers_cpu_n(tmp_path: Path) -> None:
         await until(pilot, lambda: target.value == "cpu:4")
 
 
+async def test_the_migration_form_takes_the_logs_metric_words_and_a_setup(tmp_path: Path) -> None:
+    """The form does what `migration add --metric WORDS=NAME --setup` does: the goal given as the
+    log writes it resolves through the names typed beside it; a bad mapping is said on the form."""
+    from conftest import make_repo
+    from test_lists import fill
+
+    from screens.setup import NewMigrationForm
+    from storage import queries
+    from storage.database import open_study
+    from storage.setup import migration_setup
+    from workbench.studies import init_study
+
+    db = tmp_path / "s.db"
+    init_study(db, "My study", {"cpu": 0.05}, slug=None, reviewer="ana")
+    make_repo(tmp_path / "project", [{"train.py": "print('step 1: train loss 2.5, val loss 2.4')\n"}])
+    app = WorkbenchApp(db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await open_form(pilot, "N", NewMigrationForm)
+        fields = {"#new-slug": "gpt", "#new-repo": str(tmp_path / "project"), "#new-target": "cpu:4",
+                  "#new-goal": "val loss", "#new-command": "python train.py", "#new-base": "HEAD",
+                  "#new-setup": "python prepare.py", "#new-metrics": "validation"}
+        await fill(pilot, fields)
+        assert isinstance(app.screen, NewMigrationForm)
+        assert "--metric: 'validation' must be WORDS=NAME" in str(app.screen.query_one("#form-error").render())
+        await fill(pilot, {"#new-metrics": "val loss=validation_loss ; train loss=train_loss"})
+        await until(pilot, lambda: not isinstance(app.screen, NewMigrationForm))
+    s = open_study(db)
+    try:
+        migration = queries.get_migration(s.db, "gpt")
+        assert migration.goal.metric == "validation_loss"
+        assert queries.verify_settings(s.db, migration.id)["metric_names"] == {
+            "val loss": "validation_loss", "train loss": "train_loss"}
+        assert migration_setup(s.db, migration.id) == "python prepare.py"
+    finally:
+        s.close()
+
+
 async def test_the_launcher_offers_the_migrations_command_takes_typing_and_runs_once(tmp_path: Path) -> None:
     """An attempt recorded without a command gets the migration's; the command box has the focus
     (also after Cancel and r again); Run is off while the pre-flight runs: two presses, one job."""
