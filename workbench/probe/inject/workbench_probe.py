@@ -38,11 +38,12 @@ HOST_READS_EVERY = 16
 """torch_xla's device-to-host transfer count is read on steps 1 to 3 and then every this many steps:
 reading it builds its list of up to 1,000 samples (about 170 µs, 3% of a 6 ms step), where the
 counters the other per-step counts come from cost under 1 µs."""
-REPLICA_EVERY = 10
-"""Per-replica evidence (each clip's norm, each in-process replica's gradient norm) on steps 1 to 3
-and every this many steps: where one process drives several devices, torch_xla.sync() runs only
-the default device's pending graph, so what the probe keeps on the others is computed at its
-batched fetch, each kept step adding to that graph (every step: +60% CPU a step on the bench)."""
+REPLICA_EVERY = 25
+"""Per-replica evidence (each clip's norm, each in-process replica's gradient norm and parameter
+sum) and the input's fingerprint on steps 1 to 3 and every this many steps: where one process
+drives several devices, torch_xla.sync() runs only the default device's pending graph, so what the
+probe keeps on the others is launched on each device at the step (about 1.2 ms a device on the
+bench: every 10th step cost 5% of its step time, every step +60%)."""
 COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
                "all_to_all", "all_to_all_single", "broadcast", "collective_permute")
 """torch.distributed's and torch_xla's collective operations the trace counts per step."""
@@ -186,18 +187,21 @@ def _on_forward(module, args) -> None:
 
 
 def _note_batch(s: _State, args) -> None:
-    """A step's first training input: its size and a fingerprint (its sum, kept on the device);
-    its SPMD sharding on sampled steps."""
+    """A step's first training input: its size; on sampled steps, a fingerprint (its sum, kept on
+    the device) and its SPMD sharding."""
     torch = sys.modules["torch"]
     first = next((a for a in args if isinstance(a, torch.Tensor)), None)
     if first is None:
         return
     s.input_devices.add(first.device.type)
+    size = int(first.shape[0]) if first.dim() else 1
+    if not _sampled(s.step + 1):
+        s.batch_pending = (size, None)
+        return
     with torch.no_grad():
         value = first.detach()
-        s.batch_pending = (int(first.shape[0]) if first.dim() else 1,
-                           (value if value.is_floating_point() else value.float()).sum())
-    if first.device.type == "xla" and len(s.input_shardings) < 8 and _sampled(s.step + 1):
+        s.batch_pending = (size, (value if value.is_floating_point() else value.float()).sum())
+    if first.device.type == "xla" and len(s.input_shardings) < 8:
         _note_sharding(s, first)
 
 
@@ -302,9 +306,10 @@ def _on_optimizer_step(optimizer, args, kwargs) -> None:
                                None))
         if s.batch_pending is not None:
             s.batch_sizes[s.step] = s.batch_pending[0]
-            extras.append(("batch", s.batch_pending[1], None))
+            if s.batch_pending[1] is not None:
+                extras.append(("batch", s.batch_pending[1], None))
             s.batch_pending = None
-        _replicas_at_step(s, optimizer, checksum, extras)
+        _replicas_at_step(s, optimizer, extras)
         s.buffer.append((s.step, s.pending, norms, step_time, extras))
         s.pending = []
         if len(s.buffer) > FLUSH_EVERY:
@@ -334,18 +339,18 @@ def _count_step(s: _State) -> None:
     s.counters = counts
 
 
-def _replicas_at_step(s: _State, optimizer, checksum: bool, extras: list) -> None:
+def _replicas_at_step(s: _State, optimizer, extras: list) -> None:
     """Per-replica evidence of this step, kept on the device: each clip's norm before clipping;
     where one process drives several replicas (backward calls on several devices), each replica's
     gradient norm as the optimizer steps (before the gradients are reduced, after any clipping of
-    its own) and, on checksum steps, its parameter sum; in a process of a multi-process world, the
+    its own) and its parameter sum; in a process of a multi-process world, the
     gradient norm at the step's first collective (before the reduction)."""
     start = len(extras)
     for device, norm, max_norm, before in s.clips:
         extras.append(("clip", norm, (device, max_norm, before)))
     s.clips = []
     try:
-        _replica_norms(s, optimizer, checksum, extras)
+        _replica_norms(s, optimizer, extras)
     finally:
         _launch(extras[start:])
 
@@ -367,7 +372,7 @@ def _launch(extras: list) -> None:
         torch_xla._XLAC._xla_sync_multi(group, devices=[], wait=False, sync_xla_data=False)
 
 
-def _replica_norms(s: _State, optimizer, checksum: bool, extras: list) -> None:
+def _replica_norms(s: _State, optimizer, extras: list) -> None:
     import torch
 
     if s.pre_reduce is not None:
@@ -390,9 +395,8 @@ def _replica_norms(s: _State, optimizer, checksum: bool, extras: list) -> None:
             grads = [p.grad.detach() for p in params.values()]
             extras.append(("replica_norm", torch.linalg.vector_norm(torch.stack(
                 [torch.linalg.vector_norm(g, 2.0, dtype=torch.float32) for g in grads]), 2.0), str(device)))
-            if checksum:
-                extras.append(("replica_checksum", torch.stack(
-                    [p.detach().sum(dtype=torch.float32) for p in params.values()]).sum(), str(device)))
+            extras.append(("replica_checksum", torch.stack(
+                [p.detach().sum(dtype=torch.float32) for p in params.values()]).sum(), str(device)))
 
 
 def _sampled(step: int) -> bool:
@@ -468,10 +472,10 @@ def _to_host(tensors: list) -> list[float]:
         for group in by_device.values():   # one batched transfer per device
             torch_xla._XLAC._xla_sync_multi(group, devices=[], wait=True, sync_xla_data=False)
             for t, c in zip(group, torch_xla._XLAC._xla_get_cpu_tensors(group)):
-                values[id(t)] = float(c.float().reshape(()))
+                values[id(t)] = float(c.item())
     for t in tensors:
         if id(t) not in values:
-            values[id(t)] = float(t.detach().float().cpu().reshape(()))
+            values[id(t)] = float(t.item())   # one element each, on the host or another device
     return [values[id(t)] for t in tensors]
 
 
