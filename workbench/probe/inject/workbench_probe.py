@@ -9,8 +9,8 @@ on; the mean when several were, as with one replica per device), the global norm
 gradients the optimizer is about to apply, and the host time since the previous step. Nothing
 is read back to the host inside a step: values are fetched in batches of older, already
 executed steps and at exit. Alongside it keeps a trace of what the program never prints: the
-learning rate per param group, a parameter checksum every CHECKSUM_EVERY steps, the input
-batch's size and fingerprint, the modules' training flag (training and evaluation phases apart),
+learning rate per param group, a parameter checksum and the input's fingerprint on sampled
+steps (REPLICA_EVERY), the input batch's size, the modules' training flag (training and evaluation phases apart),
 host reads, compilations and executions per step and per phase from torch_xla's counters, the
 parameters' dtype and device, the first non-finite loss or gradient norm, and the runtime the
 program imported. A program that updates its weights by hand (no torch.optim optimizer) has its
@@ -32,15 +32,15 @@ import time
 VERSION = 2
 FLUSH_EVERY = 64
 """Fetch values to the host once this many steps are buffered (older steps only)."""
-CHECKSUM_EVERY = 10
-"""A parameter checksum on steps 1, 1 + K, 1 + 2K, ...: replicas that never sync drift apart."""
 HOST_READS_EVERY = 16
 """torch_xla's device-to-host transfer count is read on steps 1 to 3 and then every this many steps:
 reading it builds its list of up to 1,000 samples (about 170 µs, 3% of a 6 ms step), where the
 counters the other per-step counts come from cost under 1 µs."""
 REPLICA_EVERY = 25
-"""Per-replica evidence (each clip's norm, each in-process replica's gradient norm and parameter
-sum) and the input's fingerprint on steps 1 to 3 and every this many steps: where one process
+"""The sampled steps: the parameter checksum (replicas that never sync drift apart), the input's
+fingerprint and per-replica evidence (each clip's norm, each in-process replica's gradient norm
+and parameter sum) on steps 1 to 3 and every this many steps. All on the same steps, since each
+value the probe adds to a step's graph makes another graph to compile. Where one process
 drives several devices, torch_xla.sync() runs only the default device's pending graph, so what the
 probe keeps on the others is launched on each device at the step (about 1.2 ms a device on the
 bench: every 10th step cost 5% of its step time, every step +60%)."""
@@ -278,7 +278,7 @@ def _on_optimizer_step(optimizer, args, kwargs) -> None:
         _record_lr(s, optimizer)
         by_device: dict = {}
         params_by_device: dict = {}
-        checksum = (s.step - 1) % CHECKSUM_EVERY == 0
+        checksum = _sampled(s.step)   # the fingerprint's steps: one graph of the probe's own beside the program's
         if checksum:
             dist = torch.distributed
             if dist.is_available() and dist.is_initialized():   # programs tear it down before exit
