@@ -107,6 +107,9 @@ class AttemptSummary:
     hidden: bool = False
     """Blinded for the reviewer reading it (domain.blind.blinded): the claim, expected level,
     outcomes and cause are blanked, not absent."""
+    runs: int = 1
+    """The attempt itself and its re-runs of its commit (storage.counted): more than one, and the
+    ladder and over-claim are the counted ones, over its runs."""
 
     @property
     def highest_level(self) -> int:

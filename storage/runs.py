@@ -1,0 +1,81 @@
+"""Reads of an agent attempt's runs (storage.counted says what counts): the counted ladders the
+report reads, an attempt's runs for its screen, how many runs each attempt has."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from storage.counted import COUNTED_ROOT, NOT_REFERENCE, counted_levels
+from storage.queries import Reader, _rows
+
+
+def counted_ladders(db: Reader, migration_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+    """Counted attempt id -> {"effective": outcomes of levels 1-5, "automated": the same without
+    overrides (None: no verdict on any run), "decided": ((level, re-run id), ...) of the effective
+    outcomes a re-run decided, "runs": how many runs it has}, for the migrations' attempts."""
+    where = "a.migration_id IN (SELECT value FROM json_each(:migrations))"
+    sql = f"""WITH {counted_levels(where)}
+    SELECT c.attempt_id, (SELECT count(*) FROM counted_run r WHERE r.attempt_id = c.attempt_id) AS runs,
+           (SELECT json_group_array(json_array(l.level, l.outcome, l.run_id, l.automated))
+            FROM counted_level l WHERE l.attempt_id = c.attempt_id) AS levels
+    FROM counted_run c WHERE c.run_id = c.attempt_id"""
+    out: dict[int, dict[str, Any]] = {}
+    for row in _rows(db, sql, {"migrations": json.dumps(list(migration_ids))}):
+        effective: list[str | None] = [None] * 5
+        automated: list[str | None] = [None] * 5
+        decided = []
+        for level, outcome, run_id, auto in sorted(json.loads(row["levels"] or "[]")):
+            if 1 <= level <= 5:
+                effective[level - 1], automated[level - 1] = outcome, auto
+                if run_id != row["attempt_id"]:
+                    decided.append((level, run_id))
+        out[row["attempt_id"]] = {"effective": tuple(effective), "automated": tuple(automated),
+                                  "decided": tuple(decided), "runs": row["runs"]}
+    return out
+
+
+def root_of(db: Reader, attempt_id: int) -> int:
+    """The counted attempt that `attempt_id` is a run of: itself, or the agent attempt it re-ran
+    (following a chain stored before m018 flattened them)."""
+    seen = set()
+    while attempt_id not in seen:
+        seen.add(attempt_id)
+        row = db.execute("SELECT rerun_of FROM attempt WHERE id = ?", [attempt_id]).fetchone()
+        if row is None or row[0] is None:
+            break
+        attempt_id = row[0]
+    return attempt_id
+
+
+def attempt_runs(db: Reader, attempt_id: int) -> list[dict[str, Any]]:
+    """The runs of the counted attempt that `attempt_id` is a run of, oldest first: itself, then
+    its re-runs (of any commit; `counted` False for one at another commit, which no count reads).
+    Each: id, seq, source, status, started_at, commit_sha, counted, ladder (levels 1-5, the run's
+    own effective outcomes, None: no verdict)."""
+    root = root_of(db, attempt_id)
+    sql = """
+    SELECT r.id, r.seq, r.source, r.status, r.started_at, r.commit_sha, r.exit_code,
+           r.id = :root OR r.commit_sha = (SELECT commit_sha FROM attempt WHERE id = :root) AS counted,
+           (SELECT json_group_object(v.level, COALESCE((SELECT o.outcome FROM verdict_override o
+                WHERE o.verdict_id = v.id ORDER BY o.id DESC LIMIT 1), v.outcome))
+            FROM verdict v WHERE v.attempt_id = r.id AND v.superseded_by IS NULL) AS ladder
+    FROM attempt r WHERE r.id = :root OR r.rerun_of = :root ORDER BY r.seq"""
+    out = []
+    for row in _rows(db, sql, {"root": root}):
+        levels = json.loads(row["ladder"] or "{}")
+        row["ladder"] = tuple(levels.get(str(n)) for n in range(1, 6))
+        row["counted"] = bool(row["counted"])
+        out.append(row)
+    return out
+
+
+def run_counts(db: Reader, migration_id: int) -> dict[int, int]:
+    """Counted attempt id -> how many runs it has (itself and its re-runs of its commit), for the
+    migration's attempts with at least one re-run."""
+    rows = db.execute(f"""
+        SELECT a.id, count(*) + 1 FROM attempt a
+        JOIN attempt r ON r.rerun_of = a.id AND r.commit_sha = a.commit_sha AND r.{NOT_REFERENCE}
+        WHERE a.migration_id = ? AND {COUNTED_ROOT} GROUP BY a.id""", [migration_id]).fetchall()
+    return {int(r[0]): int(r[1]) for r in rows}
