@@ -122,4 +122,23 @@ class AttemptSummary:
         return level
 
 
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One run of an agent attempt (storage.runs.attempt_runs): the attempt itself or a re-run."""
+
+    id: int
+    seq: int
+    source: AttemptSource
+    status: AttemptStatus
+    started_at: str | None
+    commit: str
+    counted: bool
+    """Counted with the attempt: the attempt itself or a re-run of its commit (not a bisection
+    step of `workbench explain` at another commit)."""
+    ladder: tuple[Outcome | None, ...]
+    """The run's own effective outcomes, levels 1-5 (None: no verdict)."""
+    hidden: bool = False
+    """Blinded for the reviewer reading it (workbench.blind.runs_seen_by): no outcomes shown."""
+
+
 pickled_by_fields(Command, Hardware, Attempt, Evidence, Failure, AttemptSummary)

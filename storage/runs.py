@@ -5,20 +5,26 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from domain.kinds import AttemptSource, AttemptStatus, Outcome
 from storage.counted import COUNTED_ROOT, NOT_REFERENCE, counted_levels
 from storage.queries import Reader, _rows
+
+if TYPE_CHECKING:
+    from domain.attempts import Run
 
 
 def counted_ladders(db: Reader, migration_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
     """Counted attempt id -> {"effective": outcomes of levels 1-5, "automated": the same without
     overrides (None: no verdict on any run), "decided": ((level, re-run id), ...) of the effective
-    outcomes a re-run decided, "runs": how many runs it has}, for the migrations' attempts."""
+    outcomes a re-run gave where the attempt's own run says otherwise (or nothing), "runs": how
+    many runs it has}, for the migrations' attempts."""
     where = "a.migration_id IN (SELECT value FROM json_each(:migrations))"
     sql = f"""WITH {counted_levels(where)}
     SELECT c.attempt_id, (SELECT count(*) FROM counted_run r WHERE r.attempt_id = c.attempt_id) AS runs,
-           (SELECT json_group_array(json_array(l.level, l.outcome, l.run_id, l.automated))
+           (SELECT json_group_array(json_array(l.level, l.outcome, l.run_id, l.automated,
+                (SELECT o.outcome FROM run_level o WHERE o.run_id = c.attempt_id AND o.level = l.level)))
             FROM counted_level l WHERE l.attempt_id = c.attempt_id) AS levels
     FROM counted_run c WHERE c.run_id = c.attempt_id"""
     out: dict[int, dict[str, Any]] = {}
@@ -26,10 +32,10 @@ def counted_ladders(db: Reader, migration_ids: Sequence[int]) -> dict[int, dict[
         effective: list[str | None] = [None] * 5
         automated: list[str | None] = [None] * 5
         decided = []
-        for level, outcome, run_id, auto in sorted(json.loads(row["levels"] or "[]")):
+        for level, outcome, run_id, auto, own in sorted(json.loads(row["levels"] or "[]")):
             if 1 <= level <= 5:
                 effective[level - 1], automated[level - 1] = outcome, auto
-                if run_id != row["attempt_id"]:
+                if run_id != row["attempt_id"] and outcome != own:
                     decided.append((level, run_id))
         out[row["attempt_id"]] = {"effective": tuple(effective), "automated": tuple(automated),
                                   "decided": tuple(decided), "runs": row["runs"]}
@@ -49,14 +55,15 @@ def root_of(db: Reader, attempt_id: int) -> int:
     return attempt_id
 
 
-def attempt_runs(db: Reader, attempt_id: int) -> list[dict[str, Any]]:
+def attempt_runs(db: Reader, attempt_id: int) -> list[Run]:
     """The runs of the counted attempt that `attempt_id` is a run of, oldest first: itself, then
-    its re-runs (of any commit; `counted` False for one at another commit, which no count reads).
-    Each: id, seq, source, status, started_at, commit_sha, counted, ladder (levels 1-5, the run's
-    own effective outcomes, None: no verdict)."""
+    its re-runs (of any commit; `counted` False for one at another commit, which no count reads),
+    each with its own effective outcomes."""
+    from domain.attempts import Run
+
     root = root_of(db, attempt_id)
     sql = """
-    SELECT r.id, r.seq, r.source, r.status, r.started_at, r.commit_sha, r.exit_code,
+    SELECT r.id, r.seq, r.source, r.status, r.started_at, r.commit_sha,
            r.id = :root OR r.commit_sha = (SELECT commit_sha FROM attempt WHERE id = :root) AS counted,
            (SELECT json_group_object(v.level, COALESCE((SELECT o.outcome FROM verdict_override o
                 WHERE o.verdict_id = v.id ORDER BY o.id DESC LIMIT 1), v.outcome))
@@ -65,9 +72,9 @@ def attempt_runs(db: Reader, attempt_id: int) -> list[dict[str, Any]]:
     out = []
     for row in _rows(db, sql, {"root": root}):
         levels = json.loads(row["ladder"] or "{}")
-        row["ladder"] = tuple(levels.get(str(n)) for n in range(1, 6))
-        row["counted"] = bool(row["counted"])
-        out.append(row)
+        out.append(Run(row["id"], row["seq"], AttemptSource(row["source"]), AttemptStatus(row["status"]),
+                       row["started_at"], row["commit_sha"], bool(row["counted"]),
+                       tuple(Outcome(levels[str(n)]) if str(n) in levels else None for n in range(1, 6))))
     return out
 
 
@@ -79,3 +86,16 @@ def run_counts(db: Reader, migration_id: int) -> dict[int, int]:
         JOIN attempt r ON r.rerun_of = a.id AND r.commit_sha = a.commit_sha AND r.{NOT_REFERENCE}
         WHERE a.migration_id = ? AND {COUNTED_ROOT} GROUP BY a.id""", [migration_id]).fetchall()
     return {int(r[0]): int(r[1]) for r in rows}
+
+
+def counted_totals(db: Reader, migration_id: int | None = None) -> dict[str, int]:
+    """Counted agent attempts (re-runs folded in), verified, failed, silent and over-claims, of one
+    migration or the whole study: the figures the app's header and the report count."""
+    from storage.queries import attempt_stats
+
+    where = None if migration_id is None else "a.migration_id = :m"
+    row = _rows(db, f"""WITH {attempt_stats(where)}
+        SELECT count(*) AS attempts, COALESCE(SUM(verified), 0) AS verified, COALESCE(SUM(failed), 0) AS failed,
+               COALESCE(SUM(silent), 0) AS silent, COALESCE(SUM(over_claim), 0) AS over_claims
+        FROM attempt_stat""", {"m": migration_id})[0]
+    return {k: int(v) for k, v in row.items()}
