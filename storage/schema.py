@@ -709,7 +709,7 @@ def m018_runs_of_an_attempt(db: Database) -> None:
             " AND rerun_of != id").rowcount
         if not moved:
             break
-    db.table("attempt").create_index(["rerun_of"])
+    db.table("attempt").create_index(["rerun_of"], if_not_exists=True)
 
 
 def known() -> list[str]:
