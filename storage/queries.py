@@ -6,7 +6,6 @@ without importing sqlite-utils.
 
 from __future__ import annotations
 
-import functools
 import json
 import sqlite3
 from collections.abc import Iterator
