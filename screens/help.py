@@ -57,8 +57,7 @@ WORDS = (
     ("Exp", "the level the agent's own report said it expected"),
     ("Claim", "over: the agent claimed more than the evidence verified"),
     ("Intv", "interventions recorded by people"),
-    ("N runs", "an attempt re-run: counted once, each level from a reviewer's override, else its latest "
-               "run that passed or failed it; R on its screen lists the runs"),
+    ("N runs", "an attempt and its re-runs, counted as one attempt (R on it lists them)"),
 )
 """The columns and header words the lists use, for the help screen."""
 
