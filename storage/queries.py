@@ -387,10 +387,11 @@ def iter_migration_summaries(db: Reader, page: int = 500) -> Iterator[MigrationS
         after = batch[-1].migration.slug
 
 
-def iter_attempt_summaries(db: Reader, migration_id: int, page: int = 500) -> Iterator[AttemptSummary]:
-    """Every attempt of a migration, a page at a time."""
+def iter_attempt_summaries(db: Reader, migration_id: int, page: int = 500, *,
+                           folded: bool = True) -> Iterator[AttemptSummary]:
+    """Every attempt of a migration, a page at a time (`folded`: as `attempt_summaries`)."""
     after = None
-    while batch := attempt_summaries(db, migration_id, after=after, limit=page):
+    while batch := attempt_summaries(db, migration_id, after=after, limit=page, folded=folded):
         yield from batch
         after = batch[-1].attempt.seq
 
