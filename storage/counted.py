@@ -19,27 +19,39 @@ from __future__ import annotations
 NOT_REFERENCE = "source != 'reference'"
 """SQL on an attempt row (unqualified): not a reference run. Every count of agent attempts says so."""
 
-COUNTED_ROOT = f"a.{NOT_REFERENCE} AND a.rerun_of IS NULL"
-"""SQL on attempt row `a`: a counted attempt, i.e. not a reference run and not a re-run of one."""
+COUNTED_ROOT = f"a.{NOT_REFERENCE} AND +a.rerun_of IS NULL"
+"""SQL on attempt row `a`: a counted attempt, i.e. not a reference run and not a re-run of one. (The
+unary `+` keeps the planner off idx_attempt_rerun_of for it: nearly every row matches, and a
+walk of that index reads the table in index order, twice as slow as a scan.)"""
 
 _KEY = 1 << 40
 """Orders a level's candidates: overrides (by id) above definite outcomes (by the run's seq)
 above unknown ones; seq and override ids stay far below it."""
 
 
-def counted_levels(where: str | None = None) -> str:
-    """SQL: CTEs ending in `counted_level`: one row per counted agent attempt `a` matching `where`
-    (SQL over `a`; None: every one) and level with a current verdict on any of its runs:
-    (attempt_id, level, outcome, run_id, automated, automated_run_id). `outcome` follows the
-    rule above (overrides included); `automated` the same rule without overrides; `run_id` is
-    the run that decided it. Before it: `counted_run` (attempt_id, run_id, seq, exit_code), each
-    counted attempt's runs, itself first."""
-    scope = f"({COUNTED_ROOT}) AND ({where or 1})"
+def counted_levels(where: str | None = None, *, automated: bool = True) -> str:
+    """SQL: CTEs ending in `counted_level`: one row per level with a current verdict on any run of
+    each counted agent attempt `a` that has re-runs of its commit and matches `where` (SQL over
+    `a`; None: every one): (attempt_id, level, outcome, run_id, automated, automated_run_id).
+    `outcome` follows the rule above (overrides included); `automated` the same rule without
+    overrides (NULL when `automated` is False: the counts need only the effective one); `run_id`
+    is the run that decided it. Before it: `counted_run` (attempt_id, run_id, seq), those
+    attempts' runs, each itself first. An attempt without re-runs counts its own verdicts: the
+    callers read those as before (one grouped pass, issue 19), this only the few re-run ones."""
+    # from the few re-runs to their attempts (idx_attempt_rerun_of), not from every attempt
+    scope = (f"a.id IN (SELECT q.rerun_of FROM attempt q WHERE q.rerun_of > 0 AND q.{NOT_REFERENCE})"
+             f" AND ({COUNTED_ROOT}) AND ({where or 1})")
+    last = """counted_level AS (
+    SELECT e.attempt_id, e.level, e.outcome, e.run_id, u.automated, u.automated_run_id
+    FROM counted_effective e JOIN counted_automated u ON u.attempt_id = e.attempt_id AND u.level = e.level
+)""" if automated else """counted_level AS (
+    SELECT attempt_id, level, outcome, run_id, NULL AS automated, NULL AS automated_run_id FROM counted_effective
+)"""
     return f"""
 counted_run AS (
-    SELECT a.id AS attempt_id, a.id AS run_id, a.seq, a.exit_code FROM attempt a WHERE {scope}
+    SELECT a.id AS attempt_id, a.id AS run_id, a.seq FROM attempt a WHERE {scope}
     UNION ALL
-    SELECT a.id, r.id, r.seq, r.exit_code FROM attempt a
+    SELECT a.id, r.id, r.seq FROM attempt a
     JOIN attempt r ON r.rerun_of = a.id AND r.commit_sha = a.commit_sha AND r.{NOT_REFERENCE}
     WHERE {scope}
 ),
@@ -60,7 +72,4 @@ counted_automated AS (
            MAX(CASE WHEN automated IN ('pass', 'fail') THEN {_KEY} + seq ELSE seq END) AS k
     FROM run_level GROUP BY attempt_id, level
 ),
-counted_level AS (
-    SELECT e.attempt_id, e.level, e.outcome, e.run_id, u.automated, u.automated_run_id
-    FROM counted_effective e JOIN counted_automated u ON u.attempt_id = e.attempt_id AND u.level = e.level
-)"""
+{last}"""

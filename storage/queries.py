@@ -130,8 +130,9 @@ effective_expected AS (
 
 
 def attempt_stats(where: str | None = None) -> str:
-    """SQL: CTEs ending in `attempt_stat`, one row per counted agent attempt `a` matching `where`
-    (SQL over `a`; None: every one) with (id, migration_id, verified, level, failed, silent, over_claim).
+    """SQL (needs EFFECTIVE_VERDICTS): CTEs ending in `attempt_stat`, one row per counted agent
+    attempt `a` matching `where` (SQL over `a`; None: every one) with (id, migration_id,
+    verified, level, failed, silent, over_claim).
 
     A re-run is not another attempt: its verdicts count for the attempt it re-ran, level by level
     (storage.counted: overrides first, then the latest run that passed or failed). `level` is
@@ -141,14 +142,21 @@ def attempt_stats(where: str | None = None) -> str:
     level, else its exit 0); `over_claim` is `over_claim_of`'s, against the attempt's own
     expected level. One grouped pass over the verdicts: per-attempt correlated subqueries cost
     seconds on a study of 15,000 attempts (issue 19)."""
-    return f"""{counted_levels(where)},
+    own = "" if where is None else f"WHERE e.attempt_id IN (SELECT a.id FROM attempt a WHERE {where})"
+    return f"""{counted_levels(where, automated=False)},
 attempt_mask AS (
-    SELECT a.id, a.migration_id, a.expected_level, g.attempt_id IS NOT NULL AS verified,
-           COALESCE(g.mask, 0) AS mask, COALESCE(g.fails, 0) AS fails, g.fail_run
+    SELECT a.id, a.migration_id, a.expected_level,
+           COALESCE(r.attempt_id, g.attempt_id) IS NOT NULL AS verified,
+           COALESCE(r.mask, g.mask, 0) AS mask, COALESCE(r.fails, g.fails, 0) AS fails,
+           CASE WHEN r.attempt_id IS NOT NULL THEN r.fail_run ELSE a.id END AS fail_run
     FROM attempt a LEFT JOIN (
+        SELECT e.attempt_id, {PASS_MASK} AS mask, {FAIL_MASK} AS fails
+        FROM effective e {own}
+        GROUP BY e.attempt_id) g ON g.attempt_id = a.id
+    LEFT JOIN (
         SELECT e.attempt_id, {PASS_MASK} AS mask, {FAIL_MASK} AS fails,
                MIN(CASE WHEN e.outcome = 'fail' THEN e.level * {1 << 40} + e.run_id END) % {1 << 40} AS fail_run
-        FROM counted_level e GROUP BY e.attempt_id) g ON g.attempt_id = a.id
+        FROM counted_level e GROUP BY e.attempt_id) r ON r.attempt_id = a.id
     WHERE {COUNTED_ROOT} AND ({where or 1})
 ),
 attempt_stat AS (
@@ -280,8 +288,7 @@ def attempt_summaries(
     """A migration's attempts by sequence number, the reference runs first. `folded`: a re-run is
     a run of the attempt it re-ran, not a row of its own; an attempt with re-runs of its commit
     shows its counted ladder and over-claim (storage.counted) and how many runs it has."""
-    with_reruns = ("a.migration_id = :migration AND (:after IS NULL OR a.seq > :after)"
-                   " AND EXISTS (SELECT 1 FROM attempt r WHERE r.rerun_of = a.id)")
+    with_reruns = "a.migration_id = :migration AND (:after IS NULL OR a.seq > :after)"
     sql = f"""
     WITH {EFFECTIVE_VERDICTS}, {CURRENT_INTERVENTIONS}, {counted_levels(with_reruns)}
     SELECT a.*,

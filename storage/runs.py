@@ -16,29 +16,39 @@ if TYPE_CHECKING:
 
 
 def counted_ladders(db: Reader, migration_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
-    """Counted attempt id -> {"effective": outcomes of levels 1-5, "automated": the same without
+    """Counted attempt id, for those with re-runs of their commit (the others count their own
+    verdicts) -> {"effective": outcomes of levels 1-5, "automated": the same without
     overrides (None: no verdict on any run), "decided": ((level, re-run id), ...) of the effective
     outcomes a re-run gave where the attempt's own run says otherwise (or nothing), "runs": how
     many runs it has}, for the migrations' attempts."""
     where = "a.migration_id IN (SELECT value FROM json_each(:migrations))"
+    # flat rows, tagged: correlated reads of the grouped CTEs would scan them once per attempt
     sql = f"""WITH {counted_levels(where)}
-    SELECT c.attempt_id, (SELECT count(*) FROM counted_run r WHERE r.attempt_id = c.attempt_id) AS runs,
-           (SELECT json_group_array(json_array(l.level, l.outcome, l.run_id, l.automated,
-                (SELECT o.outcome FROM run_level o WHERE o.run_id = c.attempt_id AND o.level = l.level)))
-            FROM counted_level l WHERE l.attempt_id = c.attempt_id) AS levels
-    FROM counted_run c WHERE c.run_id = c.attempt_id"""
+    SELECT 'level', attempt_id, level, outcome, run_id, automated FROM counted_level
+    UNION ALL SELECT 'own', attempt_id, level, outcome, run_id, NULL FROM run_level WHERE run_id = attempt_id
+    UNION ALL SELECT 'runs', attempt_id, count(*), NULL, NULL, NULL FROM counted_run GROUP BY attempt_id"""
+    levels: dict[int, list[tuple[int, str, int, str]]] = {}
+    own: dict[tuple[int, int], str] = {}
+    counts: dict[int, int] = {}
+    for tag, attempt_id, level, outcome, run_id, auto in db.execute(sql, {"migrations": json.dumps(list(migration_ids))}):
+        if tag == "level":
+            levels.setdefault(attempt_id, []).append((level, outcome, run_id, auto))
+        elif tag == "own":
+            own[(attempt_id, level)] = outcome
+        else:
+            counts[attempt_id] = level
     out: dict[int, dict[str, Any]] = {}
-    for row in _rows(db, sql, {"migrations": json.dumps(list(migration_ids))}):
+    for attempt_id, runs in counts.items():
         effective: list[str | None] = [None] * 5
         automated: list[str | None] = [None] * 5
         decided = []
-        for level, outcome, run_id, auto, own in sorted(json.loads(row["levels"] or "[]")):
+        for level, outcome, run_id, auto in sorted(levels.get(attempt_id, [])):
             if 1 <= level <= 5:
                 effective[level - 1], automated[level - 1] = outcome, auto
-                if run_id != row["attempt_id"] and outcome != own:
+                if run_id != attempt_id and outcome != own.get((attempt_id, level)):
                     decided.append((level, run_id))
-        out[row["attempt_id"]] = {"effective": tuple(effective), "automated": tuple(automated),
-                                  "decided": tuple(decided), "runs": row["runs"]}
+        out[attempt_id] = {"effective": tuple(effective), "automated": tuple(automated),
+                           "decided": tuple(decided), "runs": runs}
     return out
 
 
@@ -91,10 +101,10 @@ def run_counts(db: Reader, migration_id: int) -> dict[int, int]:
 def counted_totals(db: Reader, migration_id: int | None = None) -> dict[str, int]:
     """Counted agent attempts (re-runs folded in), verified, failed, silent and over-claims, of one
     migration or the whole study: the figures the app's header and the report count."""
-    from storage.queries import attempt_stats
+    from storage.queries import EFFECTIVE_VERDICTS, attempt_stats
 
     where = None if migration_id is None else "a.migration_id = :m"
-    row = _rows(db, f"""WITH {attempt_stats(where)}
+    row = _rows(db, f"""WITH {EFFECTIVE_VERDICTS}, {attempt_stats(where)}
         SELECT count(*) AS attempts, COALESCE(SUM(verified), 0) AS verified, COALESCE(SUM(failed), 0) AS failed,
                COALESCE(SUM(silent), 0) AS silent, COALESCE(SUM(over_claim), 0) AS over_claims
         FROM attempt_stat""", {"m": migration_id})[0]
