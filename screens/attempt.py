@@ -136,6 +136,9 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
     def compose(self) -> ComposeResult:
         a = self.summary.attempt
         previous = self.cursor.previous_commit(a.id)
+        ran = self.cursor.get(a.rerun_of) if a.rerun_of is not None else None
+        if ran is not None:  # a re-run, not a row of the list: its Diff compares with the attempt it re-ran
+            previous = (ran.attempt.seq, ran.attempt.commit)
         reference = self.cursor.reference()
         yield Header()
         yield Static(render.attempt_heading(self.migration, self.summary), id="attempt-header")
@@ -415,20 +418,27 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
         await self.recompose()
         self.on_mount()
 
+    @property
+    def anchor(self) -> int:
+        """Where this attempt stands in the list: itself, or for a re-run (not a row of its own)
+        the attempt it re-ran."""
+        a = self.summary.attempt
+        return a.rerun_of if a.rerun_of is not None and self.cursor.index(a.id) < 0 else a.id
+
     async def action_step(self, step: int) -> None:
-        found = self.cursor.step(self.summary.attempt.id, step)
+        found = self.cursor.step(self.anchor, step)
         if found is None:
             self.app.notify(self.cursor.NO_MORE, markup=False)
         await self.show(found)
 
     async def action_failure(self, step: int) -> None:
-        found = self.cursor.failure(self.summary.attempt.id, step)
+        found = self.cursor.failure(self.anchor, step)
         if found is None:
             self.app.notify("No more failures that way", markup=False)
         await self.show(found)
 
     async def action_silent(self) -> None:
-        found = self.cursor.failure(self.summary.attempt.id, 1, silent=True)
+        found = self.cursor.failure(self.anchor, 1, silent=True)
         if found is None:
             self.app.notify("No silent failure after this one", markup=False)
         await self.show(found)
@@ -477,6 +487,8 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
 
     def action_compare(self) -> None:
         other = self.cursor.compare_partner(self.summary.attempt.id)
+        if other is None and self.anchor != self.summary.attempt.id:  # a re-run: with the attempt it re-ran
+            other = self.cursor.get(self.anchor)
         if other is None:
             self.app.notify("Nothing to compare with: mark an attempt with c on the migration screen",
                             markup=False)

@@ -155,4 +155,6 @@ def attempt_in_migration(db: Database, reviewer: str, attempt_id: int,
     rows.sort(key=lambda s: s.attempt.source is not AttemptSource.REFERENCE)
     cursor = AttemptCursor(rows)
     summary = cursor.get(attempt_id)
+    if summary is None and found is not None and found.attempt.rerun_of is not None:  # a run of a listed attempt
+        summary = as_seen_by(db, reviewer, [found])[0]
     return None if summary is None else (migration, summary, cursor)

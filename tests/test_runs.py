@@ -216,5 +216,24 @@ async def test_the_attempt_screen_lists_its_runs_and_opens_one(study) -> None:
         assert "Runs of this attempt" in screen_text(app)
         await pilot.press("j", "enter")
         await settle(pilot)
-        assert isinstance(app.screen, AttemptScreen) and app.screen.summary.attempt.id == new
+        shown = app.screen
+        assert isinstance(shown, AttemptScreen) and shown.summary.attempt.id == new
         assert f"#{new_seq}" in screen_text(app)
+        assert shown.anchor == crashed  # not a row of the list: it stands where its attempt does
+        await pilot.press("right_square_bracket")
+        await settle(pilot)
+        assert app.screen is shown and shown.summary.attempt.seq == 2  # ] steps on from #1
+
+
+async def test_the_palette_opens_a_rerun_though_it_is_not_a_row(study) -> None:
+    db = study.db
+    crashed, good = attempt_id(db, MLP, 1), attempt_id(db, MLP, 4)
+    new = rerun(db, study.path.parent, crashed, output_of=good)
+    study.close()
+    app = WorkbenchApp(study.path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        app.open_attempt(MLP, new)  # what the palette's "Open attempt" does
+        await settle(pilot)
+        assert isinstance(app.screen, AttemptScreen) and app.screen.summary.attempt.id == new
+        assert "not in this migration" not in screen_text(app)
