@@ -135,10 +135,7 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
     # --- layout ---------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         a = self.summary.attempt
-        previous = self.cursor.previous_commit(a.id)
-        ran = self.cursor.get(a.rerun_of) if a.rerun_of is not None else None
-        if ran is not None:  # a re-run, not a row of the list: its Diff compares with the attempt it re-ran
-            previous = (ran.attempt.seq, ran.attempt.commit)
+        previous = self.cursor.previous_commit(a.id, a.rerun_of)
         reference = self.cursor.reference()
         yield Header()
         yield Static(render.attempt_heading(self.migration, self.summary), id="attempt-header")
