@@ -31,7 +31,7 @@ from domain.models import (
     Outcome,
 )
 from storage.converters import attempt_from_row, migration_from_row, point_value, study_from_row
-from storage.counted import COUNTED_ROOT, counted_levels
+from storage.counted import COUNTED_ROOT, NOT_REFERENCE, counted_levels
 
 Reader = Union["Database", sqlite3.Connection]
 """A study connection to read from: sqlite-utils' or the standard module's."""
@@ -178,7 +178,7 @@ def hidden_of(a: str, r: str = ":r") -> str:
     them. A re-run is hidden while the attempt it re-ran is (its verdicts are that attempt's
     counted ones, storage.counted), as well as by its own record. The one rule."""
     return (f"EXISTS (SELECT 1 FROM attempt x WHERE (x.id = {a}"
-            f" OR x.id = (SELECT y.rerun_of FROM attempt y WHERE y.id = {a})) AND x.source != 'reference'"
+            f" OR x.id = (SELECT y.rerun_of FROM attempt y WHERE y.id = {a})) AND x.{NOT_REFERENCE}"
             f" AND (COALESCE((SELECT blind FROM blind_mode ORDER BY id DESC LIMIT 1), 0)"
             f" OR EXISTS (SELECT 1 FROM assignment s WHERE s.attempt_id = x.id AND s.reviewer = {r} AND s.blind))"
             f" AND NOT EXISTS (SELECT 1 FROM judgement j WHERE j.attempt_id = x.id AND j.reviewer = {r}))")
@@ -669,11 +669,11 @@ def effort_inputs(db: Database, migration_id: int) -> EffortInputs:
     study = get_study(db)
     budgets, level = effective_budgets(db, migration)
     runs = []
-    for row in _rows(db, """
+    for row in _rows(db, f"""
         SELECT a.id, a.source, a.started_at, a.ended_at, a.intended_kind, a.intended_count,
                a.observed_kind, a.observed_count, v.cost_dollars
         FROM attempt a LEFT JOIN verification v ON v.attempt_id = a.id AND v.superseded_by IS NULL
-        WHERE a.migration_id = ? AND a.source != 'reference' ORDER BY a.seq""", [migration_id]):
+        WHERE a.migration_id = ? AND a.{NOT_REFERENCE} ORDER BY a.seq""", [migration_id]):
         dollars = row["cost_dollars"]
         if dollars is None:
             dollars = estimate_cost(
@@ -694,7 +694,7 @@ def effort_inputs(db: Database, migration_id: int) -> EffortInputs:
         (SELECT MIN(t) FROM (SELECT MIN(at) AS t FROM intervention WHERE migration_id = :m
                              UNION ALL SELECT MIN(started_at) FROM review_session WHERE migration_id = :m))
             AS first_record,
-        (SELECT id FROM attempt WHERE migration_id = :m AND source != 'reference'
+        (SELECT id FROM attempt WHERE migration_id = :m AND {NOT_REFERENCE}
             ORDER BY seq DESC LIMIT 1) AS latest_attempt,
         (SELECT kind FROM decision WHERE migration_id = :m ORDER BY id DESC LIMIT 1) AS latest_decision
     """
@@ -895,9 +895,9 @@ def claims_to_extract(db: Database, migration_id: int | None = None) -> list[tup
     """Agent attempts with a claim but no expected level, no extraction and no reviewer record."""
     rows = _rows(
         db,
-        """SELECT a.* FROM attempt a JOIN migration m ON m.id = a.migration_id
+        f"""SELECT a.* FROM attempt a JOIN migration m ON m.id = a.migration_id
            WHERE a.expected_level IS NULL AND TRIM(COALESCE(a.claim, '')) != ''
-             AND a.source != 'reference' AND (:m IS NULL OR a.migration_id = :m)
+             AND a.{NOT_REFERENCE} AND (:m IS NULL OR a.migration_id = :m)
              AND NOT EXISTS (SELECT 1 FROM claim_extraction e WHERE e.attempt_id = a.id)
              AND NOT EXISTS (SELECT 1 FROM claim_review r WHERE r.attempt_id = a.id)
            ORDER BY m.slug, a.seq""",

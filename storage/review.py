@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from storage.counted import NOT_REFERENCE
 from storage.fastread import connect_readonly
 
 if TYPE_CHECKING:  # the study screen reads on a plain sqlite3 connection, without sqlite-utils (issue 19)
@@ -122,7 +123,7 @@ def verify_targets(db: Database, slug: str | None = None, seq: int | None = None
     migration's, or one attempt's; the app verifies them one by one to show progress."""
     return [(str(r[0]), int(r[1])) for r in db.execute(
         "SELECT m.slug, a.seq FROM attempt a JOIN migration m ON m.id = a.migration_id"
-        " WHERE a.source != 'reference' AND (:slug IS NULL OR m.slug = :slug)"
+        f" WHERE a.{NOT_REFERENCE} AND (:slug IS NULL OR m.slug = :slug)"
         " AND (:seq IS NULL OR a.seq = :seq) ORDER BY m.slug, a.seq",
         {"slug": slug, "seq": seq}).fetchall()]
 
@@ -241,7 +242,7 @@ def _migration_term(key: str, value: str) -> tuple[str, list[Any]]:
 
     if key == "status":
         return "m.status LIKE ? || '%'", [value]
-    agent = "FROM attempt a WHERE a.migration_id = m.id AND a.source != 'reference'"
+    agent = f"FROM attempt a WHERE a.migration_id = m.id AND a.{NOT_REFERENCE}"
     if key == "level":
         lo, hi = _level_bounds(value) or (-1, -1)
         if lo < 0:
