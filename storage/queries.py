@@ -175,10 +175,10 @@ def hidden_of(a: str, r: str = ":r") -> str:
     """SQL true while reviewer `r` must not see attempt id `a`'s claim, expected level, verdicts,
     causes and others' judgements (docs/judgements.md): not a reference run (the yardstick, never
     judged), blind (the study's mode, or a blind assignment of it to them) and not yet judged by
-    them. A re-run is hidden while the attempt it re-ran is (its verdicts are that attempt's
-    counted ones, storage.counted), as well as by its own record. The one rule."""
-    return (f"EXISTS (SELECT 1 FROM attempt x WHERE (x.id = {a}"
-            f" OR x.id = (SELECT y.rerun_of FROM attempt y WHERE y.id = {a})) AND x.{NOT_REFERENCE}"
+    them. A re-run follows the attempt it re-ran (its verdicts count as that attempt's,
+    storage.counted): hidden while that attempt is, shown once it is judged. The one rule."""
+    return (f"EXISTS (SELECT 1 FROM attempt x WHERE x.id = COALESCE((SELECT y.rerun_of FROM attempt y"
+            f" WHERE y.id = {a}), {a}) AND x.{NOT_REFERENCE}"
             f" AND (COALESCE((SELECT blind FROM blind_mode ORDER BY id DESC LIMIT 1), 0)"
             f" OR EXISTS (SELECT 1 FROM assignment s WHERE s.attempt_id = x.id AND s.reviewer = {r} AND s.blind))"
             f" AND NOT EXISTS (SELECT 1 FROM judgement j WHERE j.attempt_id = x.id AND j.reviewer = {r}))")

@@ -189,6 +189,12 @@ def test_a_rerun_is_hidden_while_its_attempt_is(study) -> None:
     add_judgement(db, attempt_id=crashed, reviewer="ben", levels=[Outcome.FAIL] + [Outcome.UNKNOWN] * 4,
                   cause=None, note="", blind=True, active_seconds=10.0)
     assert queries.hidden_attempts(db, "ben", [crashed, new]) == set()
+    # in a blind study a re-run shows once its attempt is judged: the attempt's counted verdicts are its
+    from storage.judgements import set_study_blind
+
+    set_study_blind(db, True, "ana")
+    assert queries.hidden_attempts(db, "ben", [crashed, new]) == set()
+    assert queries.hidden_attempts(db, "cy", [crashed, new]) == {crashed, new}
 
 
 async def test_the_attempt_screen_lists_its_runs_and_opens_one(study) -> None:
