@@ -243,3 +243,14 @@ async def test_the_palette_opens_a_rerun_though_it_is_not_a_row(study) -> None:
         await settle(pilot)
         assert isinstance(app.screen, AttemptScreen) and app.screen.summary.attempt.id == new
         assert "not in this migration" not in screen_text(app)
+
+
+def test_a_list_filter_matching_a_rerun_finds_its_attempt(study) -> None:
+    from storage.review import filtered_attempts, parse_filter
+
+    db = study.db
+    crashed, good = attempt_id(db, MLP, 1), attempt_id(db, MLP, 4)
+    rerun(db, study.path.parent, crashed, output_of=good)
+    mid = queries.get_migration(db, MLP).id
+    found = filtered_attempts(db, mid, parse_filter("source:rerun"), after=None, limit=50)
+    assert [(s.attempt.id, s.runs) for s in found] == [(crashed, 2)]
