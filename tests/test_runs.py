@@ -254,3 +254,16 @@ def test_a_list_filter_matching_a_rerun_finds_its_attempt(study) -> None:
     mid = queries.get_migration(db, MLP).id
     found = filtered_attempts(db, mid, parse_filter("source:rerun"), after=None, limit=50)
     assert [(s.attempt.id, s.runs) for s in found] == [(crashed, 2)]
+
+
+@pytest.mark.parametrize(("runs", "want"), [
+    ([], None),
+    ([(1, "fail", None), (5, "pass", None)], "pass"),          # the latest run that passed or failed
+    ([(1, "fail", None), (5, "unknown", None)], "fail"),       # unknown does not undo a fail
+    ([(1, "unknown", None), (5, "unknown", None)], "unknown"),
+    ([(1, "pass", 7), (5, "fail", None)], "pass"),             # a reviewer's override wins
+    ([(1, "pass", 7), (5, "fail", 9)], "fail"),                # the latest override
+    ([(1, None, None), (3, "pass", None)], "pass"),            # a run without a verdict at the level
+])
+def test_the_counted_outcome_rule(runs, want) -> None:
+    assert counted_outcome(runs) == want
