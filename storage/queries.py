@@ -287,7 +287,9 @@ def attempt_summaries(
 ) -> list[AttemptSummary]:
     """A migration's attempts by sequence number, the reference runs first. `folded`: a re-run is
     a run of the attempt it re-ran, not a row of its own; an attempt with re-runs of its commit
-    shows its counted ladder and over-claim (storage.counted) and how many runs it has."""
+    shows its counted ladder and over-claim (storage.counted), how many runs it has, and the
+    failure of the run that decided its lowest failing level (none when no level fails), as the
+    counts and the report take it."""
     with_reruns = "a.migration_id = :migration AND (:after IS NULL OR a.seq > :after)"
     sql = f"""
     WITH {EFFECTIVE_VERDICTS}, {CURRENT_INTERVENTIONS}, {counted_levels(with_reruns)}
@@ -298,12 +300,15 @@ def attempt_summaries(
         (SELECT json_group_object(c.level, c.outcome) FROM counted_level c
             WHERE c.attempt_id = a.id) AS counted_ladder,
         {expected_level_of("a")} AS counted_expected,
-        f.id AS failure_id, f.cause AS failure_cause, f.silent AS failure_silent,
-        f.note AS failure_note, f.evidence AS failure_evidence,
+        f.id AS failure_id, f.attempt_id AS failure_attempt, f.cause AS failure_cause,
+        f.silent AS failure_silent, f.note AS failure_note, f.evidence AS failure_evidence,
         (SELECT count(*) FROM current_intervention i WHERE i.attempt_id = a.id)
             AS n_interventions,
         CASE WHEN a.source = 'reference' THEN NULL ELSE {over_claim_of("a")} END AS over_claim
-    FROM attempt a LEFT JOIN failure f ON f.attempt_id = a.id AND f.superseded_by IS NULL
+    FROM attempt a LEFT JOIN failure f ON f.superseded_by IS NULL AND f.attempt_id = CASE
+        WHEN EXISTS (SELECT 1 FROM counted_run r WHERE r.attempt_id = a.id)  -- re-run: the run that failed lowest
+        THEN (SELECT c.run_id FROM counted_level c WHERE c.attempt_id = a.id AND c.outcome = 'fail'
+              ORDER BY c.level LIMIT 1) ELSE a.id END
     WHERE a.migration_id = :migration AND (:after IS NULL OR a.seq > :after)
         AND (NOT :folded OR a.rerun_of IS NULL)
     ORDER BY a.seq LIMIT :limit
@@ -324,7 +329,7 @@ def attempt_summaries(
         if row["failure_id"] is not None:
             failure = Failure(
                 id=row["failure_id"],
-                attempt_id=row["id"],
+                attempt_id=row["failure_attempt"],
                 cause=FailureCause(row["failure_cause"]),
                 silent=bool(row["failure_silent"]),
                 note=row["failure_note"] or "",

@@ -127,6 +127,12 @@ def test_a_rerun_replaces_its_attempts_verdict_and_every_count_agrees(study) -> 
     assert new not in {r.attempt.id for r in rows}
     first = next(r for r in rows if r.attempt.id == crashed)
     assert first.runs == 2 and tuple(o and o.value for o in first.ladder) == ladder
+    # its failure is the one of the run that decided its lowest failing level, as counted: here level 3,
+    # which the re-run left unknown, so the crashed run's fail (and its cause) still stands
+    lowest = next(n for n, o in enumerate(ladder, start=1) if o == "fail")
+    decider = dict(counted["decided"]).get(lowest, crashed)
+    assert (lowest, decider) == (3, crashed) and own[new].ladder[2] is Outcome.UNKNOWN
+    assert first.failure is not None and first.failure.attempt_id == decider
 
 
 def test_an_override_counts_the_same_everywhere(study) -> None:
@@ -159,6 +165,9 @@ def test_a_rerun_of_a_rerun_is_a_run_of_the_original(study) -> None:
     assert db.execute("SELECT rerun_of FROM attempt WHERE id = ?", [second]).fetchone()[0] == crashed
     assert [r.id for r in runs.attempt_runs(db, second)] == [crashed, first, second]
     assert counted_ladder(db, crashed)[0] == "fail"  # the latest run failed level 1 again
+    row = next(r for r in queries.iter_attempt_summaries(db, queries.get_migration(db, MLP).id)
+               if r.attempt.id == crashed)
+    assert row.runs == 3 and row.failure is not None and row.failure.attempt_id == second  # its failure shows
     assert header_counts(db) == report_counts(db) == migration_counts(db) == verify_counts(study.path)
 
 
