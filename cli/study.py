@@ -52,18 +52,22 @@ def migrations(db: Path, as_json: bool) -> None:
 @db_argument
 @click.argument("migration")
 @json_option()
-def attempts(db: Path, migration: str, as_json: bool) -> None:
+@click.option("--all-runs", is_flag=True, help="List each re-run as a row of its own too (by default a re-run is"
+              " a run of the attempt it re-ran, counted in its `runs`).")
+def attempts(db: Path, migration: str, as_json: bool, all_runs: bool) -> None:
     """List a migration's attempts, the reference runs included.
 
-    A reviewer blind to an attempt (docs/judgements.md) sees no claim, expected level, verdicts
-    or cause for it until they have judged it."""
+    A re-run is another run of the attempt it re-ran: one row per attempt, `runs` says how many
+    it has and its ladder is counted over them (docs/report.md, "Re-run"). A reviewer blind to an
+    attempt (docs/judgements.md) sees no claim, expected level, verdicts or cause for it until
+    they have judged it."""
     from storage.queries import iter_attempt_summaries
     from workbench.blind import HIDDEN_FIELDS, as_seen_by
     from workbench.config import reviewer
 
     with study_read(db) as conn:
         found = migration_or_exit(conn, db, migration)
-        summaries = as_seen_by(conn, reviewer(), list(iter_attempt_summaries(conn, found.id)))
+        summaries = as_seen_by(conn, reviewer(), list(iter_attempt_summaries(conn, found.id, folded=not all_runs)))
         if as_json:
             from workbench.ranwith import compare, reference_of
 
@@ -73,12 +77,12 @@ def attempts(db: Path, migration: str, as_json: bool) -> None:
         echo_json([{k: "hidden" if s.hidden and k in HIDDEN_FIELDS else v for k, v in {
             **jsonable(asdict(s.attempt)), "ladder": s.ladder, "highest_level": s.highest_level,
             "failure": jsonable(asdict(s.failure)) if s.failure else None,
-            "interventions": s.interventions,
+            "interventions": s.interventions, "runs": s.runs,
             "ran_with": ran[s.attempt.id]}.items()} for s in summaries])
         return
     click.echo(
         table(
-            ["seq", "source", "status", "exit", "commit", "expected", "command"],
+            ["seq", "source", "status", "exit", "commit", "expected", "runs", "command"],
             [
                 [
                     s.attempt.seq,
@@ -87,6 +91,7 @@ def attempts(db: Path, migration: str, as_json: bool) -> None:
                     "" if s.attempt.exit_code is None else s.attempt.exit_code,
                     s.attempt.commit[:10],
                     "hidden" if s.hidden else s.attempt.expected_level or "",
+                    s.runs,
                     s.attempt.command.display()[:60],
                 ]
                 for s in summaries

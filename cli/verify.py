@@ -97,6 +97,8 @@ def verify(db: Path, slug: str | None, seq: int | None, assignments: tuple[str, 
         _summary(seen, judged, time.perf_counter() - started)
         if hidden:
             click.echo(f"{hidden} of them not listed: you judge them blind (docs/judgements.md)", err=True)
+        elif seq is None:
+            _counted(sdb, [m.id for m in migrations], config.reviewer())
         if rerun_unknown:
             _rerun_unknown(study, unknown_l3, backend or "local", chips, host, yes)
     rows.echo()
@@ -123,6 +125,20 @@ def _progress() -> Iterator[Callable[[int, int], None] | None]:
 def _summary(seen: int, judged: int, seconds: float) -> None:
     rate = f", {judged / seconds:.0f} attempts/s" if judged and seconds > 0 else ""
     click.echo(f"verified {judged} of {seen} attempts ({seen - judged} unchanged) in {seconds:.1f} s{rate}", err=True)
+
+
+def _counted(db: Any, migration_ids: list[int], reviewer: str) -> None:
+    """The counts as the app's header and the report give them (storage.counted: a re-run counts as
+    a run of the attempt it re-ran, overrides included); not while the reviewer judges one blind."""
+    from storage import queries, runs
+
+    if not migration_ids or queries.hidden_migrations(db, reviewer) & set(migration_ids):
+        return
+    whole = len(migration_ids) != 1
+    t = runs.counted_totals(db, None if whole else migration_ids[0])
+    click.echo(f"counted: {plural(t['attempts'], 'attempt')} (re-runs as runs of the attempt they re-ran),"
+               f" {t['verified']} verified, {t['failed']} failed ({t['silent']} silent),"
+               f" {plural(t['over_claims'], 'over-claim')}", err=True)
 
 
 def _rerun_unknown(study: Any, targets: list[Any], backend: str, chips: int | None, host: str | None,

@@ -107,6 +107,9 @@ class AttemptSummary:
     hidden: bool = False
     """Blinded for the reviewer reading it (domain.blind.blinded): the claim, expected level,
     outcomes and cause are blanked, not absent."""
+    runs: int = 1
+    """The attempt itself and its re-runs of its commit (storage.counted): more than one, and the
+    ladder and over-claim are the counted ones, over its runs."""
 
     @property
     def highest_level(self) -> int:
@@ -117,6 +120,25 @@ class AttemptSummary:
                 break
             level += 1
         return level
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One run of an agent attempt (storage.runs.attempt_runs): the attempt itself or a re-run."""
+
+    id: int
+    seq: int
+    source: AttemptSource
+    status: AttemptStatus
+    started_at: str | None
+    commit: str
+    counted: bool
+    """Counted with the attempt: the attempt itself or a re-run of its commit (not a bisection
+    step of `workbench explain` at another commit)."""
+    ladder: tuple[Outcome | None, ...]
+    """The run's own effective outcomes, levels 1-5 (None: no verdict)."""
+    hidden: bool = False
+    """Blinded for the reviewer reading it (workbench.blind.runs_seen_by): no outcomes shown."""
 
 
 pickled_by_fields(Command, Hardware, Attempt, Evidence, Failure, AttemptSummary)

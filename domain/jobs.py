@@ -125,11 +125,12 @@ class JobResult:
 
 
 def result_line(result: JobResult) -> str:
-    """What a finished job made, in the same words on the CLI and in the job screen."""
+    """What a finished job made, in the same words on the CLI and in the job screen: a new run
+    (#seq) of the attempt it re-ran, counted with it (storage.counted), not a new attempt."""
     if result.hidden:
-        return f"new attempt #{result.seq}: its verdicts are hidden until you judge it (blind review)"
+        return f"new run #{result.seq}: its verdicts are hidden until you judge the attempt it re-ran (blind review)"
     marks = "".join(VERDICT_MARKS[o] for o in result.outcomes)
-    text = f"new attempt #{result.seq}:" + (f" {marks}" if marks else "")
+    text = f"new run #{result.seq}:" + (f" {marks}" if marks else "")
     text += f" level {'?' if result.level is None else result.level}"
     if result.cause:
         text += f", cause {result.cause}{' (silent)' if result.silent else ''}"

@@ -37,3 +37,21 @@ def effective_outcome(automated: str, overrides: Sequence[str] = ()) -> str:
     """A verdict's outcome as every count uses it: the latest override (`overrides` oldest
     first) wins over the verifier's; storage's EFFECTIVE_VERDICTS says the same in SQL."""
     return overrides[-1] if overrides else automated
+
+
+def counted_outcome(runs: Sequence[tuple[int, str | None, int | None]]) -> str | None:
+    """One level's outcome for an agent attempt over its runs (the attempt and its re-runs), as
+    every count takes it; storage.counted says the same in SQL. `runs` holds, per run, (its seq,
+    its outcome at the level: the latest override's where `override_id` names one, else the
+    verifier's, None without a verdict; override_id). A reviewer's override on any run wins (the
+    latest by id); else the latest run (by seq) that passed or failed; else the latest run's
+    unknown; None when no run has a verdict."""
+    best: tuple[int, int] | None = None
+    outcome: str | None = None
+    for seq, value, override_id in runs:
+        if value is None:
+            continue
+        key = (2, override_id) if override_id is not None else ((1, seq) if value in ("pass", "fail") else (0, seq))
+        if best is None or key > best:
+            best, outcome = key, value
+    return outcome

@@ -3,7 +3,8 @@
 `[`/`]` step to the previous and next attempt, `n`/`p` to the next and previous failure, `s` to
 the next silent failure (in the migration screen's order, whose cursor follows), `tab` cycles
 the panes, `c` compares with the attempt marked on the migration screen (else the previous one),
-`J` records the reviewer's judgement.
+`J` records the reviewer's judgement, `R` focuses the attempt's runs (itself and its re-runs,
+listed under the overview when it has several; `enter` opens one).
 
 Judging blind (docs/judgements.md), the screen shows the code, diff, log, metrics and hardware
 but not the claim, expected level, verdicts or cause, and refuses what would show them (the brief,
@@ -24,7 +25,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.css.query import NoMatches
 from textual.widget import Widget
-from textual.widgets import Header, OptionList, Static, TabbedContent, TabPane
+from textual.widgets import DataTable, Header, OptionList, Static, TabbedContent, TabPane
 from textual.widgets.option_list import Option
 
 from domain.models import AttemptSource, AttemptSummary, Migration
@@ -40,6 +41,7 @@ from screens.widgets.curves import CurvesPane
 from screens.widgets.diff_view import DiffPane
 from screens.widgets.footer import Footer
 from screens.widgets.log_view import LogPane
+from screens.widgets.nav_table import NavTable
 from screens.widgets.verdict_list import VerdictList
 from workbench import config
 
@@ -62,6 +64,19 @@ class Pane(TabPane):
         focused = self.screen.focused
         if focused is None or self not in focused.ancestors:
             event.stop()
+
+
+class RunsTable(NavTable):
+    """The attempt's runs, under the overview: the attempt itself and its re-runs."""
+
+    DEFAULT_CSS = """
+    RunsTable { height: auto; max-height: 12; }
+    """
+
+    BINDINGS = [
+        Binding("enter", "select_cursor", "Open run", id="attempt.open_run",
+                tooltip="Open the highlighted run's own screen (its log, verdicts and curves)"),
+    ]
 
 
 class AttemptScreen(EffortActions, WorkbenchScreen):
@@ -94,6 +109,8 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
                 tooltip="AI brief of this attempt (advisory; asks before sending anything)"),
         Binding("J", "judge", "Judge", id="attempt.judge",
                 tooltip="Record your judgement of this attempt, level by level (then see the verifier's)"),
+        Binding("R", "runs", "Runs", show=False, id="attempt.runs",
+                tooltip="Focus this attempt's runs (itself and its re-runs) under the overview; enter opens one"),
         *(Binding(str(n + 1), f"pane('{name}')", name.capitalize(), show=False,
                   id=f"attempt.pane_{name}", tooltip=f"Show the {name} pane")
           for n, name in enumerate(PANES)),
@@ -118,7 +135,7 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
     # --- layout ---------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         a = self.summary.attempt
-        previous = self.cursor.previous_commit(a.id)
+        previous = self.cursor.previous_commit(a.id, a.rerun_of)
         reference = self.cursor.reference()
         yield Header()
         yield Static(render.attempt_heading(self.migration, self.summary), id="attempt-header")
@@ -127,6 +144,8 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
             with Pane("Overview", id="overview"):
                 with VerticalScroll(id="overview-scroll"):
                     yield Static(render.attempt_overview(self.summary, None, ""), id="overview-text")
+                    yield Static(id="runs-title")
+                    yield RunsTable(id="runs-table")
             with Pane("Diff", id="diff"):
                 yield DiffPane(self.app.db_path, self.migration.repo, new=a.commit,
                                previous=previous[1] if previous else None,
@@ -173,6 +192,10 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
 
     def on_mount(self) -> None:
         self.query_one("#problem").display = False
+        runs = self.query_one(RunsTable)
+        for label, key in render.RUN_COLUMNS:
+            runs.add_column(label, key=key)
+        runs.display = self.query_one("#runs-title").display = False
         self.load_facts(self.app.db_path, self.summary.attempt.id, self.migration.repo,
                         self.summary.attempt.commit)
         self.call_after_refresh(self._focus_pane)
@@ -181,7 +204,7 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
     def load_facts(self, path: Path, attempt_id: int, repo: str, commit: str, subject: str | None = None) -> None:
         """The attempt as this reviewer may see it now; the commit's subject from git unless known."""
         from storage.explanations import latest_explanation
-        from workbench.blind import attempt_seen_by
+        from workbench.blind import attempt_seen_by, runs_seen_by
         from workbench.diffs import commit_subject
         from workbench.ranwith import compare
 
@@ -195,9 +218,11 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
             return
         environment = read(path, lambda db: compare(db, view.summary.attempt))
         explanation = read(path, lambda db: latest_explanation(db, attempt_id))
+        runs = read(path, lambda db: runs_seen_by(db, reviewer, attempt_id))
         self.post_message(AttemptFacts(attempt_id, view, commit_subject(repo, commit) if subject is None else subject,
                                        None if isinstance(environment, LoadFailed) else environment,
-                                       None if isinstance(explanation, LoadFailed) else explanation))
+                                       None if isinstance(explanation, LoadFailed) else explanation,
+                                       () if isinstance(runs, LoadFailed) else tuple(runs)))
 
     @property
     def hidden(self) -> bool:
@@ -216,6 +241,7 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
             render.attempt_overview(view.summary, view.verification, message.subject, view.judgement,
                                     message.environment))
         self.query_one(CurvesPane).sync_blind(view.summary.hidden)
+        self._show_runs(message.runs)
         verdict_list = self.query_one(VerdictList)
         verdict_list.clear_options()
         verdict_list.add_options(verdict_options(view.verdicts))
@@ -234,6 +260,56 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
         elif not view.verdicts:
             verdict_list.add_option(Option(Text("No verdicts yet: run workbench verify on the study.",
                                                 style="dim"), disabled=True))
+
+    def _show_runs(self, runs: tuple) -> None:
+        """The runs table under the overview, when the attempt has re-runs; the cursor stays on
+        the same run when it is read again."""
+        table = self.query_one(RunsTable)
+        title = self.query_one("#runs-title", Static)
+        table.display = title.display = len(runs) > 1
+        if len(runs) < 2:
+            return
+        kept = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value if table.row_count else None
+        counted = sum(r.counted for r in runs)
+        title.update(Text(f"\nRuns of this attempt: {counted} counted as one (its counted verdict takes"
+                          " each level from a reviewer's override, else the latest run that passed or failed"
+                          " it) · R focuses, enter opens", style="bold"))
+        table.clear()
+        for run in runs:
+            table.add_row(*render.run_row(run, self.summary.attempt.id), key=str(run.id))
+        keys = [str(r.id) for r in runs]
+        table.move_cursor(row=keys.index(kept) if kept in keys else keys.index(str(self.summary.attempt.id))
+                          if str(self.summary.attempt.id) in keys else 0, animate=False)
+
+    def action_runs(self) -> None:
+        table = self.query_one(RunsTable)
+        if not table.display:
+            self.app.notify("This attempt has no re-runs: r re-runs it", markup=False)
+            return
+        if self.tabs.active != "overview":
+            self.action_pane("overview")
+        table.focus()
+        table.scroll_visible()
+
+    @on(DataTable.RowSelected, "#runs-table")
+    def _run_chosen(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        run_id = int(event.row_key.value or 0)
+        if run_id and run_id != self.summary.attempt.id:
+            self.open_run(self.app.db_path, run_id)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="open-run")
+    def open_run(self, path: Path, run_id: int) -> None:
+        """The run's own attempt screen, its summary read as this reviewer may see it."""
+        from storage.queries import attempt_summary
+        from workbench.blind import as_seen_by
+
+        reviewer = config.reviewer()
+        found = read(path, lambda db: as_seen_by(db, reviewer, [s for s in [attempt_summary(db, run_id)] if s]))
+        if isinstance(found, LoadFailed):
+            self.post_message(found)
+        elif found:
+            self.app.call_from_thread(self.app.push_screen, AttemptScreen(self.migration, found[0], self.cursor))
 
     def study_changed(self) -> None:
         """Another reviewer or process wrote: read again (blind mode may have changed), without
@@ -339,20 +415,27 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
         await self.recompose()
         self.on_mount()
 
+    @property
+    def anchor(self) -> int:
+        """Where this attempt stands in the list: itself, or for a re-run (not a row of its own)
+        the attempt it re-ran."""
+        a = self.summary.attempt
+        return a.rerun_of if a.rerun_of is not None and self.cursor.index(a.id) < 0 else a.id
+
     async def action_step(self, step: int) -> None:
-        found = self.cursor.step(self.summary.attempt.id, step)
+        found = self.cursor.step(self.anchor, step)
         if found is None:
             self.app.notify(self.cursor.NO_MORE, markup=False)
         await self.show(found)
 
     async def action_failure(self, step: int) -> None:
-        found = self.cursor.failure(self.summary.attempt.id, step)
+        found = self.cursor.failure(self.anchor, step)
         if found is None:
             self.app.notify("No more failures that way", markup=False)
         await self.show(found)
 
     async def action_silent(self) -> None:
-        found = self.cursor.failure(self.summary.attempt.id, 1, silent=True)
+        found = self.cursor.failure(self.anchor, 1, silent=True)
         if found is None:
             self.app.notify("No silent failure after this one", markup=False)
         await self.show(found)
@@ -402,6 +485,8 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
 
     def action_compare(self) -> None:
         other = self.cursor.compare_partner(self.summary.attempt.id)
+        if other is None and self.anchor != self.summary.attempt.id:  # a re-run: with the attempt it re-ran
+            other = self.cursor.get(self.anchor)
         if other is None:
             self.app.notify("Nothing to compare with: mark an attempt with c on the migration screen",
                             markup=False)

@@ -57,6 +57,7 @@ WORDS = (
     ("Exp", "the level the agent's own report said it expected"),
     ("Claim", "over: the agent claimed more than the evidence verified"),
     ("Intv", "interventions recorded by people"),
+    ("N runs", "an attempt and its re-runs, counted as one attempt (R on it lists them)"),
 )
 """The columns and header words the lists use, for the help screen."""
 

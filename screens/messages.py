@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from domain.assist import ClaimExtraction, ExpectedLevel
+    from domain.attempts import Run
     from domain.blind import AttemptView
     from domain.models import AttemptSummary, Study
     from screens.presenters.curves import Curves
@@ -87,6 +88,9 @@ class AttemptFacts(Message):
     """What the run ran with beside the reference (workbench.ranwith.Comparison), when recorded."""
     explanation: dict | None = None
     """`workbench explain`'s stored result for the attempt (storage.explanations), when there is one."""
+    runs: tuple[Run, ...] = ()
+    """The runs of the agent attempt this is a run of (itself and its re-runs), as this reviewer
+    may see them (workbench.blind.runs_seen_by); shown under the overview when there are several."""
 
 
 @dataclass

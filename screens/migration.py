@@ -368,8 +368,8 @@ class MigrationScreen(EffortActions, FilteredList):
             self.pager.loading = True
             self.load_page(self.app.db_path, self.pager.after)
         elif self.pager.complete:
-            self.open_attempt = None
-            self.app.notify("That attempt is not in this migration", severity="warning", markup=False)
+            pending, self.open_attempt = self.open_attempt, None
+            self.open_run(self.app.db_path, pending)  # a re-run: listed under its attempt, not as a row
 
     def _reference_not_first(self) -> bool:
         sources = [s.attempt.source for s in self.summaries.values()]
@@ -434,6 +434,23 @@ class MigrationScreen(EffortActions, FilteredList):
         from screens.attempt import AttemptScreen
 
         self.app.push_screen(AttemptScreen(self.migration, summary, self.cursor))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="open-run")
+    def open_run(self, path: Path, attempt_id: int | None) -> None:
+        """An attempt of this migration that is not a row of the list (a re-run, a run of the
+        attempt it re-ran) opened from elsewhere (the palette): its own screen."""
+        from workbench.blind import as_seen_by
+
+        reviewer = config.reviewer()
+        found = read(path, lambda db: as_seen_by(db, reviewer, [s for s in [queries.attempt_summary(db, attempt_id)]
+                                                                if s and s.attempt.migration_id == self.migration.id]))
+        if isinstance(found, LoadFailed):
+            self.post_message(found)
+        elif found:
+            self.app.call_from_thread(self.open, found[0])
+        else:
+            self.app.call_from_thread(self.app.notify, "That attempt is not in this migration", severity="warning",
+                                      markup=False)
 
     def action_failure(self, step: int) -> None:
         self._to_failure(step, silent=False, nothing="No more failures that way")

@@ -54,12 +54,14 @@ class AttemptCursor:
             index += step
         return None
 
-    def previous_commit(self, attempt_id: int) -> tuple[int, str] | None:
-        """(seq, commit) the diff compares with by default: for a re-run, the attempt it re-ran;
-        else the agent attempt before this one (re-runs in between are not steps of the agent)."""
+    def previous_commit(self, attempt_id: int, rerun_of: int | None = None) -> tuple[int, str] | None:
+        """(seq, commit) the diff compares with by default: for a re-run (`rerun_of`: it is not a
+        row of the list, but a run of that attempt), the attempt it re-ran; else the agent attempt
+        before this one (re-runs are not steps of the agent)."""
         here = self.get(attempt_id)
-        if here is not None and here.attempt.rerun_of is not None:
-            ran = self.get(here.attempt.rerun_of)
+        rerun_of = here.attempt.rerun_of if here is not None else rerun_of
+        if rerun_of is not None:
+            ran = self.get(rerun_of)
             return None if ran is None else (ran.attempt.seq, ran.attempt.commit)
         rows = [s for s in self.rows if s.attempt.source not in (AttemptSource.REFERENCE, AttemptSource.RERUN)
                 or s.attempt.id == attempt_id]
@@ -119,7 +121,7 @@ class QueueCursor(AttemptCursor):
         return self._at(next((s for s in order if s.attempt.id not in self.done
                               and (here_too or s.attempt.id != attempt_id)), None))
 
-    def previous_commit(self, attempt_id: int) -> tuple[int, str] | None:
+    def previous_commit(self, attempt_id: int, rerun_of: int | None = None) -> tuple[int, str] | None:
         return self.previous.get(attempt_id)
 
     def reference(self) -> AttemptSummary | None:
@@ -155,4 +157,6 @@ def attempt_in_migration(db: Database, reviewer: str, attempt_id: int,
     rows.sort(key=lambda s: s.attempt.source is not AttemptSource.REFERENCE)
     cursor = AttemptCursor(rows)
     summary = cursor.get(attempt_id)
+    if summary is None and found is not None and found.attempt.rerun_of is not None:  # a run of a listed attempt
+        summary = as_seen_by(db, reviewer, [found])[0]
     return None if summary is None else (migration, summary, cursor)

@@ -11,6 +11,7 @@ from domain.errors import WorkbenchError
 from domain.jobs import Job, JobResult, JobSpec, JobState
 from storage import queries, records
 from storage.logs import store_log
+from storage.runs import root_of
 from storage.sqlite import Database
 
 
@@ -137,7 +138,9 @@ def store_job_log(db: Database, job: Job, *, keep_empty: bool = False) -> int | 
 
 def store_rerun_attempt(db: Database, job: Job, row: dict[str, Any], series: dict[str, dict[int, float]],
                         reports: list[dict[str, Any]], reviewer: str) -> tuple[int, int, int | None]:
-    """Store the run as the migration's next attempt, with its log, series and probe reports, at once.
+    """Store the run as the migration's next attempt, with its log, series and probe reports, at once:
+    a run of the agent attempt the job re-ran (`rerun_of`; of the original one when the job
+    re-ran a re-run), counted with it, never beside it (storage.counted).
 
     `row` holds the attempt's own fields; the sequence number, commit, log and links are added
     here. Returns (attempt id, seq, log id).
@@ -145,11 +148,12 @@ def store_rerun_attempt(db: Database, job: Job, row: dict[str, Any], series: dic
     spec = job.spec
     with records.immediate(db):
         log_id = store_log(db, job.log_path) if job.log_path.is_file() else None
+        original = root_of(db, spec.attempt_id)  # a re-run of a re-run is another run of the original
         seq = queries.next_seq(db, spec.migration_id)
         commit = spec.options.get("commit") or db.execute(
             "SELECT commit_sha FROM attempt WHERE id = ?", [spec.attempt_id]).fetchone()[0]
         row = {**row, "migration_id": spec.migration_id, "seq": seq, "commit_sha": commit, "log_id": log_id,
-               "rerun_of": spec.attempt_id, "external_id": _external_id(job.id)}
+               "rerun_of": original, "external_id": _external_id(job.id)}
         attempt_id = records.insert_row(db, "attempt", row)
         records.audit(db, reviewer, "insert", "attempt", attempt_id, {k: v for k, v in row.items() if k != "env"})
         db.conn.executemany(

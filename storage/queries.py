@@ -6,7 +6,6 @@ without importing sqlite-utils.
 
 from __future__ import annotations
 
-import functools
 import json
 import sqlite3
 from collections.abc import Iterator
@@ -32,6 +31,7 @@ from domain.models import (
     Outcome,
 )
 from storage.converters import attempt_from_row, migration_from_row, point_value, study_from_row
+from storage.counted import COUNTED_ROOT, NOT_REFERENCE, counted_levels
 
 Reader = Union["Database", sqlite3.Connection]
 """A study connection to read from: sqlite-utils' or the standard module's."""
@@ -130,31 +130,42 @@ effective_expected AS (
 
 
 def attempt_stats(where: str | None = None) -> str:
-    """SQL (needs EFFECTIVE_VERDICTS): CTEs ending in `attempt_stat`, one row per agent attempt
-    `a` matching `where` (SQL over `a`; None: every one) with (id, migration_id, verified, level, over_claim).
+    """SQL (needs EFFECTIVE_VERDICTS): CTEs ending in `attempt_stat`, one row per counted agent
+    attempt `a` matching `where` (SQL over `a`; None: every one) with (id, migration_id,
+    verified, level, failed, silent, over_claim).
 
-    `level` is the highest L whose levels 1 to L all pass (0 when level 1 does not), from a bit
-    mask of the passing levels (one current verdict per level: idx_verdict_current); `failed`
-    when an effective outcome fails (an override counts as in the report), `silent` when it also
-    raised no error (the verifier's silent flag, else exit 0); `over_claim` is `over_claim_of`'s.
-    One grouped pass over the effective verdicts: per-attempt correlated subqueries cost seconds
-    on a study of 15,000 attempts (issue 19)."""
-    return f"""
+    A re-run is not another attempt: its verdicts count for the attempt it re-ran, level by level
+    (storage.counted: overrides first, then the latest run that passed or failed). `level` is
+    the highest L whose levels 1 to L all pass (0 when level 1 does not), from a bit mask of the
+    passing levels; `failed` when a counted outcome fails (an override counts as in the report),
+    `silent` when it also raised no error (the silent flag of the run that failed the lowest
+    level, else its exit 0); `over_claim` is `over_claim_of`'s, against the attempt's own
+    expected level. One grouped pass over the verdicts: per-attempt correlated subqueries cost
+    seconds on a study of 15,000 attempts (issue 19)."""
+    own = "" if where is None else f"WHERE e.attempt_id IN (SELECT a.id FROM attempt a WHERE {where})"
+    return f"""{counted_levels(where, automated=False)},
 attempt_mask AS (
-    SELECT a.id, a.migration_id, a.expected_level, a.exit_code, g.attempt_id IS NOT NULL AS verified,
-           COALESCE(g.mask, 0) AS mask, COALESCE(g.fails, 0) AS fails
+    SELECT a.id, a.migration_id, a.expected_level,
+           COALESCE(r.attempt_id, g.attempt_id) IS NOT NULL AS verified,
+           COALESCE(r.mask, g.mask, 0) AS mask, COALESCE(r.fails, g.fails, 0) AS fails,
+           CASE WHEN r.attempt_id IS NOT NULL THEN r.fail_run ELSE a.id END AS fail_run
     FROM attempt a LEFT JOIN (
         SELECT e.attempt_id, {PASS_MASK} AS mask, {FAIL_MASK} AS fails
-        FROM effective e {"" if where is None else f"WHERE e.attempt_id IN (SELECT a.id FROM attempt a WHERE {where})"}
+        FROM effective e {own}
         GROUP BY e.attempt_id) g ON g.attempt_id = a.id
-    WHERE a.source != 'reference' AND ({where or 1})
+    LEFT JOIN (
+        SELECT e.attempt_id, {PASS_MASK} AS mask, {FAIL_MASK} AS fails,
+               MIN(CASE WHEN e.outcome = 'fail' THEN e.level * {1 << 40} + e.run_id END) % {1 << 40} AS fail_run
+        FROM counted_level e GROUP BY e.attempt_id) r ON r.attempt_id = a.id
+    WHERE {COUNTED_ROOT} AND ({where or 1})
 ),
 attempt_stat AS (
     SELECT s.id, s.migration_id, s.verified, s.level, s.failed,
-           s.failed AND COALESCE((SELECT f.silent FROM failure f WHERE f.attempt_id = s.id
-                                  AND f.superseded_by IS NULL), s.exit_code = 0) AS silent,
+           s.failed AND COALESCE((SELECT f.silent FROM failure f WHERE f.attempt_id = s.fail_run
+                                  AND f.superseded_by IS NULL),
+                                 (SELECT r.exit_code = 0 FROM attempt r WHERE r.id = s.fail_run)) AS silent,
            CASE WHEN NOT s.verified THEN NULL ELSE {over_claim_from("s.x", "s.level", "s.fails")} END AS over_claim
-    FROM (SELECT a.id, a.migration_id, a.verified, a.exit_code, a.fails, a.fails != 0 AS failed,
+    FROM (SELECT a.id, a.migration_id, a.verified, a.fails, a.fail_run, a.fails != 0 AS failed,
                  {expected_level_of("a")} AS x, {level_from_mask("a.mask")} AS level
           FROM attempt_mask a) s
 )"""
@@ -164,11 +175,13 @@ def hidden_of(a: str, r: str = ":r") -> str:
     """SQL true while reviewer `r` must not see attempt id `a`'s claim, expected level, verdicts,
     causes and others' judgements (docs/judgements.md): not a reference run (the yardstick, never
     judged), blind (the study's mode, or a blind assignment of it to them) and not yet judged by
-    them. The one rule."""
-    return (f"((SELECT x.source FROM attempt x WHERE x.id = {a}) != 'reference'"
+    them. A re-run follows the attempt it re-ran (its verdicts count as that attempt's,
+    storage.counted): hidden while that attempt is, shown once it is judged. The one rule."""
+    return (f"EXISTS (SELECT 1 FROM attempt x WHERE x.id = COALESCE((SELECT y.rerun_of FROM attempt y"
+            f" WHERE y.id = {a}), {a}) AND x.{NOT_REFERENCE}"
             f" AND (COALESCE((SELECT blind FROM blind_mode ORDER BY id DESC LIMIT 1), 0)"
-            f" OR EXISTS (SELECT 1 FROM assignment s WHERE s.attempt_id = {a} AND s.reviewer = {r} AND s.blind))"
-            f" AND NOT EXISTS (SELECT 1 FROM judgement j WHERE j.attempt_id = {a} AND j.reviewer = {r}))")
+            f" OR EXISTS (SELECT 1 FROM assignment s WHERE s.attempt_id = x.id AND s.reviewer = {r} AND s.blind))"
+            f" AND NOT EXISTS (SELECT 1 FROM judgement j WHERE j.attempt_id = x.id AND j.reviewer = {r}))")
 
 
 def migration_hidden_of(m: str, r: str = ":r") -> str:
@@ -270,33 +283,53 @@ def migration_summaries(
 
 
 def attempt_summaries(
-    db: Reader, migration_id: int, *, after: int | None = None, limit: int = 200
+    db: Reader, migration_id: int, *, after: int | None = None, limit: int = 200, folded: bool = True
 ) -> list[AttemptSummary]:
-    """A migration's attempts by sequence number, the reference runs first."""
+    """A migration's attempts by sequence number, the reference runs first. `folded`: a re-run is
+    a run of the attempt it re-ran, not a row of its own; an attempt with re-runs of its commit
+    shows its counted ladder and over-claim (storage.counted), how many runs it has, and the
+    failure of the run that decided its lowest failing level (none when no level fails), as the
+    counts and the report take it."""
+    with_reruns = "a.migration_id = :migration AND (:after IS NULL OR a.seq > :after)"
     sql = f"""
-    WITH {EFFECTIVE_VERDICTS}, {CURRENT_INTERVENTIONS}
+    WITH {EFFECTIVE_VERDICTS}, {CURRENT_INTERVENTIONS}, {counted_levels(with_reruns)}
     SELECT a.*,
         (SELECT json_group_object(e.level, e.outcome) FROM effective e
             WHERE e.attempt_id = a.id) AS ladder,
-        f.id AS failure_id, f.cause AS failure_cause, f.silent AS failure_silent,
-        f.note AS failure_note, f.evidence AS failure_evidence,
+        (SELECT count(*) FROM counted_run r WHERE r.attempt_id = a.id) AS n_runs,
+        (SELECT json_group_object(c.level, c.outcome) FROM counted_level c
+            WHERE c.attempt_id = a.id) AS counted_ladder,
+        {expected_level_of("a")} AS counted_expected,
+        f.id AS failure_id, f.attempt_id AS failure_attempt, f.cause AS failure_cause,
+        f.silent AS failure_silent, f.note AS failure_note, f.evidence AS failure_evidence,
         (SELECT count(*) FROM current_intervention i WHERE i.attempt_id = a.id)
             AS n_interventions,
         CASE WHEN a.source = 'reference' THEN NULL ELSE {over_claim_of("a")} END AS over_claim
-    FROM attempt a LEFT JOIN failure f ON f.attempt_id = a.id AND f.superseded_by IS NULL
+    FROM attempt a LEFT JOIN failure f ON f.superseded_by IS NULL AND f.attempt_id = CASE
+        WHEN EXISTS (SELECT 1 FROM counted_run r WHERE r.attempt_id = a.id)  -- re-run: the run that failed lowest
+        THEN (SELECT c.run_id FROM counted_level c WHERE c.attempt_id = a.id AND c.outcome = 'fail'
+              ORDER BY c.level LIMIT 1) ELSE a.id END
     WHERE a.migration_id = :migration AND (:after IS NULL OR a.seq > :after)
+        AND (NOT :folded OR a.rerun_of IS NULL)
     ORDER BY a.seq LIMIT :limit
     """
     from domain.attempts import AttemptSummary, Failure
+    from domain.ladder import over_claim
 
     out = []
-    for row in _rows(db, sql, {"migration": migration_id, "after": after, "limit": limit}):
-        levels = json.loads(row["ladder"] or "{}")
+    params = {"migration": migration_id, "after": after, "limit": limit, "folded": folded}
+    for row in _rows(db, sql, params):
+        runs = max(1, row["n_runs"] or 0)
+        levels = json.loads((row["counted_ladder"] if runs > 1 else row["ladder"]) or "{}")
+        claimed = row["over_claim"]
+        if runs > 1:
+            claimed = over_claim(row["counted_expected"], {int(k): v for k, v in levels.items()},
+                                 verified=bool(levels))
         failure = None
         if row["failure_id"] is not None:
             failure = Failure(
                 id=row["failure_id"],
-                attempt_id=row["id"],
+                attempt_id=row["failure_attempt"],
                 cause=FailureCause(row["failure_cause"]),
                 silent=bool(row["failure_silent"]),
                 note=row["failure_note"] or "",
@@ -310,7 +343,8 @@ def attempt_summaries(
                 ),
                 failure=failure,
                 interventions=row["n_interventions"],
-                over_claim=None if row["over_claim"] is None else bool(row["over_claim"]),
+                over_claim=None if claimed is None else bool(claimed),
+                runs=runs,
             )
         )
     return out
@@ -365,10 +399,11 @@ def iter_migration_summaries(db: Reader, page: int = 500) -> Iterator[MigrationS
         after = batch[-1].migration.slug
 
 
-def iter_attempt_summaries(db: Reader, migration_id: int, page: int = 500) -> Iterator[AttemptSummary]:
-    """Every attempt of a migration, a page at a time."""
+def iter_attempt_summaries(db: Reader, migration_id: int, page: int = 500, *,
+                           folded: bool = True) -> Iterator[AttemptSummary]:
+    """Every attempt of a migration, a page at a time (`folded`: as `attempt_summaries`)."""
     after = None
-    while batch := attempt_summaries(db, migration_id, after=after, limit=page):
+    while batch := attempt_summaries(db, migration_id, after=after, limit=page, folded=folded):
         yield from batch
         after = batch[-1].attempt.seq
 
@@ -554,7 +589,7 @@ def attempt_summary(db: Database, attempt_id: int) -> AttemptSummary | None:
     row = db.execute("SELECT migration_id, seq FROM attempt WHERE id = ?", [attempt_id]).fetchone()
     if row is None:
         return None
-    rows = attempt_summaries(db, row[0], after=row[1] - 1, limit=1)
+    rows = attempt_summaries(db, row[0], after=row[1] - 1, limit=1, folded=False)
     return rows[0] if rows and rows[0].attempt.id == attempt_id else None
 
 
@@ -639,11 +674,11 @@ def effort_inputs(db: Database, migration_id: int) -> EffortInputs:
     study = get_study(db)
     budgets, level = effective_budgets(db, migration)
     runs = []
-    for row in _rows(db, """
+    for row in _rows(db, f"""
         SELECT a.id, a.source, a.started_at, a.ended_at, a.intended_kind, a.intended_count,
                a.observed_kind, a.observed_count, v.cost_dollars
         FROM attempt a LEFT JOIN verification v ON v.attempt_id = a.id AND v.superseded_by IS NULL
-        WHERE a.migration_id = ? AND a.source != 'reference' ORDER BY a.seq""", [migration_id]):
+        WHERE a.migration_id = ? AND a.{NOT_REFERENCE} ORDER BY a.seq""", [migration_id]):
         dollars = row["cost_dollars"]
         if dollars is None:
             dollars = estimate_cost(
@@ -664,7 +699,7 @@ def effort_inputs(db: Database, migration_id: int) -> EffortInputs:
         (SELECT MIN(t) FROM (SELECT MIN(at) AS t FROM intervention WHERE migration_id = :m
                              UNION ALL SELECT MIN(started_at) FROM review_session WHERE migration_id = :m))
             AS first_record,
-        (SELECT id FROM attempt WHERE migration_id = :m AND source != 'reference'
+        (SELECT id FROM attempt WHERE migration_id = :m AND {NOT_REFERENCE}
             ORDER BY seq DESC LIMIT 1) AS latest_attempt,
         (SELECT kind FROM decision WHERE migration_id = :m ORDER BY id DESC LIMIT 1) AS latest_decision
     """
@@ -744,118 +779,6 @@ def review_seconds_by_reviewer(db: Database, migration_id: int) -> dict[str, flo
     return {r[0]: r[1] for r in db.execute(
         "SELECT reviewer, SUM(active_seconds) FROM review_session WHERE migration_id = ?"
         " GROUP BY reviewer ORDER BY reviewer", [migration_id]).fetchall()}
-
-
-# --------------------------------------------------------------------------- report reads
-# Raw rows for workbench/report: one query per table over the chosen migrations, never counts;
-# the report counts them itself (docs/report.md defines every count).
-
-_IN_MIGRATIONS = "IN (SELECT value FROM json_each(:migrations))"
-
-
-_OUTCOME_CODES = {outcome.value: code for code, outcome in enumerate(Outcome, start=1)}
-"""Two bits per level in `report_attempt_rows`' verdict code: 0 no verdict, else the outcome."""
-
-
-@functools.cache
-def _ladder(code: int | None) -> tuple[str | None, ...]:
-    """The automated outcomes of levels 1 to 5 (None: no current verdict) from a verdict code."""
-    names = {code: name for name, code in _OUTCOME_CODES.items()}
-    return tuple(names.get(((code or 0) >> (2 * (level - 1))) & 3) for level in range(1, 6))
-
-
-def report_attempt_rows(db: Database, migration_ids: list[int], *, texts: bool = True) -> list[dict[str, Any]]:
-    """Every attempt of the migrations (references too), with its current verification and
-    failure (NULL when it has none), by migration and seq. `expected_level` is the effective one
-    (`expected_level_of`), `expected_source` where it came from; `verdicts` the automated outcomes
-    of its current verdicts, levels 1 to 5 (None: no verdict; overrides are `report_override_rows`);
-    `last_step` the highest step of any of its metric series; `goal_value` its value of the
-    migration's goal metric at that series' last step (the value the verifier's level 4 judges).
-
-    One row per attempt, every part an indexed lookup (the last step: idx_metric_point_attempt_step):
-    a row per verdict and a grouped pass over every metric point cost most of a report on 15,000
-    attempts (issue 19). `texts` False reads NULL for argv, cwd, env, claim and failure_note (a
-    report that shows none of them: reading them was ~0.2 s of CPU at 150,000 attempts)."""
-    argv, claim, note = ("a.argv, a.cwd, a.env", "a.claim", "f.note") if texts else ("NULL AS argv, NULL AS cwd,"
-                                                                                    " NULL AS env", "NULL", "NULL")
-    code = " ".join(f"WHEN '{name}' THEN {c}" for name, c in _OUTCOME_CODES.items())
-    sql = f"""
-    SELECT a.id, a.migration_id, a.seq, a.source, {argv}, a.status, a.exit_code,
-           a.started_at, a.ended_at, {expected_level_of("a")} AS expected_level,
-           {expected_source_of("a")} AS expected_source, {claim} AS claim,
-           a.intended_kind, a.intended_count, a.observed_kind, a.observed_count, a.rerun_of,
-           v.id AS verification_id, v.wall_seconds, v.cost_dollars, v.time_ratio, v.cost_ratio,
-           f.id AS failure_id, f.cause AS failure_cause, f.silent AS failure_silent,
-           {note} AS failure_note,
-           (SELECT SUM((CASE d.outcome {code} END) << (2 * (d.level - 1))) FROM verdict d
-            WHERE d.attempt_id = a.id AND d.superseded_by IS NULL AND d.level BETWEEN 1 AND 5) AS verdicts,
-           (SELECT MAX(p.step) FROM metric_point p WHERE p.attempt_id = a.id) AS last_step,
-           (SELECT p.value FROM metric_point p WHERE p.attempt_id = a.id AND p.name = m.goal_metric
-            ORDER BY p.step DESC LIMIT 1) AS goal_value
-    FROM attempt a
-    JOIN migration m ON m.id = a.migration_id
-    LEFT JOIN verification v ON v.attempt_id = a.id AND v.superseded_by IS NULL
-    LEFT JOIN failure f ON f.attempt_id = a.id AND f.superseded_by IS NULL
-    WHERE a.migration_id {_IN_MIGRATIONS}
-    ORDER BY a.migration_id, a.seq
-    """
-    rows = _rows(db, sql, {"migrations": json.dumps(migration_ids)})
-    for row in rows:
-        row["verdicts"] = _ladder(row["verdicts"])
-    return rows
-
-
-def report_override_rows(db: Database, migration_ids: list[int]) -> list[dict[str, Any]]:
-    """Every override of a current verdict of the migrations' attempts, oldest first. Read from the
-    overrides (CROSS JOIN keeps that order): a few hundred human records, where the planner chose to
-    go through every verdict of every attempt (0.2 s at 150,000 attempts)."""
-    sql = f"""
-    SELECT o.id, o.verdict_id, o.outcome, o.justification, o.reviewer, o.at,
-           v.attempt_id, v.level, v.outcome AS automated, a.migration_id, a.seq
-    FROM verdict_override o CROSS JOIN verdict v ON v.id = o.verdict_id
-    CROSS JOIN attempt a ON a.id = v.attempt_id
-    WHERE v.superseded_by IS NULL AND a.migration_id {_IN_MIGRATIONS}
-    ORDER BY o.id
-    """
-    return _rows(db, sql, {"migrations": json.dumps(migration_ids)})
-
-
-def report_human_rows(db: Database, migration_ids: list[int]) -> dict[str, list[dict[str, Any]]]:
-    """The migrations' interventions (corrected ones too, with `corrected_by`), decisions,
-    review sessions and budget changes, oldest first."""
-    params = {"migrations": json.dumps(migration_ids)}
-    return {
-        "intervention": _rows(db, f"""
-            SELECT i.*, (SELECT MIN(c.id) FROM intervention c WHERE c.corrects = i.id) AS corrected_by
-            FROM intervention i WHERE i.migration_id {_IN_MIGRATIONS} ORDER BY i.id""", params),
-        "decision": _rows(db, f"SELECT * FROM decision WHERE migration_id {_IN_MIGRATIONS} ORDER BY id",
-                          params),
-        "review_session": _rows(db, f"SELECT * FROM review_session WHERE migration_id {_IN_MIGRATIONS}"
-                                    " ORDER BY id", params),
-        "budget_change": _rows(db, f"SELECT * FROM budget_change WHERE migration_id {_IN_MIGRATIONS}"
-                                   " ORDER BY id", params),
-    }
-
-
-def report_llm_rows(db: Database, migration_ids: list[int]) -> list[dict[str, Any]] | None:
-    """Model calls (`llm_call`: id, migration_id, cost_usd) of the migrations; None when the
-    database has no such table."""
-    if "llm_call" not in db.table_names():
-        return None
-    return _rows(db, f"SELECT id, migration_id, cost_usd FROM llm_call WHERE migration_id {_IN_MIGRATIONS}"
-                     " ORDER BY id", {"migrations": json.dumps(migration_ids)})
-
-
-def report_series(db: Database, attempt_ids: list[int], name: str) -> dict[int, list[tuple[int, float]]]:
-    """One metric's series for each of the attempts: attempt id -> [(step, value)] by step."""
-    out: dict[int, list[tuple[int, float]]] = {}
-    for attempt_id, step, value in db.execute(
-        "SELECT attempt_id, step, value FROM metric_point WHERE name = ?"
-        " AND attempt_id IN (SELECT value FROM json_each(?)) ORDER BY attempt_id, step",
-        [name, json.dumps(attempt_ids)],
-    ).fetchall():
-        out.setdefault(attempt_id, []).append((step, point_value(value)))
-    return out
 
 
 # AI assist (docs/assist.md).
@@ -977,9 +900,9 @@ def claims_to_extract(db: Database, migration_id: int | None = None) -> list[tup
     """Agent attempts with a claim but no expected level, no extraction and no reviewer record."""
     rows = _rows(
         db,
-        """SELECT a.* FROM attempt a JOIN migration m ON m.id = a.migration_id
+        f"""SELECT a.* FROM attempt a JOIN migration m ON m.id = a.migration_id
            WHERE a.expected_level IS NULL AND TRIM(COALESCE(a.claim, '')) != ''
-             AND a.source != 'reference' AND (:m IS NULL OR a.migration_id = :m)
+             AND a.{NOT_REFERENCE} AND (:m IS NULL OR a.migration_id = :m)
              AND NOT EXISTS (SELECT 1 FROM claim_extraction e WHERE e.attempt_id = a.id)
              AND NOT EXISTS (SELECT 1 FROM claim_review r WHERE r.attempt_id = a.id)
            ORDER BY m.slug, a.seq""",

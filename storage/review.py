@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from storage.counted import NOT_REFERENCE
 from storage.fastread import connect_readonly
 
 if TYPE_CHECKING:  # the study screen reads on a plain sqlite3 connection, without sqlite-utils (issue 19)
@@ -122,7 +123,7 @@ def verify_targets(db: Database, slug: str | None = None, seq: int | None = None
     migration's, or one attempt's; the app verifies them one by one to show progress."""
     return [(str(r[0]), int(r[1])) for r in db.execute(
         "SELECT m.slug, a.seq FROM attempt a JOIN migration m ON m.id = a.migration_id"
-        " WHERE a.source != 'reference' AND (:slug IS NULL OR m.slug = :slug)"
+        f" WHERE a.{NOT_REFERENCE} AND (:slug IS NULL OR m.slug = :slug)"
         " AND (:seq IS NULL OR a.seq = :seq) ORDER BY m.slug, a.seq",
         {"slug": slug, "seq": seq}).fetchall()]
 
@@ -221,7 +222,9 @@ def _where(parts: list[tuple[str, list[Any]]]) -> tuple[str, list[Any]]:
 def filtered_attempt_seqs(db: Database, migration_id: int, f: ListFilter, *, after: int | None,
                           limit: int, blind_to: str | None = None) -> list[int]:
     """The seqs of the migration's attempts that meet `f`, a keyset page at a time; never those
-    reviewer `blind_to` judges blind (whether one matched would tell its claim or verdicts)."""
+    reviewer `blind_to` judges blind (whether one matched would tell its claim or verdicts). A
+    re-run is a run of the attempt it re-ran, not a row of the list: when it matches, that
+    attempt does (`source:rerun` finds the attempts that were re-run)."""
     from storage.queries import EFFECTIVE_VERDICTS, hidden_of
 
     parts = [_text_term(w, ["a.argv", "a.claim", "a.commit_sha"]) for w in f.words]
@@ -229,9 +232,10 @@ def filtered_attempt_seqs(db: Database, migration_id: int, f: ListFilter, *, aft
     if blind_to is not None:
         parts.append((f"NOT ({hidden_of('a.id', '?')})", [blind_to, blind_to]))
     where, params = _where(parts)
-    sql = (f"WITH {EFFECTIVE_VERDICTS} SELECT a.seq FROM attempt a WHERE a.migration_id = ?"
-           f" AND (? IS NULL OR a.seq > ?) AND {where} ORDER BY a.seq LIMIT ?")
-    return [int(r[0]) for r in db.execute(sql, [migration_id, after, after, *params, limit]).fetchall()]
+    sql = (f"WITH {EFFECTIVE_VERDICTS} SELECT DISTINCT s FROM (SELECT COALESCE(p.seq, a.seq) AS s FROM attempt a"
+           f" LEFT JOIN attempt p ON p.id = a.rerun_of WHERE a.migration_id = ? AND {where})"
+           " WHERE (? IS NULL OR s > ?) ORDER BY s LIMIT ?")
+    return [int(r[0]) for r in db.execute(sql, [migration_id, *params, after, after, limit]).fetchall()]
 
 
 def _migration_term(key: str, value: str) -> tuple[str, list[Any]]:
@@ -241,7 +245,7 @@ def _migration_term(key: str, value: str) -> tuple[str, list[Any]]:
 
     if key == "status":
         return "m.status LIKE ? || '%'", [value]
-    agent = "FROM attempt a WHERE a.migration_id = m.id AND a.source != 'reference'"
+    agent = f"FROM attempt a WHERE a.migration_id = m.id AND a.{NOT_REFERENCE}"
     if key == "level":
         lo, hi = _level_bounds(value) or (-1, -1)
         if lo < 0:

@@ -697,6 +697,21 @@ def m017_explanation(db: Database) -> None:
     db.table("explanation").create_index(["attempt_id"])
 
 
+@migrations()
+def m018_runs_of_an_attempt(db: Database) -> None:
+    """A re-run is another run of the agent attempt it re-ran (issue 38, storage.counted): a re-run
+    of a re-run now names the original attempt, so every run of an attempt is one `rerun_of` away
+    (existing chains are flattened); and an index for an attempt's runs."""
+    for _ in range(1000):  # one step up the chain each pass; a loop in bad data stops here
+        moved = db.execute(
+            "UPDATE attempt SET rerun_of = (SELECT p.rerun_of FROM attempt p WHERE p.id = attempt.rerun_of)"
+            " WHERE rerun_of IN (SELECT id FROM attempt WHERE rerun_of IS NOT NULL AND rerun_of != id)"
+            " AND rerun_of != id").rowcount
+        if not moved:
+            break
+    db.table("attempt").create_index(["rerun_of"], if_not_exists=True)
+
+
 def known() -> list[str]:
     """Every migration this workbench knows, oldest first."""
     return [func.__name__ for func in migrations.functions]

@@ -129,7 +129,7 @@ async def test_study_screen_lists_the_migrations(small_db: Path) -> None:
         await settle(pilot)
         assert isinstance(app.screen, StudyScreen)
         assert column(app, "slug") == ["cnn-xla", "mlp-xla"]
-        assert column(app, "attempts") == ["0", "3"]  # the reference run is not an attempt
+        assert column(app, "attempts") == ["0", "2"]  # the reference run is not an attempt; #3 is a run of #2
         assert column(app, "level") == ["–", "–"]  # nothing verified yet
         assert app.title == "Test study"
         assert app.sub_title == "study.db"
@@ -148,10 +148,10 @@ async def test_enter_opens_attempts_q_goes_back_then_quits(small_db: Path) -> No
         await settle(pilot)
         assert isinstance(app.screen, MigrationScreen)
         assert app.screen.migration.slug == "mlp-xla"
-        assert column(app, "seq") == ["0", "1", "2", "3"]
-        assert column(app, "source") == ["ref", "agent", "agent", "rerun"]
-        assert column(app, "status") == ["ok", "exit 1", "ok", "ok"]
-        assert column(app, "ladder") == ["·····"] * 4
+        assert column(app, "seq") == ["0", "1", "2"]  # the re-run #3 is a run of #2
+        assert column(app, "source") == ["ref", "agent", "agent 2 runs"]
+        assert column(app, "status") == ["ok", "exit 1", "ok"]
+        assert column(app, "ladder") == ["·····"] * 3
         text = screen_text(app)
         assert "MLP to torch_xla" in text
         assert "Commit" in text

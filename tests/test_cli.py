@@ -101,12 +101,14 @@ def test_import_then_list_migrations_and_attempts(small_bundle, tmp_path: Path) 
     table = workbench("migrations", str(db)).stdout.splitlines()
     assert table[0].split() == ["migration", "status", "target", "attempts", "failed", "silent", "interventions", "level"]
     assert table[1].split()[:6] == ["cnn-xla", "in_progress", "tpu-v5e", "x", "4", "0"]
-    assert table[2].split()[:6] == ["mlp-xla", "in_progress", "tpu-v5e", "x", "4", "3"]
+    assert table[2].split()[:6] == ["mlp-xla", "in_progress", "tpu-v5e", "x", "4", "2"]  # #3 is a run of #2
 
     listed = json.loads(workbench("attempts", str(db), "mlp-xla", "--json").stdout)
-    assert [(a["seq"], a["source"], a["status"], a["exit_code"]) for a in listed] == [
-        (0, "reference", "ok", 0), (1, "agent", "nonzero_exit", 1), (2, "agent", "ok", 0), (3, "rerun", "ok", 0)
+    assert [(a["seq"], a["source"], a["status"], a["exit_code"], a["runs"]) for a in listed] == [
+        (0, "reference", "ok", 0, 1), (1, "agent", "nonzero_exit", 1, 1), (2, "agent", "ok", 0, 2)
     ]
+    every = json.loads(workbench("attempts", str(db), "mlp-xla", "--json", "--all-runs").stdout)
+    assert [(a["seq"], a["source"]) for a in every][-1] == (3, "rerun")
     plain = workbench("attempts", str(db), "mlp-xla").stdout.splitlines()
     assert plain[2].split()[:4] == ["1", "agent", "nonzero_exit", "1"]
 

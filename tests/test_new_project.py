@@ -190,9 +190,10 @@ def test_a_reruns_diff_compares_with_the_attempt_it_reran(bundle, tmp_path):
     try:
         assert not import_bundle(study, bundle.root, "ana").problems
         mid = queries.get_migration(study.db, "mlp").id
-        cursor = AttemptCursor(rows=queries.attempt_summaries(study.db, mid))
-        ids = {s.attempt.seq: s.attempt.id for s in cursor.rows}
-        assert cursor.previous_commit(ids[3]) == (1, shas[1])
+        cursor = AttemptCursor(rows=queries.attempt_summaries(study.db, mid))  # #3 is a run of #1, not a row
+        ids = {s.attempt.seq: s.attempt.id for s in queries.attempt_summaries(study.db, mid, folded=False)}
+        assert [s.attempt.seq for s in cursor.rows] == [0, 1, 2, 4]
+        assert cursor.previous_commit(ids[3], rerun_of=ids[1]) == (1, shas[1])
         assert cursor.previous_commit(ids[4]) == (2, shas[2])
         assert queries.previous_agent_commit(study.db, mid, 3) == (1, shas[1])
         assert queries.previous_agent_commit(study.db, mid, 4) == (2, shas[2])

@@ -885,7 +885,7 @@ def test_every_json_figure_recomputes_from_its_ids_alone(study, final):
 def _rerun(db, of: int, seq: int, ladder: tuple[str, ...], wall: float, cost: float) -> int:
     row = db["attempt"].get(of)
     rid = db["attempt"].insert({
-        "migration_id": row["migration_id"], "seq": seq, "source": "rerun", "commit_sha": "r", "argv": "[]",
+        "migration_id": row["migration_id"], "seq": seq, "source": "rerun", "commit_sha": row["commit_sha"], "argv": "[]",
         "status": "ok", "exit_code": 0, "intended_kind": row["intended_kind"], "intended_count": 4,
         "rerun_of": of, "started_at": "2026-11-03T10:00:00Z", "ended_at": "2026-11-03T10:30:00Z"}).last_pk
     _verify(db, rid, ladder, wall=wall, cost=cost, time_ratio=0.1, cost_ratio=0.1)

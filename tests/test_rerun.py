@@ -171,7 +171,7 @@ def test_cli_rerun_wait(study, tmp_path):
                                        "--env", "X=1"])
     assert result.exit_code == 0, result.output
     assert "command   python3 train.py 5" in result.output and "step 5/5" in result.output
-    assert "new attempt #2:" in result.output
+    assert "new run #2:" in result.output
     result = CliRunner().invoke(main, ["rerun", path, "toy", "1"], input="n\n")
     assert result.exit_code == 2 and "nothing ran" in result.output
     result = CliRunner().invoke(main, ["jobs", path])

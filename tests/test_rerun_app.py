@@ -63,7 +63,7 @@ async def test_r_shows_the_command_in_full_and_runs_only_on_run(tmp_path):
         log = "\n".join(str(line) for line in screen.query_one(Log).lines)
         assert "step 7/7" in log
         status = str(screen.query_one("#job-status", Static).content)
-        assert "finished" in status and "new attempt #2" in status
+        assert "finished" in status and "new run #2" in status
         await pilot.pause(0.3)
         bar = screen.query_one(ProgressBar)
         assert bar.total is not None and bar.progress == bar.total  # stopped, not animating

@@ -138,7 +138,7 @@ async def test_u_in_the_app_reruns_every_unknown_level3_and_follows_the_jobs(tmp
         table = screen.query_one(DataTable)
         await _until(pilot, lambda: table.row_count == 1 and "finished" in str(table.get_row_at(0)[2]))
         row = [str(cell) for cell in table.get_row_at(0)]
-        assert row[1] == "toy #1" and row[4].startswith("new attempt #2")
+        assert row[1] == "toy #1" and row[4].startswith("new run #2")
         assert "1 done, 0 running, 0 queued" in str(screen.query_one("#jobs-status", Static).render())
         await pilot.press("enter")
         await settle(pilot)

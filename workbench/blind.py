@@ -15,12 +15,13 @@ from domain.errors import WorkbenchError
 if TYPE_CHECKING:  # `workbench attempts` reads through the standard sqlite3 module, without sqlite-utils
     from sqlite_utils import Database
 
+    from domain.attempts import Run
     from domain.blind import AttemptView
     from domain.models import AttemptSummary, MigrationSummary
     from storage.queries import Reader
 
 __all__ = ["HIDDEN_FIELDS", "MIGRATION_HIDDEN", "Sight", "as_seen_by", "attempt_seen_by", "closed_while_blind",
-           "migrations_seen_by", "sight"]
+           "migrations_seen_by", "runs_seen_by", "sight"]
 
 
 def sight(db: Reader, reviewer: str, *, attempts: Iterable[int | None] = (), migrations: bool = False,
@@ -73,6 +74,18 @@ def attempt_seen_by(db: Database, reviewer: str, attempt_id: int) -> AttemptView
     mine = [j for j in judgement_history(db, attempt_id) if j.reviewer == reviewer]
     return AttemptView(seen, current_verification(db, attempt_id), verdicts(db, attempt_id),
                        mine[-1] if mine else None)
+
+
+def runs_seen_by(db: Reader, reviewer: str, attempt_id: int) -> list[Run]:
+    """The runs of the attempt `attempt_id` is a run of (storage.runs.attempt_runs), each run's
+    outcomes blanked while `reviewer` is blind to it (a re-run is, while its attempt is)."""
+    from dataclasses import replace
+
+    from storage.runs import attempt_runs
+
+    runs = attempt_runs(db, attempt_id)
+    seen = sight(db, reviewer, attempts=[r.id for r in runs])
+    return [r if seen.sees_attempt(r.id) else replace(r, ladder=(None,) * 5, hidden=True) for r in runs]
 
 
 def closed_while_blind(db: Database, reviewer: str, what: str) -> None:

@@ -31,7 +31,7 @@ from domain.models import (
     Target,
 )
 from domain.redact import redact, redact_env
-from storage import artifacts, imports, queries, records
+from storage import artifacts, imports, queries, records, runs
 from storage.converters import attempt_to_row, migration_to_row, study_to_row
 from storage.database import StudyDatabase
 from storage.logs import store_log
@@ -381,6 +381,7 @@ class BundleImporter:
             rerun_of = queries.attempt_id_by_seq(self.db, migration_id, rerun_seq)
             if rerun_of is None:
                 raise BadRecord(f"'rerun_of' names seq {rerun_seq}, which is not imported before it")
+            rerun_of = runs.root_of(self.db, rerun_of)  # a re-run of a re-run is a run of the original
         log_id = None
         if log_name is not None:
             log_path = folder / log_name

@@ -30,6 +30,7 @@ from screens.text import text
 if TYPE_CHECKING:
     from rich.console import Group
 
+    from domain.attempts import Run
     from domain.judgements import HumanJudgement
     from domain.models import AttemptSummary
     from storage.review import LadderCounts
@@ -288,6 +289,11 @@ def source(summary: AttemptSummary) -> Text:
     return Text(word, style=tone(style))
 
 
+def runs_mark(summary: AttemptSummary) -> Text:
+    """` 3 runs` for an attempt with re-runs (its ladder is then the counted one); else nothing."""
+    return Text(f" {summary.runs} runs", style=tone("$text-secondary")) if summary.runs > 1 else Text()
+
+
 def attempt_row(summary: AttemptSummary) -> tuple[Text, ...]:
     """The attempt table's cells; the command whole, drawn cut with `…` to its column's width."""
     a = summary.attempt
@@ -295,7 +301,7 @@ def attempt_row(summary: AttemptSummary) -> tuple[Text, ...]:
     command.no_wrap, command.overflow = True, "ellipsis"
     return (
         Text(str(a.seq), justify="right"),
-        source(summary),
+        source(summary) + runs_mark(summary),
         attempt_status(summary),
         ladder(summary),
         Text() if summary.hidden else failure(summary),
@@ -346,6 +352,8 @@ def attempt_detail(summary: AttemptSummary) -> Text:
     out.append_text(attempt_status(summary))
     if a.exit_code_source:
         out.append_text(text(f" (exit code from {a.exit_code_source})", "dim"))
+    if summary.runs > 1:
+        out.append(f" · {summary.runs} runs, counted as one (R on its screen lists them)", style="dim")
     out.append(" · commit ", style="dim")
     out.append_text(text(a.commit[:12]))
     out.append("\n$ ", style="dim")
@@ -394,6 +402,7 @@ def attempt_heading(m: Migration, summary: AttemptSummary) -> Text:
     out = text(m.slug, "bold")
     out.append(f"  #{a.seq} ", style="bold")
     out.append_text(source(summary))
+    out.append_text(runs_mark(summary))
     out.append(" · ")
     out.append_text(attempt_status(summary))
     out.append(" · ")
@@ -593,3 +602,21 @@ def attempt_overview(summary: AttemptSummary, verification, subject: str, judgem
         cause.add_row(Text("failure"), _failure_value(summary))
         parts += [Text(""), cause]
     return Group(*parts)
+
+
+RUN_COLUMNS = (("#", "seq"), ("Src", "source"), ("Status", "status"), ("L1-5", "ladder"), ("Started", "started"),
+               ("", "note"))
+"""The attempt screen's runs table: each run of the attempt, its own outcomes."""
+
+
+def run_row(run: Run, shown_id: int) -> tuple[Text, ...]:
+    """One run's cells; `shown_id` is the run on screen."""
+    marks = Text("hidden", style="dim italic") if run.hidden else Text()
+    for outcome in () if run.hidden else run.ladder:
+        mark, style = MARKS.get(outcome, MARKS[None])
+        marks.append(mark, style=tone(style))
+    word, style = SOURCE.get(run.source, (str(run.source), ""))
+    note = "on screen" if run.id == shown_id else ("" if run.counted else "other commit: not counted")
+    return (Text(str(run.seq), justify="right"), Text(word, style=tone(style)),
+            text(str(run.status).replace("_", " ")), marks,
+            text(clean(run.started_at or NONE).replace("T", " ").removesuffix("Z"), "dim"), Text(note, style="dim"))

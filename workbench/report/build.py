@@ -52,7 +52,8 @@ def build_report(db: Database, slugs: list[str] | tuple[str, ...] | None = None,
     the final-run rule (workbench.report.final); `attempt_texts` False leaves each attempt's
     command, claim and failure note empty (for the formats that show none of them:
     workbench.report.ATTEMPT_TEXT_FORMATS)."""
-    from storage import queries
+    from storage import queries, runs
+    from storage import report as report_reads
 
     if final not in RULES:
         raise WorkbenchError(f"unknown final-run rule {final!r} (known: {', '.join(RULES)})")
@@ -62,17 +63,18 @@ def build_report(db: Database, slugs: list[str] | tuple[str, ...] | None = None,
         raise WorkbenchError("the database holds no study yet: import a bundle first")
     migrations = _select_migrations(db, slugs)
     ids = [m.id for m in migrations]
-    human = queries.report_human_rows(db, ids)
-    override_rows = queries.report_override_rows(db, ids)
+    human = report_reads.report_human_rows(db, ids)
+    override_rows = report_reads.report_override_rows(db, ids)
     agreement = agreement_of(db, ids)
     scrub = _scrub_for(study.reviewers, human, override_rows, pseudonymise, reviewers_of(agreement))
     latest = {row["verdict_id"]: row["id"] for row in override_rows}  # oldest first: the last one counts
     overrides = [_override_row(r, latest, scrub) for r in override_rows]
     texts = _attempt_texts(scrub) if attempt_texts else lambda row: ("", "", "")
     facts_by_migration, reference_of, reference_runs = _attempts(
-        queries.report_attempt_rows(db, ids, texts=attempt_texts), migrations, study.prices, override_rows, texts)
+        report_reads.report_attempt_rows(db, ids, texts=attempt_texts), migrations, study.prices, override_rows, texts,
+        runs.counted_ladders(db, ids))
     interventions, decisions, budget_changes, sessions = _human_records(human, scrub)
-    llm_rows = queries.report_llm_rows(db, ids)
+    llm_rows = report_reads.report_llm_rows(db, ids)
     if llm_rows is None:
         llm_source = "no `llm_call` table in this database: LLM cost reported as 0"
         llm_rows = []
@@ -145,18 +147,18 @@ def _override_row(r: dict[str, Any], latest: dict[int, int], scrub: Scrub) -> Ov
     )
 
 
-def _attempts(rows, migrations, prices, override_rows, texts):
+def _attempts(rows, migrations, prices, override_rows, texts, counted):
     """Each migration's attempt facts, its reference run's id and (wall, cost). Rows come by migration and
-    seq, so a migration's reference run (seq 0) comes before its attempts."""
+    seq, so a migration's reference run (seq 0) comes before its attempts. `counted` is
+    storage.runs.counted_ladders: an agent attempt's outcomes over its runs, as every count reads them."""
     from domain.costs import chip_cost, price_of
 
     facts_by_migration: dict[int, list[AttemptFacts]] = defaultdict(list)
     reference_of: dict[int, int] = {}
     reference_runs: dict[int, tuple[float | None, float | None]] = {}
-    failures = {row["id"]: row for row in rows if row["failure_id"] is not None}
+    failures = {row["id"]: row for row in rows}  # a run's failure record, or its exit code
     last_steps = {row["id"]: row["last_step"] for row in rows}
-    rerun_of = {row["id"]: row["rerun_of"] for row in rows if row["rerun_of"] is not None}
-    verdicts, decided = _verdicts(rows, override_rows, rerun_of)
+    verdicts, decided = _verdicts(rows, override_rows, counted)
     costs = (chip_cost, functools.cache(lambda kind: price_of(prices, kind)))  # a few kinds
     migration_by_id = {m.id: m for m in migrations}
     for row in rows:
@@ -207,10 +209,12 @@ def _attempt_texts(scrub: Scrub):
     return texts
 
 
-def _verdicts(rows, override_rows: list[dict[str, Any]], rerun_of: dict[int, int]):
-    """Automated and effective outcomes of levels 1 to 5 per attempt with a current verdict (a
-    reviewer's latest override counts in the effective ones), re-runs' decisions applied to both;
-    and attempt id -> ((level, re-run id), ...) of the effective outcomes a re-run decided."""
+def _verdicts(rows, override_rows: list[dict[str, Any]], counted: dict[int, dict[str, Any]]):
+    """Automated and effective outcomes of levels 1 to 5 per attempt with a current verdict on
+    any of its runs (a reviewer's latest override counts in the effective ones); an agent
+    attempt's are its counted ones over its runs (storage.counted: the app's header and `verify`
+    read the same SQL), a re-run's its own. And attempt id -> ((level, re-run id), ...) of the
+    effective outcomes a re-run decided, for citing."""
     automated = {row["id"]: row["verdicts"] for row in rows if row["verdicts"] != NO_VERDICTS}  # any verdict
     overridden: dict[tuple[int, int], list[str]] = defaultdict(list)
     for row in override_rows:  # oldest first
@@ -220,29 +224,13 @@ def _verdicts(rows, override_rows: list[dict[str, Any]], rerun_of: dict[int, int
         ladder = list(effective[attempt_id])
         ladder[level - 1] = effective_outcome(automated[attempt_id][level - 1], outcomes)
         effective[attempt_id] = tuple(ladder)
-    _decide_by_reruns(automated, rerun_of)
-    decided = _decide_by_reruns(effective, rerun_of)
+    decided = {}
+    for attempt_id, ladders in counted.items():
+        if ladders["effective"] != NO_VERDICTS:
+            effective[attempt_id], automated[attempt_id] = ladders["effective"], ladders["automated"]
+        if ladders["decided"]:
+            decided[attempt_id] = ladders["decided"]
     return (automated, effective), decided
-
-
-def _decide_by_reruns(outcomes: dict[int, tuple[str | None, ...]],
-                      rerun_of: dict[int, int]) -> dict[int, tuple[tuple[int, int], ...]]:
-    """A verified re-run's pass or fail decides each level that the verified attempt it re-ran
-    left unknown (or without a verdict), in `outcomes` (the verifier's, or the effective ones:
-    each on its own, so a reviewer's override is never replaced); the latest re-run wins. Returns
-    attempt id -> ((level, re-run id), ...), for citing."""
-    decided: dict[int, dict[int, int]] = defaultdict(dict)
-    for rerun, original in sorted(rerun_of.items()):
-        if original not in outcomes or rerun not in outcomes:
-            continue
-        own, theirs = list(outcomes[original]), outcomes[rerun]
-        for level in LEVELS:
-            open_level = level in decided[original] or own[level - 1] in (None, "unknown")
-            if open_level and theirs[level - 1] in ("pass", "fail"):
-                own[level - 1] = theirs[level - 1]
-                decided[original][level] = rerun
-        outcomes[original] = tuple(own)
-    return {a: tuple(sorted(levels.items())) for a, levels in decided.items() if levels}
 
 
 def _human_records(human: dict[str, list[dict[str, Any]]], scrub: Scrub):
@@ -336,13 +324,12 @@ def _attempt_facts(row, migration, prices, verdicts, texts, costs, measured) -> 
     command, claim, failure_note = texts(row)
     chip_cost, price_of = costs
     attempt_id = row["id"]
-    verified = row["verification_id"] is not None
+    verified = row["verification_id"] is not None or bool(measured[4])  # or a re-run of it is
     eff = effective.get(attempt_id, NO_VERDICTS)
-    exit_code = row["exit_code"]
     # "Raised no error": the verifier's silent flag on its failure; an attempt it did not fail
     # raised none when it exited 0 (a traceback or fatal line would have failed level 1).
     failure = measured[5]
-    no_error = bool(failure["failure_silent"]) if failure["failure_id"] is not None else exit_code == 0
+    no_error = bool(failure["failure_silent"]) if failure["failure_id"] is not None else failure["exit_code"] == 0
     expected = row["expected_level"]
     (level_eff, level_auto, failed_eff, failed_auto, silent, silent_auto, claimed_over, claimed_over_auto,
      passes_level1) = _judged(automated.get(attempt_id, NO_VERDICTS), eff, verified, expected, no_error)
@@ -367,7 +354,7 @@ def _attempt_facts(row, migration, prices, verdicts, texts, costs, measured) -> 
         command,  # command
         claim,  # claim
         row["status"],  # status
-        exit_code,  # exit_code
+        row["exit_code"],  # exit_code
         expected,  # expected_level
         row["expected_source"],  # expected_source
         row["verification_id"],  # verification_id
@@ -412,7 +399,7 @@ RUN_MEASURES = ("wall_seconds", "chip_hours", "cost_dollars", "time_ratio", "cos
 def _measured_by_reruns(facts: list[AttemptFacts], reruns: list[AttemptFacts]) -> None:
     """A re-run is another run of the same attempt: where the attempt's own record measured
     nothing (an imported commit: no log, no times), its latest verified re-run's steps, goal
-    value, time and cost stand for it, as its levels do (`_decide_by_reruns`), so an accepted
+    value, time and cost stand for it, as its levels do (storage.counted), so an accepted
     attempt has a final run's figures."""
     latest = {r.rerun_of: r for r in sorted(reruns, key=attrgetter("seq"))
               if r.rerun_of is not None and r.verification_id is not None}
@@ -535,10 +522,10 @@ def _goal_values(goal, metric: str, reference_id: int | None, final: AttemptFact
 
 
 def _add_loss_curves(db: Database, reports: list[MigrationReport]) -> None:
-    from storage import queries
+    from storage import report as report_reads
 
     wanted = [i for r in reports for i in (r.reference_attempt_id, r.final_attempt_id) if i is not None]
-    series = queries.report_series(db, wanted, LOSS_METRIC) if wanted else {}
+    series = report_reads.report_series(db, wanted, LOSS_METRIC) if wanted else {}
     for r in reports:
         for label, attempt_id in (("reference", r.reference_attempt_id), ("final", r.final_attempt_id)):
             if attempt_id is not None and series.get(attempt_id):

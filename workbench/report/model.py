@@ -151,12 +151,13 @@ class AttemptFacts:
     rerun_of: int | None = None
     """For a re-run (source `rerun`): the agent attempt it re-ran."""
     levels_from_reruns: tuple[tuple[int, int], ...] = ()
-    """(level, re-run id) for each level a re-run decided because this attempt left it unknown."""
+    """(level, re-run id) for each level whose counted outcome a re-run gave (storage.counted)."""
 
     @property
     def is_rerun(self) -> bool:
-        """A re-run is evidence about an agent attempt, not an attempt of the agent."""
-        return self.source == "rerun"
+        """A re-run is evidence about an agent attempt, not an attempt of the agent (storage.counted:
+        a run with `rerun_of` set; a re-run stored without one counts as an attempt, as in the app)."""
+        return self.rerun_of is not None
 
     @property
     def verified(self) -> bool:

@@ -1,0 +1,111 @@
+"""Reads of an agent attempt's runs (storage.counted says what counts): the counted ladders the
+report reads, an attempt's runs for its screen, how many runs each attempt has."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from domain.kinds import AttemptSource, AttemptStatus, Outcome
+from storage.counted import COUNTED_ROOT, NOT_REFERENCE, counted_levels
+from storage.queries import Reader, _rows
+
+if TYPE_CHECKING:
+    from domain.attempts import Run
+
+
+def counted_ladders(db: Reader, migration_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+    """Counted attempt id, for those with re-runs of their commit (the others count their own
+    verdicts) -> {"effective": outcomes of levels 1-5, "automated": the same without
+    overrides (None: no verdict on any run), "decided": ((level, re-run id), ...) of the effective
+    outcomes a re-run gave where the attempt's own run says otherwise (or nothing), "runs": how
+    many runs it has}, for the migrations' attempts."""
+    where = "a.migration_id IN (SELECT value FROM json_each(:migrations))"
+    # flat rows, tagged: correlated reads of the grouped CTEs would scan them once per attempt
+    sql = f"""WITH {counted_levels(where)}
+    SELECT 'level', attempt_id, level, outcome, run_id, automated FROM counted_level
+    UNION ALL SELECT 'own', attempt_id, level, outcome, run_id, NULL FROM run_level WHERE run_id = attempt_id
+    UNION ALL SELECT 'runs', attempt_id, count(*), NULL, NULL, NULL FROM counted_run GROUP BY attempt_id"""
+    levels: dict[int, list[tuple[int, str, int, str]]] = {}
+    own: dict[tuple[int, int], str] = {}
+    counts: dict[int, int] = {}
+    for tag, attempt_id, level, outcome, run_id, auto in db.execute(sql, {"migrations": json.dumps(list(migration_ids))}):
+        if tag == "level":
+            levels.setdefault(attempt_id, []).append((level, outcome, run_id, auto))
+        elif tag == "own":
+            own[(attempt_id, level)] = outcome
+        else:
+            counts[attempt_id] = level
+    out: dict[int, dict[str, Any]] = {}
+    for attempt_id, runs in counts.items():
+        effective: list[str | None] = [None] * 5
+        automated: list[str | None] = [None] * 5
+        decided = []
+        for level, outcome, run_id, auto in sorted(levels.get(attempt_id, [])):
+            if 1 <= level <= 5:
+                effective[level - 1], automated[level - 1] = outcome, auto
+                if run_id != attempt_id and outcome != own.get((attempt_id, level)):
+                    decided.append((level, run_id))
+        out[attempt_id] = {"effective": tuple(effective), "automated": tuple(automated),
+                           "decided": tuple(decided), "runs": runs}
+    return out
+
+
+def root_of(db: Reader, attempt_id: int) -> int:
+    """The counted attempt that `attempt_id` is a run of: itself, or the agent attempt it re-ran
+    (following a chain stored before m018 flattened them)."""
+    seen = set()
+    while attempt_id not in seen:
+        seen.add(attempt_id)
+        row = db.execute("SELECT rerun_of FROM attempt WHERE id = ?", [attempt_id]).fetchone()
+        if row is None or row[0] is None:
+            break
+        attempt_id = row[0]
+    return attempt_id
+
+
+def attempt_runs(db: Reader, attempt_id: int) -> list[Run]:
+    """The runs of the counted attempt that `attempt_id` is a run of, oldest first: itself, then
+    its re-runs (of any commit; `counted` False for one at another commit, which no count reads),
+    each with its own effective outcomes."""
+    from domain.attempts import Run
+
+    root = root_of(db, attempt_id)
+    sql = """
+    SELECT r.id, r.seq, r.source, r.status, r.started_at, r.commit_sha,
+           r.id = :root OR r.commit_sha = (SELECT commit_sha FROM attempt WHERE id = :root) AS counted,
+           (SELECT json_group_object(v.level, COALESCE((SELECT o.outcome FROM verdict_override o
+                WHERE o.verdict_id = v.id ORDER BY o.id DESC LIMIT 1), v.outcome))
+            FROM verdict v WHERE v.attempt_id = r.id AND v.superseded_by IS NULL) AS ladder
+    FROM attempt r WHERE r.id = :root OR r.rerun_of = :root ORDER BY r.seq"""
+    out = []
+    for row in _rows(db, sql, {"root": root}):
+        levels = json.loads(row["ladder"] or "{}")
+        out.append(Run(row["id"], row["seq"], AttemptSource(row["source"]), AttemptStatus(row["status"]),
+                       row["started_at"], row["commit_sha"], bool(row["counted"]),
+                       tuple(Outcome(levels[str(n)]) if str(n) in levels else None for n in range(1, 6))))
+    return out
+
+
+def run_counts(db: Reader, migration_id: int) -> dict[int, int]:
+    """Counted attempt id -> how many runs it has (itself and its re-runs of its commit), for the
+    migration's attempts with at least one re-run."""
+    rows = db.execute(f"""
+        SELECT a.id, count(*) + 1 FROM attempt a
+        JOIN attempt r ON r.rerun_of = a.id AND r.commit_sha = a.commit_sha AND r.{NOT_REFERENCE}
+        WHERE a.migration_id = ? AND {COUNTED_ROOT} GROUP BY a.id""", [migration_id]).fetchall()
+    return {int(r[0]): int(r[1]) for r in rows}
+
+
+def counted_totals(db: Reader, migration_id: int | None = None) -> dict[str, int]:
+    """Counted agent attempts (re-runs folded in), verified, failed, silent and over-claims, of one
+    migration or the whole study: the figures the app's header and the report count."""
+    from storage.queries import EFFECTIVE_VERDICTS, attempt_stats
+
+    where = None if migration_id is None else "a.migration_id = :m"
+    row = _rows(db, f"""WITH {EFFECTIVE_VERDICTS}, {attempt_stats(where)}
+        SELECT count(*) AS attempts, COALESCE(SUM(verified), 0) AS verified, COALESCE(SUM(failed), 0) AS failed,
+               COALESCE(SUM(silent), 0) AS silent, COALESCE(SUM(over_claim), 0) AS over_claims
+        FROM attempt_stat""", {"m": migration_id})[0]
+    return {k: int(v) for k, v in row.items()}

@@ -1,0 +1,278 @@
+"""A re-run is another run of the attempt it re-ran (issue 38): one counted row per agent
+attempt, the same counts in the app's header, `workbench verify` and the report, a re-run of a
+re-run attached to the original, hidden while its attempt is, listed on the attempt's screen.
+
+Re-runs are made as the runner makes them: a job stored with `storage.jobs.insert_job`, its
+output written to the job's log, stored and verified by `workbench.rerun.finish.store_result`.
+Their output is another demo attempt's log, so the verifier judges real evidence."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from test_app import screen_text, settle, table
+
+from cli.main import main
+from domain.jobs import JobSpec
+from domain.kinds import Outcome
+from domain.ladder import counted_outcome, highest_level
+from screens.app import WorkbenchApp
+from screens.attempt import AttemptScreen, RunsTable
+from storage import queries, review, runs, schema
+from storage.database import open_study
+from storage.jobs import insert_job
+from storage.logs import log_chunks
+from workbench.blind import runs_seen_by
+from workbench.report.build import build_report
+from workbench.rerun.finish import store_result
+
+MLP = "mlp-classifier"
+
+
+def attempt_id(db, slug: str, seq: int) -> int:
+    migration = queries.get_migration(db, slug)
+    found = queries.attempt_id_by_seq(db, migration.id, seq)
+    assert found is not None
+    return found
+
+
+def rerun(db, tmp_path: Path, of: int, output_of: int) -> int:
+    """A finished re-run of attempt `of` whose output is attempt `output_of`'s log; its attempt id."""
+    row = db.execute("SELECT migration_id, log_id FROM attempt WHERE id = ?", [output_of]).fetchone()
+    spec = JobSpec(migration_id=row[0], attempt_id=of, backend="local", argv=("python", "train.py"))
+    job = insert_job(db, spec, "ana", lambda job_id: tmp_path / f"job-{job_id}")
+    job.dir.mkdir(parents=True, exist_ok=True)
+    job.log_path.write_bytes(b"".join(log_chunks(db, row[1])))
+    exit_code = db.execute("SELECT exit_code FROM attempt WHERE id = ?", [output_of]).fetchone()[0]
+    new_id, _ = store_result(db, job, exit_code=exit_code, timed_out=False, started_at="2026-12-01T10:00:00Z",
+                             ended_at="2026-12-01T10:05:00Z", reviewer="ana")
+    return new_id
+
+
+@pytest.fixture
+def study(demo_source: Path, tmp_path: Path):
+    path = tmp_path / "demo.db"
+    shutil.copy(demo_source, path)
+    s = open_study(path)
+    yield s
+    s.close()
+
+
+def header_counts(db) -> dict[str, int]:
+    totals = queries.study_totals(db)
+    return {k: totals[k] for k in ("attempts", "failed", "silent", "over_claims")}
+
+
+def verify_counts(path: Path) -> dict[str, int]:
+    """What `workbench verify` says it counted (its `counted:` line on stderr)."""
+    result = CliRunner().invoke(main, ["verify", str(path)])
+    assert result.exit_code == 0, result.output
+    line = next(line for line in result.stderr.splitlines() if line.startswith("counted:"))
+    found = re.search(r"(\d+) attempts? .* (\d+) verified, (\d+) failed \((\d+) silent\), (\d+) over-claim", line)
+    assert found, line
+    attempts, _, failed, silent, over = map(int, found.groups())
+    return {"attempts": attempts, "failed": failed, "silent": silent, "over_claims": over}
+
+
+def report_counts(db) -> dict[str, int]:
+    t = build_report(db).totals
+    return {"attempts": t.attempts.n, "failed": t.failed.part.n, "silent": t.silent.part.n,
+            "over_claims": t.over_claims.part.n}
+
+
+def migration_counts(db) -> dict[str, int]:
+    rows = list(queries.iter_migration_summaries(db))
+    return {"attempts": sum(r.attempts for r in rows), "failed": sum(r.failed for r in rows),
+            "silent": sum(r.silent_failures for r in rows), "over_claims": sum(r.over_claims for r in rows)}
+
+
+def counted_ladder(db, of: int) -> tuple[str | None, ...]:
+    """The attempt's counted ladder as the domain rule gives it from its runs and their overrides."""
+    rows = db.execute(
+        "SELECT a.seq, v.level, COALESCE(o.outcome, v.outcome), o.id FROM attempt a"
+        " JOIN verdict v ON v.attempt_id = a.id AND v.superseded_by IS NULL"
+        " LEFT JOIN verdict_override o ON o.id = (SELECT MAX(x.id) FROM verdict_override x WHERE x.verdict_id = v.id)"
+        " WHERE a.id = ? OR a.rerun_of = ?", [of, of]).fetchall()
+    return tuple(counted_outcome([(seq, outcome, oid) for seq, lvl, outcome, oid in rows if lvl == level])
+                 for level in range(1, 6))
+
+
+def test_a_rerun_replaces_its_attempts_verdict_and_every_count_agrees(study) -> None:
+    db = study.db
+    before = header_counts(db)
+    crashed, good = attempt_id(db, MLP, 1), attempt_id(db, MLP, 4)  # #1 crashed (L1 fails); #4 reached L4
+    assert before == report_counts(db) == migration_counts(db) == verify_counts(study.path)
+    new = rerun(db, study.path.parent, crashed, output_of=good)
+    assert db.execute("SELECT source, rerun_of FROM attempt WHERE id = ?", [new]).fetchone() == ("rerun", crashed)
+    own = {r.id: r for r in runs.attempt_runs(db, crashed)}
+    assert list(own) == [crashed, new] and own[new].ladder[0] is Outcome.PASS
+
+    after = header_counts(db)
+    assert after["attempts"] == before["attempts"]  # a run of #1, not a seventh attempt
+    assert after == report_counts(db) == migration_counts(db) == verify_counts(study.path)
+    ladder = counted_ladder(db, crashed)
+    assert ladder[0] == "pass"  # the latest run passed level 1: the crash no longer counts
+    counted = runs.counted_ladders(db, [queries.get_migration(db, MLP).id])[crashed]
+    assert counted["effective"] == ladder and counted["runs"] == 2
+    facts = {a.id: a for m in build_report(db).migrations for a in m.attempt_facts}
+    assert facts[crashed].level == highest_level(dict(zip(range(1, 6), ladder)))
+    assert review.ladder_counts(db).attempts == after["attempts"]
+
+    # the migration lists #1 once, with its counted ladder, marked with its runs
+    rows = list(queries.iter_attempt_summaries(db, queries.get_migration(db, MLP).id))
+    assert new not in {r.attempt.id for r in rows}
+    first = next(r for r in rows if r.attempt.id == crashed)
+    assert first.runs == 2 and tuple(o and o.value for o in first.ladder) == ladder
+    # its failure is the one of the run that decided its lowest failing level, as counted: here level 3,
+    # which the re-run left unknown, so the crashed run's fail (and its cause) still stands
+    lowest = next(n for n, o in enumerate(ladder, start=1) if o == "fail")
+    decider = dict(counted["decided"]).get(lowest, crashed)
+    assert (lowest, decider) == (3, crashed) and own[new].ladder[2] is Outcome.UNKNOWN
+    assert first.failure is not None and first.failure.attempt_id == decider
+
+
+def test_an_override_counts_the_same_everywhere(study) -> None:
+    from storage import records
+
+    db = study.db
+    crashed, good = attempt_id(db, MLP, 1), attempt_id(db, MLP, 4)
+    new = rerun(db, study.path.parent, crashed, output_of=good)
+    # a reviewer fails level 1 of the re-run's attempt on its original run: the override wins
+    verdict = db.execute("SELECT id FROM verdict WHERE attempt_id = ? AND level = 1 AND superseded_by IS NULL",
+                         [crashed]).fetchone()[0]
+    records.add_verdict_override(db, verdict_id=verdict, outcome=Outcome.FAIL, justification="the crash stands",
+                                 reviewer="ana")
+    assert counted_ladder(db, crashed)[0] == "fail"
+    assert header_counts(db) == report_counts(db) == migration_counts(db) == verify_counts(study.path)
+    # an override on the re-run, later, wins over the older one
+    verdict = db.execute("SELECT id FROM verdict WHERE attempt_id = ? AND level = 1 AND superseded_by IS NULL",
+                         [new]).fetchone()[0]
+    records.add_verdict_override(db, verdict_id=verdict, outcome=Outcome.PASS, justification="ran fine here",
+                                 reviewer="ana")
+    assert counted_ladder(db, crashed)[0] == "pass"
+    assert header_counts(db) == report_counts(db) == migration_counts(db) == verify_counts(study.path)
+
+
+def test_a_rerun_of_a_rerun_is_a_run_of_the_original(study) -> None:
+    db = study.db
+    crashed, good = attempt_id(db, MLP, 1), attempt_id(db, MLP, 4)
+    first = rerun(db, study.path.parent, crashed, output_of=good)
+    second = rerun(db, study.path.parent, first, output_of=crashed)  # re-ran the re-run: it crashed again
+    assert db.execute("SELECT rerun_of FROM attempt WHERE id = ?", [second]).fetchone()[0] == crashed
+    assert [r.id for r in runs.attempt_runs(db, second)] == [crashed, first, second]
+    assert counted_ladder(db, crashed)[0] == "fail"  # the latest run failed level 1 again
+    row = next(r for r in queries.iter_attempt_summaries(db, queries.get_migration(db, MLP).id)
+               if r.attempt.id == crashed)
+    assert row.runs == 3 and row.failure is not None and row.failure.attempt_id == second  # its failure shows
+    assert header_counts(db) == report_counts(db) == migration_counts(db) == verify_counts(study.path)
+
+
+def test_m018_flattens_a_stored_chain(study) -> None:
+    db = study.db
+    crashed, good = attempt_id(db, MLP, 1), attempt_id(db, MLP, 4)
+    first = rerun(db, study.path.parent, crashed, output_of=good)
+    second = rerun(db, study.path.parent, crashed, output_of=good)
+    db.execute("UPDATE attempt SET rerun_of = ? WHERE id = ?", [first, second])  # as a study before m018 kept it
+    db.conn.commit()
+    assert runs.root_of(db, second) == crashed  # reads follow an old chain
+    schema.m018_runs_of_an_attempt(db)
+    assert db.execute("SELECT rerun_of FROM attempt WHERE id = ?", [second]).fetchone()[0] == crashed
+    assert "idx_attempt_rerun_of" in {i.name for i in db.table("attempt").indexes}
+
+
+def test_a_rerun_is_hidden_while_its_attempt_is(study) -> None:
+    from storage.judgements import add_assignments, add_judgement
+
+    db = study.db
+    crashed, good = attempt_id(db, MLP, 1), attempt_id(db, MLP, 4)
+    new = rerun(db, study.path.parent, crashed, output_of=good)
+    add_assignments(db, [(crashed, "ben")], blind=True, seed=1, overlap=0.0, assigned_by="ana")
+    assert queries.hidden_attempts(db, "ben", [crashed, new]) == {crashed, new}
+    assert queries.hidden_attempts(db, "ana", [crashed, new]) == set()
+    seen = {r.id: r for r in runs_seen_by(db, "ben", crashed)}
+    assert seen[new].hidden and seen[new].ladder == (None,) * 5
+    add_judgement(db, attempt_id=crashed, reviewer="ben", levels=[Outcome.FAIL] + [Outcome.UNKNOWN] * 4,
+                  cause=None, note="", blind=True, active_seconds=10.0)
+    assert queries.hidden_attempts(db, "ben", [crashed, new]) == set()
+    # in a blind study a re-run shows once its attempt is judged: the attempt's counted verdicts are its
+    from storage.judgements import set_study_blind
+
+    set_study_blind(db, True, "ana")
+    assert queries.hidden_attempts(db, "ben", [crashed, new]) == set()
+    assert queries.hidden_attempts(db, "cy", [crashed, new]) == {crashed, new}
+
+
+async def test_the_attempt_screen_lists_its_runs_and_opens_one(study) -> None:
+    db = study.db
+    crashed, good = attempt_id(db, MLP, 1), attempt_id(db, MLP, 4)
+    new = rerun(db, study.path.parent, crashed, output_of=good)
+    new_seq = db.execute("SELECT seq FROM attempt WHERE id = ?", [new]).fetchone()[0]
+    study.close()
+    app = WorkbenchApp(study.path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("j", "enter")  # mlp-classifier
+        await settle(pilot)
+        rows = table(app)
+        assert rows.row_count == 5  # the reference and four agent attempts: no row for the re-run
+        assert "2 runs" in screen_text(app)
+        await pilot.press("j", "enter")  # #1 (the reference run is the first row)
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, AttemptScreen) and screen.summary.attempt.id == crashed
+        await pilot.press("R")
+        await settle(pilot)
+        runs_table = screen.query_one(RunsTable)
+        assert screen.focused is runs_table and runs_table.row_count == 2
+        assert "Runs of this attempt" in screen_text(app)
+        await pilot.press("j", "enter")
+        await settle(pilot)
+        shown = app.screen
+        assert isinstance(shown, AttemptScreen) and shown.summary.attempt.id == new
+        assert f"#{new_seq}" in screen_text(app)
+        assert shown.anchor == crashed  # not a row of the list: it stands where its attempt does
+        await pilot.press("right_square_bracket")
+        await settle(pilot)
+        assert app.screen is shown and shown.summary.attempt.seq == 2  # ] steps on from #1
+
+
+async def test_the_palette_opens_a_rerun_though_it_is_not_a_row(study) -> None:
+    db = study.db
+    crashed, good = attempt_id(db, MLP, 1), attempt_id(db, MLP, 4)
+    new = rerun(db, study.path.parent, crashed, output_of=good)
+    study.close()
+    app = WorkbenchApp(study.path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        app.open_attempt(MLP, new)  # what the palette's "Open attempt" does
+        await settle(pilot)
+        assert isinstance(app.screen, AttemptScreen) and app.screen.summary.attempt.id == new
+        assert "not in this migration" not in screen_text(app)
+
+
+def test_a_list_filter_matching_a_rerun_finds_its_attempt(study) -> None:
+    from storage.review import filtered_attempts, parse_filter
+
+    db = study.db
+    crashed, good = attempt_id(db, MLP, 1), attempt_id(db, MLP, 4)
+    rerun(db, study.path.parent, crashed, output_of=good)
+    mid = queries.get_migration(db, MLP).id
+    found = filtered_attempts(db, mid, parse_filter("source:rerun"), after=None, limit=50)
+    assert [(s.attempt.id, s.runs) for s in found] == [(crashed, 2)]
+
+
+@pytest.mark.parametrize(("runs", "want"), [
+    ([], None),
+    ([(1, "fail", None), (5, "pass", None)], "pass"),          # the latest run that passed or failed
+    ([(1, "fail", None), (5, "unknown", None)], "fail"),       # unknown does not undo a fail
+    ([(1, "unknown", None), (5, "unknown", None)], "unknown"),
+    ([(1, "pass", 7), (5, "fail", None)], "pass"),             # a reviewer's override wins
+    ([(1, "pass", 7), (5, "fail", 9)], "fail"),                # the latest override
+    ([(1, None, None), (3, "pass", None)], "pass"),            # a run without a verdict at the level
+])
+def test_the_counted_outcome_rule(runs, want) -> None:
+    assert counted_outcome(runs) == want
