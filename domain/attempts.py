@@ -133,8 +133,9 @@ class Run:
     started_at: str | None
     commit: str
     counted: bool
-    """Counted with the attempt: the attempt itself or a re-run of its commit (not a bisection
-    step of `workbench explain` at another commit)."""
+    """Counted with the attempt: the attempt itself or a re-run of its commit, not one of
+    `workbench explain`'s runs (each changes a factor on purpose: 1 device, other libraries,
+    another commit)."""
     ladder: tuple[Outcome | None, ...]
     """The run's own effective outcomes, levels 1-5 (None: no verdict)."""
     hidden: bool = False

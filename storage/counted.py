@@ -10,8 +10,9 @@ Python; tests/test_runs.py checks both agree):
 - else the latest verified run (by seq) that passed or failed the level decides it;
 - else it stays unknown (the latest run's).
 
-Only re-runs of the attempt's own commit count: `workbench explain` runs the attempt's command at
-other commits (a bisection step), which is not evidence about this attempt's code.
+Only re-runs of the attempt's own commit count, and none that `workbench explain` made: its runs
+change one factor on purpose (1 device, the reference's libraries or device, another commit), so
+what they show is the experiment's, not this attempt's verdict.
 """
 
 from __future__ import annotations
@@ -23,6 +24,11 @@ COUNTED_ROOT = f"a.{NOT_REFERENCE} AND +a.rerun_of IS NULL"
 """SQL on attempt row `a`: a counted attempt, i.e. not a reference run and not a re-run of one. (The
 unary `+` keeps the planner off idx_attempt_rerun_of for it: nearly every row matches, and a
 walk of that index reads the table in index order, twice as slow as a scan.)"""
+
+COUNTED_RERUN = (f"r.rerun_of = a.id AND r.commit_sha = a.commit_sha AND r.{NOT_REFERENCE} AND NOT EXISTS "
+                 "(SELECT 1 FROM job j WHERE j.result_attempt_id = r.id AND json_extract(j.options, '$.explain') IS NOT NULL)")
+"""SQL joining re-run `r` to its counted attempt `a`: a run of the attempt's own commit, not one of
+explain's (its jobs carry `options.explain`)."""
 
 _KEY = 1 << 40
 """Orders a level's candidates: overrides (by id) above definite outcomes (by the run's seq)
@@ -52,7 +58,7 @@ counted_run AS (
     SELECT a.id AS attempt_id, a.id AS run_id, a.seq FROM attempt a WHERE {scope}
     UNION ALL
     SELECT a.id, r.id, r.seq FROM attempt a
-    JOIN attempt r ON r.rerun_of = a.id AND r.commit_sha = a.commit_sha AND r.{NOT_REFERENCE}
+    JOIN attempt r ON {COUNTED_RERUN}
     WHERE {scope}
 ),
 run_level AS (

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from domain.kinds import AttemptSource, AttemptStatus, Outcome
-from storage.counted import COUNTED_ROOT, NOT_REFERENCE, counted_levels
+from storage.counted import COUNTED_RERUN, COUNTED_ROOT, counted_levels
 from storage.queries import Reader, _rows
 
 if TYPE_CHECKING:
@@ -67,14 +67,14 @@ def root_of(db: Reader, attempt_id: int) -> int:
 
 def attempt_runs(db: Reader, attempt_id: int) -> list[Run]:
     """The runs of the counted attempt that `attempt_id` is a run of, oldest first: itself, then
-    its re-runs (of any commit; `counted` False for one at another commit, which no count reads),
-    each with its own effective outcomes."""
+    its re-runs (of any commit; `counted` False for one at another commit or made by explain, which
+    no count reads), each with its own effective outcomes."""
     from domain.attempts import Run
 
     root = root_of(db, attempt_id)
-    sql = """
+    sql = f"""
     SELECT r.id, r.seq, r.source, r.status, r.started_at, r.commit_sha,
-           r.id = :root OR r.commit_sha = (SELECT commit_sha FROM attempt WHERE id = :root) AS counted,
+           r.id = :root OR EXISTS (SELECT 1 FROM attempt a WHERE a.id = :root AND {COUNTED_RERUN}) AS counted,
            (SELECT json_group_object(v.level, COALESCE((SELECT o.outcome FROM verdict_override o
                 WHERE o.verdict_id = v.id ORDER BY o.id DESC LIMIT 1), v.outcome))
             FROM verdict v WHERE v.attempt_id = r.id AND v.superseded_by IS NULL) AS ladder
@@ -93,7 +93,7 @@ def run_counts(db: Reader, migration_id: int) -> dict[int, int]:
     migration's attempts with at least one re-run."""
     rows = db.execute(f"""
         SELECT a.id, count(*) + 1 FROM attempt a
-        JOIN attempt r ON r.rerun_of = a.id AND r.commit_sha = a.commit_sha AND r.{NOT_REFERENCE}
+        JOIN attempt r ON {COUNTED_RERUN}
         WHERE a.migration_id = ? AND {COUNTED_ROOT} GROUP BY a.id""", [migration_id]).fetchall()
     return {int(r[0]): int(r[1]) for r in rows}
 

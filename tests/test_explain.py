@@ -258,6 +258,17 @@ def test_a_device_count_fault_follows_topology_and_a_rerun_on_n_stands_for_its_o
         assert again["explained_by"] == "topology" and again["budget"]["runs"] == 1
         assert again["factors"][1]["runs"][1] == {**many, "state": "recorded"}
         assert len(list_jobs(study.db)) == 3
+        # explain's runs are experiments, not runs of the attempt: no count reads them (the 1-device
+        # run passes level 2, and would have turned the attempt's counted level 2 into a pass)
+        from storage import queries
+        from storage.runs import attempt_runs, counted_ladders, run_counts
+
+        mine = attempt(study, "toy", 2)
+        assert [r.counted for r in attempt_runs(study.db, mine.id)] == [True, False, False, False]
+        assert mine.id not in run_counts(study.db, mine.migration_id)
+        counted = counted_ladders(study.db, [mine.migration_id])[mine.id]   # its own run alone
+        assert counted["runs"] == 1 and counted["effective"][1] == "fail"
+        assert {v.level: v.outcome.value for v in queries.verdicts(study.db, mine.id)}[2] == "fail"
     finally:
         study.close()
 

@@ -127,7 +127,7 @@ class _Explainer:
             changes = [c for c in changes if c["name"] != name]
             changes.append({"name": name, "recorded": recorded.get(name, "(unset)"), "used": value, "why": why})
         options = {**options, **({"env_changes": changes} if changes else {}),
-                   **({"explain": explain} if explain else {})}
+                   "explain": explain or {"why": why}}   # marks explain's runs: no count reads them
         return jobs.with_changes(spec, env=run_env, options=options)
 
     def run(self, spec: Any) -> dict[str, Any]:
