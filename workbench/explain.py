@@ -11,7 +11,6 @@ spent. See docs/explain.md.
 
 from __future__ import annotations
 
-import re
 import subprocess
 import time
 from collections.abc import Callable
@@ -31,14 +30,23 @@ DEVICE_VAR = "WORKBENCH_DEVICE"
 REFERENCE_DEVICE = "cpu"
 """The reference's device on this machine: plain torch on the CPU (no GPU here)."""
 ACCELERATOR_RUNTIMES = ("torch_xla", "torchax", "torch_tpu")
-_SIGMAS = re.compile(r"(\d+(?:\.\d+)?|inf)σ")
 
 
 def sigmas(reason: str) -> float | None:
     """The largest deviation in the noise's units (σ of the reference's replicates) that a level-2
     reason states (the verifier's band, workbench.verify.ladder); None where it states none (no
     replicates: the noise was not measured)."""
-    found = [float(x) for x in _SIGMAS.findall(reason or "")]
+    found = []
+    for piece in (reason or "").split("σ")[:-1]:   # the number just before each σ: read backwards, no pattern
+        tail = piece[-32:]
+        start = len(tail)
+        while start and (tail[start - 1].isdigit() or tail[start - 1] == "."):
+            start -= 1
+        number = "inf" if tail.endswith("inf") else tail[start:].strip(".")
+        try:
+            found.append(float(number))
+        except ValueError:
+            continue
     return max(found) if found else None
 
 

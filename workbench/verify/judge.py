@@ -55,8 +55,7 @@ def judge(
                             reference.probe_reports if reference is not None else None, intended.kind)
     said = {c for c, _ in l1.causes}
     l1 = with_findings(l1, [f for f in traced if f.level == 1 and f.cause not in said])   # the log's NaN said it
-    unseen = trace.no_step_seen(run.probes(), run.probe_reports)
-    if unseen:
+    if unseen := trace.no_step_seen(run.probes(), run.probe_reports):
         l1 = replace(l1, reason=f"{l1.reason}; {unseen}")
     if l1.outcome is PASS:   # a run that did not complete has not shown how it trained
         l2 = with_findings(l2, [f for f in traced if f.level == 2])
