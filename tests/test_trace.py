@@ -92,8 +92,9 @@ def test_a_compile_at_every_evaluation_and_none_for_a_stable_one(torch_python, t
     assert _causes(reports, "torch_xla") == []
 
 
-def test_judge_names_the_trace_cause_and_the_attempt_is_silent(ddp_runs):
-    """Through the ladder: the same run fails level 3 with the trace's cause, exit 0, so silent."""
+def _judged(reports: list[dict], log: bytes, chips: int, argv: tuple[str, ...], series: dict | None = None):
+    """Through the ladder, as `verify` judges a re-run that exited 0 with no reference: `series`
+    stored (the probe's, as a re-run stores them, unless given)."""
     from domain.models import (
         Attempt,
         AttemptSource,
@@ -104,7 +105,6 @@ def test_judge_names_the_trace_cause_and_the_attempt_is_silent(ddp_runs):
         Goal,
         Migration,
         MigrationStatus,
-        Outcome,
         Study,
         Target,
     )
@@ -113,16 +113,21 @@ def test_judge_names_the_trace_cause_and_the_attempt_is_silent(ddp_runs):
     from workbench.verify.logscan import scan_chunks
     from workbench.verify.settings import merge
 
-    migration = Migration(1, "m", "m", "/r", "c0", Target("cpu", 2, "torch"),
+    migration = Migration(1, "m", "m", "/r", "c0", Target("cpu", chips, "torch"),
                           Goal("loss", 0.1, Direction.MIN, 1.0), Budgets(), MigrationStatus.IN_PROGRESS)
-    attempt = Attempt(1, 1, 1, AttemptSource.RERUN, "c", Command(("torchrun", "ddp.py"), ".", {}),
+    attempt = Attempt(1, 1, 1, AttemptSource.RERUN, "c", Command(argv, ".", {}),
                       AttemptStatus.OK, exit_code=0)
+    stored = probe.series(probe.main_report(reports)) if series is None else series
+    return judge(Run(attempt, scan_chunks([log]), stored, "stored", reports), None, migration, Study("s", "s"),
+                 merge({}))
+
+
+def test_judge_names_the_trace_cause_and_the_attempt_is_silent(ddp_runs):
+    """Through the ladder: the same run fails level 3 with the trace's cause, exit 0, so silent."""
+    from domain.models import Outcome
+
     log = b"step 8 done\nstep 16 done\nstep 24 done\n"
-    verdicts = {}
-    for mode in ("correct", "no_allreduce"):
-        series = probe.series(probe.main_report(ddp_runs[mode]))   # the probe's loss, as a re-run stores it
-        run = Run(attempt, scan_chunks([log]), series, "stored", ddp_runs[mode])
-        verdicts[mode] = judge(run, None, migration, Study("s", "s"), merge({}))
+    verdicts = {mode: _judged(ddp_runs[mode], log, 2, ("torchrun", "ddp.py")) for mode in ("correct", "no_allreduce")}
     assert verdicts["correct"].levels[2].outcome is not Outcome.FAIL and verdicts["correct"].cause is None
     bad = verdicts["no_allreduce"]
     assert bad.levels[2].outcome is Outcome.FAIL and bad.cause is FailureCause.NO_GRADIENT_REDUCTION and bad.silent
@@ -140,33 +145,10 @@ with torch.no_grad():
 def test_a_trace_that_saw_no_step_says_so_in_the_verdicts(torch_python, tmp_path):  # noqa: F811
     """A program that never trains leaves a probe report with no step: level 1 says the trace
     checked nothing, where a training run's trace (TRACED) gets no such words."""
-    from domain.models import (
-        Attempt,
-        AttemptSource,
-        AttemptStatus,
-        Budgets,
-        Command,
-        Direction,
-        Goal,
-        Migration,
-        MigrationStatus,
-        Study,
-        Target,
-    )
-    from workbench.verify.judge import judge
-    from workbench.verify.ladder import Run
-    from workbench.verify.logscan import scan_chunks
-    from workbench.verify.settings import merge
-
-    migration = Migration(1, "m", "m", "/r", "c0", Target("cpu", 1, "torch"),
-                          Goal("loss", 0.1, Direction.MIN, 1.0), Budgets(), MigrationStatus.IN_PROGRESS)
-    attempt = Attempt(1, 1, 1, AttemptSource.RERUN, "c", Command(("python", "x.py"), ".", {}),
-                      AttemptStatus.OK, exit_code=0)
     reasons = {}
     for name, script in (("forward", FORWARD_ONLY), ("training", TRACED.replace("READ_EVERY_STEP", "0"))):
         done, reports = _run(torch_python, script, tmp_path / name, True)
         assert done.returncode == 0 and reports, done.stderr[-2000:]
-        run = Run(attempt, scan_chunks([done.stdout.encode()]), {}, "stored", reports)
-        reasons[name] = judge(run, None, migration, Study("s", "s"), merge({})).levels[0].reason
+        reasons[name] = _judged(reports, done.stdout.encode(), 1, ("python", "x.py"), series={}).levels[0].reason
     assert "the probe's trace saw no training step in 1 process(es)" in reasons["forward"], reasons
     assert "saw no training step" not in reasons["training"], reasons
