@@ -67,11 +67,12 @@ def log_info(db: Database, log_id: int) -> LogInfo | None:
 
 
 def attempt_record(db: Database, attempt_id: int) -> dict[str, Any]:
-    """The attempt's row as stored, less its id: every field a verdict depends on."""
+    """The attempt's row as stored, less its id and its verdict code (m019: the verdicts' own
+    summary, written by verifying it): every field a verdict depends on."""
     rows = select_rows(db, "SELECT * FROM attempt WHERE id = ?", [attempt_id])
     if not rows:
         return {}
-    return {k: v for k, v in rows[0].items() if k != "id"}
+    return {k: v for k, v in rows[0].items() if k not in ("id", "verdict_code")}
 
 
 def reference_attempt(db: Database, migration_id: int) -> Attempt | None:

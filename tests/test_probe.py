@@ -82,7 +82,7 @@ def test_dump_lines_carry_probe_files_back(tmp_path):
     folder = tmp_path / "p"
     folder.mkdir()
     (folder / "probe-h-1.json").write_text(json.dumps({"x": "y" * 10000}))
-    done = subprocess.run([sys.executable, str(probe.INJECT_DIR / "workbench_probe.py"), "dump", str(folder)],
+    done = subprocess.run([sys.executable, str(probe.INJECT_DIR / "handback.py"), str(folder)],
                           capture_output=True, text=True)
     lines = done.stdout.splitlines()
     assert len(lines) > 1 and all(line.startswith("@@workbench-probe-file probe-h-1.json ") for line in lines)

@@ -148,8 +148,8 @@ def remote_script(ctx: Context, root: str) -> str:
     lines.append(f'cd "$HOME"/{shlex.quote(root)}/src/{shlex.quote(ctx.cwd)} || exit 97')
     lines.append(f'sh -c \'echo $$ > "$HOME"/{shlex.quote(root)}/pid; exec "$@"\' run {shlex.join(ctx.argv)}')
     lines.append("rc=$?")
-    lines.append(f'python3 "$HOME"/{shlex.quote(root)}/inject/workbench_probe.py dump "$HOME"/{shlex.quote(root)}/probe'
-                 " 2>/dev/null || python \"$HOME\"/" + shlex.quote(root) + "/inject/workbench_probe.py dump \"$HOME\"/"
+    lines.append(f'python3 "$HOME"/{shlex.quote(root)}/inject/handback.py "$HOME"/{shlex.quote(root)}/probe'
+                 " 2>/dev/null || python \"$HOME\"/" + shlex.quote(root) + "/inject/handback.py \"$HOME\"/"
                  + shlex.quote(root) + "/probe")
     lines.append("exit $rc")
     return "\n".join(lines)
@@ -170,7 +170,7 @@ def _artifacts(ctx: Context) -> tuple[Path, Path]:
     code = bundle(ctx.worktree, ctx.job_dir / "code.bundle")
     tar = ctx.job_dir / "probe.tar"
     with tarfile.open(tar, "w") as out:
-        for name in ("sitecustomize.py", "workbench_probe.py"):
+        for name in ("sitecustomize.py", "workbench_probe.py", "handback.py"):
             out.add(INJECT_DIR / name, arcname=name)
     return code, tar
 
