@@ -435,3 +435,5 @@ class StudyReport:
     attempt_texts: bool = True
     """The attempts carry their command, claim and failure note; False: those are empty, and only
     the formats that show none of them can be rendered (workbench.report.render)."""
+    loss_curves: bool = True
+    """Each migration's `loss` was read; False: left empty, and html (which draws it) cannot be rendered."""
