@@ -98,3 +98,24 @@ def test_a_report_without_loss_curves_is_the_same_in_every_format_that_draws_non
                 assert render(lean, fmt) == render(full, fmt)
     finally:
         study.close()
+
+
+def test_building_and_rendering_leave_the_cycle_collector_as_they_found_it(demo_source: Path, tmp_path: Path) -> None:
+    """The collector is paused while a report is built and rendered (issue 39), and left as it was."""
+    import gc
+
+    path = tmp_path / "demo.db"
+    shutil.copy(demo_source, path)
+    study = open_study(path)
+    try:
+        assert gc.isenabled()
+        render(build_report(study.db, attempt_texts=False), "md")
+        assert gc.isenabled()
+        gc.disable()
+        try:
+            render(build_report(study.db, attempt_texts=False), "md")
+            assert not gc.isenabled()
+        finally:
+            gc.enable()
+    finally:
+        study.close()

@@ -7,7 +7,7 @@ table), `json` or `latex`. Every free text is redacted (workbench/redact.py) on 
 
 from __future__ import annotations
 
-from workbench.report.build import build_report
+from workbench.report.build import build_report, gc_paused
 from workbench.report.model import StudyReport
 
 FORMATS = ("md", "html", "csv", "json", "latex")
@@ -22,7 +22,13 @@ EXTENSIONS = {"md": ".md", "html": ".html", "csv": ".zip", "json": ".json", "lat
 
 
 def render(report: StudyReport, fmt: str) -> bytes:
-    """The report in one format, as the bytes of a file."""
+    """The report in one format, as the bytes of a file; the cycle collector paused meanwhile
+    (workbench.report.build.gc_paused)."""
+    with gc_paused():
+        return _render(report, fmt)
+
+
+def _render(report: StudyReport, fmt: str) -> bytes:
     if fmt in ATTEMPT_TEXT_FORMATS and not report.attempt_texts:
         raise ValueError(f"a {fmt} report shows the attempts' texts: build it with attempt_texts=True")
     if fmt in LOSS_FORMATS and not report.loss_curves:
