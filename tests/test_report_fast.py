@@ -30,6 +30,10 @@ def test_the_json_report_holds_what_json_dumps_wrote(demo_source: Path, tmp_path
     assert data.endswith(b"\n") and render_json(report).encode() == data
     assert json.loads(data) == json.loads(as_json_wrote(report))
     assert json.loads(data)["attempts"] and json.loads(data)["totals"]["attempts"]["n"] > 0
+    # orjson writes the attempts from their AttemptFacts: byte for byte what it wrote from dicts
+    import orjson
+
+    assert data == orjson.dumps(report_dict(report)) + b"\n"
 
 
 def test_a_report_with_a_non_finite_value_is_written_by_json(demo_source: Path, tmp_path: Path) -> None:
