@@ -62,19 +62,21 @@ def report_attempt_rows(db: Database, migration_ids: list[int], *, texts: bool =
 
     One row per attempt, every part an indexed lookup (the last step: idx_metric_point_attempt_step):
     a row per verdict and a grouped pass over every metric point cost most of a report on 15,000
-    attempts (issue 19). `texts` False reads NULL for argv, cwd, env, claim and failure_note (a
-    report that shows none of them: reading them was ~0.2 s of CPU at 150,000 attempts)."""
+    attempts (issue 19). `texts` False reads NULL for argv, cwd, env, claim, failure_note,
+    expected_source and failure_cause, and '' for status: what only a report's attempt rows show (a
+    report that shows none of them: reading them was ~0.3 s of CPU at 150,000 attempts)."""
     argv, claim, note = ("a.argv, a.cwd, a.env", "a.claim", "f.note") if texts else ("NULL AS argv, NULL AS cwd,"
                                                                                     " NULL AS env", "NULL", "NULL")
+    status, source, cause = (("a.status", expected_source_of("a"), "f.cause") if texts else ("''", "NULL", "NULL"))
     timed = "a.source = 'reference' OR v.wall_seconds IS NULL OR v.cost_dollars IS NULL"  # v.id NULL: both are
     sql = f"""
-    SELECT a.id, a.migration_id, a.seq, a.source, {argv}, a.status, a.exit_code,
+    SELECT a.id, a.migration_id, a.seq, a.source, {argv}, {status} AS status, a.exit_code,
            CASE WHEN {timed} THEN a.started_at END, CASE WHEN {timed} THEN a.ended_at END,
            {expected_level_of("a")} AS expected_level,
-           {expected_source_of("a")} AS expected_source, {claim} AS claim,
+           {source} AS expected_source, {claim} AS claim,
            a.intended_kind, a.intended_count, a.observed_kind, a.observed_count, a.rerun_of,
            v.id AS verification_id, v.wall_seconds, v.cost_dollars, v.time_ratio, v.cost_ratio,
-           f.id AS failure_id, f.cause AS failure_cause, f.silent AS failure_silent,
+           f.id AS failure_id, {cause} AS failure_cause, f.silent AS failure_silent,
            {note} AS failure_note,
            a.verdict_code,
            (SELECT MAX(p.step) FROM metric_point p WHERE p.attempt_id = a.id) AS last_step,

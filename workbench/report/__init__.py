@@ -12,9 +12,9 @@ from workbench.report.model import StudyReport
 
 FORMATS = ("md", "html", "csv", "json", "latex")
 ATTEMPT_TEXT_FORMATS = ("csv", "json")
-"""The formats that show each attempt's command, claim and failure note: a report for any other
-format is built without them (`build_report(..., attempt_texts=False)`), which spares a JSON
-decode, a shell quoting and a redaction per attempt."""
+"""The formats that show each attempt's row (its command, claim, failure note, status, cause...): a
+report for any other format is built without those (`build_report(..., attempt_texts=False)`),
+which spares a JSON decode, a shell quoting, a redaction and a few strings per attempt."""
 LOSS_FORMATS = ("html",)
 """The formats that draw each migration's loss curves: a report for any other format is built
 without reading them (`build_report(..., loss_curves=False)`)."""

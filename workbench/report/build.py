@@ -88,7 +88,8 @@ def _build_report(db: Database, slugs: list[str] | tuple[str, ...] | None, *, ps
                   attempt_texts: bool, loss_curves: bool) -> StudyReport:
     """The report over the whole study, or over the migrations named by `slugs`; `final` names
     the final-run rule (workbench.report.final); `attempt_texts` False leaves each attempt's
-    command, claim and failure note empty (for the formats that show none of them:
+    command, claim and failure note empty, its status '' and its expected level's source and
+    failure's cause None: what only the attempt rows show (for the formats that show none of them:
     workbench.report.ATTEMPT_TEXT_FORMATS); `loss_curves` False reads no loss series (only html draws
     them: workbench.report.LOSS_FORMATS; ~0.2 s of CPU at 150,000 attempts)."""
     from storage import queries, runs
@@ -197,25 +198,27 @@ def _attempts(rows, migrations, prices, override_rows, texts, counted):
     facts_by_migration: dict[int, list[AttemptFacts]] = defaultdict(list)
     reference_of: dict[int, int] = {}
     reference_runs: dict[int, tuple[float | None, float | None]] = {}
-    failures = {row[ID]: row for row in rows}  # a run's failure record, or its exit code
-    last_steps = {row[ID]: row[LAST_STEP] for row in rows}
+    reference_last: dict[int, int | None] = {}  # the last step of the reference run reference_of names
     verdicts, decided = _verdicts(rows, override_rows, counted)
+    failures = {row[ID]: row for row in rows} if decided else {}  # a run's failure record, or its exit code
     costs = (chip_cost, functools.cache(lambda kind: price_of(prices, kind)))  # a few kinds
     migration_by_id = {m.id: m for m in migrations}
     for row in rows:
+        migration_id = row[MIGRATION_ID]
         if row[SOURCE] == "reference":
-            reference_of[row[MIGRATION_ID]] = row[ID]  # rows come by seq: the last one wins
+            reference_of[migration_id] = row[ID]  # rows come by seq: the last one wins
+            reference_last[migration_id] = row[LAST_STEP]
             # its wall and cost as level 5 prices them: its observed kind and count, else intended, else 1
-            reference_runs[row[MIGRATION_ID]] = chip_cost(
+            reference_runs[migration_id] = chip_cost(
                 row[STARTED_AT], row[ENDED_AT], prices, row[OBSERVED_KIND] or row[INTENDED_KIND],
                 row[OBSERVED_COUNT] or row[INTENDED_COUNT] or 1)
             continue
-        reference_last = last_steps.get(reference_of.get(row[MIGRATION_ID], -1))
-        last = row[LAST_STEP]
-        measures = (last, is_smoke(last, reference_last), row[GOAL_VALUE], row[RERUN_OF],
-                    decided.get(row[ID], ()), _failure_row(row, verdicts[1], decided, failures))
-        facts_by_migration[row[MIGRATION_ID]].append(
-            _attempt_facts(row, migration_by_id[row[MIGRATION_ID]], prices, verdicts, texts, costs, measures)
+        last, ref_last = row[LAST_STEP], reference_last.get(migration_id)
+        runs = decided.get(row[ID], ())
+        measures = (last, is_smoke(last, ref_last), row[GOAL_VALUE], row[RERUN_OF], runs,
+                    _failure_row(row, verdicts[1], decided, failures) if runs else row)
+        facts_by_migration[migration_id].append(
+            _attempt_facts(row, migration_by_id[migration_id], prices, verdicts, texts, costs, measures)
         )
     return facts_by_migration, reference_of, reference_runs
 
