@@ -52,11 +52,13 @@ LOSS_METRIC = "loss"
 (ID, MIGRATION_ID, SEQ, SOURCE, ARGV, CWD, ENV, STATUS, EXIT_CODE, STARTED_AT, ENDED_AT, EXPECTED_LEVEL,
  EXPECTED_SOURCE, CLAIM, INTENDED_KIND, INTENDED_COUNT, OBSERVED_KIND, OBSERVED_COUNT, RERUN_OF, VERIFICATION_ID,
  WALL_SECONDS, COST_DOLLARS, TIME_RATIO, COST_RATIO, FAILURE_ID, FAILURE_CAUSE, FAILURE_SILENT, FAILURE_NOTE,
- VERDICT_CODE, LAST_STEP, GOAL_VALUE) = range(31)
-"""Where each of storage.report.ATTEMPT_COLUMNS sits in an attempt row (a tuple)."""
-if len(ATTEMPT_COLUMNS) != 31 or ATTEMPT_COLUMNS[GOAL_VALUE] != "goal_value" or ATTEMPT_COLUMNS[FAILURE_ID] != "failure_id":
-    raise ImportError("workbench.report.build reads attempt rows by position: its indexes no longer match"
-                      " storage.report.ATTEMPT_COLUMNS")
+ VERDICT_CODE, LAST_STEP, GOAL_VALUE) = map(ATTEMPT_COLUMNS.index, (
+    "id", "migration_id", "seq", "source", "argv", "cwd", "env", "status", "exit_code", "started_at", "ended_at",
+    "expected_level", "expected_source", "claim", "intended_kind", "intended_count", "observed_kind",
+    "observed_count", "rerun_of", "verification_id", "wall_seconds", "cost_dollars", "time_ratio", "cost_ratio",
+    "failure_id", "failure_cause", "failure_silent", "failure_note", "verdict_code", "last_step", "goal_value"))
+"""Where each column sits in an attempt row (a tuple of storage.report.ATTEMPT_COLUMNS), found by
+its name: a column gone from there fails this import."""
 
 
 def build_report(db: Database, slugs: list[str] | tuple[str, ...] | None = None, *,
