@@ -115,7 +115,9 @@ study.db.execute("SELECT 1").fetchone()
 t1 = time.perf_counter()
 c1 = time.process_time()
 from workbench.report import ATTEMPT_TEXT_FORMATS, build_report, render
-report = build_report(study.db, attempt_texts={fmt!r} in ATTEMPT_TEXT_FORMATS)
+import workbench.report as wr
+more = {{"loss_curves": {fmt!r} in wr.LOSS_FORMATS}} if hasattr(wr, "LOSS_FORMATS") else {{}}
+report = build_report(study.db, attempt_texts={fmt!r} in ATTEMPT_TEXT_FORMATS, **more)
 t2 = time.perf_counter()
 data = render(report, {fmt!r}) if {fmt!r} else b""
 t3 = time.perf_counter()
@@ -124,8 +126,8 @@ print(t1 - t0, t2 - t1, t3 - t2, len(data), report.totals.attempts.n, c3 - c1)
 """
 
 
-def measure(db: Path, fmt: str) -> tuple[float, float, float, int, int, float]:
-    out = subprocess.run([sys.executable, "-c", MEASURE.format(root=str(ROOT), db=str(db), fmt=fmt)],
+def measure(db: Path, fmt: str, tree: Path = ROOT) -> tuple[float, float, float, int, int, float]:
+    out = subprocess.run([sys.executable, "-c", MEASURE.format(root=str(tree), db=str(db), fmt=fmt)],
                          capture_output=True, text=True, check=True).stdout.split()
     return float(out[0]), float(out[1]), float(out[2]), int(out[3]), int(out[4]), float(out[5])
 
@@ -136,6 +138,8 @@ def main() -> None:
     parser.add_argument("--migrations", type=int, default=100)
     parser.add_argument("--keep", type=Path)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--tree", type=Path, default=ROOT,
+                        help="measure the code of this tree (another worktree, for a before and after)")
     parser.add_argument("--write", action="store_true", help="rewrite this benchmark's row of bench/RESULTS.md")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -149,7 +153,7 @@ def main() -> None:
         print("| --- | --- | --- | --- | --- | --- | --- |")
         found = {}
         for fmt in ("md", "html", "csv", "json", "latex"):
-            runs = [measure(db, fmt) for _ in range(args.runs)]
+            runs = [measure(db, fmt, args.tree) for _ in range(args.runs)]
             best = found[fmt] = min(runs, key=lambda r: r[1] + r[2])
             assert best[4] == args.attempts // args.migrations * args.migrations, best  # per migration, rounded down
             print(f"| {fmt} | {best[0] * 1000:.0f} ms | {best[1] * 1000:.0f} ms | {best[2] * 1000:.0f} ms |"

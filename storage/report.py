@@ -32,36 +32,53 @@ the outcome."""
 
 
 @functools.cache
-def _ladder(code: int | None) -> tuple[str | None, ...]:
+def ladder_of(code: int | None) -> tuple[str | None, ...]:
     """The automated outcomes of levels 1 to 5 (None: no current verdict) from a verdict code."""
     names = {code: name for name, code in _OUTCOME_CODES.items()}
     return tuple(names.get(((code or 0) >> (2 * (level - 1))) & 3) for level in range(1, 6))
 
 
-def report_attempt_rows(db: Database, migration_ids: list[int], *, texts: bool = True) -> list[dict[str, Any]]:
+ATTEMPT_COLUMNS = (
+    "id", "migration_id", "seq", "source", "argv", "cwd", "env", "status", "exit_code", "started_at", "ended_at",
+    "expected_level", "expected_source", "claim", "intended_kind", "intended_count", "observed_kind",
+    "observed_count", "rerun_of", "verification_id", "wall_seconds", "cost_dollars", "time_ratio", "cost_ratio",
+    "failure_id", "failure_cause", "failure_silent", "failure_note", "verdict_code", "last_step", "goal_value",
+)
+"""The columns of `report_attempt_rows`' tuples, in order."""
+
+
+def report_attempt_rows(db: Database, migration_ids: list[int], *, texts: bool = True) -> list[tuple[Any, ...]]:
     """Every attempt of the migrations (references too), with its current verification and
-    failure (NULL when it has none), by migration and seq. `expected_level` is the effective one
-    (`expected_level_of`), `expected_source` where it came from; `verdicts` the automated outcomes
-    of its current verdicts, levels 1 to 5 (None: no verdict; overrides are `report_override_rows`),
-    from its stored verdict code (storage.schema.VERDICT_CODE, kept by m019's triggers);
+    failure (NULL when it has none), by migration and seq: tuples of `ATTEMPT_COLUMNS` (a dict per
+    row was ~0.3 s of CPU at 150,000 attempts). `expected_level` is the effective one
+    (`expected_level_of`), `expected_source` where it came from; `verdict_code` its stored verdict
+    code (storage.schema.VERDICT_CODE, kept by m019's triggers: `ladder_of` gives the automated
+    outcomes of its current verdicts, levels 1 to 5; overrides are `report_override_rows`);
     `last_step` the highest step of any of its metric series; `goal_value` its value of the
     migration's goal metric at that series' last step (the value the verifier's level 4 judges).
+    `started_at` and `ended_at` are read only where the report prices the run from them: a
+    reference run, or a run without the verifier's wall time and cost (else NULL: two strings
+    per attempt, ~0.1 s at 150,000 attempts).
 
     One row per attempt, every part an indexed lookup (the last step: idx_metric_point_attempt_step):
     a row per verdict and a grouped pass over every metric point cost most of a report on 15,000
-    attempts (issue 19). `texts` False reads NULL for argv, cwd, env, claim and failure_note (a
-    report that shows none of them: reading them was ~0.2 s of CPU at 150,000 attempts)."""
+    attempts (issue 19). `texts` False reads NULL for argv, cwd, env, claim, failure_note,
+    expected_source and failure_cause, and '' for status: what only a report's attempt rows show (a
+    report that shows none of them: reading them was ~0.3 s of CPU at 150,000 attempts)."""
     argv, claim, note = ("a.argv, a.cwd, a.env", "a.claim", "f.note") if texts else ("NULL AS argv, NULL AS cwd,"
                                                                                     " NULL AS env", "NULL", "NULL")
+    status, source, cause = (("a.status", expected_source_of("a"), "f.cause") if texts else ("''", "NULL", "NULL"))
+    timed = "a.source = 'reference' OR v.wall_seconds IS NULL OR v.cost_dollars IS NULL"  # v.id NULL: both are
     sql = f"""
-    SELECT a.id, a.migration_id, a.seq, a.source, {argv}, a.status, a.exit_code,
-           a.started_at, a.ended_at, {expected_level_of("a")} AS expected_level,
-           {expected_source_of("a")} AS expected_source, {claim} AS claim,
+    SELECT a.id, a.migration_id, a.seq, a.source, {argv}, {status} AS status, a.exit_code,
+           CASE WHEN {timed} THEN a.started_at END, CASE WHEN {timed} THEN a.ended_at END,
+           {expected_level_of("a")} AS expected_level,
+           {source} AS expected_source, {claim} AS claim,
            a.intended_kind, a.intended_count, a.observed_kind, a.observed_count, a.rerun_of,
            v.id AS verification_id, v.wall_seconds, v.cost_dollars, v.time_ratio, v.cost_ratio,
-           f.id AS failure_id, f.cause AS failure_cause, f.silent AS failure_silent,
+           f.id AS failure_id, {cause} AS failure_cause, f.silent AS failure_silent,
            {note} AS failure_note,
-           a.verdict_code AS verdicts,
+           a.verdict_code,
            (SELECT MAX(p.step) FROM metric_point p WHERE p.attempt_id = a.id) AS last_step,
            (SELECT p.value FROM metric_point p WHERE p.attempt_id = a.id AND p.name = m.goal_metric
             ORDER BY p.step DESC LIMIT 1) AS goal_value
@@ -72,10 +89,7 @@ def report_attempt_rows(db: Database, migration_ids: list[int], *, texts: bool =
     WHERE a.migration_id {_IN_MIGRATIONS}
     ORDER BY a.migration_id, a.seq
     """
-    rows = _rows(db, sql, {"migrations": json.dumps(migration_ids)})
-    for row in rows:
-        row["verdicts"] = _ladder(row["verdicts"])
-    return rows
+    return db.execute(sql, {"migrations": json.dumps(migration_ids)}).fetchall()
 
 
 def report_override_rows(db: Database, migration_ids: list[int]) -> list[dict[str, Any]]:

@@ -30,6 +30,10 @@ def test_the_json_report_holds_what_json_dumps_wrote(demo_source: Path, tmp_path
     assert data.endswith(b"\n") and render_json(report).encode() == data
     assert json.loads(data) == json.loads(as_json_wrote(report))
     assert json.loads(data)["attempts"] and json.loads(data)["totals"]["attempts"]["n"] > 0
+    # orjson writes the attempts from their AttemptFacts: byte for byte what it wrote from dicts
+    import orjson
+
+    assert data == orjson.dumps(report_dict(report)) + b"\n"
 
 
 def test_a_report_with_a_non_finite_value_is_written_by_json(demo_source: Path, tmp_path: Path) -> None:
@@ -71,3 +75,51 @@ def test_the_attempts_csv_keeps_a_formula_from_running_and_writes_flags(demo_sou
     assert {r["failed"] for r in rows.values()} <= {"yes", "no"}
     assert all(r["failed"] == ("yes" if facts[i].failed else "no") for i, r in rows.items())
     assert all((r["goal_value"] == "") == (facts[i].goal_value is None) for i, r in rows.items())
+
+
+def test_a_report_without_loss_curves_is_the_same_in_every_format_that_draws_none(demo_source: Path,
+                                                                                  tmp_path: Path) -> None:
+    """Only html draws the loss curves: the other formats are built without reading them (issue 39),
+    and say the same; html refuses a report built so."""
+    import pytest
+
+    from workbench.report import ATTEMPT_TEXT_FORMATS, FORMATS, LOSS_FORMATS
+
+    path = tmp_path / "demo.db"
+    shutil.copy(demo_source, path)
+    study = open_study(path)
+    try:
+        for fmt in FORMATS:
+            texts = fmt in ATTEMPT_TEXT_FORMATS
+            full = build_report(study.db, attempt_texts=texts)
+            if fmt in LOSS_FORMATS:
+                assert any(m.loss for m in full.migrations)
+                with pytest.raises(ValueError, match="loss_curves=True"):
+                    render(build_report(study.db, attempt_texts=texts, loss_curves=False), fmt)
+            else:
+                lean = build_report(study.db, attempt_texts=texts, loss_curves=False)
+                assert not any(m.loss for m in lean.migrations)
+                assert render(lean, fmt) == render(full, fmt)
+    finally:
+        study.close()
+
+
+def test_building_and_rendering_leave_the_cycle_collector_as_they_found_it(demo_source: Path, tmp_path: Path) -> None:
+    """The collector is paused while a report is built and rendered (issue 39), and left as it was."""
+    import gc
+
+    path = tmp_path / "demo.db"
+    shutil.copy(demo_source, path)
+    study = open_study(path)
+    try:
+        assert gc.isenabled()
+        render(build_report(study.db, attempt_texts=False), "md")
+        assert gc.isenabled()
+        gc.disable()
+        try:
+            render(build_report(study.db, attempt_texts=False), "md")
+            assert not gc.isenabled()
+        finally:
+            gc.enable()
+    finally:
+        study.close()

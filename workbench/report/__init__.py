@@ -7,21 +7,32 @@ table), `json` or `latex`. Every free text is redacted (workbench/redact.py) on 
 
 from __future__ import annotations
 
-from workbench.report.build import build_report
+from workbench.report.build import build_report, gc_paused
 from workbench.report.model import StudyReport
 
 FORMATS = ("md", "html", "csv", "json", "latex")
 ATTEMPT_TEXT_FORMATS = ("csv", "json")
-"""The formats that show each attempt's command, claim and failure note: a report for any other
-format is built without them (`build_report(..., attempt_texts=False)`), which spares a JSON
-decode, a shell quoting and a redaction per attempt."""
+"""The formats that show each attempt's row (its command, claim, failure note, status, cause...): a
+report for any other format is built without those (`build_report(..., attempt_texts=False)`),
+which spares a JSON decode, a shell quoting, a redaction and a few strings per attempt."""
+LOSS_FORMATS = ("html",)
+"""The formats that draw each migration's loss curves: a report for any other format is built
+without reading them (`build_report(..., loss_curves=False)`)."""
 EXTENSIONS = {"md": ".md", "html": ".html", "csv": ".zip", "json": ".json", "latex": ".tex"}
 
 
 def render(report: StudyReport, fmt: str) -> bytes:
-    """The report in one format, as the bytes of a file."""
+    """The report in one format, as the bytes of a file; the cycle collector paused meanwhile
+    (workbench.report.build.gc_paused)."""
+    with gc_paused():
+        return _render(report, fmt)
+
+
+def _render(report: StudyReport, fmt: str) -> bytes:
     if fmt in ATTEMPT_TEXT_FORMATS and not report.attempt_texts:
         raise ValueError(f"a {fmt} report shows the attempts' texts: build it with attempt_texts=True")
+    if fmt in LOSS_FORMATS and not report.loss_curves:
+        raise ValueError(f"a {fmt} report draws the loss curves: build it with loss_curves=True")
     if fmt == "md":
         from workbench.report.markdown import render_markdown
 
@@ -45,4 +56,4 @@ def render(report: StudyReport, fmt: str) -> bytes:
     raise ValueError(f"unknown report format {fmt!r} (known: {', '.join(FORMATS)})")
 
 
-__all__ = ["ATTEMPT_TEXT_FORMATS", "EXTENSIONS", "FORMATS", "StudyReport", "build_report", "render"]
+__all__ = ["ATTEMPT_TEXT_FORMATS", "EXTENSIONS", "FORMATS", "LOSS_FORMATS", "StudyReport", "build_report", "render"]

@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import gc
 import json
 import math
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from itertools import chain
 from operator import attrgetter
 from typing import Any
 
 from domain.errors import WorkbenchError
 from domain.ladder import LEVELS, effective_outcome, highest_level, over_claim
+from storage.report import ATTEMPT_COLUMNS, ladder_of
 from storage.sqlite import Database
 from workbench.report.agreement import agreement_of, reviewers_of, scrubbed
 from workbench.report.final import ACCEPTED, RULES, WHY_NONE, final_run, is_smoke
@@ -45,13 +49,51 @@ GOAL_LEVEL = 4
 
 LOSS_METRIC = "loss"
 
+(ID, MIGRATION_ID, SEQ, SOURCE, ARGV, CWD, ENV, STATUS, EXIT_CODE, STARTED_AT, ENDED_AT, EXPECTED_LEVEL,
+ EXPECTED_SOURCE, CLAIM, INTENDED_KIND, INTENDED_COUNT, OBSERVED_KIND, OBSERVED_COUNT, RERUN_OF, VERIFICATION_ID,
+ WALL_SECONDS, COST_DOLLARS, TIME_RATIO, COST_RATIO, FAILURE_ID, FAILURE_CAUSE, FAILURE_SILENT, FAILURE_NOTE,
+ VERDICT_CODE, LAST_STEP, GOAL_VALUE) = map(ATTEMPT_COLUMNS.index, (
+    "id", "migration_id", "seq", "source", "argv", "cwd", "env", "status", "exit_code", "started_at", "ended_at",
+    "expected_level", "expected_source", "claim", "intended_kind", "intended_count", "observed_kind",
+    "observed_count", "rerun_of", "verification_id", "wall_seconds", "cost_dollars", "time_ratio", "cost_ratio",
+    "failure_id", "failure_cause", "failure_silent", "failure_note", "verdict_code", "last_step", "goal_value"))
+"""Where each column sits in an attempt row (a tuple of storage.report.ATTEMPT_COLUMNS), found by
+its name: a column gone from there fails this import."""
+
 
 def build_report(db: Database, slugs: list[str] | tuple[str, ...] | None = None, *,
-                 pseudonymise: bool = False, final: str = ACCEPTED, attempt_texts: bool = True) -> StudyReport:
+                 pseudonymise: bool = False, final: str = ACCEPTED, attempt_texts: bool = True,
+                 loss_curves: bool = True) -> StudyReport:
+    """The report (`_build_report`), the cycle collector paused while it is built (`gc_paused`)."""
+    with gc_paused():
+        return _build_report(db, slugs, pseudonymise=pseudonymise, final=final, attempt_texts=attempt_texts,
+                             loss_curves=loss_curves)
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cycle collector paused, as it was after: a report makes an object or more per attempt, none
+    in a cycle, and the collections their numbers set off walked every one of them again and again
+    (~0.3 s of CPU in building a report of 150,000 attempts, ~0.6 s in rendering its JSON; issue 39).
+    Process-wide, for the seconds it takes; garbage in cycles made meanwhile waits for the next
+    collection."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _build_report(db: Database, slugs: list[str] | tuple[str, ...] | None, *, pseudonymise: bool, final: str,
+                  attempt_texts: bool, loss_curves: bool) -> StudyReport:
     """The report over the whole study, or over the migrations named by `slugs`; `final` names
     the final-run rule (workbench.report.final); `attempt_texts` False leaves each attempt's
-    command, claim and failure note empty (for the formats that show none of them:
-    workbench.report.ATTEMPT_TEXT_FORMATS)."""
+    command, claim and failure note empty, its status '' and its expected level's source and
+    failure's cause None: what only the attempt rows show (for the formats that show none of them:
+    workbench.report.ATTEMPT_TEXT_FORMATS); `loss_curves` False reads no loss series (only html draws
+    them: workbench.report.LOSS_FORMATS; ~0.2 s of CPU at 150,000 attempts)."""
     from storage import queries, runs
     from storage import report as report_reads
 
@@ -86,7 +128,8 @@ def build_report(db: Database, slugs: list[str] | tuple[str, ...] | None = None,
                           study.staff_hourly_rate, scrub, final, reference_runs.get(m.id, (None, None)))
         for m in migrations
     ]
-    _add_loss_curves(db, reports)
+    if loss_curves:
+        _add_loss_curves(db, reports)
     _add_explanations(db, reports, scrub)
     return StudyReport(
         slug=scrub.text(study.slug),
@@ -105,6 +148,7 @@ def build_report(db: Database, slugs: list[str] | tuple[str, ...] | None = None,
         selected=tuple(sorted(set(slugs or ()))),
         agreement=scrubbed(agreement, scrub),
         attempt_texts=attempt_texts,
+        loss_curves=loss_curves,
     )
 
 
@@ -156,38 +200,40 @@ def _attempts(rows, migrations, prices, override_rows, texts, counted):
     facts_by_migration: dict[int, list[AttemptFacts]] = defaultdict(list)
     reference_of: dict[int, int] = {}
     reference_runs: dict[int, tuple[float | None, float | None]] = {}
-    failures = {row["id"]: row for row in rows}  # a run's failure record, or its exit code
-    last_steps = {row["id"]: row["last_step"] for row in rows}
+    reference_last: dict[int, int | None] = {}  # the last step of the reference run reference_of names
     verdicts, decided = _verdicts(rows, override_rows, counted)
+    failures = {row[ID]: row for row in rows} if decided else {}  # a run's failure record, or its exit code
     costs = (chip_cost, functools.cache(lambda kind: price_of(prices, kind)))  # a few kinds
     migration_by_id = {m.id: m for m in migrations}
     for row in rows:
-        if row["source"] == "reference":
-            reference_of[row["migration_id"]] = row["id"]  # rows come by seq: the last one wins
+        migration_id = row[MIGRATION_ID]
+        if row[SOURCE] == "reference":
+            reference_of[migration_id] = row[ID]  # rows come by seq: the last one wins
+            reference_last[migration_id] = row[LAST_STEP]
             # its wall and cost as level 5 prices them: its observed kind and count, else intended, else 1
-            reference_runs[row["migration_id"]] = chip_cost(
-                row["started_at"], row["ended_at"], prices, row["observed_kind"] or row["intended_kind"],
-                row["observed_count"] or row["intended_count"] or 1)
+            reference_runs[migration_id] = chip_cost(
+                row[STARTED_AT], row[ENDED_AT], prices, row[OBSERVED_KIND] or row[INTENDED_KIND],
+                row[OBSERVED_COUNT] or row[INTENDED_COUNT] or 1)
             continue
-        reference_last = last_steps.get(reference_of.get(row["migration_id"], -1))
-        last = row["last_step"]
-        measures = (last, is_smoke(last, reference_last), row["goal_value"], row["rerun_of"],
-                    decided.get(row["id"], ()), _failure_row(row, verdicts[1], decided, failures))
-        facts_by_migration[row["migration_id"]].append(
-            _attempt_facts(row, migration_by_id[row["migration_id"]], prices, verdicts, texts, costs, measures)
+        last, ref_last = row[LAST_STEP], reference_last.get(migration_id)
+        runs = decided.get(row[ID], ())
+        measures = (last, is_smoke(last, ref_last), row[GOAL_VALUE], row[RERUN_OF], runs,
+                    _failure_row(row, verdicts[1], decided, failures) if runs else row)
+        facts_by_migration[migration_id].append(
+            _attempt_facts(row, migration_by_id[migration_id], prices, verdicts, texts, costs, measures)
         )
     return facts_by_migration, reference_of, reference_runs
 
 
-def _failure_row(row: dict[str, Any], effective: dict[int, tuple[str | None, ...]],
-                 decided: dict[int, tuple[tuple[int, int], ...]], failures: dict[int, dict[str, Any]]) -> dict[str, Any]:
+def _failure_row(row: tuple[Any, ...], effective: dict[int, tuple[str | None, ...]],
+                 decided: dict[int, tuple[tuple[int, int], ...]], failures: dict[int, tuple[Any, ...]]) -> tuple[Any, ...]:
     """The row whose failure (cause, silent flag) the attempt's effective ladder rests on: the
     re-run that decided its lowest failing level, when one did (the app shows that re-run's
     failure: one source), else its own."""
-    by_level = dict(decided.get(row["id"], ()))
+    by_level = dict(decided.get(row[ID], ()))
     if not by_level:
         return row
-    ladder = effective.get(row["id"], NO_VERDICTS)
+    ladder = effective.get(row[ID], NO_VERDICTS)
     lowest = next((level for level, outcome in zip(LEVELS, ladder) if outcome == "fail"), None)
     rerun = by_level.get(lowest) if lowest is not None else None
     return failures.get(rerun, row) if rerun is not None else row
@@ -202,9 +248,9 @@ def _attempt_texts(scrub: Scrub):
     def command(argv: str, cwd: str | None, env: str | None) -> str:
         return scrub.text(Command(tuple(json.loads(argv)), cwd or ".", json.loads(env or "{}")).display())
 
-    def texts(row: dict[str, Any]) -> tuple[str, str, str]:
-        return (command(row["argv"], row["cwd"], row["env"]), scrub.text(row["claim"]),
-                scrub.text(row["failure_note"]))
+    def texts(row: tuple[Any, ...]) -> tuple[str, str, str]:
+        return (command(row[ARGV], row[CWD], row[ENV]), scrub.text(row[CLAIM]),
+                scrub.text(row[FAILURE_NOTE]))
 
     return texts
 
@@ -215,7 +261,7 @@ def _verdicts(rows, override_rows: list[dict[str, Any]], counted: dict[int, dict
     attempt's are its counted ones over its runs (storage.counted: the app's header and `verify`
     read the same SQL), a re-run's its own. And attempt id -> ((level, re-run id), ...) of the
     effective outcomes a re-run decided, for citing."""
-    automated = {row["id"]: row["verdicts"] for row in rows if row["verdicts"] != NO_VERDICTS}  # any verdict
+    automated = {row[ID]: ladder for row in rows if (ladder := ladder_of(row[VERDICT_CODE])) != NO_VERDICTS}  # any
     overridden: dict[tuple[int, int], list[str]] = defaultdict(list)
     for row in override_rows:  # oldest first
         overridden[(row["attempt_id"], row["level"])].append(row["outcome"])
@@ -323,22 +369,22 @@ def _attempt_facts(row, migration, prices, verdicts, texts, costs, measured) -> 
     automated, effective = verdicts
     command, claim, failure_note = texts(row)
     chip_cost, price_of = costs
-    attempt_id = row["id"]
-    verified = row["verification_id"] is not None or bool(measured[4])  # or a re-run of it is
+    attempt_id = row[ID]
+    verified = row[VERIFICATION_ID] is not None or bool(measured[4])  # or a re-run of it is
     eff = effective.get(attempt_id, NO_VERDICTS)
     # "Raised no error": the verifier's silent flag on its failure; an attempt it did not fail
     # raised none when it exited 0 (a traceback or fatal line would have failed level 1).
     failure = measured[5]
-    no_error = bool(failure["failure_silent"]) if failure["failure_id"] is not None else failure["exit_code"] == 0
-    expected = row["expected_level"]
+    no_error = bool(failure[FAILURE_SILENT]) if failure[FAILURE_ID] is not None else failure[EXIT_CODE] == 0
+    expected = row[EXPECTED_LEVEL]
     (level_eff, level_auto, failed_eff, failed_auto, silent, silent_auto, claimed_over, claimed_over_auto,
      passes_level1) = _judged(automated.get(attempt_id, NO_VERDICTS), eff, verified, expected, no_error)
     # Compute: the verifier's own figures where it stored them; else its cost function on the record.
-    kind = row["intended_kind"] or migration.target.accelerator
-    chips = row["observed_count"] or row["intended_count"] or migration.target.chips
-    wall, dollars = (row["wall_seconds"], row["cost_dollars"]) if verified else (None, None)
+    kind = row[INTENDED_KIND] or migration.target.accelerator
+    chips = row[OBSERVED_COUNT] or row[INTENDED_COUNT] or migration.target.chips
+    wall, dollars = (row[WALL_SECONDS], row[COST_DOLLARS]) if verified else (None, None)
     if wall is None or dollars is None:
-        computed_wall, computed = chip_cost(row["started_at"], row["ended_at"], prices, kind, chips)
+        computed_wall, computed = chip_cost(row[STARTED_AT], row[ENDED_AT], prices, kind, chips)
         wall = computed_wall if wall is None else wall
         dollars = computed if dollars is None else dollars
     price = price_of(kind)
@@ -348,16 +394,16 @@ def _attempt_facts(row, migration, prices, verdicts, texts, costs, measured) -> 
         chip_hours = None if wall is None else wall / 3600.0 * chips
     return AttemptFacts(  # positionally, in _FACT_FIELDS' order: 36 keywords cost ~0.5 s at 150,000 attempts
         attempt_id,  # id
-        row["migration_id"],  # migration_id
-        row["seq"],  # seq
-        row["source"],  # source
+        row[MIGRATION_ID],  # migration_id
+        row[SEQ],  # seq
+        row[SOURCE],  # source
         command,  # command
         claim,  # claim
-        row["status"],  # status
-        row["exit_code"],  # exit_code
+        row[STATUS],  # status
+        row[EXIT_CODE],  # exit_code
         expected,  # expected_level
-        row["expected_source"],  # expected_source
-        row["verification_id"],  # verification_id
+        row[EXPECTED_SOURCE],  # expected_source
+        row[VERIFICATION_ID],  # verification_id
         level_eff,  # level
         level_auto,  # level_automated
         failed_eff,  # failed
@@ -367,14 +413,14 @@ def _attempt_facts(row, migration, prices, verdicts, texts, costs, measured) -> 
         claimed_over,  # over_claim
         claimed_over_auto,  # over_claim_automated
         passes_level1,  # passes_level1
-        failure["failure_id"],  # failure_id
-        failure["failure_cause"],  # cause
+        failure[FAILURE_ID],  # failure_id
+        failure[FAILURE_CAUSE],  # cause
         failure_note,  # failure_note
         wall,  # wall_seconds
         chip_hours,  # chip_hours
         dollars,  # cost_dollars
-        row["time_ratio"] if verified else None,  # time_ratio
-        row["cost_ratio"] if verified else None,  # cost_ratio
+        row[TIME_RATIO] if verified else None,  # time_ratio
+        row[COST_RATIO] if verified else None,  # cost_ratio
         eff,  # ladder
         measured[0],  # last_step
         measured[1],  # smoke

@@ -433,5 +433,8 @@ class StudyReport:
     agreement: Any = None
     """Reviewer agreement (workbench/report/agreement.py): an AgreementReport, None without judgements."""
     attempt_texts: bool = True
-    """The attempts carry their command, claim and failure note; False: those are empty, and only
-    the formats that show none of them can be rendered (workbench.report.render)."""
+    """The attempts carry their command, claim, failure note, status, expected source and cause;
+    False: those are empty (or None), and only the formats that show none of them can be rendered
+    (workbench.report.render)."""
+    loss_curves: bool = True
+    """Each migration's `loss` was read; False: left empty, and html (which draws it) cannot be rendered."""
