@@ -27,7 +27,8 @@ _IN_MIGRATIONS = "IN (SELECT value FROM json_each(:migrations))"
 
 
 _OUTCOME_CODES = {outcome.value: code for code, outcome in enumerate(Outcome, start=1)}
-"""Two bits per level in `report_attempt_rows`' verdict code: 0 no verdict, else the outcome."""
+"""Two bits per level in an attempt's verdict code (storage.schema.VERDICT_CODE): 0 no verdict, else
+the outcome."""
 
 
 @functools.cache
@@ -41,7 +42,8 @@ def report_attempt_rows(db: Database, migration_ids: list[int], *, texts: bool =
     """Every attempt of the migrations (references too), with its current verification and
     failure (NULL when it has none), by migration and seq. `expected_level` is the effective one
     (`expected_level_of`), `expected_source` where it came from; `verdicts` the automated outcomes
-    of its current verdicts, levels 1 to 5 (None: no verdict; overrides are `report_override_rows`);
+    of its current verdicts, levels 1 to 5 (None: no verdict; overrides are `report_override_rows`),
+    from its stored verdict code (storage.schema.VERDICT_CODE, kept by m019's triggers);
     `last_step` the highest step of any of its metric series; `goal_value` its value of the
     migration's goal metric at that series' last step (the value the verifier's level 4 judges).
 
@@ -51,7 +53,6 @@ def report_attempt_rows(db: Database, migration_ids: list[int], *, texts: bool =
     report that shows none of them: reading them was ~0.2 s of CPU at 150,000 attempts)."""
     argv, claim, note = ("a.argv, a.cwd, a.env", "a.claim", "f.note") if texts else ("NULL AS argv, NULL AS cwd,"
                                                                                     " NULL AS env", "NULL", "NULL")
-    code = " ".join(f"WHEN '{name}' THEN {c}" for name, c in _OUTCOME_CODES.items())
     sql = f"""
     SELECT a.id, a.migration_id, a.seq, a.source, {argv}, a.status, a.exit_code,
            a.started_at, a.ended_at, {expected_level_of("a")} AS expected_level,
@@ -60,8 +61,7 @@ def report_attempt_rows(db: Database, migration_ids: list[int], *, texts: bool =
            v.id AS verification_id, v.wall_seconds, v.cost_dollars, v.time_ratio, v.cost_ratio,
            f.id AS failure_id, f.cause AS failure_cause, f.silent AS failure_silent,
            {note} AS failure_note,
-           (SELECT SUM((CASE d.outcome {code} END) << (2 * (d.level - 1))) FROM verdict d
-            WHERE d.attempt_id = a.id AND d.superseded_by IS NULL AND d.level BETWEEN 1 AND 5) AS verdicts,
+           a.verdict_code AS verdicts,
            (SELECT MAX(p.step) FROM metric_point p WHERE p.attempt_id = a.id) AS last_step,
            (SELECT p.value FROM metric_point p WHERE p.attempt_id = a.id AND p.name = m.goal_metric
             ORDER BY p.step DESC LIMIT 1) AS goal_value

@@ -35,9 +35,9 @@ def render(report: StudyReport, fmt: str) -> bytes:
 
         return render_csv_zip(report)
     if fmt == "json":
-        from workbench.report.jsonout import render_json
+        from workbench.report.jsonout import json_bytes
 
-        return render_json(report).encode()
+        return json_bytes(report)
     if fmt == "latex":
         from workbench.report.latex import render_latex
 

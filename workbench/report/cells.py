@@ -33,7 +33,8 @@ class Table:
     """Columns of free text that may wrap (LaTeX sets them as tabularx X columns); ids, numbers
     and timestamps never wrap."""
     raw_rows: list[list[Any]] | None = None
-    """Record-level tables (CSV only) hold raw values instead of `V` cells: faster by far."""
+    """Record-level tables (CSV only) hold their cells as the CSV writes them instead of `V` cells
+    (workbench.report.tables.attempts_table): faster by far."""
 
 
 def n(value: int | None) -> V:

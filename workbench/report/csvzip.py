@@ -7,9 +7,7 @@ import io
 import zipfile
 
 from workbench.report.model import StudyReport
-from workbench.report.tables import V, all_tables, title_lines
-
-_FORMULA = ("=", "+", "@", "\t", "\r")
+from workbench.report.tables import FORMULA, V, all_tables, title_lines
 
 
 def value(v: V | object) -> object:
@@ -21,7 +19,7 @@ def value(v: V | object) -> object:
         return ""
     if isinstance(raw, bool):
         return "yes" if raw else "no"
-    if isinstance(raw, str) and raw.startswith(_FORMULA):
+    if isinstance(raw, str) and raw.startswith(FORMULA):
         return "'" + raw  # a spreadsheet would run it as a formula
     return raw
 
@@ -29,6 +27,8 @@ def value(v: V | object) -> object:
 def render_csv_zip(report: StudyReport) -> bytes:
     buffer = io.BytesIO()
     fixed = (2000, 1, 1, 0, 0, 0)  # same data, same bytes
+    # Deflate's fastest level: the same files, ~1.4x the bytes, a quarter of the CPU (150,000
+    # attempts: 0.24 s against 0.83 s at the default level 6; issue 39).
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         readme = "\n".join(title_lines(report) + [
             "One CSV file per table; docs/report.md defines every count.",
@@ -38,9 +38,11 @@ def render_csv_zip(report: StudyReport) -> bytes:
             text = io.StringIO()
             writer = csv.writer(text, lineterminator="\n")
             writer.writerow([h.lower().replace(" ", "_") for h in table.headers])
-            rows = table.raw_rows if table.raw_rows is not None else table.rows
-            writer.writerows([value(v) for v in row] for row in rows)
+            if table.raw_rows is not None:  # its cells as written already
+                writer.writerows(table.raw_rows)
+            else:
+                writer.writerows([value(v) for v in row] for row in table.rows)
             info = zipfile.ZipInfo(f"{table.name}.csv", fixed)
             info.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(info, text.getvalue())
+            archive.writestr(info, text.getvalue(), compresslevel=1)
     return buffer.getvalue()

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, fields
 from operator import attrgetter
 from typing import Any
+
+import orjson
 
 from workbench.report.agreement import agreement_json
 from workbench.report.model import AttemptFacts, MigrationReport, Rate, StudyReport
@@ -167,5 +170,47 @@ def report_dict(report: StudyReport) -> dict[str, Any]:
 
 
 def render_json(report: StudyReport) -> str:
-    # No indent: the C encoder is several times faster on a study's thousands of ids.
-    return json.dumps(report_dict(report), ensure_ascii=False, separators=(",", ":")) + "\n"
+    return json_bytes(report).decode()
+
+
+def json_bytes(report: StudyReport) -> bytes:
+    """The report as JSON text, UTF-8. orjson writes the same values as `json.dumps` (no indent,
+    not ASCII-escaped) ten times faster: a study of 150,000 attempts took 3.4 s of CPU in json's C
+    encoder, 0.3 s in orjson's (issue 39). Its floats may read differently (`1e-05` is `0.00001`),
+    never their values. It writes NaN and infinities as null where json writes `NaN` and
+    `Infinity`, and refuses what json takes (integers beyond 64 bits, lone surrogates): such a
+    report is written by json, as before."""
+    data = report_dict(report)
+    if _finite(data["attempts"], data):
+        try:
+            return orjson.dumps(data) + b"\n"
+        except orjson.JSONEncodeError:
+            pass
+    return (json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+
+
+_ATTEMPT_FLOATS = tuple(f.name for f in fields(AttemptFacts) if "float" in str(f.type))
+
+
+def _finite(attempts: list[dict[str, Any]], data: Any) -> bool:
+    """No float in the report is NaN or infinite: the attempts' float fields a column at a time,
+    everything else (the attempts left out) by `_finite_value`."""
+    for name in _ATTEMPT_FLOATS:
+        if not _finite_value([v for a in attempts if (v := a[name]) is not None]):
+            return False
+    return all(_finite_value(v) for k, v in data.items() if k != "attempts")
+
+
+def _finite_value(value: Any) -> bool:
+    """A sum of numbers is NaN or infinite when a term is; one that overflows is read term by term."""
+    kind = type(value)
+    if kind is float:
+        return math.isfinite(value)
+    if kind is dict:
+        return all(_finite_value(v) for v in value.values())
+    if kind is list or kind is tuple:
+        try:  # a list of numbers (the ids behind every count: millions) in one C loop
+            return math.isfinite(math.fsum(value))
+        except (TypeError, OverflowError):
+            return all(_finite_value(v) for v in value)
+    return True
