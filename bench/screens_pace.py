@@ -36,7 +36,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZE = (120, 40)
-SESSION = "bench-screens-pace"
+SESSION = f"bench-screens-pace-{os.getpid()}"
+"""Its own tmux session: two benchmarks on one machine (other checkouts' included) would kill each other's."""
 
 BARE_APP = '''
 from textual.app import App
