@@ -20,8 +20,9 @@ are composed: waiting for the screen to lay them out cost a new screen two more 
 footer settled (issue 39). Fitting keys by the regions of a layout not done yet had left `t▏` or
 `n Next fai▏` cut under the palette's key.
 
-The keys are composed as soon as the screen says its bindings changed (its first focus, as it
-mounts), not after the next refresh: a new screen's first frame shows them (issue 39).
+The keys are composed after the refresh that follows the screen's first focus, as Textual's footer
+does: composed at once (before that refresh), a pushed screen refreshed before its first layout,
+and the file screen's scroll to its line was cut to the top in one run in two.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ class Footer(TextualFooter):
         self._bindings_ready = True
         if screen.app.app_focus and self.is_attached and screen is self.screen:
             self._recompose_queued = True
-            self.call_next(self.recompose)
+            self.call_after_refresh(self.recompose)
 
     def _screen_changed(self, screen: Screen) -> None:
         if self._put_off and self.screen.is_current:
