@@ -36,7 +36,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZE = (120, 40)
-SESSION = "bench-screens-pace"
+SESSION = f"bench-screens-pace-{os.getpid()}"
+"""Its own tmux session: two benchmarks on one machine (other checkouts' included) would kill each other's."""
 
 BARE_APP = '''
 from textual.app import App
@@ -83,8 +84,14 @@ class Pane:
         self.quiet = quiet
         subprocess.run(["tmux", "kill-session", "-t", SESSION], capture_output=True)
         line = " ".join(f"{k}={v}" for k, v in env.items()) + " " + " ".join(command)
-        subprocess.run(["tmux", "new-session", "-d", "-s", SESSION, "-x", str(SIZE[0]), "-y", str(SIZE[1]),
-                        "-c", str(cwd), f"env {line}"], check=True)
+        for attempt in range(5):  # a session killed last stops the server: a new one met it exiting
+            made = subprocess.run(["tmux", "new-session", "-d", "-s", SESSION, "-x", str(SIZE[0]), "-y", str(SIZE[1]),
+                                   "-c", str(cwd), f"env {line}"], capture_output=True, text=True)
+            if made.returncode == 0:
+                break
+            time.sleep(0.2)
+        else:
+            raise RuntimeError(f"tmux new-session failed: {made.stderr.strip()}")
 
     def capture(self) -> str:
         return subprocess.run(["tmux", "capture-pane", "-p", "-e", "-t", SESSION],

@@ -205,6 +205,23 @@ class WorkbenchApp(App[None]):
         if self.keymap_problem:
             self.notify(self.keymap_problem, severity="warning", markup=False)
         self._load_attempt_names(self.db_path)
+        self._warm_imports()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="warm-imports")
+    def _warm_imports(self) -> None:
+        """Once the first page is shown, import what opening a migration and an attempt needs:
+        their screens, widgets and the modules their workers read with (about 140 ms of imports,
+        sqlite-utils and click among them, that the first Enter on each paid before its screen
+        showed; issue 39). Imported here, in a thread, the first Enter finds them loaded; a key
+        pressed sooner waits on the import lock for what is left, no longer than before."""
+        after_first_page(self)
+        import screens.attempt  # noqa: F401 - loaded, not used here
+        import screens.migration  # noqa: F401
+        import screens.queue  # noqa: F401 - an attempt shown tells the queue
+        import storage.explanations  # noqa: F401 - the attempt screen's first read
+        import workbench.blind  # noqa: F401
+        import workbench.diffs  # noqa: F401
+        import workbench.ranwith  # noqa: F401
 
     def watch_app_focus(self, focused: bool) -> None:
         """The app gained focus with nothing focused: the screen's AUTO_FOCUS widget gets it.
@@ -247,7 +264,28 @@ class WorkbenchApp(App[None]):
                 refused.set_result(None)
                 return refused
             return AwaitMount(self.screen, [])
+        if not isinstance(screen, str) and not screen.is_running:
+            self._size_classes(screen)
         return super().push_screen(screen, callback, wait_for_dismiss)  # type: ignore[call-overload]
+
+    def _size_classes(self, screen: Screen) -> None:
+        """Give a new screen its breakpoint classes (`-short`, `-tall`) before it is styled: Textual
+        sets them on the Resize that follows the push, after the screen was styled and laid out
+        once, and the change styled every widget again and laid them out a second time (12-20 ms
+        of an attempt screen's opening, and a frame; issue 39). The Resize then changes nothing."""
+        width, height = self.size
+        classes: dict[str, bool] = {}
+        for size, breakpoints in ((width, self.HORIZONTAL_BREAKPOINTS if screen.HORIZONTAL_BREAKPOINTS is None
+                                   else screen.HORIZONTAL_BREAKPOINTS),
+                                  (height, self.VERTICAL_BREAKPOINTS if screen.VERTICAL_BREAKPOINTS is None
+                                   else screen.VERTICAL_BREAKPOINTS)):
+            reached = [(at, name) for at, name in breakpoints or () if size >= at]
+            for _, name in breakpoints or ():
+                classes[name] = False
+            if reached:
+                classes[max(reached)[1]] = True
+        if classes:
+            screen.update_classes(classes, update=False)
 
     def _theme_changed(self, _theme) -> None:
         """The presenters' colours follow the theme (rows drawn from now on use them)."""

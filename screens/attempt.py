@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.text import Text
@@ -24,7 +25,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.css.query import NoMatches
-from textual.widget import Widget
+from textual.widget import AwaitMount, Widget
 from textual.widgets import DataTable, Header, OptionList, Static, TabbedContent, TabPane
 from textual.widgets.option_list import Option
 
@@ -64,6 +65,24 @@ class Pane(TabPane):
         focused = self.screen.focused
         if focused is None or self not in focused.ancestors:
             event.stop()
+
+
+class LazyPane(Pane):
+    """A pane whose content is made the first time it is shown (`fill`). An attempt opens on one
+    pane; the diff, log and curves panes' widgets and first reads (a git diff, the study opened for
+    the log and its error scan, the metric series) had cost every opening and every `[`/`]` for
+    panes not shown: about a quarter of the CPU from Enter to the settled screen (issue 39)."""
+
+    def __init__(self, title: str, make: Callable[[], Widget], *, id: str) -> None:
+        super().__init__(title, id=id)
+        self._make: Callable[[], Widget] | None = make
+
+    def fill(self) -> AwaitMount | None:
+        """Mount the content if it is not made yet: what awaits its mounting, else None."""
+        if self._make is None:
+            return None
+        make, self._make = self._make, None
+        return self.mount(make())
 
 
 class RunsTable(NavTable):
@@ -146,21 +165,23 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
                     yield Static(render.attempt_overview(self.summary, None, ""), id="overview-text")
                     yield Static(id="runs-title")
                     yield RunsTable(id="runs-table")
-            with Pane("Diff", id="diff"):
-                yield DiffPane(self.app.db_path, self.migration.repo, new=a.commit,
-                               previous=previous[1] if previous else None,
-                               previous_label=f"attempt #{previous[0]}" if previous else "",
-                               base=self.migration.base_commit, attempt_id=a.id)
-            with Pane("Log", id="log"):
-                yield LogPane(self.app.db_path, a.log_id)
+            yield self._pane("Diff", lambda: DiffPane(
+                self.app.db_path, self.migration.repo, new=a.commit, previous=previous[1] if previous else None,
+                previous_label=f"attempt #{previous[0]}" if previous else "", base=self.migration.base_commit,
+                attempt_id=a.id))
+            yield self._pane("Log", lambda: LogPane(self.app.db_path, a.log_id))
             with Pane("Verdicts", id="verdicts"):
                 yield VerdictList(Option(Text("Loading the verdicts…", style="dim"), disabled=True),
                                   id="verdict-list")
-            with Pane("Curves", id="curves"):
-                yield CurvesPane(self.app.db_path, [(f"#{a.seq}", a.id)],
-                                 reference.attempt.id if reference and reference.attempt.id != a.id else None,
-                                 self.migration.id)
+            yield self._pane("Curves", lambda: CurvesPane(
+                self.app.db_path, [(f"#{a.seq}", a.id)],
+                reference.attempt.id if reference and reference.attempt.id != a.id else None, self.migration.id))
         yield Footer()
+
+    def _pane(self, title: str, make: Callable[[], Widget]) -> Pane:
+        """The pane shown first with its content; another made when first shown (`LazyPane`)."""
+        name = title.lower()
+        return Pane(title, make(), id=name) if name == self.pane else LazyPane(title, make, id=name)
 
     def verify_scope(self) -> Scope:
         slug, seq = self.migration.slug, self.summary.attempt.seq
@@ -240,7 +261,8 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
         self.query_one("#overview-text", Static).update(
             render.attempt_overview(view.summary, view.verification, message.subject, view.judgement,
                                     message.environment))
-        self.query_one(CurvesPane).sync_blind(view.summary.hidden)
+        for curves in self.query(CurvesPane):  # none until the curves pane is first shown
+            curves.sync_blind(view.summary.hidden)
         self._show_runs(message.runs)
         verdict_list = self.query_one(VerdictList)
         verdict_list.clear_options()
@@ -357,8 +379,13 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
             return
         try:
             pane = self.tabs.active
-            target = self.query_one(PANE_WIDGETS.get(pane, "#overview-scroll"))
         except NoMatches:  # recomposing: `show` focuses once the new panes are there
+            return
+        try:
+            target = self.query_one(PANE_WIDGETS.get(pane, "#overview-scroll"))
+        except NoMatches:  # the pane's content is being made (`_filled` focuses it): a focus left
+            if self._pane_of(self.focused) != pane:  # in another pane would bring that one back
+                self.set_focus(None)
             return
         if not (keep_inside and self._pane_of(self.focused) == pane):
             self.set_focus(target)
@@ -384,23 +411,44 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
         """Back from the help, a form or another screen."""
         self._focus_pane(keep_inside=True)
 
-    def action_pane(self, name: str) -> None:
+    def action_pane(self, name: str) -> AwaitMount | None:
+        """Show the pane and focus its widget; a pane shown for the first time is made first,
+        and what it returns awaits that (the key's action waits on it, and the focus follows)."""
+        filling = self._fill(name)
         self.tabs.active = name
         self.pane = name
         self._focus_pane()
+        return filling
 
-    def action_next_pane(self) -> None:
-        index = PANES.index(self.tabs.active) if self.tabs.active in PANES else 0
-        self.action_pane(PANES[(index + 1) % len(PANES)])
+    def _fill(self, name: str) -> AwaitMount | None:
+        """Make the pane's content if it is a `LazyPane` not shown yet; its widget takes the focus
+        once mounted, if its pane is still the one shown."""
+        try:
+            pane = self.query_one(f"#{name}", TabPane)
+        except NoMatches:
+            return None
+        filling = pane.fill() if isinstance(pane, LazyPane) else None
+        if filling is not None:
+            self.call_next(self._filled, filling)
+        return filling
 
-    def action_previous_pane(self) -> None:
+    async def _filled(self, filling: AwaitMount) -> None:
+        await filling
+        self._focus_pane(keep_inside=True)
+
+    def action_next_pane(self) -> AwaitMount | None:
         index = PANES.index(self.tabs.active) if self.tabs.active in PANES else 0
-        self.action_pane(PANES[(index - 1) % len(PANES)])
+        return self.action_pane(PANES[(index + 1) % len(PANES)])
+
+    def action_previous_pane(self) -> AwaitMount | None:
+        index = PANES.index(self.tabs.active) if self.tabs.active in PANES else 0
+        return self.action_pane(PANES[(index - 1) % len(PANES)])
 
     @on(TabbedContent.TabActivated)
     def _tab_changed(self, event: TabbedContent.TabActivated) -> None:
         """Whatever showed the pane (a key, a click on its tab, the tab bar's arrows)."""
         self.pane = self.tabs.active or self.pane  # not the event's: a later key may have moved on
+        self._fill(self.pane)
         self._focus_pane(keep_inside=True)
 
     # --- moving between attempts --------------------------------------------------------------------

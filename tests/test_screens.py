@@ -102,9 +102,10 @@ async def test_the_shown_pane_has_the_focus_however_it_was_reached(demo_db: Path
     app = WorkbenchApp(demo_db)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await open_attempt(pilot, 0, 1)  # bow #1: a 265-line log
-        view = screen.query_one(LogView)
+        assert not screen.query(LogView)  # made when its pane is first shown
         await pilot.press("tab", "question_mark", "escape", "tab")
         await settle(pilot)
+        view = screen.query_one(LogView)
         assert screen.tabs.active == "log" and screen.focused is view
         await pilot.press("G")
         assert view.cursor == view.line_count - 1 == 264

@@ -234,10 +234,12 @@ class CurvesPane(Vertical):
                 cells.append(Text(f"{ratio:.2g}" if math.isfinite(ratio) else "∞",
                                   style=tone("bold $text-error") if ratio > 1 else "", justify="right"))
             table.add_row(*cells)
-        if self._pending is not None and self._pending in self.curves.metrics:
-            self.metric_index = self.curves.metrics.index(self._pending)
-        self._pending = None
+        pending, self._pending = self._pending, None
+        if pending is not None and pending in self.curves.metrics:
+            self.metric_index = self.curves.metrics.index(pending)
         self._draw()
+        if pending is not None and self.marker is not None:
+            self._select(pending, self.marker)
 
     @property
     def metric(self) -> str | None:
@@ -281,15 +283,21 @@ class CurvesPane(Vertical):
         self._draw()
 
     def show_point(self, name: str, step: int) -> None:
-        """Plot `name` with a marker at `step` (a verdict's evidence)."""
+        """Plot `name` with a marker at `step` (a verdict's evidence); before the series are read
+        (or the pane is mounted), they are plotted so once read."""
         self.marker = step
         if self.curves is not None and name in self.curves.metrics:
             self.metric_index = self.curves.metrics.index(name)
         elif self.curves is None:
             self._pending = name
+            return
         else:
             self.app.notify(f"{clean(name)} is not among the plotted metrics", markup=False)
         self._draw()
+        self._select(name, step)
+
+    def _select(self, name: str, step: int) -> None:
+        """The deviations table's cursor on that metric's row at that step, if it has one."""
         table = self.query_one(DataTable)
         for row in range(table.row_count):
             cells = table.get_row_at(row)

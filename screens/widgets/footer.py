@@ -13,18 +13,25 @@ it shows again). Opening a migration recomposed three footers, the one left behi
 each key it mounts is styled again when its `compact` is bound, about 4 ms a key (profiled), so
 they are made with the footer's `compact` already.
 
-Keys that do not fit the width are hidden whole once laid out, and a `…` stands for them, not
-cut mid-label at the edge: the screen's own keys come first (`FOOTER_FIRST`), and `?` and the
-palette list them all. The fit waits for the screen's layout: run after a refresh, it met keys not
-laid out yet (no region) under a dialog or on a screen being left, took them all as fitting, and
-the footer showed `t▏` or `n Next fai▏` cut under the palette's key.
+Keys that do not fit the width are hidden whole, and a `…` stands for them, not cut mid-label at
+the edge: the screen's own keys come first (`FOOTER_FIRST`), and `?` and the palette list them all.
+The fit places the keys itself, as the screen's layout will (Textual's `arrange`), as soon as they
+are composed: waiting for the screen to lay them out cost a new screen two more frames before its
+footer settled (issue 39). Fitting keys by the regions of a layout not done yet had left `t▏` or
+`n Next fai▏` cut under the palette's key.
+
+The keys are composed after the refresh that follows the screen's first focus, as Textual's footer
+does: composed at once (before that refresh), a pushed screen refreshed before its first layout,
+and the file screen's scroll to its line was cut to the top in one run in two.
 """
 
 from __future__ import annotations
 
 from textual import events
+from textual._arrange import arrange
 from textual.app import ComposeResult
 from textual.css.query import NoMatches
+from textual.geometry import Region, Size
 from textual.screen import Screen
 from textual.widgets import Footer as TextualFooter
 from textual.widgets._footer import FooterKey, FooterLabel
@@ -59,9 +66,10 @@ class Footer(TextualFooter):
             return
         if self._recompose_queued and screen is self.screen:
             return  # the queued recompose has not read the bindings yet: it shows this change too
-        super().bindings_changed(screen)  # queues a recompose where it applies (as below)
+        self._bindings_ready = True
         if screen.app.app_focus and self.is_attached and screen is self.screen:
             self._recompose_queued = True
+            self.call_after_refresh(self.recompose)
 
     def _screen_changed(self, screen: Screen) -> None:
         if self._put_off and self.screen.is_current:
@@ -74,7 +82,7 @@ class Footer(TextualFooter):
         if not self._bindings_ready:
             return ()
         palette = self.app.COMMAND_PALETTE_BINDING
-        return (self.size.width, *((binding.key, binding.key_display, binding.description, binding.action,
+        return (self._width(), *((binding.key, binding.key_display, binding.description, binding.action,
                                     binding.group, enabled, tooltip)
                                    for key, (_, binding, enabled, tooltip) in self.screen.active_bindings.items()
                                    if binding.show or key == palette))
@@ -96,6 +104,8 @@ class Footer(TextualFooter):
                 continue  # a read-only study: nothing it records can be
             if isinstance(node, FooterKey) and not node.has_class("-command-palette"):
                 node.set_reactive(FooterKey.compact, self.compact)  # bound to it: the bind changes nothing
+            if isinstance(node, FooterKey):  # the class its `compact` watcher would set once mounted,
+                node.set_class(node.compact, "-compact")  # restyling the palette's key a frame later
             yield node
         more = FooterLabel("…", id="footer-more")
         more.display = False
@@ -108,6 +118,10 @@ class Footer(TextualFooter):
         ids = getattr(self.app, "WRITE_KEYS", frozenset())
         return {key for key, (_, binding, _, _) in self.screen.active_bindings.items() if binding.id in ids}
 
+    def _width(self) -> int:
+        """The footer's width; before its first layout, the screen's (it spans the bottom row)."""
+        return self.size.width or self.screen.size.width or self.app.size.width
+
     def _laid_out(self, screen: Screen) -> None:
         """The screen placed its widgets: fit keys composed since the last fit, once each is placed."""
         if self._fit_pending and self._fit():
@@ -115,25 +129,33 @@ class Footer(TextualFooter):
 
     def _fit(self) -> bool:
         """Hide the keys that run past the palette's key (or the edge), and show `…` for them;
-        False while a key has no place yet (mounted after the layout that called this)."""
+        False while a key is not mounted yet (its size unknown)."""
         try:
             more = self.query_one("#footer-more")
         except NoMatches:
             return False
         palette = [child for child in self.children if child.has_class("-command-palette")]
         keys = [child for child in self.children if child is not more and child not in palette]
-        if not self.region or any(not child.region for child in (*keys, *palette)):
+        if not self.is_attached or not all(child.is_mounted for child in (*keys, *palette)):
             return False
-        edge = min([self.region.right, *(child.region.x for child in palette)])
-        if all(key.region.x + key.outer_size.width <= edge for key in keys):
+        width = self._width()
+        placed = self._placed(width)  # as composed: every key shown, no `…`
+        edge = min([width, *(placed[child].x for child in palette if child in placed)])
+        if all(placed[key].right <= edge for key in keys if key in placed):
             return True  # all fit: no `…`, and no room kept for one
-        edge -= 1 + more.styles.gutter.width + more.styles.margin.width  # the `…`, not laid out while hidden
+        edge -= 1 + more.styles.gutter.width + more.styles.margin.width  # the `…`, not placed while hidden
         over = False
         for key in keys:
-            over = over or key.region.x + key.outer_size.width > edge
+            over = over or key not in placed or placed[key].right > edge
             key.display = not over
         more.display = True
         return True
+
+    def _placed(self, width: int) -> dict[object, Region]:
+        """Where the screen's layout will put each shown key in the footer (its own coordinates),
+        placed now rather than read from a layout to come."""
+        arrangement = arrange(self, list(self.children), Size(width, 1), self.app.size)
+        return {placement.widget: placement.region for placement in arrangement.placements}
 
     def on_resize(self, event: events.Resize) -> None:
         """Another width holds other keys: show them all again, then hide what does not fit."""

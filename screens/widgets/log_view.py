@@ -247,6 +247,8 @@ class LogPane(Vertical):
         self.warnings: list[int] = []
         self.scan_done = False
         self._pending: str | None = None
+        self._line: int | None = None
+        """A line asked for (`go_to_line`) before the pane was mounted."""
 
     def compose(self) -> ComposeResult:
         yield LogView(self.db_path, self.log_id, id="log-view")
@@ -261,6 +263,9 @@ class LogPane(Vertical):
         self._status()
         if self.log_id is not None and self.view._reader is not None:
             self.scan(self.db_path, self.log_id)
+        if self._line is not None:
+            self.call_after_refresh(self.go_to_line, self._line)
+            self._line = None
 
     def _status(self) -> None:
         view = self.view
@@ -438,7 +443,11 @@ class LogPane(Vertical):
         self._jump(self.found, False, "matching")
 
     def go_to_line(self, line: int) -> None:
-        """Show 1-based line `line` (a verdict's evidence)."""
+        """Show 1-based line `line` (a verdict's evidence); asked before the pane is mounted (the
+        attempt screen makes it when first shown), once it is laid out."""
+        if not self.is_mounted:
+            self._line = line
+            return
         self.view.go_to(line - 1, top=True)
         self.view.focus()
 
