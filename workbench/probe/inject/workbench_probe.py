@@ -302,10 +302,20 @@ def _grad_norms(torch, params: list) -> list:
         g = p.grad
         if g is not None and not g.is_sparse:
             by_device.setdefault(g.device, []).append(g)
-    with torch.no_grad():
-        return [torch.linalg.vector_norm(torch.stack(
-            [torch.linalg.vector_norm(g.detach(), 2.0, dtype=torch.float32) for g in grads]), 2.0)
-            for grads in by_device.values()]
+    enabled = torch.is_grad_enabled()
+    torch._C._set_grad_enabled(False)   # as no_grad() does, for a third of its cost in a step
+    try:
+        return [torch.linalg.vector_norm(torch.stack(_norms(torch, grads)), 2.0) for grads in by_device.values()]
+    finally:
+        torch._C._set_grad_enabled(enabled)
+
+
+def _norms(torch, tensors: list) -> list:
+    """Each tensor's L2 norm in float32, in one call where torch has it (2.3 and later)."""
+    try:
+        return torch._foreach_norm(tensors, 2.0, dtype=torch.float32)
+    except (AttributeError, TypeError):
+        return [torch.linalg.vector_norm(t.detach(), 2.0, dtype=torch.float32) for t in tensors]
 
 
 def _checksums(s: _State, torch, params: list) -> list:
