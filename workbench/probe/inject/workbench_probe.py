@@ -84,8 +84,6 @@ class _State:
         self.input_devices: set[str] = set()
         self.training: bool | None = None  # the phase of the last forward
         self.phases = {"train": _phase(), "eval": _phase()}
-        self.forwards = [0, 0]             # forwards in eval mode, in training (into phases at exit)
-        self.sampling = True               # the coming step is sampled (REPLICA_EVERY)
         self.eval_entries = 0
         self.counters: tuple[int, dict[str, int]] | None = None   # (step, torch_xla's counters) last read
         self.phase_counters: dict[str, int] | None = None
@@ -148,7 +146,7 @@ def _on_backward(tensors) -> None:
                 if s.last_time is None:
                     s.last_time = time.perf_counter()
                 s.pending.append(loss)
-                if s.sampling:
+                if _sampled(s.step + 1):
                     s.devices.add(str(t.device))
                 if s.fwd_modules:
                     s.bw_groups.append(s.fwd_modules)
@@ -174,10 +172,10 @@ def _on_forward(module, args) -> None:
         if training is not s.training:
             _switch_phase(s, bool(training))
         if not training:
-            s.forwards[0] += 1
+            s.phases["eval"]["forwards"] += 1
             return
-        s.forwards[1] += 1
-        if s.sampling:   # the modules of each backward, for the replicas' evidence on sampled steps
+        s.phases["train"]["forwards"] += 1
+        if _sampled(s.step + 1):   # the modules of each backward, for the replicas' evidence on sampled steps
             s.fwd_modules.append(module)
             if len(s.fwd_modules) > 4096:   # training forwards without backward: keep the latest
                 del s.fwd_modules[:-1024]
@@ -197,7 +195,7 @@ def _note_batch(s: _State, args) -> None:
     if first is None:
         return
     size = int(first.shape[0]) if first.dim() else 1
-    if not s.sampling:
+    if not _sampled(s.step + 1):
         s.batch_pending = (size, None)
         return
     s.input_devices.add(first.device.type)
@@ -276,8 +274,8 @@ def _on_optimizer_step(optimizer, args, kwargs) -> None:
         _count_step(s)
         _record_lr(s, optimizer)
         params = [p for group in optimizer.param_groups for p in group["params"]]
-        sampled = _sampled(s.step)   # the fingerprint's steps: one graph of the probe's own beside the program's
-        extras = _checksums(s, torch, params) if sampled else []
+        # the fingerprint's steps: one graph of the probe's own beside the program's
+        extras = _checksums(s, torch, params) if _sampled(s.step) else []
         norms = _grad_norms(torch, params)
         if s.batch_pending is not None:
             s.batch_sizes[s.step] = s.batch_pending[0]
@@ -287,7 +285,6 @@ def _on_optimizer_step(optimizer, args, kwargs) -> None:
         _replicas_at_step(s, optimizer, extras)
         s.buffer.append((s.step, s.pending, norms, step_time, extras))
         s.pending = []
-        s.sampling = _sampled(s.step + 1)
         if len(s.buffer) > FLUSH_EVERY:
             _flush(s, keep_last=1)
         _late_exit_hook()
@@ -305,17 +302,19 @@ def _grad_norms(torch, params: list) -> list:
     enabled = torch.is_grad_enabled()
     torch._C._set_grad_enabled(False)   # as no_grad() does, for a third of its cost in a step
     try:
-        return [torch.linalg.vector_norm(torch.stack(_norms(torch, grads)), 2.0) for grads in by_device.values()]
+        return [_total_norm(torch, grads) for grads in by_device.values()]
     finally:
         torch._C._set_grad_enabled(enabled)
 
 
-def _norms(torch, tensors: list) -> list:
-    """Each tensor's L2 norm in float32, in one call where torch has it (2.3 and later)."""
+def _total_norm(torch, tensors: list):
+    """The L2 norm of the tensors together (float32, kept on their device): each tensor's norm in one
+    call where torch has it (2.3 and later), then the norm of those."""
     try:
-        return torch._foreach_norm(tensors, 2.0, dtype=torch.float32)
+        norms = torch._foreach_norm(tensors, 2.0, dtype=torch.float32)
     except (AttributeError, TypeError):
-        return [torch.linalg.vector_norm(t.detach(), 2.0, dtype=torch.float32) for t in tensors]
+        norms = [torch.linalg.vector_norm(t.detach(), 2.0, dtype=torch.float32) for t in tensors]
+    return torch.linalg.vector_norm(torch.stack(norms), 2.0)
 
 
 def _checksums(s: _State, torch, params: list) -> list:
@@ -410,8 +409,7 @@ def _replica_norms(s: _State, optimizer, extras: list) -> None:
     with torch.no_grad():
         for device, params in by_device.items():
             grads = [p.grad.detach() for p in params.values()]
-            extras.append(("replica_norm", torch.linalg.vector_norm(torch.stack(
-                [torch.linalg.vector_norm(g, 2.0, dtype=torch.float32) for g in grads]), 2.0), str(device)))
+            extras.append(("replica_norm", _total_norm(torch, grads), str(device)))
             extras.append(("replica_checksum", torch.stack(
                 [p.detach().sum(dtype=torch.float32) for p in params.values()]).sum(), str(device)))
 
@@ -423,7 +421,7 @@ def _sampled(step: int) -> bool:
 def _on_clip(parameters, total, max_norm) -> None:
     """A clip_grad_norm_ call: the norm it measured (kept on the device) and its bound."""
     s = _state
-    if s is None or not s.sampling:
+    if s is None or not _sampled(s.step + 1):
         return
     try:
         first = next(iter(parameters), None)
@@ -453,8 +451,7 @@ def _on_collective(name: str) -> None:
                      if p.grad is not None and not p.grad.is_sparse]
             if grads:
                 with torch.no_grad():
-                    s.pre_reduce = torch.linalg.vector_norm(torch.stack(
-                        [torch.linalg.vector_norm(g, 2.0, dtype=torch.float32) for g in grads]), 2.0)
+                    s.pre_reduce = _total_norm(torch, grads)
     except Exception as exc:
         s.error("collective", exc)
 
@@ -703,7 +700,6 @@ def _trace(s: _State) -> dict:
         s.losses = dict(s.bw_losses)
         s.loss_counts = dict.fromkeys(s.bw_losses, 1)
         s.step_times = {i + 2: b - a for i, (a, b) in enumerate(zip(s.bw_times, s.bw_times[1:]))}
-    s.phases["eval"]["forwards"], s.phases["train"]["forwards"] = s.forwards
     if s.training is not None:
         _switch_phase(s, s.training)   # close the last phase's counts
         if not s.training:
