@@ -201,6 +201,20 @@ def demo_db(demo_source: Path, tmp_path_factory) -> Path:
 
 
 @pytest.fixture
+def demo_study(demo_source: Path, tmp_path: Path):
+    """A copy of the demo study for this test alone, open (closed after it): a test may write to it."""
+    import shutil
+
+    from storage.database import open_study
+
+    path = tmp_path / "demo.db"
+    shutil.copy(demo_source, path)
+    study = open_study(path)
+    yield study
+    study.close()
+
+
+@pytest.fixture
 def api():
     """A local stand-in for Anthropic's Messages API (tests/assist_helpers.py), scripted per test."""
     from assist_helpers import MessagesAPI

@@ -146,12 +146,7 @@ def test_the_first_page_shows_without_sqlite_utils_or_the_other_screens(demo_db:
     whether the reviewer may see them; it loads attempt records only when it blanks one. (The app
     imports the other screens once the first page is shown, `_warm_imports`: switched off here, the
     modules left are the ones the first page needed; the next test has the warm-up.)"""
-    path = tmp_path / "demo.db"
-    shutil.copy(demo_db, path)
-    done = subprocess.run([sys.executable, "-c", FIRST_SCREEN, str(path)], capture_output=True, text=True,
-                          timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert done.returncode == 0, done.stderr
-    loaded = set(done.stdout.split())
+    loaded = _modules_loaded(FIRST_SCREEN, demo_db, tmp_path)
     assert "screens.study" in loaded and "screens.app" in loaded
     assert not loaded & {"sqlite_utils", "screens.migration", "screens.attempt", "screens.help",
                          "screens.verifying", "screens.forms", "screens.effort", "screens.widgets.effort_panel",
@@ -179,12 +174,7 @@ def test_the_screens_a_first_enter_opens_are_imported_once_the_first_page_shows(
                                                                                tmp_path: Path) -> None:
     """The migration and attempt screens and what their first reads import, loaded in a worker after
     the first page: the first Enter no longer waits on ~140 ms of imports (issue 39)."""
-    path = tmp_path / "demo.db"
-    shutil.copy(demo_db, path)
-    done = subprocess.run([sys.executable, "-c", WARMED, str(path)], capture_output=True, text=True,
-                          timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert done.returncode == 0, done.stderr
-    loaded = set(done.stdout.split())
+    loaded = _modules_loaded(WARMED, demo_db, tmp_path)
     assert {"screens.migration", "screens.attempt", "workbench.blind", "storage.explanations"} <= loaded
 
 
@@ -249,3 +239,13 @@ async def test_the_collector_runs_again_once_the_first_page_is_shown_or_cannot_b
             assert app.first_page_shown.is_set() and gc.isenabled()
             assert gc.get_freeze_count() > 0 and gc.get_threshold() == GC_THRESHOLDS
         assert gc.isenabled() and gc.get_freeze_count() == 0 and gc.get_threshold() == found
+
+
+def _modules_loaded(script: str, demo_db: Path, tmp_path: Path) -> set[str]:
+    """The modules `script` prints, run in a fresh process on a copy of the demo study."""
+    path = tmp_path / "demo.db"
+    shutil.copy(demo_db, path)
+    done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    return set(done.stdout.split())

@@ -10,7 +10,6 @@ on the demo study.
 from __future__ import annotations
 
 import random
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -165,14 +164,8 @@ def test_grouped_counts_match_the_per_attempt_formulas(tmp_path: Path, seed: int
         study.close()
 
 
-def test_grouped_counts_match_on_the_demo_study(demo_db: Path, tmp_path: Path) -> None:
-    path = tmp_path / "demo.db"
-    shutil.copy(demo_db, path)
-    study = open_study(path)
-    try:
-        assert_same_counts(study.db)
-    finally:
-        study.close()
+def test_grouped_counts_match_on_the_demo_study(demo_study) -> None:
+    assert_same_counts(demo_study.db)
 
 
 def test_the_override_index_is_used_for_the_latest_override(tmp_path: Path) -> None:

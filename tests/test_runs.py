@@ -9,7 +9,6 @@ Their output is another demo attempt's log, so the verifier judges real evidence
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,6 @@ from domain.ladder import counted_outcome, highest_level
 from screens.app import WorkbenchApp
 from screens.attempt import AttemptScreen, RunsTable
 from storage import queries, review, runs, schema
-from storage.database import open_study
 from storage.jobs import insert_job
 from storage.logs import log_chunks
 from workbench.blind import runs_seen_by
@@ -51,15 +49,6 @@ def rerun(db, tmp_path: Path, of: int, output_of: int) -> int:
     new_id, _ = store_result(db, job, exit_code=exit_code, timed_out=False, started_at="2026-12-01T10:00:00Z",
                              ended_at="2026-12-01T10:05:00Z", reviewer="ana")
     return new_id
-
-
-@pytest.fixture
-def study(demo_source: Path, tmp_path: Path):
-    path = tmp_path / "demo.db"
-    shutil.copy(demo_source, path)
-    s = open_study(path)
-    yield s
-    s.close()
 
 
 def header_counts(db) -> dict[str, int]:
@@ -101,19 +90,19 @@ def counted_ladder(db, of: int) -> tuple[str | None, ...]:
                  for level in range(1, 6))
 
 
-def test_a_rerun_replaces_its_attempts_verdict_and_every_count_agrees(study) -> None:
-    db = study.db
+def test_a_rerun_replaces_its_attempts_verdict_and_every_count_agrees(demo_study) -> None:
+    db = demo_study.db
     before = header_counts(db)
     crashed, good = attempt_id(db, MLP, 1), attempt_id(db, MLP, 4)  # #1 crashed (L1 fails); #4 reached L4
-    assert before == report_counts(db) == migration_counts(db) == verify_counts(study.path)
-    new = rerun(db, study.path.parent, crashed, output_of=good)
+    assert before == report_counts(db) == migration_counts(db) == verify_counts(demo_study.path)
+    new = rerun(db, demo_study.path.parent, crashed, output_of=good)
     assert db.execute("SELECT source, rerun_of FROM attempt WHERE id = ?", [new]).fetchone() == ("rerun", crashed)
     own = {r.id: r for r in runs.attempt_runs(db, crashed)}
     assert list(own) == [crashed, new] and own[new].ladder[0] is Outcome.PASS
 
     after = header_counts(db)
     assert after["attempts"] == before["attempts"]  # a run of #1, not a seventh attempt
-    assert after == report_counts(db) == migration_counts(db) == verify_counts(study.path)
+    assert after == report_counts(db) == migration_counts(db) == verify_counts(demo_study.path)
     ladder = counted_ladder(db, crashed)
     assert ladder[0] == "pass"  # the latest run passed level 1: the crash no longer counts
     counted = runs.counted_ladders(db, [queries.get_migration(db, MLP).id])[crashed]
@@ -135,47 +124,47 @@ def test_a_rerun_replaces_its_attempts_verdict_and_every_count_agrees(study) -> 
     assert first.failure is not None and first.failure.attempt_id == decider
 
 
-def test_an_override_counts_the_same_everywhere(study) -> None:
+def test_an_override_counts_the_same_everywhere(demo_study) -> None:
     from storage import records
 
-    db = study.db
+    db = demo_study.db
     crashed, good = attempt_id(db, MLP, 1), attempt_id(db, MLP, 4)
-    new = rerun(db, study.path.parent, crashed, output_of=good)
+    new = rerun(db, demo_study.path.parent, crashed, output_of=good)
     # a reviewer fails level 1 of the re-run's attempt on its original run: the override wins
     verdict = db.execute("SELECT id FROM verdict WHERE attempt_id = ? AND level = 1 AND superseded_by IS NULL",
                          [crashed]).fetchone()[0]
     records.add_verdict_override(db, verdict_id=verdict, outcome=Outcome.FAIL, justification="the crash stands",
                                  reviewer="ana")
     assert counted_ladder(db, crashed)[0] == "fail"
-    assert header_counts(db) == report_counts(db) == migration_counts(db) == verify_counts(study.path)
+    assert header_counts(db) == report_counts(db) == migration_counts(db) == verify_counts(demo_study.path)
     # an override on the re-run, later, wins over the older one
     verdict = db.execute("SELECT id FROM verdict WHERE attempt_id = ? AND level = 1 AND superseded_by IS NULL",
                          [new]).fetchone()[0]
     records.add_verdict_override(db, verdict_id=verdict, outcome=Outcome.PASS, justification="ran fine here",
                                  reviewer="ana")
     assert counted_ladder(db, crashed)[0] == "pass"
-    assert header_counts(db) == report_counts(db) == migration_counts(db) == verify_counts(study.path)
+    assert header_counts(db) == report_counts(db) == migration_counts(db) == verify_counts(demo_study.path)
 
 
-def test_a_rerun_of_a_rerun_is_a_run_of_the_original(study) -> None:
-    db = study.db
+def test_a_rerun_of_a_rerun_is_a_run_of_the_original(demo_study) -> None:
+    db = demo_study.db
     crashed, good = attempt_id(db, MLP, 1), attempt_id(db, MLP, 4)
-    first = rerun(db, study.path.parent, crashed, output_of=good)
-    second = rerun(db, study.path.parent, first, output_of=crashed)  # re-ran the re-run: it crashed again
+    first = rerun(db, demo_study.path.parent, crashed, output_of=good)
+    second = rerun(db, demo_study.path.parent, first, output_of=crashed)  # re-ran the re-run: it crashed again
     assert db.execute("SELECT rerun_of FROM attempt WHERE id = ?", [second]).fetchone()[0] == crashed
     assert [r.id for r in runs.attempt_runs(db, second)] == [crashed, first, second]
     assert counted_ladder(db, crashed)[0] == "fail"  # the latest run failed level 1 again
     row = next(r for r in queries.iter_attempt_summaries(db, queries.get_migration(db, MLP).id)
                if r.attempt.id == crashed)
     assert row.runs == 3 and row.failure is not None and row.failure.attempt_id == second  # its failure shows
-    assert header_counts(db) == report_counts(db) == migration_counts(db) == verify_counts(study.path)
+    assert header_counts(db) == report_counts(db) == migration_counts(db) == verify_counts(demo_study.path)
 
 
-def test_m018_flattens_a_stored_chain(study) -> None:
-    db = study.db
+def test_m018_flattens_a_stored_chain(demo_study) -> None:
+    db = demo_study.db
     crashed, good = attempt_id(db, MLP, 1), attempt_id(db, MLP, 4)
-    first = rerun(db, study.path.parent, crashed, output_of=good)
-    second = rerun(db, study.path.parent, crashed, output_of=good)
+    first = rerun(db, demo_study.path.parent, crashed, output_of=good)
+    second = rerun(db, demo_study.path.parent, crashed, output_of=good)
     db.execute("UPDATE attempt SET rerun_of = ? WHERE id = ?", [first, second])  # as a study before m018 kept it
     db.conn.commit()
     assert runs.root_of(db, second) == crashed  # reads follow an old chain
@@ -184,12 +173,12 @@ def test_m018_flattens_a_stored_chain(study) -> None:
     assert "idx_attempt_rerun_of" in {i.name for i in db.table("attempt").indexes}
 
 
-def test_a_rerun_is_hidden_while_its_attempt_is(study) -> None:
+def test_a_rerun_is_hidden_while_its_attempt_is(demo_study) -> None:
     from storage.judgements import add_assignments, add_judgement
 
-    db = study.db
+    db = demo_study.db
     crashed, good = attempt_id(db, MLP, 1), attempt_id(db, MLP, 4)
-    new = rerun(db, study.path.parent, crashed, output_of=good)
+    new = rerun(db, demo_study.path.parent, crashed, output_of=good)
     add_assignments(db, [(crashed, "ben")], blind=True, seed=1, overlap=0.0, assigned_by="ana")
     assert queries.hidden_attempts(db, "ben", [crashed, new]) == {crashed, new}
     assert queries.hidden_attempts(db, "ana", [crashed, new]) == set()
@@ -206,13 +195,13 @@ def test_a_rerun_is_hidden_while_its_attempt_is(study) -> None:
     assert queries.hidden_attempts(db, "cy", [crashed, new]) == {crashed, new}
 
 
-async def test_the_attempt_screen_lists_its_runs_and_opens_one(study) -> None:
-    db = study.db
+async def test_the_attempt_screen_lists_its_runs_and_opens_one(demo_study) -> None:
+    db = demo_study.db
     crashed, good = attempt_id(db, MLP, 1), attempt_id(db, MLP, 4)
-    new = rerun(db, study.path.parent, crashed, output_of=good)
+    new = rerun(db, demo_study.path.parent, crashed, output_of=good)
     new_seq = db.execute("SELECT seq FROM attempt WHERE id = ?", [new]).fetchone()[0]
-    study.close()
-    app = WorkbenchApp(study.path)
+    demo_study.close()
+    app = WorkbenchApp(demo_study.path)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await pilot.press("j", "enter")  # mlp-classifier
@@ -240,12 +229,12 @@ async def test_the_attempt_screen_lists_its_runs_and_opens_one(study) -> None:
         assert app.screen is shown and shown.summary.attempt.seq == 2  # ] steps on from #1
 
 
-async def test_the_palette_opens_a_rerun_though_it_is_not_a_row(study) -> None:
-    db = study.db
+async def test_the_palette_opens_a_rerun_though_it_is_not_a_row(demo_study) -> None:
+    db = demo_study.db
     crashed, good = attempt_id(db, MLP, 1), attempt_id(db, MLP, 4)
-    new = rerun(db, study.path.parent, crashed, output_of=good)
-    study.close()
-    app = WorkbenchApp(study.path)
+    new = rerun(db, demo_study.path.parent, crashed, output_of=good)
+    demo_study.close()
+    app = WorkbenchApp(demo_study.path)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         app.open_attempt(MLP, new)  # what the palette's "Open attempt" does
@@ -254,12 +243,12 @@ async def test_the_palette_opens_a_rerun_though_it_is_not_a_row(study) -> None:
         assert "not in this migration" not in screen_text(app)
 
 
-def test_a_list_filter_matching_a_rerun_finds_its_attempt(study) -> None:
+def test_a_list_filter_matching_a_rerun_finds_its_attempt(demo_study) -> None:
     from storage.review import filtered_attempts, parse_filter
 
-    db = study.db
+    db = demo_study.db
     crashed, good = attempt_id(db, MLP, 1), attempt_id(db, MLP, 4)
-    rerun(db, study.path.parent, crashed, output_of=good)
+    rerun(db, demo_study.path.parent, crashed, output_of=good)
     mid = queries.get_migration(db, MLP).id
     found = filtered_attempts(db, mid, parse_filter("source:rerun"), after=None, limit=50)
     assert [(s.attempt.id, s.runs) for s in found] == [(crashed, 2)]

@@ -7,8 +7,6 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import pytest
-
 from domain.kinds import Outcome
 from storage import records, schema
 from storage.database import open_study
@@ -39,15 +37,6 @@ def downgrade_to_m018(path: Path) -> None:
     conn.close()
 
 
-@pytest.fixture
-def study(demo_source: Path, tmp_path: Path):
-    path = tmp_path / "demo.db"
-    shutil.copy(demo_source, path)
-    s = open_study(path)
-    yield s
-    s.close()
-
-
 def test_the_sql_code_uses_the_outcomes_order_the_reader_decodes() -> None:
     assert _OUTCOME_CODES == {"pass": 1, "fail": 2, "unknown": 3}
     assert [o.value for o in Outcome] == ["pass", "fail", "unknown"]
@@ -73,8 +62,8 @@ def test_an_older_study_gets_its_codes_and_the_same_report(demo_source: Path, tm
         upgraded.close()
 
 
-def test_a_re_verification_keeps_the_codes(study) -> None:
-    db = study.db
+def test_a_re_verification_keeps_the_codes(demo_study) -> None:
+    db = demo_study.db
     first = codes_agree(db)
     db.execute("UPDATE verdict SET outcome = 'fail' WHERE id = (SELECT MIN(id) FROM verdict"
                " WHERE outcome = 'pass' AND superseded_by IS NULL)")  # as a hand-edited study
@@ -85,8 +74,8 @@ def test_a_re_verification_keeps_the_codes(study) -> None:
     assert db.execute("SELECT COUNT(*) FROM verdict WHERE superseded_by IS NOT NULL").fetchone()[0] > 0
 
 
-def test_each_write_of_a_verdict_keeps_its_attempts_code(study) -> None:
-    db = study.db
+def test_each_write_of_a_verdict_keeps_its_attempts_code(demo_study) -> None:
+    db = demo_study.db
     attempt, verification = db.execute(
         "SELECT attempt_id, id FROM verification WHERE superseded_by IS NULL ORDER BY id LIMIT 1").fetchone()
     other = db.execute("SELECT id FROM attempt WHERE id != ? AND verdict_code IS NULL ORDER BY id LIMIT 1",
@@ -112,8 +101,8 @@ def test_each_write_of_a_verdict_keeps_its_attempts_code(study) -> None:
     assert dict(codes_agree(db))[other] is None  # no current verdict left
 
 
-def test_an_override_leaves_the_code_and_changes_the_report(study) -> None:
-    db = study.db
+def test_an_override_leaves_the_code_and_changes_the_report(demo_study) -> None:
+    db = demo_study.db
     verdict_id, attempt, level = db.execute(
         "SELECT id, attempt_id, level FROM verdict WHERE outcome = 'fail' AND superseded_by IS NULL"
         " ORDER BY id LIMIT 1").fetchone()
