@@ -3,8 +3,9 @@
     .venv/bin/python bench/report.py [--attempts 15000] [--migrations 100] [--keep DB]
 
 Prints the time to open the database, to count (`build_report`) and to render each format, in
-a fresh process per measurement so no cache carries over. The target: the report costs under a
-second beyond opening the database. --write rewrites its row of bench/RESULTS.md (bench/results.py).
+a fresh process per measurement so no cache carries over, and beside them the time to read the
+attempt rows alone (the floor of a report that reads a row per attempt). The target: the report
+costs under a second beyond opening the database. --write rewrites its row of bench/RESULTS.md (bench/results.py).
 """
 
 from __future__ import annotations
@@ -126,6 +127,27 @@ print(t1 - t0, t2 - t1, t3 - t2, len(data), report.totals.attempts.n, c3 - c1)
 """
 
 
+FLOOR = """
+import sys, time
+sys.path.insert(0, {root!r})
+from storage.database import open_study
+from storage.report import report_attempt_rows, report_migrations
+study = open_study({db!r})
+ids = [m.id for m in report_migrations(study.db)]
+t0, c0 = time.perf_counter(), time.process_time()
+rows = report_attempt_rows(study.db, ids, texts={texts!r})
+print(time.perf_counter() - t0, time.process_time() - c0, len(rows))
+"""
+"""Reading the attempt rows alone, one Python tuple per attempt: what a report that reads each
+attempt's row costs before it counts anything (the floor of that design)."""
+
+
+def floor(db: Path, texts: bool, tree: Path = ROOT) -> tuple[float, float]:
+    out = subprocess.run([sys.executable, "-c", FLOOR.format(root=str(tree), db=str(db), texts=texts)],
+                         capture_output=True, text=True, check=True).stdout.split()
+    return float(out[0]), float(out[1])
+
+
 def measure(db: Path, fmt: str, tree: Path = ROOT) -> tuple[float, float, float, int, int, float]:
     out = subprocess.run([sys.executable, "-c", MEASURE.format(root=str(tree), db=str(db), fmt=fmt)],
                          capture_output=True, text=True, check=True).stdout.split()
@@ -158,6 +180,11 @@ def main() -> None:
             assert best[4] == args.attempts // args.migrations * args.migrations, best  # per migration, rounded down
             print(f"| {fmt} | {best[0] * 1000:.0f} ms | {best[1] * 1000:.0f} ms | {best[2] * 1000:.0f} ms |"
                   f" {(best[1] + best[2]) * 1000:.0f} ms | {best[5] * 1000:.0f} ms | {best[3] / 2**20:.1f} MiB |")
+        floors = {texts: min((floor(db, texts, args.tree) for _ in range(args.runs)), key=lambda f: f[1])
+                  for texts in (False, True)}
+        print("reading the attempt rows alone: " + ", ".join(
+            f"{label} {wall * 1000:.0f} ms (CPU {cpu * 1000:.0f})"
+            for label, (wall, cpu) in (("without texts", floors[False]), ("with texts (csv, json)", floors[True]))))
         if args.write:
             from results import record
 
@@ -169,7 +196,9 @@ def main() -> None:
             record(f"report of {found['md'][4]:,} attempts in {args.migrations} migrations (bench/report.py's study),"
                    " count + render beyond opening it", target="under 1 s in every format",
                    latest=", ".join(f"{fmt} {beyond(fmt)}" for fmt in found) + f" (best of {args.runs})",
-                   baseline=f"opening the database: {min(f[0] for f in found.values()) * 1000:.0f} ms",
+                   baseline=f"opening the database: {min(f[0] for f in found.values()) * 1000:.0f} ms; reading"
+                   f" the attempt rows alone (a tuple per attempt): {floors[False][1] * 1000:,.0f} ms CPU without"
+                   f" their texts, {floors[True][1] * 1000:,.0f} ms with them (csv, json)",
                    ratio=f"slowest {worst:.2f} s wall, {worst_cpu:.2f} s CPU", command=f"bench/report.py --attempts {args.attempts}"
                    f" --migrations {args.migrations} --runs {args.runs} --write")
 
