@@ -102,6 +102,7 @@ class WorkbenchCommands(Provider):
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
+        words = _words(query)
         for text, command, help_text in self._commands() + self._attempts(query):
             score, offsets = matcher.fuzzy_search.match(query, text)
             if score > 0:
@@ -109,3 +110,16 @@ class WorkbenchCommands(Provider):
                 for offset in offsets:
                     display = display.stylize(matcher.match_style, offset, offset + 1)
                 yield Hit(score, display, command, text=text, help=Content(help_text))
+            elif words and words <= _words(help_text):
+                # what it does, in the user's word: `report` finds Export, whose help says so
+                yield Hit(HELP_SCORE, Content(text), command, text=text, help=Content(help_text))
+
+
+HELP_SCORE = 1.0
+"""A hit on a command's help text, below any on its name (the fuzzy matcher scores those 3 and up)."""
+
+
+def _words(text: str) -> set[str]:
+    """The words of three letters or more, lower-cased: a query matches a help text by whole words,
+    so that `q` or `new` does not find every command whose help has a q or says `newest`."""
+    return {w for w in "".join(c if c.isalnum() else " " for c in text.lower()).split() if len(w) >= 3}

@@ -776,6 +776,9 @@ async def test_the_palette_lists_each_command_once_with_its_key(demo_db: Path) -
         assert await palette_hits(pilot, "help") == ["Help (?)"]
         assert await palette_hits(pilot, "new") == ["New (N)"]  # `+` runs it too: listed once
         assert await palette_hits(pilot, "back") == []  # nothing to go back to from the study
+        # what a command does, in its help's words: `report` finds Export, whose help says it writes one
+        assert await palette_hits(pilot, "report") == ["Export (e)"]
+        assert (await palette_hits(pilot, "exp"))[0] == "Export (e)"  # a hit on the name ranks first
         for keys in (("j", "enter"), ("j", "enter")):  # a migration's attempts, then its first agent attempt
             await pilot.press(*keys)
             await settle(pilot)
