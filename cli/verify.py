@@ -219,9 +219,8 @@ def _record_settings(sdb: Any, migration: Any, assignments: tuple[str, ...]) -> 
 def _rows(sdb: Any, outcomes: list[Any], evidence: bool) -> Iterator[tuple[Any, ...]]:
     """Each outcome's row as printed: one migration's attempts (a group), read in one go; the
     verdicts' evidence and the failures only where they are printed (`evidence`: the table has
-    neither, and its failure column is the verification's cause); last, for a re-run, the seq of
-    the attempt it is a run of (storage.counted: its verdicts count there, not as an attempt's)."""
-    from storage import queries, runs
+    neither, and its failure column is the verification's cause)."""
+    from storage import queries
 
     if not outcomes:
         return
@@ -230,20 +229,16 @@ def _rows(sdb: Any, outcomes: list[Any], evidence: bool) -> Iterator[tuple[Any, 
     slug = migration.slug if migration else ""
     verifications, verdicts = queries.current_verifications(sdb, ids), queries.current_verdicts(sdb, ids, evidence=evidence)
     failures = queries.current_failures(sdb, ids) if evidence else {}
-    run_of = runs.seqs_of(sdb, [o.attempt.rerun_of for o in outcomes if o.attempt.rerun_of is not None])
     for o, aid in zip(outcomes, ids):
-        yield (slug, o.attempt, verifications.get(aid), verdicts.get(aid, []), failures.get(aid), o.changed,
-               run_of.get(o.attempt.rerun_of) if o.attempt.rerun_of is not None else None)
+        yield slug, o.attempt, verifications.get(aid), verdicts.get(aid, []), failures.get(aid), o.changed
 
 
-def _json_row(slug_of: str, a: Any, v: Any, verdicts: Any, failure: Any, changed: bool,
-              run_of: int | None) -> dict[str, Any]:
+def _json_row(slug_of: str, a: Any, v: Any, verdicts: Any, failure: Any, changed: bool) -> dict[str, Any]:
     """One attempt's item of `--json`: its records' fields as `jsonable(asdict(...))` gives them,
     built directly (asdict deep-copies every value: about 80 us a row, 150,000 rows a study)."""
     return {
         "migration": slug_of,
         "seq": a.seq,
-        "rerun_of_seq": run_of,
         "changed": changed,
         "verification": _fields(v),
         "levels": [
@@ -269,17 +264,16 @@ def _fields(record: Any) -> dict[str, Any]:
 COLUMNS = ["migration", "seq", "L1-5", "level", "expected", "cause", "silent", "over-claim", "time", "cost", "new"]
 
 
-def _cells(slug_of: str, a: Any, v: Any, verdicts: Any, failure: Any, changed: bool, run_of: int | None) -> list[Any]:
+def _cells(slug_of: str, a: Any, v: Any, verdicts: Any, failure: Any, changed: bool) -> list[Any]:
     """One row of the table, as printed: level and over-claim follow overrides, as the app's
-    header and the report count them (domain.ladder); a re-run's row is that run's, named as a
-    run of its attempt (the `counted:` line under the table counts it there)."""
+    header and the report count them (domain.ladder)."""
     from domain.ladder import highest_level, over_claim
 
     effective = {d.level: d.effective.value for d in verdicts}
     over = over_claim(a.expected_level, effective)
     return [
         slug_of,
-        a.seq if run_of is None else f"{a.seq} (re-run of #{run_of})",
+        a.seq,
         "".join(_MARK[d.effective.value] for d in verdicts),
         highest_level(effective),
         a.expected_level or "",
@@ -292,10 +286,9 @@ def _cells(slug_of: str, a: Any, v: Any, verdicts: Any, failure: Any, changed: b
     ]
 
 
-def _reasons(slug_of: str, a: Any, v: Any, verdicts: Any, failure: Any, changed: bool,
-             run_of: int | None) -> list[str]:
+def _reasons(slug_of: str, a: Any, v: Any, verdicts: Any, failure: Any, changed: bool) -> list[str]:
     """`--reasons`: each level's reason and first evidence, and the cause, under the table."""
-    out = [f"\n{slug_of} #{a.seq}" + ("" if run_of is None else f" (re-run of #{run_of})")]
+    out = [f"\n{slug_of} #{a.seq}"]
     for d in verdicts:
         out.append(clean(f"  L{d.level} {d.effective.value}: {d.reason}"))
         out += [clean(f"      {e.kind} {e.ref}: {e.text}") for e in d.evidence[:4]]

@@ -88,15 +88,6 @@ def attempt_runs(db: Reader, attempt_id: int) -> list[Run]:
     return out
 
 
-def seqs_of(db: Reader, attempt_ids: Sequence[int]) -> dict[int, int]:
-    """Attempt id -> its sequence number: how a re-run names the attempt it re-ran."""
-    if not attempt_ids:
-        return {}
-    rows = db.execute("SELECT id, seq FROM attempt WHERE id IN (SELECT value FROM json_each(?))",
-                      [json.dumps(sorted(set(attempt_ids)))]).fetchall()
-    return {int(r[0]): int(r[1]) for r in rows}
-
-
 def run_counts(db: Reader, migration_id: int) -> dict[int, int]:
     """Counted attempt id -> how many runs it has (itself and its re-runs of its commit), for the
     migration's attempts with at least one re-run."""

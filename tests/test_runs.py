@@ -265,24 +265,3 @@ def test_a_list_filter_matching_a_rerun_finds_its_attempt(demo_study) -> None:
 ])
 def test_the_counted_outcome_rule(runs, want) -> None:
     assert counted_outcome(runs) == want
-
-
-def test_verify_names_a_rerun_row_as_a_run_of_its_attempt(demo_study) -> None:
-    """`workbench verify` judges runs: a re-run's row is its own run's verdicts, named as a run of the
-    attempt it re-ran (the `counted:` line under the table counts it there, not as an attempt)."""
-    import json
-
-    db = demo_study.db
-    crashed, good = attempt_id(db, MLP, 1), attempt_id(db, MLP, 4)
-    new = rerun(db, demo_study.path.parent, crashed, output_of=good)
-    seq = db.execute("SELECT seq FROM attempt WHERE id = ?", [new]).fetchone()[0]
-    table = CliRunner().invoke(main, ["verify", str(demo_study.path), "--migration", MLP, "--force"])
-    assert table.exit_code == 0, table.output
-    rows = [line.split() for line in table.stdout.splitlines() if line.startswith(MLP)]
-    assert [r[1:5] for r in rows if r[1] == str(seq)] == [[str(seq), "(re-run", "of", "#1)"]]
-    assert all(r[2] != "(re-run" for r in rows if r[1] != str(seq))  # the attempts' own rows say nothing
-    listed = json.loads(CliRunner().invoke(main, ["verify", str(demo_study.path), "--migration", MLP, "--json"]).stdout)
-    assert {item["seq"]: item["rerun_of_seq"] for item in listed} == {
-        item["seq"]: (1 if item["seq"] == seq else None) for item in listed}
-    reasons = CliRunner().invoke(main, ["verify", str(demo_study.path), "--migration", MLP, "--reasons"]).stdout
-    assert f"{MLP} #{seq} (re-run of #1)" in reasons.splitlines()
