@@ -254,6 +254,88 @@ def test_a_list_filter_matching_a_rerun_finds_its_attempt(demo_study) -> None:
     assert [(s.attempt.id, s.runs) for s in found] == [(crashed, 2)]
 
 
+def filtered_seqs(db, raw: str, blind_to: str | None = None) -> list[int]:
+    mid = queries.get_migration(db, MLP).id
+    return [s.attempt.seq for s in review.filtered_attempts(db, mid, review.parse_filter(raw), after=None,
+                                                           limit=50, blind_to=blind_to)]
+
+
+def assert_filters_agree_with_rows(db) -> None:
+    """Each level, over-claim and silent filter lists exactly the rows that show it."""
+    rows = list(queries.iter_attempt_summaries(db, queries.get_migration(db, MLP).id))
+
+    def shown(row) -> str:
+        if not any(row.ladder):
+            return "none"
+        return str(highest_level({n: o.value for n, o in enumerate(row.ladder, start=1) if o}))
+
+    for level in ("none", "0", "1", "2", "3", "4", "5"):
+        assert filtered_seqs(db, f"level:{level}") == [r.attempt.seq for r in rows if shown(r) == level], level
+    for yes in (True, False):
+        word = "yes" if yes else "no"
+        assert filtered_seqs(db, f"overclaim:{word}") == [r.attempt.seq for r in rows if bool(r.over_claim) == yes]
+        assert filtered_seqs(db, f"silent:{word}") == [
+            r.attempt.seq for r in rows if bool(r.failure and r.failure.silent) == yes]
+
+
+def test_list_filters_judge_an_attempt_by_its_counted_values(demo_study) -> None:
+    db = demo_study.db
+    # #3 reached level 1 (fails 2; numerical mismatch) and expected 4: an over-claim
+    assert filtered_seqs(db, "level:1") == [3] and filtered_seqs(db, "overclaim:yes") == [1, 3]
+    assert filtered_seqs(db, "cause:num") == [3]
+    assert_filters_agree_with_rows(db)
+    # its re-run passes levels 1, 2 and 4 and leaves 3 unknown: counted, #3 reaches 4 as it claimed
+    rerun(db, demo_study.path.parent, attempt_id(db, MLP, 3), output_of=attempt_id(db, MLP, 4))
+    assert filtered_seqs(db, "level:1") == [] and filtered_seqs(db, "level:4") == [3, 4]
+    assert filtered_seqs(db, "level:<=1") == [1] and filtered_seqs(db, "overclaim:yes") == [1]
+    # its row shows the failure of the run that failed its lowest failing level (5): the re-run's
+    assert filtered_seqs(db, "cause:num") == [] and filtered_seqs(db, "cause:slower") == [3, 4]
+    # #1 crashed (API misuse, not silent); its re-run fails level 2 silently, as #3 did
+    rerun(db, demo_study.path.parent, attempt_id(db, MLP, 1), output_of=attempt_id(db, MLP, 3))
+    assert filtered_seqs(db, "silent:yes") == [1, 2, 3, 4] and filtered_seqs(db, "cause:api") == []
+    assert filtered_seqs(db, "level:1 overclaim:no") == [1]  # it reached the level 1 it expected
+    assert_filters_agree_with_rows(db)
+    # the other terms still hold when any run meets them, all on the same run
+    assert filtered_seqs(db, "source:rerun") == [1, 3] and filtered_seqs(db, "source:rerun level:4") == [3]
+    assert filtered_seqs(db, "source:agent status:nonzero") == [1] and filtered_seqs(db, "source:rerun status:nonzero") == []
+    from storage.judgements import add_assignments
+
+    add_assignments(db, [(attempt_id(db, MLP, 3), "ben")], blind=True, seed=1, overlap=0.0, assigned_by="ana")
+    assert filtered_seqs(db, "source:rerun", blind_to="ben") == [1]
+
+
+def test_the_migration_filter_counts_as_its_row(demo_study) -> None:
+    db = demo_study.db
+
+    def slugs(raw: str) -> list[str]:
+        """Page by page, one migration a page: each page reads the next migrations until one matches."""
+        found: list[str] = []
+        while page := review.filtered_migrations(db, review.parse_filter(raw), after=found[-1] if found else None,
+                                                 limit=1):
+            found += [m.migration.slug for m in page]
+        return found
+
+    def agree() -> None:
+        rows = list(queries.iter_migration_summaries(db))
+        for level in ("none", *map(str, range(6))):
+            want = [r.migration.slug for r in rows if str(r.highest_level).lower() == level]
+            assert slugs(f"level:{level}") == want, level
+        for word, yes in (("yes", True), ("no", False)):
+            assert slugs(f"silent:{word}") == [r.migration.slug for r in rows if (r.silent_failures > 0) == yes]
+            assert slugs(f"overclaim:{word}") == [r.migration.slug for r in rows if (r.over_claims > 0) == yes]
+
+    assert slugs("level:4") == ["bow-classifier", MLP]
+    agree()
+    # #4, the migration's best, re-run: it crashes now, so mlp's best counted attempt is #2 at level 2
+    rerun(db, demo_study.path.parent, attempt_id(db, MLP, 4), output_of=attempt_id(db, MLP, 1))
+    assert slugs("level:4") == ["bow-classifier"] and slugs("level:2") == [MLP]
+    agree()
+    # #1's re-run fails level 2 silently: its row's failure is no longer the crash's
+    rerun(db, demo_study.path.parent, attempt_id(db, MLP, 1), output_of=attempt_id(db, MLP, 3))
+    assert slugs("cause:api") == [MLP]  # #4's row shows the crash's failure: API misuse
+    agree()
+
+
 @pytest.mark.parametrize(("runs", "want"), [
     ([], None),
     ([(1, "fail", None), (5, "pass", None)], "pass"),          # the latest run that passed or failed
