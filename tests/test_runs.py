@@ -229,6 +229,70 @@ async def test_the_attempt_screen_lists_its_runs_and_opens_one(demo_study) -> No
         assert app.screen is shown and shown.summary.attempt.seq == 2  # ] steps on from #1
 
 
+def verdict_pane_text(screen: AttemptScreen) -> str:
+    """Every option of the verdicts pane as plain text, however far it scrolls."""
+    from screens.widgets.verdict_list import VerdictList
+
+    pane = screen.query_one(VerdictList)
+    return "\n".join(verdict_pane_text_of(pane.get_option_at_index(n) for n in range(pane.option_count)))
+
+
+async def test_the_verdicts_pane_says_which_rerun_decided_a_level(demo_study, monkeypatch) -> None:
+    from storage.judgements import add_assignments
+    from workbench.blind import attempt_seen_by
+
+    db = demo_study.db
+    third, good = attempt_id(db, MLP, 3), attempt_id(db, MLP, 4)  # #3 fails levels 2 and 4, #4 passes them
+    new = rerun(db, demo_study.path.parent, third, output_of=good)
+    new_seq = db.execute("SELECT seq FROM attempt WHERE id = ?", [new]).fetchone()[0]
+    assert runs.decided_by_reruns(db, third) == ((2, Outcome.PASS, new_seq), (4, Outcome.PASS, new_seq))
+    assert runs.decided_by_reruns(db, new) == ()  # a re-run's screen shows its own verdicts
+    # blind: nothing of it shows while the attempt's verdicts are hidden
+    add_assignments(db, [(third, "ben")], blind=True, seed=1, overlap=0.0, assigned_by="ana")
+    assert attempt_seen_by(db, "ben", third).decided == ()
+    assert len(attempt_seen_by(db, "ana", third).decided) == 2
+    demo_study.close()
+    monkeypatch.setenv("WORKBENCH_REVIEWER", "ana")
+    app = WorkbenchApp(demo_study.path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("j", "enter")  # mlp-classifier
+        await settle(pilot)
+        await pilot.press("j", "j", "j", "enter")  # #3 (the reference run is the first row)
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, AttemptScreen) and screen.summary.attempt.id == third
+        await pilot.press("4")
+        await settle(pilot)
+        shown = verdict_pane_text(screen)
+        assert shown.count("counted:") == 2 and shown.count(f"counted: ✓ pass — re-run #{new_seq}") == 2
+        level_2 = shown[shown.index("L2 "):shown.index("L3 ")]
+        assert "✗ fail" in level_2 and "counted: ✓ pass" in level_2  # its own fail, and what counts
+        # as its row and header count it: levels 1 to 4 pass
+        assert [o and o.value for o in screen.summary.ladder][:4] == ["pass"] * 4
+        assert "counted:" in screen_text(app)
+
+
+def test_a_level_only_a_rerun_judged_shows_on_its_attempts_pane() -> None:
+    from screens.presenters.verdicts import verdict_options
+
+    [option] = verdict_options([], ((3, Outcome.FAIL, 7),))
+    assert option.id == "counted:3"  # no verdict of this run to override or jump into
+    assert verdict_pane_text_of([option]) == ["L3 intended hardware no verdict on this run",
+                                            "  counted: ✗ fail — re-run #7"]
+
+
+def verdict_pane_text_of(options) -> list[str]:
+    import io
+
+    from rich.console import Console
+
+    console = Console(width=200, record=True, file=io.StringIO())
+    for option in options:
+        console.print(option.prompt)
+    return [line.rstrip() for line in console.export_text().splitlines()]
+
+
 async def test_the_palette_opens_a_rerun_though_it_is_not_a_row(demo_study) -> None:
     db = demo_study.db
     crashed, good = attempt_id(db, MLP, 1), attempt_id(db, MLP, 4)
