@@ -68,6 +68,14 @@ def _counted_ladders(db: Reader, where: str, scope: Any) -> dict[int, dict[str, 
     return out
 
 
+def rerun_of_seqs(db: Reader, run_ids: Sequence[int]) -> dict[int, int]:
+    """Re-run id -> the seq of the attempt it re-ran, for the re-runs among `run_ids` (`workbench
+    verify` lists them as runs of their attempts)."""
+    rows = db.execute("SELECT r.id, a.seq FROM attempt r JOIN attempt a ON a.id = r.rerun_of"
+                      " WHERE r.id IN (SELECT value FROM json_each(?))", [json.dumps(list(run_ids))])
+    return {int(r[0]): int(r[1]) for r in rows}
+
+
 def root_of(db: Reader, attempt_id: int) -> int:
     """The counted attempt that `attempt_id` is a run of: itself, or the agent attempt it re-ran
     (following a chain stored before m018 flattened them)."""

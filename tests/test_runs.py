@@ -160,6 +160,24 @@ def test_a_rerun_of_a_rerun_is_a_run_of_the_original(demo_study) -> None:
     assert header_counts(db) == report_counts(db) == migration_counts(db) == verify_counts(demo_study.path)
 
 
+def test_verify_lists_a_rerun_under_its_attempt(demo_study) -> None:
+    import json
+
+    db = demo_study.db
+    new = rerun(db, demo_study.path.parent, attempt_id(db, MLP, 1), output_of=attempt_id(db, MLP, 4))
+    new_seq = db.execute("SELECT seq FROM attempt WHERE id = ?", [new]).fetchone()[0]
+    result = CliRunner().invoke(main, ["verify", str(demo_study.path), "--migration", MLP])
+    assert result.exit_code == 0, result.output
+    rows = [line.split()[1:4] for line in result.stdout.splitlines()[1:] if line.startswith(MLP)]
+    assert rows == [["1", "✗?✗??", "0"], [str(new_seq), "(re-run", "of"], ["2", "✓✓✗✓✗", "2"],
+                    ["3", "✓✗✓✗✗", "1"], ["4", "✓✓✓✓✗", "4"]]
+    assert f"{new_seq} (re-run of #1)" in result.stdout
+    assert "of 5 runs: 4 attempts, 1 re-run" in result.stderr and "counted: 4 attempts" in result.stderr
+    listed = json.loads(CliRunner().invoke(main, ["verify", str(demo_study.path), "--migration", MLP,
+                                                  "--json"]).stdout)
+    assert [(r["seq"], r["rerun_of"]) for r in listed] == [(1, None), (new_seq, 1), (2, None), (3, None), (4, None)]
+
+
 def test_m018_flattens_a_stored_chain(demo_study) -> None:
     db = demo_study.db
     crashed, good = attempt_id(db, MLP, 1), attempt_id(db, MLP, 4)
