@@ -74,7 +74,7 @@ def verify(db: Path, slug: str | None, seq: int | None, assignments: tuple[str, 
         started = time.perf_counter()
         rows = Spooled(None if as_json else COLUMNS)  # spooled as printed: 150,000 rows stay off the heap
         said = Spooled()
-        seen = judged = hidden = 0
+        seen = judged = hidden = reruns = 0
         unknown_l3: list[Any] = []
         failed: NotAllVerified | None = None
         with _progress() as progress:
@@ -83,6 +83,7 @@ def verify(db: Path, slug: str | None, seq: int | None, assignments: tuple[str, 
                 for group in verify_groups(sdb, migrations, study_of, config.reviewer(), seq=seq, force=force,
                                            workers=workers or default_workers(), progress=progress):
                     seen, judged = seen + len(group), judged + sum(o.changed for o in group)
+                    reruns += sum(o.attempt.rerun_of is not None for o in group)
                     blind = sight(sdb, config.reviewer(), attempts=[o.attempt.id for o in group])
                     hidden += len(blind.hidden)
                     listed = [o for o in group if (o.changed or not changed) and blind.sees_attempt(o.attempt.id)]
@@ -94,7 +95,7 @@ def verify(db: Path, slug: str | None, seq: int | None, assignments: tuple[str, 
                         unknown_l3 += unknown_at_level3(sdb, [o.attempt for o in group if blind.sees_attempt(o.attempt.id)])
             except NotAllVerified as exc:  # raised once every other attempt is written: they are listed first
                 failed = exc
-        _summary(seen, judged, time.perf_counter() - started)
+        _summary(seen, judged, time.perf_counter() - started, reruns)
         if hidden:
             click.echo(f"{hidden} of them not listed: you judge them blind (docs/judgements.md)", err=True)
         elif seq is None:
@@ -122,9 +123,11 @@ def _progress() -> Iterator[Callable[[int, int], None] | None]:
         yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
-def _summary(seen: int, judged: int, seconds: float) -> None:
+def _summary(seen: int, judged: int, seconds: float, reruns: int) -> None:
+    """How many were verified; re-runs said apart, as runs of their attempts (the rows mark them)."""
     rate = f", {judged / seconds:.0f} attempts/s" if judged and seconds > 0 else ""
-    click.echo(f"verified {judged} of {seen} attempts ({seen - judged} unchanged) in {seconds:.1f} s{rate}", err=True)
+    what = "attempts" if not reruns else f"runs: {seen - reruns} attempts, {plural(reruns, 're-run')}"
+    click.echo(f"verified {judged} of {seen} {what} ({seen - judged} unchanged) in {seconds:.1f} s{rate}", err=True)
 
 
 def _counted(db: Any, migration_ids: list[int], reviewer: str) -> None:
@@ -219,8 +222,10 @@ def _record_settings(sdb: Any, migration: Any, assignments: tuple[str, ...]) -> 
 def _rows(sdb: Any, outcomes: list[Any], evidence: bool) -> Iterator[tuple[Any, ...]]:
     """Each outcome's row as printed: one migration's attempts (a group), read in one go; the
     verdicts' evidence and the failures only where they are printed (`evidence`: the table has
-    neither, and its failure column is the verification's cause)."""
-    from storage import queries
+    neither, and its failure column is the verification's cause). A re-run is a run of the
+    attempt it re-ran, not an attempt (the `counted:` line counts it so): its row follows that
+    attempt's, marked `N (re-run of #M)`."""
+    from storage import queries, runs
 
     if not outcomes:
         return
@@ -229,16 +234,21 @@ def _rows(sdb: Any, outcomes: list[Any], evidence: bool) -> Iterator[tuple[Any, 
     slug = migration.slug if migration else ""
     verifications, verdicts = queries.current_verifications(sdb, ids), queries.current_verdicts(sdb, ids, evidence=evidence)
     failures = queries.current_failures(sdb, ids) if evidence else {}
-    for o, aid in zip(outcomes, ids):
-        yield slug, o.attempt, verifications.get(aid), verdicts.get(aid, []), failures.get(aid), o.changed
+    of = runs.rerun_of_seqs(sdb, ids)
+    for o in sorted(outcomes, key=lambda o: (of.get(o.attempt.id, o.attempt.seq), o.attempt.seq)):
+        aid = o.attempt.id
+        yield (slug, o.attempt, verifications.get(aid), verdicts.get(aid, []), failures.get(aid), o.changed,
+               of.get(aid))
 
 
-def _json_row(slug_of: str, a: Any, v: Any, verdicts: Any, failure: Any, changed: bool) -> dict[str, Any]:
+def _json_row(slug_of: str, a: Any, v: Any, verdicts: Any, failure: Any, changed: bool,
+              of: int | None) -> dict[str, Any]:
     """One attempt's item of `--json`: its records' fields as `jsonable(asdict(...))` gives them,
     built directly (asdict deep-copies every value: about 80 us a row, 150,000 rows a study)."""
     return {
         "migration": slug_of,
         "seq": a.seq,
+        "rerun_of": of,
         "changed": changed,
         "verification": _fields(v),
         "levels": [
@@ -264,7 +274,8 @@ def _fields(record: Any) -> dict[str, Any]:
 COLUMNS = ["migration", "seq", "L1-5", "level", "expected", "cause", "silent", "over-claim", "time", "cost", "new"]
 
 
-def _cells(slug_of: str, a: Any, v: Any, verdicts: Any, failure: Any, changed: bool) -> list[Any]:
+def _cells(slug_of: str, a: Any, v: Any, verdicts: Any, failure: Any, changed: bool,
+           of: int | None) -> list[Any]:
     """One row of the table, as printed: level and over-claim follow overrides, as the app's
     header and the report count them (domain.ladder)."""
     from domain.ladder import highest_level, over_claim
@@ -273,7 +284,7 @@ def _cells(slug_of: str, a: Any, v: Any, verdicts: Any, failure: Any, changed: b
     over = over_claim(a.expected_level, effective)
     return [
         slug_of,
-        a.seq,
+        a.seq if of is None else f"{a.seq} (re-run of #{of})",
         "".join(_MARK[d.effective.value] for d in verdicts),
         highest_level(effective),
         a.expected_level or "",
@@ -286,9 +297,10 @@ def _cells(slug_of: str, a: Any, v: Any, verdicts: Any, failure: Any, changed: b
     ]
 
 
-def _reasons(slug_of: str, a: Any, v: Any, verdicts: Any, failure: Any, changed: bool) -> list[str]:
+def _reasons(slug_of: str, a: Any, v: Any, verdicts: Any, failure: Any, changed: bool,
+             of: int | None) -> list[str]:
     """`--reasons`: each level's reason and first evidence, and the cause, under the table."""
-    out = [f"\n{slug_of} #{a.seq}"]
+    out = [f"\n{slug_of} #{a.seq}" + ("" if of is None else f" (re-run of #{of})")]
     for d in verdicts:
         out.append(clean(f"  L{d.level} {d.effective.value}: {d.reason}"))
         out += [clean(f"      {e.kind} {e.ref}: {e.text}") for e in d.evidence[:4]]

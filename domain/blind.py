@@ -128,6 +128,9 @@ class AttemptView:
     """Empty while hidden."""
     judgement: HumanJudgement | None
     """The reviewer's current judgement of it, for the reveal."""
+    decided: tuple[tuple[int, Outcome, int], ...] = ()
+    """(level, counted outcome, seq of the re-run that gave it) where a re-run decided a level
+    of this agent attempt (storage.runs.decided_by_reruns); empty while hidden."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -266,7 +266,7 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
         self._show_runs(message.runs)
         verdict_list = self.query_one(VerdictList)
         verdict_list.clear_options()
-        verdict_list.add_options(verdict_options(view.verdicts))
+        verdict_list.add_options(verdict_options(view.verdicts, () if view.summary.hidden else view.decided))
         if message.explanation and not view.summary.hidden:
             from screens.explain import explanation_text
 
@@ -279,7 +279,7 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
             verdict_list.add_option(Option(Text("The reference run has no verdicts: the agent's "
                                                 "attempts are judged against it.", style="dim"),
                                            disabled=True))
-        elif not view.verdicts:
+        elif not view.verdicts and not view.decided:
             verdict_list.add_option(Option(Text("No verdicts yet: run workbench verify on the study.",
                                                 style="dim"), disabled=True))
 

@@ -79,3 +79,12 @@ counted_automated AS (
     FROM run_level GROUP BY attempt_id, level
 ),
 {last}"""
+
+
+def failure_run_of(a: str) -> str:
+    """SQL (needs `counted_levels`' CTEs): the run whose failure the list row of attempt row `a`
+    shows, so the list, its filters and the counts name the same one: for an attempt with re-runs,
+    the run that decided its lowest failing level (NULL when no level fails); else its own."""
+    return (f"CASE WHEN EXISTS (SELECT 1 FROM counted_run r WHERE r.attempt_id = {a}.id)"
+            f" THEN (SELECT c.run_id FROM counted_level c WHERE c.attempt_id = {a}.id AND c.outcome = 'fail'"
+            f" ORDER BY c.level LIMIT 1) ELSE {a}.id END")

@@ -31,7 +31,7 @@ from domain.models import (
     Outcome,
 )
 from storage.converters import attempt_from_row, migration_from_row, point_value, study_from_row
-from storage.counted import COUNTED_ROOT, NOT_REFERENCE, counted_levels
+from storage.counted import COUNTED_ROOT, NOT_REFERENCE, counted_levels, failure_run_of
 
 Reader = Union["Database", sqlite3.Connection]
 """A study connection to read from: sqlite-utils' or the standard module's."""
@@ -283,14 +283,17 @@ def migration_summaries(
 
 
 def attempt_summaries(
-    db: Reader, migration_id: int, *, after: int | None = None, limit: int = 200, folded: bool = True
+    db: Reader, migration_id: int, *, after: int | None = None, limit: int = 200, folded: bool = True,
+    through: int | None = None,
 ) -> list[AttemptSummary]:
     """A migration's attempts by sequence number, the reference runs first. `folded`: a re-run is
     a run of the attempt it re-ran, not a row of its own; an attempt with re-runs of its commit
     shows its counted ladder and over-claim (storage.counted), how many runs it has, and the
     failure of the run that decided its lowest failing level (none when no level fails), as the
-    counts and the report take it."""
-    with_reruns = "a.migration_id = :migration AND (:after IS NULL OR a.seq > :after)"
+    counts and the report take it. `through`: no seq past it (a filter reads its rows one by
+    one: each reads its own re-runs, not those of every attempt after it)."""
+    with_reruns = ("a.migration_id = :migration AND (:after IS NULL OR a.seq > :after)"
+                   " AND (:through IS NULL OR a.seq <= :through)")
     sql = f"""
     WITH {EFFECTIVE_VERDICTS}, {CURRENT_INTERVENTIONS}, {counted_levels(with_reruns)}
     SELECT a.*,
@@ -305,19 +308,15 @@ def attempt_summaries(
         (SELECT count(*) FROM current_intervention i WHERE i.attempt_id = a.id)
             AS n_interventions,
         CASE WHEN a.source = 'reference' THEN NULL ELSE {over_claim_of("a")} END AS over_claim
-    FROM attempt a LEFT JOIN failure f ON f.superseded_by IS NULL AND f.attempt_id = CASE
-        WHEN EXISTS (SELECT 1 FROM counted_run r WHERE r.attempt_id = a.id)  -- re-run: the run that failed lowest
-        THEN (SELECT c.run_id FROM counted_level c WHERE c.attempt_id = a.id AND c.outcome = 'fail'
-              ORDER BY c.level LIMIT 1) ELSE a.id END
-    WHERE a.migration_id = :migration AND (:after IS NULL OR a.seq > :after)
-        AND (NOT :folded OR a.rerun_of IS NULL)
+    FROM attempt a LEFT JOIN failure f ON f.superseded_by IS NULL AND f.attempt_id = {failure_run_of("a")}
+    WHERE {with_reruns} AND (NOT :folded OR a.rerun_of IS NULL)
     ORDER BY a.seq LIMIT :limit
     """
     from domain.attempts import AttemptSummary, Failure
     from domain.ladder import over_claim
 
     out = []
-    params = {"migration": migration_id, "after": after, "limit": limit, "folded": folded}
+    params = {"migration": migration_id, "after": after, "limit": limit, "folded": folded, "through": through}
     for row in _rows(db, sql, params):
         runs = max(1, row["n_runs"] or 0)
         levels = json.loads((row["counted_ladder"] if runs > 1 else row["ladder"]) or "{}")

@@ -184,8 +184,13 @@ def _level_bounds(value: str) -> tuple[int, int] | None:
     return None
 
 
+COUNTED_KEYS = ("level", "overclaim", "silent", "cause")
+"""The terms on an attempt's verdicts and failure: judged on its counted values, as its list row
+shows them (storage.counted); the others hold when any of its runs meets them."""
+
+
 def _attempt_term(key: str, value: str, a: str) -> tuple[str, list[Any]]:
-    """SQL (needs EFFECTIVE_VERDICTS) true when the attempt row `a` meets `key:value`."""
+    """SQL (needs EFFECTIVE_VERDICTS) true when the run row `a`, on its own, meets `key:value`."""
     from storage.queries import level_of, over_claim_of, verified_of
 
     current = f"FROM failure f WHERE f.attempt_id = {a}.id AND f.superseded_by IS NULL"
@@ -209,6 +214,27 @@ def _attempt_term(key: str, value: str, a: str) -> tuple[str, list[Any]]:
     return f"({verified_of(a)} AND {level_of(a)} BETWEEN ? AND ?)", [lo, hi]
 
 
+def _counted_term(key: str, value: str) -> tuple[str, list[Any]]:
+    """SQL (needs EFFECTIVE_VERDICTS and `attempt_stats`' CTEs) true when the list row of attempt
+    `a` meets `key:value` (one of COUNTED_KEYS): `s`, its `attempt_stat` row, holds the counted
+    level and over-claim of an attempt with re-runs (NULL for the others: their own verdicts
+    count, as before); silent and cause read the failure the row shows (`failure_run_of`)."""
+    from storage.counted import failure_run_of
+
+    if key in ("silent", "cause"):
+        shown = f"FROM failure f WHERE f.attempt_id = {failure_run_of('a')} AND f.superseded_by IS NULL"
+        if key == "cause":
+            return f"EXISTS (SELECT 1 {shown} AND f.cause LIKE ? || '%')", [value]
+        return f"{'' if value in _YES else 'NOT '}EXISTS (SELECT 1 {shown} AND f.silent)", []
+    own, params = _attempt_term(key, value, "a")
+    if key == "overclaim":
+        return f"(CASE WHEN s.id IS NULL THEN {own} ELSE COALESCE(s.over_claim, 0) = ? END)", [*params, *params]
+    lo, hi = _level_bounds(value) or (-1, -1)
+    if lo < 0:
+        return f"(CASE WHEN s.id IS NULL THEN {own} ELSE NOT s.verified END)", params
+    return f"(CASE WHEN s.id IS NULL THEN {own} ELSE s.verified AND s.level BETWEEN ? AND ? END)", [*params, lo, hi]
+
+
 def _text_term(word: str, columns: list[str]) -> tuple[str, list[Any]]:
     """Any of `columns` holds `word` (instr: linear, no pattern syntax in the word)."""
     return "(" + " OR ".join(f"instr(lower(COALESCE({c}, '')), ?) > 0" for c in columns) + ")", [word] * len(columns)
@@ -223,61 +249,100 @@ def filtered_attempt_seqs(db: Database, migration_id: int, f: ListFilter, *, aft
                           limit: int, blind_to: str | None = None) -> list[int]:
     """The seqs of the migration's attempts that meet `f`, a keyset page at a time; never those
     reviewer `blind_to` judges blind (whether one matched would tell its claim or verdicts). A
-    re-run is a run of the attempt it re-ran, not a row of the list: when it matches, that
-    attempt does (`source:rerun` finds the attempts that were re-run)."""
-    from storage.queries import EFFECTIVE_VERDICTS, hidden_of
+    re-run is a run of the attempt it re-ran, not a row of the list: the terms on verdicts and
+    failures (COUNTED_KEYS) judge the attempt by its counted values, what its row shows; the
+    others hold when any of its runs meets them all (`source:rerun` finds the attempts that
+    were re-run)."""
+    from storage.queries import EFFECTIVE_VERDICTS, attempt_stats, hidden_of
 
-    parts = [_text_term(w, ["a.argv", "a.claim", "a.commit_sha"]) for w in f.words]
-    parts += [_attempt_term(k, v, "a") for k, v in f.terms]
-    if blind_to is not None:
+    runs = [_text_term(w, ["r.argv", "r.claim", "r.commit_sha"]) for w in f.words]
+    runs += [_attempt_term(k, v, "r") for k, v in f.terms if k not in COUNTED_KEYS]
+    parts = [_counted_term(k, v) for k, v in f.terms if k in COUNTED_KEYS]
+    if runs:
+        sql, params = _where(runs)
+        parts.append((f"EXISTS (SELECT 1 FROM attempt r WHERE (r.id = a.id OR r.rerun_of = a.id) AND {sql})", params))
+    if blind_to is not None:  # a re-run is hidden exactly while its attempt is
         parts.append((f"NOT ({hidden_of('a.id', '?')})", [blind_to, blind_to]))
     where, params = _where(parts)
-    sql = (f"WITH {EFFECTIVE_VERDICTS} SELECT DISTINCT s FROM (SELECT COALESCE(p.seq, a.seq) AS s FROM attempt a"
-           f" LEFT JOIN attempt p ON p.id = a.rerun_of WHERE a.migration_id = ? AND {where})"
-           " WHERE (? IS NULL OR s > ?) ORDER BY s LIMIT ?")
-    return [int(r[0]) for r in db.execute(sql, [migration_id, *params, after, after, limit]).fetchall()]
+    # the counted values of the page's attempts with re-runs (a few: from the re-runs, by index)
+    m, seq = int(migration_id), -1 if after is None else int(after)
+    scope = (f"a.migration_id = {m} AND a.seq > {seq}"
+             f" AND a.id IN (SELECT q.rerun_of FROM attempt q WHERE q.rerun_of > 0 AND q.migration_id = {m})")
+    sql = (f"WITH {EFFECTIVE_VERDICTS}, {attempt_stats(scope)} SELECT a.seq FROM attempt a"
+           " LEFT JOIN attempt_stat s ON s.id = a.id"
+           f" WHERE a.migration_id = ? AND +a.rerun_of IS NULL AND a.seq > ? AND {where} ORDER BY a.seq LIMIT ?")
+    return [int(r[0]) for r in db.execute(sql, [m, seq, *params, limit]).fetchall()]
 
 
 def _migration_term(key: str, value: str) -> tuple[str, list[Any]]:
-    """SQL true when the migration row `m` meets `key:value` (through any of its agent attempts
-    for cause, silent, over-claim, source; its highest verified level for level)."""
-    from storage.queries import level_of, verified_of
+    """SQL true when the migration row `m` meets `key:value`, as its row counts: level on the
+    highest counted level of its attempts, silent and over-claim on their counts (`cm`, its
+    `attempt_stat` sums), cause on the failures its attempts' rows show; the others through any
+    of its agent attempts and re-runs."""
+    from storage.counted import COUNTED_ROOT, failure_run_of
 
     if key == "status":
         return "m.status LIKE ? || '%'", [value]
-    agent = f"FROM attempt a WHERE a.migration_id = m.id AND a.{NOT_REFERENCE}"
     if key == "level":
         lo, hi = _level_bounds(value) or (-1, -1)
-        if lo < 0:
-            return f"EXISTS (SELECT 1 {agent} AND NOT {verified_of('a')})", []
-        return (f"(SELECT MAX({level_of('a')}) {agent} AND {verified_of('a')}) BETWEEN ? AND ?", [lo, hi])
-    if key in ("silent", "overclaim") and value in _NO:
-        sql, params = _attempt_term(key, "yes", "a")
-        return f"NOT EXISTS (SELECT 1 {agent} AND {sql})", params
+        return ("cm.highest IS NULL", []) if lo < 0 else ("cm.highest BETWEEN ? AND ?", [lo, hi])
+    if key in ("silent", "overclaim"):
+        count = "cm.silent" if key == "silent" else "cm.over_claims"
+        return f"COALESCE({count}, 0) {'>' if value in _YES else '='} 0", []
+    if key == "cause":
+        return (f"EXISTS (SELECT 1 FROM attempt a WHERE a.migration_id = m.id AND {COUNTED_ROOT} AND EXISTS"
+                f" (SELECT 1 FROM failure f WHERE f.attempt_id = {failure_run_of('a')}"
+                " AND f.superseded_by IS NULL AND f.cause LIKE ? || '%'))", [value])
     sql, params = _attempt_term(key, value, "a")
     if key == "reviewer":
         sql = f"({sql} OR EXISTS (SELECT 1 FROM decision d WHERE d.migration_id = m.id AND d.reviewer = ?))"
         params = [*params, value]
-    return f"EXISTS (SELECT 1 {agent} AND {sql})", params
+    return f"EXISTS (SELECT 1 FROM attempt a WHERE a.migration_id = m.id AND a.{NOT_REFERENCE} AND {sql})", params
+
+
+def _matching_slugs(db: Reader, where: str, params: list[Any], *, after: str | None, chunk: int,
+                    counted: bool) -> tuple[list[tuple[str, bool]], bool]:
+    """The next `chunk` migrations after `after`, each with whether it meets `where`, and whether
+    there are more. `counted`: the terms read the chunk's counted attempts (`cm`), one grouped
+    pass over that chunk alone, as `migration_summaries` reads a page."""
+    from storage.queries import EFFECTIVE_VERDICTS, attempt_stats
+
+    stats = "" if not counted else f""", {attempt_stats("a.migration_id IN (SELECT id FROM chunk)")},
+    counted_migration AS (
+        SELECT migration_id, MAX(CASE WHEN verified THEN level END) AS highest, SUM(silent) AS silent,
+               SUM(over_claim) AS over_claims
+        FROM attempt_stat GROUP BY migration_id)"""
+    join = " LEFT JOIN counted_migration cm ON cm.migration_id = m.id" if counted else ""
+    rows = db.execute(
+        "WITH chunk AS (SELECT * FROM migration WHERE (? IS NULL OR slug > ?) ORDER BY slug LIMIT ?),"
+        f" {EFFECTIVE_VERDICTS}{stats} SELECT m.slug, {where} FROM chunk m{join} ORDER BY m.slug",
+        [after, after, chunk, *params]).fetchall()
+    return [(str(r[0]), bool(r[1])) for r in rows], len(rows) == chunk
 
 
 def filtered_migrations(db: Reader, f: ListFilter, *, after: str | None, limit: int,
                         blind_to: str | None = None) -> list[MigrationSummary]:
     """The migrations that meet `f`, by slug, a keyset page at a time, summed up as the
-    unfiltered list shows them. A filter on verdicts leaves out those holding an attempt reviewer
-    `blind_to` judges blind (whether one matched would tell that attempt's verdicts)."""
-    from storage.queries import EFFECTIVE_VERDICTS, migration_hidden_of, migration_summaries
+    unfiltered list shows them (and filtered as counted there: re-runs are runs of their
+    attempts). A filter on verdicts leaves out those holding an attempt reviewer `blind_to`
+    judges blind (whether one matched would tell that attempt's verdicts). Read `limit`
+    migrations at a time until `limit` match: never the whole study's counts for one page."""
+    from storage.queries import migration_hidden_of, migration_summaries
 
     parts = [_text_term(w, ["m.slug", "m.title"]) for w in f.words]
     parts += [_migration_term(k, v) for k, v in f.terms]
     if blind_to is not None and any(k != "status" for k, _ in f.terms):
         parts.append((f"NOT {migration_hidden_of('m.id', '?')}", [blind_to, blind_to]))
     where, params = _where(parts)
-    slugs = [str(r[0]) for r in db.execute(
-        f"WITH {EFFECTIVE_VERDICTS} SELECT m.slug FROM migration m WHERE (? IS NULL OR m.slug > ?)"
-        f" AND {where} ORDER BY m.slug LIMIT ?", [after, after, *params, limit]).fetchall()]
+    counted = any(k in COUNTED_KEYS for k, _ in f.terms)
+    slugs: list[str] = []
+    more = True
+    while more and len(slugs) < limit:
+        rows, more = _matching_slugs(db, where, params, after=after, chunk=max(limit, 1), counted=counted)
+        slugs += [slug for slug, ok in rows if ok]
+        after = rows[-1][0] if rows else after
     out = []
-    for slug in slugs:
+    for slug in slugs[:limit]:
         before = db.execute("SELECT max(slug) FROM migration WHERE slug < ?", [slug]).fetchone()[0]
         out += migration_summaries(db, after=before, limit=1)
     return out
@@ -290,5 +355,5 @@ def filtered_attempts(db: Database, migration_id: int, f: ListFilter, *, after: 
 
     out = []
     for seq in filtered_attempt_seqs(db, migration_id, f, after=after, limit=limit, blind_to=blind_to):
-        out += attempt_summaries(db, migration_id, after=seq - 1, limit=1)
+        out += attempt_summaries(db, migration_id, after=seq - 1, limit=1, through=seq)
     return out

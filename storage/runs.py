@@ -21,7 +21,23 @@ def counted_ladders(db: Reader, migration_ids: Sequence[int]) -> dict[int, dict[
     overrides (None: no verdict on any run), "decided": ((level, re-run id), ...) of the effective
     outcomes a re-run gave where the attempt's own run says otherwise (or nothing), "runs": how
     many runs it has}, for the migrations' attempts."""
-    where = "a.migration_id IN (SELECT value FROM json_each(:migrations))"
+    return _counted_ladders(db, "a.migration_id IN (SELECT value FROM json_each(:scope))", json.dumps(list(migration_ids)))
+
+
+def decided_by_reruns(db: Reader, attempt_id: int) -> tuple[tuple[int, Outcome, int], ...]:
+    """(level, counted outcome, seq of the re-run that gave it) for each level of agent attempt
+    `attempt_id` that a re-run decided where its own run says otherwise or nothing (`decided`
+    above): what its screen adds to its own verdicts so they read as its row and the counts do.
+    Empty for a re-run, a reference run and an attempt without counted re-runs."""
+    ladder = _counted_ladders(db, "a.id = :scope", attempt_id).get(attempt_id)
+    if not ladder:
+        return ()
+    seqs = dict(db.execute("SELECT id, seq FROM attempt WHERE rerun_of = ?", [attempt_id]).fetchall())
+    return tuple((level, Outcome(ladder["effective"][level - 1]), int(seqs[run])) for level, run in ladder["decided"])
+
+
+def _counted_ladders(db: Reader, where: str, scope: Any) -> dict[int, dict[str, Any]]:
+    """`counted_ladders` of the counted attempts `a` meeting `where` (SQL binding `:scope`)."""
     # flat rows, tagged: correlated reads of the grouped CTEs would scan them once per attempt
     sql = f"""WITH {counted_levels(where)}
     SELECT 'level', attempt_id, level, outcome, run_id, automated FROM counted_level
@@ -30,7 +46,7 @@ def counted_ladders(db: Reader, migration_ids: Sequence[int]) -> dict[int, dict[
     levels: dict[int, list[tuple[int, str, int, str]]] = {}
     own: dict[tuple[int, int], str] = {}
     counts: dict[int, int] = {}
-    for tag, attempt_id, level, outcome, run_id, auto in db.execute(sql, {"migrations": json.dumps(list(migration_ids))}):
+    for tag, attempt_id, level, outcome, run_id, auto in db.execute(sql, {"scope": scope}):
         if tag == "level":
             levels.setdefault(attempt_id, []).append((level, outcome, run_id, auto))
         elif tag == "own":
@@ -50,6 +66,14 @@ def counted_ladders(db: Reader, migration_ids: Sequence[int]) -> dict[int, dict[
         out[attempt_id] = {"effective": tuple(effective), "automated": tuple(automated),
                            "decided": tuple(decided), "runs": runs}
     return out
+
+
+def rerun_of_seqs(db: Reader, run_ids: Sequence[int]) -> dict[int, int]:
+    """Re-run id -> the seq of the attempt it re-ran, for the re-runs among `run_ids` (`workbench
+    verify` lists them as runs of their attempts)."""
+    rows = db.execute("SELECT r.id, a.seq FROM attempt r JOIN attempt a ON a.id = r.rerun_of"
+                      " WHERE r.id IN (SELECT value FROM json_each(?))", [json.dumps(list(run_ids))])
+    return {int(r[0]): int(r[1]) for r in rows}
 
 
 def root_of(db: Reader, attempt_id: int) -> int:

@@ -160,6 +160,24 @@ def test_a_rerun_of_a_rerun_is_a_run_of_the_original(demo_study) -> None:
     assert header_counts(db) == report_counts(db) == migration_counts(db) == verify_counts(demo_study.path)
 
 
+def test_verify_lists_a_rerun_under_its_attempt(demo_study) -> None:
+    import json
+
+    db = demo_study.db
+    new = rerun(db, demo_study.path.parent, attempt_id(db, MLP, 1), output_of=attempt_id(db, MLP, 4))
+    new_seq = db.execute("SELECT seq FROM attempt WHERE id = ?", [new]).fetchone()[0]
+    result = CliRunner().invoke(main, ["verify", str(demo_study.path), "--migration", MLP])
+    assert result.exit_code == 0, result.output
+    rows = [line.split()[1:4] for line in result.stdout.splitlines()[1:] if line.startswith(MLP)]
+    assert rows == [["1", "✗?✗??", "0"], [str(new_seq), "(re-run", "of"], ["2", "✓✓✗✓✗", "2"],
+                    ["3", "✓✗✓✗✗", "1"], ["4", "✓✓✓✓✗", "4"]]
+    assert f"{new_seq} (re-run of #1)" in result.stdout
+    assert "of 5 runs: 4 attempts, 1 re-run" in result.stderr and "counted: 4 attempts" in result.stderr
+    listed = json.loads(CliRunner().invoke(main, ["verify", str(demo_study.path), "--migration", MLP,
+                                                  "--json"]).stdout)
+    assert [(r["seq"], r["rerun_of"]) for r in listed] == [(1, None), (new_seq, 1), (2, None), (3, None), (4, None)]
+
+
 def test_m018_flattens_a_stored_chain(demo_study) -> None:
     db = demo_study.db
     crashed, good = attempt_id(db, MLP, 1), attempt_id(db, MLP, 4)
@@ -229,6 +247,70 @@ async def test_the_attempt_screen_lists_its_runs_and_opens_one(demo_study) -> No
         assert app.screen is shown and shown.summary.attempt.seq == 2  # ] steps on from #1
 
 
+def verdict_pane_text(screen: AttemptScreen) -> str:
+    """Every option of the verdicts pane as plain text, however far it scrolls."""
+    from screens.widgets.verdict_list import VerdictList
+
+    pane = screen.query_one(VerdictList)
+    return "\n".join(verdict_pane_text_of(pane.get_option_at_index(n) for n in range(pane.option_count)))
+
+
+async def test_the_verdicts_pane_says_which_rerun_decided_a_level(demo_study, monkeypatch) -> None:
+    from storage.judgements import add_assignments
+    from workbench.blind import attempt_seen_by
+
+    db = demo_study.db
+    third, good = attempt_id(db, MLP, 3), attempt_id(db, MLP, 4)  # #3 fails levels 2 and 4, #4 passes them
+    new = rerun(db, demo_study.path.parent, third, output_of=good)
+    new_seq = db.execute("SELECT seq FROM attempt WHERE id = ?", [new]).fetchone()[0]
+    assert runs.decided_by_reruns(db, third) == ((2, Outcome.PASS, new_seq), (4, Outcome.PASS, new_seq))
+    assert runs.decided_by_reruns(db, new) == ()  # a re-run's screen shows its own verdicts
+    # blind: nothing of it shows while the attempt's verdicts are hidden
+    add_assignments(db, [(third, "ben")], blind=True, seed=1, overlap=0.0, assigned_by="ana")
+    assert attempt_seen_by(db, "ben", third).decided == ()
+    assert len(attempt_seen_by(db, "ana", third).decided) == 2
+    demo_study.close()
+    monkeypatch.setenv("WORKBENCH_REVIEWER", "ana")
+    app = WorkbenchApp(demo_study.path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("j", "enter")  # mlp-classifier
+        await settle(pilot)
+        await pilot.press("j", "j", "j", "enter")  # #3 (the reference run is the first row)
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, AttemptScreen) and screen.summary.attempt.id == third
+        await pilot.press("4")
+        await settle(pilot)
+        shown = verdict_pane_text(screen)
+        assert shown.count("counted:") == 2 and shown.count(f"counted: ✓ pass — re-run #{new_seq}") == 2
+        level_2 = shown[shown.index("L2 "):shown.index("L3 ")]
+        assert "✗ fail" in level_2 and "counted: ✓ pass" in level_2  # its own fail, and what counts
+        # as its row and header count it: levels 1 to 4 pass
+        assert [o and o.value for o in screen.summary.ladder][:4] == ["pass"] * 4
+        assert "counted:" in screen_text(app)
+
+
+def test_a_level_only_a_rerun_judged_shows_on_its_attempts_pane() -> None:
+    from screens.presenters.verdicts import verdict_options
+
+    [option] = verdict_options([], ((3, Outcome.FAIL, 7),))
+    assert option.id == "counted:3"  # no verdict of this run to override or jump into
+    assert verdict_pane_text_of([option]) == ["L3 intended hardware no verdict on this run",
+                                            "  counted: ✗ fail — re-run #7"]
+
+
+def verdict_pane_text_of(options) -> list[str]:
+    import io
+
+    from rich.console import Console
+
+    console = Console(width=200, record=True, file=io.StringIO())
+    for option in options:
+        console.print(option.prompt)
+    return [line.rstrip() for line in console.export_text().splitlines()]
+
+
 async def test_the_palette_opens_a_rerun_though_it_is_not_a_row(demo_study) -> None:
     db = demo_study.db
     crashed, good = attempt_id(db, MLP, 1), attempt_id(db, MLP, 4)
@@ -252,6 +334,88 @@ def test_a_list_filter_matching_a_rerun_finds_its_attempt(demo_study) -> None:
     mid = queries.get_migration(db, MLP).id
     found = filtered_attempts(db, mid, parse_filter("source:rerun"), after=None, limit=50)
     assert [(s.attempt.id, s.runs) for s in found] == [(crashed, 2)]
+
+
+def filtered_seqs(db, raw: str, blind_to: str | None = None) -> list[int]:
+    mid = queries.get_migration(db, MLP).id
+    return [s.attempt.seq for s in review.filtered_attempts(db, mid, review.parse_filter(raw), after=None,
+                                                           limit=50, blind_to=blind_to)]
+
+
+def assert_filters_agree_with_rows(db) -> None:
+    """Each level, over-claim and silent filter lists exactly the rows that show it."""
+    rows = list(queries.iter_attempt_summaries(db, queries.get_migration(db, MLP).id))
+
+    def shown(row) -> str:
+        if not any(row.ladder):
+            return "none"
+        return str(highest_level({n: o.value for n, o in enumerate(row.ladder, start=1) if o}))
+
+    for level in ("none", "0", "1", "2", "3", "4", "5"):
+        assert filtered_seqs(db, f"level:{level}") == [r.attempt.seq for r in rows if shown(r) == level], level
+    for yes in (True, False):
+        word = "yes" if yes else "no"
+        assert filtered_seqs(db, f"overclaim:{word}") == [r.attempt.seq for r in rows if bool(r.over_claim) == yes]
+        assert filtered_seqs(db, f"silent:{word}") == [
+            r.attempt.seq for r in rows if bool(r.failure and r.failure.silent) == yes]
+
+
+def test_list_filters_judge_an_attempt_by_its_counted_values(demo_study) -> None:
+    db = demo_study.db
+    # #3 reached level 1 (fails 2; numerical mismatch) and expected 4: an over-claim
+    assert filtered_seqs(db, "level:1") == [3] and filtered_seqs(db, "overclaim:yes") == [1, 3]
+    assert filtered_seqs(db, "cause:num") == [3]
+    assert_filters_agree_with_rows(db)
+    # its re-run passes levels 1, 2 and 4 and leaves 3 unknown: counted, #3 reaches 4 as it claimed
+    rerun(db, demo_study.path.parent, attempt_id(db, MLP, 3), output_of=attempt_id(db, MLP, 4))
+    assert filtered_seqs(db, "level:1") == [] and filtered_seqs(db, "level:4") == [3, 4]
+    assert filtered_seqs(db, "level:<=1") == [1] and filtered_seqs(db, "overclaim:yes") == [1]
+    # its row shows the failure of the run that failed its lowest failing level (5): the re-run's
+    assert filtered_seqs(db, "cause:num") == [] and filtered_seqs(db, "cause:slower") == [3, 4]
+    # #1 crashed (API misuse, not silent); its re-run fails level 2 silently, as #3 did
+    rerun(db, demo_study.path.parent, attempt_id(db, MLP, 1), output_of=attempt_id(db, MLP, 3))
+    assert filtered_seqs(db, "silent:yes") == [1, 2, 3, 4] and filtered_seqs(db, "cause:api") == []
+    assert filtered_seqs(db, "level:1 overclaim:no") == [1]  # it reached the level 1 it expected
+    assert_filters_agree_with_rows(db)
+    # the other terms still hold when any run meets them, all on the same run
+    assert filtered_seqs(db, "source:rerun") == [1, 3] and filtered_seqs(db, "source:rerun level:4") == [3]
+    assert filtered_seqs(db, "source:agent status:nonzero") == [1] and filtered_seqs(db, "source:rerun status:nonzero") == []
+    from storage.judgements import add_assignments
+
+    add_assignments(db, [(attempt_id(db, MLP, 3), "ben")], blind=True, seed=1, overlap=0.0, assigned_by="ana")
+    assert filtered_seqs(db, "source:rerun", blind_to="ben") == [1]
+
+
+def test_the_migration_filter_counts_as_its_row(demo_study) -> None:
+    db = demo_study.db
+
+    def slugs(raw: str) -> list[str]:
+        """Page by page, one migration a page: each page reads the next migrations until one matches."""
+        found: list[str] = []
+        while page := review.filtered_migrations(db, review.parse_filter(raw), after=found[-1] if found else None,
+                                                 limit=1):
+            found += [m.migration.slug for m in page]
+        return found
+
+    def agree() -> None:
+        rows = list(queries.iter_migration_summaries(db))
+        for level in ("none", *map(str, range(6))):
+            want = [r.migration.slug for r in rows if str(r.highest_level).lower() == level]
+            assert slugs(f"level:{level}") == want, level
+        for word, yes in (("yes", True), ("no", False)):
+            assert slugs(f"silent:{word}") == [r.migration.slug for r in rows if (r.silent_failures > 0) == yes]
+            assert slugs(f"overclaim:{word}") == [r.migration.slug for r in rows if (r.over_claims > 0) == yes]
+
+    assert slugs("level:4") == ["bow-classifier", MLP]
+    agree()
+    # #4, the migration's best, re-run: it crashes now, so mlp's best counted attempt is #2 at level 2
+    rerun(db, demo_study.path.parent, attempt_id(db, MLP, 4), output_of=attempt_id(db, MLP, 1))
+    assert slugs("level:4") == ["bow-classifier"] and slugs("level:2") == [MLP]
+    agree()
+    # #1's re-run fails level 2 silently: its row's failure is no longer the crash's
+    rerun(db, demo_study.path.parent, attempt_id(db, MLP, 1), output_of=attempt_id(db, MLP, 3))
+    assert slugs("cause:api") == [MLP]  # #4's row shows the crash's failure: API misuse
+    agree()
 
 
 @pytest.mark.parametrize(("runs", "want"), [

@@ -152,9 +152,9 @@ def test_json_rows_are_the_records_as_asdict_gives_them(tmp_path: Path):
     report = verify_study(db, "ana", force=True)
     rows = list(_rows(db, report.outcomes, evidence=True))
     assert len(rows) == len(report.outcomes) and any(row[4] is not None for row in rows)
-    for slug, a, v, verdicts, failure, changed in rows:
-        assert _json_row(slug, a, v, verdicts, failure, changed) == {
-            "migration": slug, "seq": a.seq, "changed": changed, "verification": jsonable(asdict(v)),
+    for slug, a, v, verdicts, failure, changed, of in rows:
+        assert _json_row(slug, a, v, verdicts, failure, changed, of) == {
+            "migration": slug, "seq": a.seq, "rerun_of": of, "changed": changed, "verification": jsonable(asdict(v)),
             "levels": [{"level": d.level, "outcome": d.outcome.value, "effective": d.effective.value, "reason": d.reason,
                         "evidence": [asdict(e) for e in d.evidence]} for d in verdicts],
             "failure": jsonable(asdict(failure)) if failure else None, "expected_level": a.expected_level,

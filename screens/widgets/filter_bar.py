@@ -11,7 +11,8 @@ from screens.typeahead import Input, focus_now
 FILTER_HELP = (
     "Filter (/): words match the title, slug or command; key:value terms narrow further: "
     "status:ok, level:4 (or >=3, <=1, none), cause:numerical, silent:yes, overclaim:yes, "
-    "source:agent, reviewer:ana. Enter applies, escape clears."
+    "source:agent, reviewer:ana. Level, overclaim, silent and cause read what a row shows (an "
+    "attempt's re-runs counted as its runs). Enter applies, escape clears."
 )
 """The filter syntax, for the tooltips and the help screen."""
 
