@@ -126,7 +126,7 @@ class Walk:
 
     def look(self, where: str, shown: str) -> None:
         self.places.append(where)
-        flat = " ".join(shown.split())
+        flat = " ".join(shown.replace("│", " ").split())  # a table's borders cut a wrapped line: read across
         for fixed in STATIC:
             flat = flat.replace(fixed, "")
         for secret, what in self.found.items():
