@@ -8,6 +8,7 @@ its help is shown (issue 19: `workbench migrations DB` should not pay for `verif
 from __future__ import annotations
 
 from importlib import import_module
+from pathlib import Path
 
 import click
 
@@ -49,10 +50,14 @@ class LazyGroup(Group):
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
         """click's, but a mistyped name is offered its close matches among every command (click
-        looks among the commands it holds, and this group holds none until asked)."""
+        looks among the commands it holds, and this group holds none until asked), and an existing
+        file in a command's place is opened: `workbench study.db` is `workbench open study.db`, as
+        `harlequin file.db` opens its file."""
         try:
             return super().resolve_command(ctx, args)
         except click.exceptions.NoSuchCommand as exc:
+            if args and args[0] not in COMMANDS and Path(args[0]).is_file():
+                return "open", self.get_command(ctx, "open"), args
             raise click.exceptions.NoSuchCommand(exc.command_name, possibilities=COMMANDS, ctx=ctx) from None
 
 

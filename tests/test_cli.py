@@ -371,3 +371,20 @@ def test_indented_json_is_json_dumps_with_indent_2() -> None:
     for bad in ({"set": {1}}, [object()], {(1, 2): 1}):
         with pytest.raises(TypeError):
             indented(bad)
+
+
+def test_a_study_file_in_a_commands_place_opens_it(tmp_path: Path, monkeypatch) -> None:
+    """`workbench study.db` is `workbench open study.db` (as `harlequin file.db` opens its file); a
+    name that is no file and no command still gets click's error with its close matches."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "verify").write_bytes(b"")  # a file named like a command: the command wins
+    study = tmp_path / "s.db"
+    study.write_bytes(b"")
+    with click.Context(main) as ctx:
+        name, command, args = main.resolve_command(ctx, [str(study), "--flag"])
+        assert (name, command and command.name, args) == ("open", "open", [str(study), "--flag"])
+        assert main.resolve_command(ctx, ["verify"])[0] == "verify"
+    missing = CliRunner().invoke(main, [str(tmp_path / "none.db")])
+    assert missing.exit_code == 2 and "No such command" in missing.output
+    typo = CliRunner().invoke(main, ["verfy"])
+    assert typo.exit_code == 2 and "Did you mean 'verify'" in typo.output
