@@ -128,9 +128,13 @@ class AttemptView:
     """Empty while hidden."""
     judgement: HumanJudgement | None
     """The reviewer's current judgement of it, for the reveal."""
+    counted_for: int | None = None
+    """The seq of the agent attempt this re-run is counted with (None: an agent attempt, a
+    reference run, or a re-run no count reads)."""
     decided: tuple[tuple[int, Outcome, int], ...] = ()
-    """(level, counted outcome, seq of the re-run that gave it) where a re-run decided a level
-    of this agent attempt (storage.runs.decided_by_reruns); empty while hidden."""
+    """(level, counted outcome, seq of the run that gave it) where another run decided a level of
+    the attempt it is counted with (itself, or `counted_for`) and its own verdicts say otherwise
+    or nothing (storage.runs.decided_by_other_runs); empty while hidden."""
 
 
 @dataclass(frozen=True, slots=True)

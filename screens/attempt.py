@@ -266,7 +266,8 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
         self._show_runs(message.runs)
         verdict_list = self.query_one(VerdictList)
         verdict_list.clear_options()
-        verdict_list.add_options(verdict_options(view.verdicts, () if view.summary.hidden else view.decided))
+        verdict_list.add_options(verdict_options(view.verdicts, () if view.summary.hidden else view.decided,
+                                                  view.counted_for))
         if message.explanation and not view.summary.hidden:
             from screens.explain import explanation_text
 

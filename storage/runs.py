@@ -24,16 +24,31 @@ def counted_ladders(db: Reader, migration_ids: Sequence[int]) -> dict[int, dict[
     return _counted_ladders(db, "a.migration_id IN (SELECT value FROM json_each(:scope))", json.dumps(list(migration_ids)))
 
 
-def decided_by_reruns(db: Reader, attempt_id: int) -> tuple[tuple[int, Outcome, int], ...]:
-    """(level, counted outcome, seq of the re-run that gave it) for each level of agent attempt
-    `attempt_id` that a re-run decided where its own run says otherwise or nothing (`decided`
-    above): what its screen adds to its own verdicts so they read as its row and the counts do.
-    Empty for a re-run, a reference run and an attempt without counted re-runs."""
-    ladder = _counted_ladders(db, "a.id = :scope", attempt_id).get(attempt_id)
-    if not ladder:
-        return ()
-    seqs = dict(db.execute("SELECT id, seq FROM attempt WHERE rerun_of = ?", [attempt_id]).fetchall())
-    return tuple((level, Outcome(ladder["effective"][level - 1]), int(seqs[run])) for level, run in ladder["decided"])
+def decided_by_other_runs(db: Reader, run_id: int) -> tuple[int | None, tuple[tuple[int, Outcome, int], ...]]:
+    """(seq of the agent attempt that run `run_id` is counted with, None when it is that attempt;
+    (level, counted outcome, seq of the run that gave it) for each level of that attempt's counted
+    ladder that another run decided where `run_id`'s own verdicts say otherwise or nothing): what
+    a run's screen adds to its own verdicts, so an attempt's reads as its row and the counts do and
+    a re-run's says what its attempt counts. Nothing for a reference run, an attempt without
+    counted re-runs, or a re-run no count reads (another commit, `workbench explain`'s)."""
+    root = root_of(db, run_id)
+    sql = f"""WITH {counted_levels("a.id = :root", automated=False)}
+    SELECT 'level', level, outcome, run_id FROM counted_level
+    UNION ALL SELECT 'own', level, outcome, NULL FROM run_level WHERE run_id = :run
+    UNION ALL SELECT 'run', seq, NULL, run_id FROM counted_run"""
+    counted, own, seqs = [], {}, {}
+    for tag, level, outcome, by in db.execute(sql, {"root": root, "run": run_id}):
+        if tag == "level":
+            counted.append((level, outcome, by))
+        elif tag == "own":
+            own[level] = outcome
+        else:
+            seqs[by] = level
+    if run_id not in seqs:
+        return None, ()
+    decided = tuple((level, Outcome(outcome), int(seqs[by])) for level, outcome, by in sorted(counted)
+                    if 1 <= level <= 5 and by != run_id and outcome != own.get(level))
+    return (None if root == run_id else int(seqs[root])), decided
 
 
 def _counted_ladders(db: Reader, where: str, scope: Any) -> dict[int, dict[str, Any]]:

@@ -263,8 +263,10 @@ async def test_the_verdicts_pane_says_which_rerun_decided_a_level(demo_study, mo
     third, good = attempt_id(db, MLP, 3), attempt_id(db, MLP, 4)  # #3 fails levels 2 and 4, #4 passes them
     new = rerun(db, demo_study.path.parent, third, output_of=good)
     new_seq = db.execute("SELECT seq FROM attempt WHERE id = ?", [new]).fetchone()[0]
-    assert runs.decided_by_reruns(db, third) == ((2, Outcome.PASS, new_seq), (4, Outcome.PASS, new_seq))
-    assert runs.decided_by_reruns(db, new) == ()  # a re-run's screen shows its own verdicts
+    assert runs.decided_by_other_runs(db, third) == (None, ((2, Outcome.PASS, new_seq), (4, Outcome.PASS, new_seq)))
+    # the re-run's pane: level 3, which it leaves unknown, counts #3's own pass
+    assert [v.effective for v in queries.verdicts(db, new) if v.level == 3] == [Outcome.UNKNOWN]
+    assert runs.decided_by_other_runs(db, new) == (3, ((3, Outcome.PASS, 3),))
     # blind: nothing of it shows while the attempt's verdicts are hidden
     add_assignments(db, [(third, "ben")], blind=True, seed=1, overlap=0.0, assigned_by="ana")
     assert attempt_seen_by(db, "ben", third).decided == ()
@@ -289,6 +291,40 @@ async def test_the_verdicts_pane_says_which_rerun_decided_a_level(demo_study, mo
         # as its row and header count it: levels 1 to 4 pass
         assert [o and o.value for o in screen.summary.ladder][:4] == ["pass"] * 4
         assert "counted:" in screen_text(app)
+
+
+def test_a_reruns_pane_says_what_its_attempt_counts_where_another_run_decided(demo_study) -> None:
+    """A re-run's own verdicts need not be what counts: a later re-run, an earlier run where it
+    judged nothing, or an override on another run decides. Its pane says so, naming the attempt and
+    the run, as the attempt's pane does."""
+    from screens.presenters.verdicts import verdict_options
+    from storage import records
+
+    db = demo_study.db
+    third, good = attempt_id(db, MLP, 3), attempt_id(db, MLP, 4)  # #3 fails levels 2 and 4, #4 passes them
+    first = rerun(db, demo_study.path.parent, third, output_of=good)
+    second = rerun(db, demo_study.path.parent, third, output_of=third)  # the latest: fails them again
+    second_seq = db.execute("SELECT seq FROM attempt WHERE id = ?", [second]).fetchone()[0]
+    # level 3: the re-runs leave it unknown, so #3's own pass counts
+    assert [v.effective for v in queries.verdicts(db, second) if v.level == 3] == [Outcome.UNKNOWN]
+    fail, own_pass = Outcome.FAIL, (3, Outcome.PASS, 3)
+    assert runs.decided_by_other_runs(db, first) == (3, ((2, fail, second_seq), own_pass, (4, fail, second_seq)))
+    assert runs.decided_by_other_runs(db, second) == (3, (own_pass,))
+    assert runs.decided_by_other_runs(db, third) == (None, ())  # it fails 2 and 4 itself, as is counted
+    assert runs.decided_by_other_runs(db, attempt_id(db, MLP, 0)) == (None, ())  # the reference run
+    # an override on the attempt's own run wins over both re-runs
+    verdict = db.execute("SELECT id FROM verdict WHERE attempt_id = ? AND level = 2 AND superseded_by IS NULL",
+                         [third]).fetchone()[0]
+    records.add_verdict_override(db, verdict_id=verdict, outcome=Outcome.PASS, justification="tolerance too tight",
+                                 reviewer="ana")
+    counted_for, decided = runs.decided_by_other_runs(db, second)
+    assert (counted_for, decided) == (3, ((2, Outcome.PASS, 3), own_pass))
+    shown = verdict_pane_text_of(verdict_options(queries.verdicts(db, second), decided, counted_for))
+    assert [line for line in shown if "counted" in line] == ["  counted for #3: ✓ pass — run #3"] * 2
+    counted_for, decided = runs.decided_by_other_runs(db, first)
+    shown = verdict_pane_text_of(verdict_options(queries.verdicts(db, first), decided, counted_for))
+    assert [line for line in shown if "counted" in line] == [  # level 2 it passes itself, as now counted
+        "  counted for #3: ✓ pass — run #3", f"  counted for #3: ✗ fail — re-run #{second_seq}"]
 
 
 def test_a_level_only_a_rerun_judged_shows_on_its_attempts_pane() -> None:

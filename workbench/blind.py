@@ -60,12 +60,12 @@ def migrations_seen_by(db: Reader, reviewer: str, summaries: list[MigrationSumma
 
 def attempt_seen_by(db: Database, reviewer: str, attempt_id: int) -> AttemptView | None:
     """One attempt as `reviewer` may see it now: blinded with no verification or verdicts while
-    they judge it blind, else all of it (the levels its re-runs decided too) beside their current
+    they judge it blind, else all of it (the levels its other runs decided too) beside their current
     judgement (for the reveal)."""
     from domain.blind import AttemptView
     from storage.judgements import judgement_history
     from storage.queries import attempt_summary, current_verification, verdicts
-    from storage.runs import decided_by_reruns
+    from storage.runs import decided_by_other_runs
 
     summary = attempt_summary(db, attempt_id)
     if summary is None:
@@ -74,8 +74,9 @@ def attempt_seen_by(db: Database, reviewer: str, attempt_id: int) -> AttemptView
     if seen.hidden:
         return AttemptView(seen, None, [], None)
     mine = [j for j in judgement_history(db, attempt_id) if j.reviewer == reviewer]
+    counted_for, decided = decided_by_other_runs(db, attempt_id)
     return AttemptView(seen, current_verification(db, attempt_id), verdicts(db, attempt_id),
-                       mine[-1] if mine else None, decided_by_reruns(db, attempt_id))
+                       mine[-1] if mine else None, counted_for, decided)
 
 
 def runs_seen_by(db: Reader, reviewer: str, attempt_id: int) -> list[Run]:

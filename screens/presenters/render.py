@@ -330,12 +330,19 @@ def duration(started: str | None, ended: str | None) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+def stamp(value: str | None) -> str:
+    """A stored timestamp as shown: `2026-11-01 10:00:00.123`. Imports write UTC as `Z` and the
+    app's own records (a re-run's times) as `+00:00`: either is dropped, so the two read alike side
+    by side; another offset stays, as stored."""
+    shown = clean(value or "?").replace("T", " ")
+    return shown.removesuffix("Z").removesuffix("+00:00")
+
+
 def when(started: str | None, ended: str | None) -> str:
     """`2026-11-01 10:00:00 → 10:00:30 (30 s)`: the end's date only when it differs."""
     if not started and not ended:
         return NONE
-    start = clean(started or "?").replace("T", " ").removesuffix("Z")
-    end = clean(ended or "?").replace("T", " ").removesuffix("Z")
+    start, end = stamp(started), stamp(ended)
     if start[:10] == end[:10] and len(end) > 11:
         end = end[11:]
     took = duration(started, ended)
@@ -619,4 +626,4 @@ def run_row(run: Run, shown_id: int) -> tuple[Text, ...]:
     note = "on screen" if run.id == shown_id else ("" if run.counted else "other commit: not counted")
     return (Text(str(run.seq), justify="right"), Text(word, style=tone(style)),
             text(str(run.status).replace("_", " ")), marks,
-            text(clean(run.started_at or NONE).replace("T", " ").removesuffix("Z"), "dim"), Text(note, style="dim"))
+            text(stamp(run.started_at) if run.started_at else NONE, "dim"), Text(note, style="dim"))

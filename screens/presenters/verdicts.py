@@ -18,18 +18,20 @@ from screens.presenters.palette import tone
 from screens.text import text
 
 
-def verdict_options(verdicts: list[Verdict], decided: Sequence[tuple[int, Outcome, int]] = ()) -> list[Option]:
-    """One option per level (mark, outcome, the latest override, the counted outcome where a
-    re-run decided it, the reason) and one per piece of evidence, with ids `level:N` and `ev:N:i`
-    the attempt screen jumps by. `decided`: (level, counted outcome, the deciding re-run's seq),
-    so the pane reads as the attempt's row and the counts; a level only a re-run has shows too
-    (`counted:N`: this run has no verdict there)."""
-    counted = {level: (outcome, seq) for level, outcome, seq in decided}
+def verdict_options(verdicts: list[Verdict], decided: Sequence[tuple[int, Outcome, int]] = (),
+                    counted_for: int | None = None) -> list[Option]:
+    """One option per level (mark, outcome, the latest override, the counted outcome where
+    another run decided it, the reason) and one per piece of evidence, with ids `level:N` and
+    `ev:N:i` the attempt screen jumps by. `decided`: (level, counted outcome, the deciding run's
+    seq), so the pane reads as the attempt's row and the counts; a level only another run has
+    shows too (`counted:N`: this run has no verdict there). `counted_for`: on a re-run, the seq of
+    the attempt whose counts those are."""
+    counted = {level: _counted_line(outcome, seq, counted_for) for level, outcome, seq in decided}
     own = {verdict.level: verdict for verdict in verdicts}
     options = []
     for level in sorted(own.keys() | counted.keys()):
         verdict = own.get(level)
-        note = [_counted_line(*counted[level])] if level in counted else []
+        note = [counted[level]] if level in counted else []
         if verdict is None:
             head = _level_head(level)
             head.append("no verdict on this run", style="dim")
@@ -72,12 +74,13 @@ def _verdict_head(verdict: Verdict) -> Text:
     return head
 
 
-def _counted_line(outcome: Outcome, seq: int) -> Text:
-    """The attempt's counted outcome at a level and the re-run that decided it (storage.counted)."""
+def _counted_line(outcome: Outcome, seq: int, counted_for: int | None) -> Text:
+    """The attempt's counted outcome at a level and the run that decided it (storage.counted): a
+    re-run on an agent attempt's pane; on a re-run's, the attempt's own run or another re-run."""
     mark, style = render.MARKS.get(outcome, render.MARKS[None])
-    line = Text("  counted: ", style="dim")
+    line = Text("  counted: " if counted_for is None else f"  counted for #{counted_for}: ", style="dim")
     line.append(f"{mark} {outcome.value}", style=tone(style))
-    line.append(f" — re-run #{seq}", style="dim")
+    line.append(f" — {'run' if seq == counted_for else 're-run'} #{seq}", style="dim")
     return line
 
 
