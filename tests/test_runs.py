@@ -465,3 +465,16 @@ def test_the_migration_filter_counts_as_its_row(demo_study) -> None:
 ])
 def test_the_counted_outcome_rule(runs, want) -> None:
     assert counted_outcome(runs) == want
+
+
+def test_a_reruns_times_read_as_its_attempts() -> None:
+    """Imports store UTC as `Z`, the runner (storage.records.now) as `+00:00`: the screens show
+    both alike, side by side in the runs table; another offset is shown as stored."""
+    from screens.presenters.render import stamp, when
+    from storage.records import now
+
+    assert now().endswith("+00:00")
+    assert stamp("2026-12-06T19:31:14.249+00:00") == stamp("2026-12-06T19:31:14.249Z") == "2026-12-06 19:31:14.249"
+    assert stamp("2026-12-06T21:31:14+02:00") == "2026-12-06 21:31:14+02:00"
+    assert (when("2026-12-06T19:31:14.249+00:00", "2026-12-06T19:31:32.257+00:00")
+            == "2026-12-06 19:31:14.249 → 19:31:32.257 (18 s)")
