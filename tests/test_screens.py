@@ -94,6 +94,29 @@ async def test_attempt_overview_and_panes(demo_db: Path) -> None:
         assert screen.tabs.active == "log"
 
 
+async def test_the_overview_gives_the_counted_level_after_an_override(demo_study) -> None:
+    """The Overview's `verified` line reads as the attempt's row and header: overrides count; the
+    verifier's own level stays beside it, marked as such."""
+    from domain.kinds import Outcome
+    from storage import queries, records
+
+    db = demo_study.db
+    third = queries.attempt_id_by_seq(db, queries.get_migration(db, "mlp-classifier").id, 3)
+    for lvl in (2, 4):  # #3 fails them: L1, an over-claim of its expected L4
+        verdict = db.execute("SELECT id FROM verdict WHERE attempt_id = ? AND level = ? AND superseded_by IS NULL",
+                             [third, lvl]).fetchone()[0]
+        records.add_verdict_override(db, verdict_id=verdict, outcome=Outcome.PASS,
+                                     justification="within the reference's noise", reviewer="ana")
+    demo_study.close()
+    app = WorkbenchApp(demo_study.path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_attempt(pilot, 1, 3)
+        text = screen_text(app)
+        assert "mlp-classifier  #3 agent · ok · ✓✓✓✓✗ L4 · numerical_mismatch silent" in text
+        assert "verified  L4 project goal  ✓✓✓✓✗  (the verifier on this run: L1)" in text
+        assert "over-claim" not in text and "· over" not in text  # it reached the L4 it expected
+
+
 async def test_the_shown_pane_has_the_focus_however_it_was_reached(demo_db: Path) -> None:
     """The shown pane's keys work whether it was reached with tab (after the help, as reported),
     its number, a click on its tab, or while a focus made a moment before is still on its way:

@@ -483,15 +483,22 @@ def _verified_fields(summary: AttemptSummary, verification) -> list[tuple[str, T
         return [("verified", hidden())]
     if verification is None and summary.attempt.source is AttemptSource.REFERENCE:
         return [("verified", Text("the reference: the agent's attempts are judged against it", style="dim"))]
-    if verification is None:
+    if verification is None and not any(summary.ladder):
         return [("verified", Text("not verified yet", style="dim"))]
-    lvl = verification.highest_level
+    # the level and over-claim its row and the counts give (overrides, and its re-runs where it has
+    # any, included); the verifier's own on this run beside them where it differs
+    lvl = summary.highest_level
     verified = Text()
     verified.append_text(level(lvl))
     verified.append(f" {LADDER.get(lvl, 'nothing')}  ")
     verified.append_text(ladder(summary))
-    if verification.over_claim:
+    if summary.over_claim:
         verified.append("  over-claim", style=tone("bold $text-warning"))
+    if verification is None:  # its re-runs are
+        verified.append("  (from its re-runs: this run is not verified)", style="dim")
+        return [("verified", verified)]
+    if verification.highest_level != lvl:
+        verified.append(f"  (the verifier on this run: L{verification.highest_level})", style="dim")
     extras = []
     if verification.wall_seconds is not None:
         extras.append(f"{verification.wall_seconds:.1f} s")
