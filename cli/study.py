@@ -80,21 +80,24 @@ def attempts(db: Path, migration: str, as_json: bool, all_runs: bool) -> None:
             "interventions": s.interventions, "runs": s.runs,
             "ran_with": ran[s.attempt.id]}.items()} for s in summaries])
         return
-    click.echo(
-        table(
-            ["seq", "source", "status", "exit", "commit", "expected", "runs", "command"],
-            [
-                [
-                    s.attempt.seq,
-                    s.attempt.source.value,
-                    s.attempt.status.value,
-                    "" if s.attempt.exit_code is None else s.attempt.exit_code,
-                    s.attempt.commit[:10],
-                    "hidden" if s.hidden else s.attempt.expected_level or "",
-                    s.runs,
-                    s.attempt.command.display()[:60],
-                ]
-                for s in summaries
-            ],
-        )
-    )
+    click.echo(table(["seq", "source", "status", "exit", "L1-5", "level", "cause", "over", "expected", "runs",
+                      "commit", "command"], [_attempt_row(s) for s in summaries]))
+
+
+def _attempt_row(s) -> list[object]:
+    """One attempt as `workbench attempts` lists it: its counted ladder, level, cause (the run that
+    decided its lowest failing level) and over-claim, as the app's row shows them; `hidden` for
+    each of them while the reviewer judges it blind."""
+    from domain.jobs import VERDICT_MARKS
+
+    a = s.attempt
+    if s.hidden:
+        judged = ["hidden"] * 5
+    elif not any(s.ladder):
+        judged = ["·" * len(s.ladder), "", "", "", a.expected_level or ""]
+    else:
+        cause = f"{s.failure.cause}{' (silent)' if s.failure.silent else ''}" if s.failure else ""
+        judged = ["".join(VERDICT_MARKS[o.value] if o else "·" for o in s.ladder), s.highest_level, cause,
+                  "over" if s.over_claim else "", a.expected_level or ""]
+    return [a.seq, a.source.value, a.status.value, "" if a.exit_code is None else a.exit_code, *judged, s.runs,
+            a.commit[:10], a.command.display()[:60]]

@@ -113,6 +113,20 @@ def test_import_then_list_migrations_and_attempts(small_bundle, tmp_path: Path) 
     assert plain[2].split()[:4] == ["1", "agent", "nonzero_exit", "1"]
 
 
+def test_attempts_lists_what_the_apps_rows_show(demo_study) -> None:
+    """Each attempt's counted ladder, level, cause and over-claim beside its record, as the
+    migration screen's rows show them."""
+    demo_study.close()
+    listed = workbench("attempts", str(demo_study.path), "mlp-classifier").stdout.splitlines()
+    assert listed[0].split() == ["seq", "source", "status", "exit", "L1-5", "level", "cause", "over", "expected",
+                                 "runs", "commit", "command"]
+    rows = {line.split()[0]: line.split() for line in listed[1:]}
+    assert rows["0"][:5] == ["0", "reference", "ok", "0", "·····"] and rows["0"][5] == "1"  # no verdicts: runs next
+    assert rows["1"][2:9] == ["nonzero_exit", "1", "✗?✗??", "0", "api_misuse", "over", "1"]
+    assert rows["3"][4:10] == ["✓✗✓✗✗", "1", "numerical_mismatch", "(silent)", "over", "4"]
+    assert rows["4"][4:9] == ["✓✓✓✓✗", "4", "slower_or_costlier", "(silent)", "4"]  # no over-claim
+
+
 def test_default_database_comes_from_workbench_db(small_bundle, tmp_path: Path) -> None:
     db = tmp_path / "env.db"
     result = workbench("import", "bundle", str(small_bundle.root), env={"WORKBENCH_DB": str(db)})
