@@ -13,10 +13,9 @@ import click
 
 from cli.common import Spooled, db_argument, json_option, migration_filter, migration_or_exit, study_at
 from domain.errors import WorkbenchError
+from domain.jobs import VERDICT_MARKS
 from domain.text import clean, plural
 from workbench import config
-
-_MARK = {"pass": "✓", "fail": "✗", "unknown": "?"}
 
 
 @click.command()
@@ -51,6 +50,7 @@ def verify(db: Path, slug: str | None, seq: int | None, assignments: tuple[str, 
     """
     import time
 
+    from storage.records import now
     from workbench.blind import sight
     from workbench.verify import NotAllVerified, study_targets, verify_groups
     from workbench.verify.batch import default_workers
@@ -71,7 +71,7 @@ def verify(db: Path, slug: str | None, seq: int | None, assignments: tuple[str, 
             _record_settings(sdb, migration_or_exit(sdb, db, slug), assignments)
         if force or any(a.partition("=")[0].strip().split(".")[0] in EXTRACTION_SETTINGS for a in assignments):
             _extract_again(sdb, slug, seq)
-        started = time.perf_counter()
+        started, since = time.perf_counter(), now()
         rows = Spooled(None if as_json else COLUMNS)  # spooled as printed: 150,000 rows stay off the heap
         said = Spooled()
         seen = judged = hidden = reruns = 0
@@ -96,6 +96,7 @@ def verify(db: Path, slug: str | None, seq: int | None, assignments: tuple[str, 
             except NotAllVerified as exc:  # raised once every other attempt is written: they are listed first
                 failed = exc
         _summary(seen, judged, time.perf_counter() - started, reruns)
+        _left_behind(sdb, since, config.reviewer())
         if hidden:
             click.echo(f"{hidden} of them not listed: you judge them blind (docs/judgements.md)", err=True)
         elif seq is None:
@@ -128,6 +129,22 @@ def _summary(seen: int, judged: int, seconds: float, reruns: int) -> None:
     rate = f", {judged / seconds:.0f} attempts/s" if judged and seconds > 0 else ""
     what = "attempts" if not reruns else f"runs: {seen - reruns} attempts, {plural(reruns, 're-run')}"
     click.echo(f"verified {judged} of {seen} {what} ({seen - judged} unchanged) in {seconds:.1f} s{rate}", err=True)
+
+
+def _left_behind(db: Any, since: str, reviewer: str) -> None:
+    """Each override that stopped counting in this run (the verifier's outcome at its level
+    changed; one where it did not is carried and counts on), for its reviewer to look again; not
+    for an attempt the reviewer judges blind."""
+    from storage import queries
+
+    left = queries.overrides_left_behind(db, since)
+    hidden = queries.hidden_attempts(db, reviewer, [o["attempt_id"] for o in left]) if left else set()
+    for o in left:
+        if o["attempt_id"] in hidden:
+            continue
+        click.echo(f"override of {clean(o['slug'])} #{o['seq']} L{o['level']} ({o['outcome']}, by"
+                   f" {clean(o['reviewer'])}) no longer counts: the verifier now says {o['now']} where it said"
+                   f" {o['was']}; override again if it stands", err=True)
 
 
 def _counted(db: Any, migration_ids: list[int], reviewer: str) -> None:
@@ -285,7 +302,7 @@ def _cells(slug_of: str, a: Any, v: Any, verdicts: Any, failure: Any, changed: b
     return [
         slug_of,
         a.seq if of is None else f"{a.seq} (re-run of #{of})",
-        "".join(_MARK[d.effective.value] for d in verdicts),
+        "".join(VERDICT_MARKS[d.effective.value] for d in verdicts),
         highest_level(effective),
         a.expected_level or "",
         v.cause.value if v.cause else "",

@@ -76,7 +76,7 @@ entry AS (
     SELECT 'override', o.id, o.at, o.reviewer, o.outcome, o.justification, a.migration_id, a.id,
            NULL, NULL, NULL, json_object('level', v.level, 'automated', v.outcome)
     FROM verdict_override o JOIN verdict v ON v.id = o.verdict_id JOIN attempt a ON a.id = v.attempt_id
-    WHERE :m IS NULL OR a.migration_id = :m
+    WHERE (:m IS NULL OR a.migration_id = :m) AND o.carried_from IS NULL  -- a re-verification's copy: no new act
     UNION ALL
     SELECT 'budget', b.id, b.at, b.reviewer, 'budget', COALESCE(b.reason, ''), b.migration_id, NULL,
            NULL, NULL, NULL,

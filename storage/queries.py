@@ -532,6 +532,25 @@ def current_verdicts(db: Database, attempt_ids: list[int], *, evidence: bool = T
     return out
 
 
+def overrides_left_behind(db: Reader, since: str) -> list[dict[str, Any]]:
+    """Overrides that stopped counting when a verification made at or after `since` superseded the
+    verdict they judged: the verifier's outcome at that level changed, so the override was not
+    carried onto the new verdict (storage.records.carry_overrides), and it differs from the new
+    outcome (attempt_id, slug, seq, level, outcome, reviewer, was: the old automated outcome, now:
+    the new)."""
+    return _rows(db, """
+        SELECT a.id AS attempt_id, m.slug, a.seq, old.level, o.outcome, o.reviewer, old.outcome AS was,
+               new.outcome AS now
+        FROM verdict_override o
+        CROSS JOIN verdict old ON old.id = o.verdict_id AND old.superseded_by IS NOT NULL
+        CROSS JOIN verification nv ON nv.id = old.superseded_by AND nv.at >= :since
+        CROSS JOIN verdict new ON new.verification_id = nv.id AND new.level = old.level
+        JOIN attempt a ON a.id = old.attempt_id JOIN migration m ON m.id = a.migration_id
+        WHERE o.id = (SELECT MAX(x.id) FROM verdict_override x WHERE x.verdict_id = old.id)
+          AND new.outcome != old.outcome AND o.outcome != new.outcome
+        ORDER BY m.slug, a.seq, old.level""", {"since": since})
+
+
 def _verdicts(db: Database, rows: list[dict[str, Any]], evidence: bool = True) -> list[Verdict]:
     """Verdict rows as Verdicts, their overrides read in one query."""
     from domain.verdicts import Verdict, VerdictOverride

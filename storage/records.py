@@ -238,8 +238,9 @@ def verification_rows(judgement: Any) -> VerificationRows:
 def record_verifications(db: Database, items: list[dict[str, Any]]) -> list[int | Exception]:
     """Store a batch of verification runs in one transaction. A run is its five verdicts, the
     failure (if any) and the derived facts; the attempt's current verification, verdicts and
-    failure are marked superseded by the new ones, never deleted, and verdict overrides keep
-    pointing at the verdict they judged. Each item holds `write_verification`'s keywords.
+    failure are marked superseded by the new ones, never deleted; a level's override is carried
+    onto its new verdict where the verifier's outcome is unchanged (`carry_overrides`). Each item
+    holds `write_verification`'s keywords.
 
     Each run is whole on its own, in a savepoint: one that fails is rolled back and its error
     returned in its place, and the others of the batch stay. One commit per batch instead of
@@ -329,8 +330,34 @@ def _write_verifications(db: Database, items: list[dict[str, Any]]) -> list[int]
                 + ", ".join([_in(6)] * len(failures)) + " RETURNING id, attempt_id, cause, silent",
                 [value for failure in failures for value in failure]).fetchall()):
             audited[aid].append(("insert", "failure", failure_id, {"attempt_id": aid, "cause": cause, "silent": bool(silent)}))
+    for aid, row in carry_overrides(db, [ids[aid] for aid in previous]):
+        audited[aid].append(row)
     audits(db, reviewers.pop(), [row for aid in attempt_ids for row in audited[aid]])
     return [ids[aid] for aid in attempt_ids]
+
+
+def carry_overrides(db: Database, verification_ids: list[int]) -> list[tuple[int, Any]]:
+    """Each level's latest override on the verdicts the new verifications superseded, copied onto
+    the new verdict of that level where the verifier's outcome there is the same (the reviewer
+    disagreed with that outcome, and it stands): an override keeps counting through a re-verification.
+    Where the outcome changed, the override stays on the verdict it judged (the evidence changed:
+    it needs a new look; `workbench verify` names it, storage.queries.overrides_left_behind).
+    The copy keeps the reviewer, justification and time and names the original (`carried_from`).
+    Gives (attempt id, audit row) per copy."""
+    if not verification_ids:
+        return []
+    carried = db.conn.execute(
+        "INSERT INTO verdict_override (verdict_id, outcome, justification, reviewer, at, carried_from)"
+        " SELECT new.id, o.outcome, o.justification, o.reviewer, o.at, COALESCE(o.carried_from, o.id)"
+        " FROM verdict new"
+        " JOIN verdict old ON old.attempt_id = new.attempt_id AND old.level = new.level"
+        "  AND old.superseded_by = new.verification_id AND old.outcome = new.outcome"
+        " JOIN verdict_override o ON o.id = (SELECT MAX(x.id) FROM verdict_override x WHERE x.verdict_id = old.id)"
+        " WHERE new.verification_id IN (SELECT value FROM json_each(?)) ORDER BY new.id"
+        " RETURNING id, verdict_id, outcome, carried_from, (SELECT attempt_id FROM verdict WHERE id = verdict_id)",
+        [json.dumps(verification_ids)]).fetchall()
+    return [(aid, ("insert", "verdict_override", oid, {"verdict_id": vid, "outcome": outcome, "carried_from": origin}))
+            for oid, vid, outcome, origin, aid in sorted(carried)]
 
 
 def write_verification(
@@ -374,6 +401,8 @@ def write_verification(
     if previous is not None:
         audited += _supersede(db, attempt_id, previous[0], verification_id)
     audited += _insert_results(db, attempt_id, verification_id, rows, verifier, verifier_version)
+    if previous is not None:
+        audited += [row for _, row in carry_overrides(db, [verification_id])]
     audits(db, reviewer, audited)
     return verification_id
 

@@ -738,6 +738,16 @@ def m019_attempt_verdict_code(db: Database) -> None:
         db.execute(f"CREATE TRIGGER verdict_code_{name} AFTER {event} ON verdict BEGIN {sets} END")
 
 
+@migrations()
+def m020_override_carried(db: Database) -> None:
+    """A reviewer's override goes on counting when its level is verified again with the same
+    automated outcome: the new verdict gets a copy (storage.records.carry_overrides) naming the
+    override it carries (`carried_from`), so the ledger lists each human act once. Before this, a
+    re-verification (a new sibling, a new verifier version, --force) left every override on the
+    superseded verdict, and no count read it any more."""
+    db.execute("ALTER TABLE verdict_override ADD COLUMN carried_from INTEGER REFERENCES verdict_override(id)")
+
+
 def known() -> list[str]:
     """Every migration this workbench knows, oldest first."""
     return [func.__name__ for func in migrations.functions]
