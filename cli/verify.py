@@ -52,7 +52,7 @@ def verify(db: Path, slug: str | None, seq: int | None, assignments: tuple[str, 
 
     from storage.records import now
     from workbench.blind import sight
-    from workbench.verify import NotAllVerified, study_targets, verify_groups
+    from workbench.verify import NotAllVerified, overrides_left_behind, study_targets, verify_groups
     from workbench.verify.batch import default_workers
     from workbench.verify.runseries import EXTRACTION_SETTINGS
     from workbench.verify.unknown import unknown_at_level3
@@ -96,7 +96,8 @@ def verify(db: Path, slug: str | None, seq: int | None, assignments: tuple[str, 
             except NotAllVerified as exc:  # raised once every other attempt is written: they are listed first
                 failed = exc
         _summary(seen, judged, time.perf_counter() - started, reruns)
-        _left_behind(sdb, since, config.reviewer())
+        for line in overrides_left_behind(sdb, config.reviewer(), since):
+            click.echo(line, err=True)
         if hidden:
             click.echo(f"{hidden} of them not listed: you judge them blind (docs/judgements.md)", err=True)
         elif seq is None:
@@ -129,22 +130,6 @@ def _summary(seen: int, judged: int, seconds: float, reruns: int) -> None:
     rate = f", {judged / seconds:.0f} attempts/s" if judged and seconds > 0 else ""
     what = "attempts" if not reruns else f"runs: {seen - reruns} attempts, {plural(reruns, 're-run')}"
     click.echo(f"verified {judged} of {seen} {what} ({seen - judged} unchanged) in {seconds:.1f} s{rate}", err=True)
-
-
-def _left_behind(db: Any, since: str, reviewer: str) -> None:
-    """Each override that stopped counting in this run (the verifier's outcome at its level
-    changed; one where it did not is carried and counts on), for its reviewer to look again; not
-    for an attempt the reviewer judges blind."""
-    from storage import queries
-
-    left = queries.overrides_left_behind(db, since)
-    hidden = queries.hidden_attempts(db, reviewer, [o["attempt_id"] for o in left]) if left else set()
-    for o in left:
-        if o["attempt_id"] in hidden:
-            continue
-        click.echo(f"override of {clean(o['slug'])} #{o['seq']} L{o['level']} ({o['outcome']}, by"
-                   f" {clean(o['reviewer'])}) no longer counts: the verifier now says {o['now']} where it said"
-                   f" {o['was']}; override again if it stands", err=True)
 
 
 def _counted(db: Any, migration_ids: list[int], reviewer: str) -> None:

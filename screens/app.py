@@ -478,15 +478,16 @@ class WorkbenchApp(App[None]):
         from workbench.verify import NotAllVerified
 
         try:
-            changed, total = verify_scope(path, scope, step)
+            changed, total, left = verify_scope(path, scope, step)
         except NotAllVerified as exc:  # the others' verdicts are written and shown
             self.call_from_thread(self._verified, f"Verified {scope[2]}, but {describe_error(exc)}", "warning")
             return
         except Exception as exc:  # noqa: BLE001 - whatever stopped it, the dialog goes and says so
             self.call_from_thread(self._verified, f"Verify failed: {describe_error(exc)}", "error")
             return
-        self.call_from_thread(self._verified, f"Verified {scope[2]}: {plural(total, 'attempt')}, "
-                              f"{changed} with new verdicts", "information")
+        self.call_from_thread(self._verified, "\n".join([f"Verified {scope[2]}: {plural(total, 'attempt')}, "
+                                                         f"{changed} with new verdicts", *left]),
+                              "warning" if left else "information")
 
     def _verified(self, line: str, severity: str) -> None:
         """The run is over: the dialog goes, the lists read their rows again, a toast says so."""

@@ -18,21 +18,23 @@ from domain.text import clean
 from screens.base import Scope
 
 
-def verify_scope(path: Path, scope: Scope, step: Callable[[int, int, str], None]) -> tuple[int, int]:
+def verify_scope(path: Path, scope: Scope, step: Callable[[int, int, str], None]) -> tuple[int, int, list[str]]:
     """Verify every attempt in `scope` as `workbench verify` does, a migration at a time (its
     reference run loaded once, its verdicts written a batch per transaction; unchanged inputs are
     skipped), calling `step(done, total, label)` as attempts are settled, with the migration being
-    verified; returns (attempts verified again, attempts). Judged over the cores, in processes
+    verified; returns (attempts verified again, attempts, a line for each override that stopped
+    counting: workbench.verify.overrides_left_behind). Judged over the cores, in processes
     (workbench/verify/batch.py), so the app's thread only reads and writes. One verify run per
     attempt, as before, took 47 s on 4,428 attempts against 6.9 s (issue 19)."""
     from storage.database import open_study
+    from storage.records import now
     from workbench import config
-    from workbench.verify import study_targets, verify_groups
+    from workbench.verify import overrides_left_behind, study_targets, verify_groups
     from workbench.verify.batch import default_workers
 
     slug, seq, _ = scope
     study = open_study(path)
-    finished, changed, total = 0, 0, 0
+    finished, changed, total, since = 0, 0, 0, now()
     try:
         study_of, migrations = study_targets(study.db, slug)
 
@@ -46,10 +48,11 @@ def verify_scope(path: Path, scope: Scope, step: Callable[[int, int, str], None]
                                    workers=default_workers(), progress=progress):
             finished += 1
             changed += sum(o.changed for o in group)
+        left = overrides_left_behind(study.db, config.reviewer(), since)
     finally:
         study.close()
     step(total, total, "done")
-    return changed, total
+    return changed, total, left
 
 
 class VerifyProgress(ModalScreen[None]):

@@ -38,7 +38,7 @@ def test_the_app_verifies_a_scope_as_the_cli_does(unverified: Path, tmp_path: Pa
 
     shutil.copy(unverified, tmp_path / "cli.db")
     steps: list[tuple[int, int, str]] = []
-    assert verify_scope(unverified, (None, None, "the whole study"), lambda *step: steps.append(step)) == (6, 6)
+    assert verify_scope(unverified, (None, None, "the whole study"), lambda *step: steps.append(step)) == (6, 6, [])
     cli = open_study(tmp_path / "cli.db")
     verify_study(cli.db, "ana")
 

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import pytest
 from click.testing import CliRunner
+from test_app import settle
+from test_effort_app import until
 
 from cli.main import main
 from domain.kinds import Outcome
+from screens.app import WorkbenchApp
 from storage import queries, records, runs
 from storage.database import open_study
 from storage.ledger import ledger_counts
@@ -86,3 +89,25 @@ def test_an_override_stops_counting_where_the_verifier_changed_and_verify_says_s
         assert ledger_counts(study.db, None)["override"] == 1  # still in the record of what ana did
     finally:
         study.close()
+
+
+async def test_the_apps_verify_says_so_too(demo_study, monkeypatch) -> None:
+    """`V` in the app: its toast names the override that stopped counting, as a warning."""
+    monkeypatch.setenv("WORKBENCH_REVIEWER", "ana")
+    override_level3(demo_study, Outcome.UNKNOWN, "cannot tell the eval compiles from the step's")
+    records.add_verify_settings(demo_study.db, migration_id=queries.get_migration(demo_study.db, BOW).id,
+                                settings={"warmup_steps": 1000}, source="reviewer", reviewer="ana")
+    demo_study.close()
+    app = WorkbenchApp(demo_study.path)
+    toasts: list[tuple[str, str]] = []
+    notify = app.notify
+    app.notify = lambda message, *args, **kwargs: (toasts.append((str(message), kwargs.get("severity", ""))),
+                                                   notify(message, *args, **kwargs))[1]
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("V")
+        await until(pilot, lambda: any(t.startswith("Verified") for t, _ in toasts), timeout=60)
+    [(said, severity)] = [(t, s) for t, s in toasts if t.startswith("Verified")]
+    assert severity == "warning"
+    assert said.splitlines()[1:] == ["override of bow-classifier #1 L3 (unknown, by ana) no longer counts: the verifier"
+                                     " now says pass where it said fail; override again if it stands"]

@@ -217,6 +217,21 @@ def _write(db: Database, reviewer: str, plan: _Plan, judged: list[Any]) -> list[
     ]) if judged else []
 
 
+def overrides_left_behind(db: Database, reviewer: str, since: str) -> list[str]:
+    """A line for each override that stopped counting in a verify run begun at `since` (the
+    verifier's outcome at its level changed; one where it did not is carried and counts on:
+    storage.records.carry_overrides), for its reviewer to look again: what `workbench verify` and
+    the app's `V` say. None for an attempt `reviewer` judges blind: it would tell its verdicts."""
+    from domain.text import clean
+    from storage import queries
+
+    left = queries.overrides_left_behind(db, since)
+    hidden = queries.hidden_attempts(db, reviewer, [o["attempt_id"] for o in left]) if left else set()
+    return [f"override of {clean(o['slug'])} #{o['seq']} L{o['level']} ({o['outcome']}, by {clean(o['reviewer'])})"
+            f" no longer counts: the verifier now says {o['now']} where it said {o['was']}; override again if it"
+            " stands" for o in left if o["attempt_id"] not in hidden]
+
+
 def study_targets(db: Database, slug: str | None = None) -> tuple[Study, list[Migration]]:
     """The study and the migrations a verify run covers: all, or the one named `slug`."""
     from domain.errors import WorkbenchError
