@@ -544,7 +544,8 @@ def overrides_left_behind(db: Reader, since: str) -> list[dict[str, Any]]:
         FROM verdict_override o
         CROSS JOIN verdict old ON old.id = o.verdict_id AND old.superseded_by IS NOT NULL
         CROSS JOIN verification nv ON nv.id = old.superseded_by AND nv.at >= :since
-        CROSS JOIN verdict new ON new.verification_id = nv.id AND new.level = old.level
+        CROSS JOIN verdict new ON new.attempt_id = old.attempt_id AND new.level = old.level
+                                AND new.superseded_by IS NULL  -- its current one, by idx_verdict_current
         JOIN attempt a ON a.id = old.attempt_id JOIN migration m ON m.id = a.migration_id
         WHERE o.id = (SELECT MAX(x.id) FROM verdict_override x WHERE x.verdict_id = old.id)
           AND new.outcome != old.outcome AND o.outcome != new.outcome

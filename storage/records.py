@@ -349,11 +349,12 @@ def carry_overrides(db: Database, verification_ids: list[int]) -> list[tuple[int
     carried = db.conn.execute(
         "INSERT INTO verdict_override (verdict_id, outcome, justification, reviewer, at, carried_from)"
         " SELECT new.id, o.outcome, o.justification, o.reviewer, o.at, COALESCE(o.carried_from, o.id)"
-        " FROM verdict new"
-        " JOIN verdict old ON old.attempt_id = new.attempt_id AND old.level = new.level"
-        "  AND old.superseded_by = new.verification_id AND old.outcome = new.outcome"
-        " JOIN verdict_override o ON o.id = (SELECT MAX(x.id) FROM verdict_override x WHERE x.verdict_id = old.id)"
-        " WHERE new.verification_id IN (SELECT value FROM json_each(?)) ORDER BY new.id"
+        # from the few overrides, each verdict by its key: no index leads from a verification to its verdicts
+        " FROM verdict_override o CROSS JOIN verdict old ON old.id = o.verdict_id"
+        "  AND old.superseded_by IN (SELECT value FROM json_each(?))"
+        " CROSS JOIN verdict new ON new.attempt_id = old.attempt_id AND new.level = old.level"
+        "  AND new.superseded_by IS NULL AND new.verification_id = old.superseded_by AND new.outcome = old.outcome"
+        " WHERE o.id = (SELECT MAX(x.id) FROM verdict_override x WHERE x.verdict_id = old.id) ORDER BY new.id"
         " RETURNING id, verdict_id, outcome, carried_from, (SELECT attempt_id FROM verdict WHERE id = verdict_id)",
         [json.dumps(verification_ids)]).fetchall()
     return [(aid, ("insert", "verdict_override", oid, {"verdict_id": vid, "outcome": outcome, "carried_from": origin}))
