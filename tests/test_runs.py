@@ -327,6 +327,31 @@ def test_a_reruns_pane_says_what_its_attempt_counts_where_another_run_decided(de
         "  counted for #3: ✓ pass — run #3", f"  counted for #3: ✗ fail — re-run #{second_seq}"]
 
 
+async def test_a_blind_reviewer_sees_no_counted_line_on_the_attempt_or_its_rerun(demo_study, monkeypatch) -> None:
+    """ben judges #3 blind: neither its pane nor its re-run's says what a re-run decided."""
+    from storage.judgements import add_assignments
+
+    db = demo_study.db
+    third, good = attempt_id(db, MLP, 3), attempt_id(db, MLP, 4)
+    new = rerun(db, demo_study.path.parent, third, output_of=good)
+    rerun(db, demo_study.path.parent, third, output_of=third)  # so the first re-run's pane would have lines
+    add_assignments(db, [(third, "ben")], blind=True, seed=1, overlap=0.0, assigned_by="ana")
+    demo_study.close()
+    monkeypatch.setenv("WORKBENCH_REVIEWER", "ben")
+    app = WorkbenchApp(demo_study.path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        for run in (third, new):
+            app.open_attempt(MLP, run)  # what the palette's "Open attempt" does
+            await settle(pilot)
+            screen = app.screen
+            assert isinstance(screen, AttemptScreen) and screen.summary.attempt.id == run and screen.summary.hidden
+            await pilot.press("4")
+            await settle(pilot)
+            shown = verdict_pane_text(screen) + screen_text(app)
+            assert "counted" not in shown and "✓" not in shown and "✗" not in shown, shown
+
+
 def test_a_level_only_a_rerun_judged_shows_on_its_attempts_pane() -> None:
     from screens.presenters.verdicts import verdict_options
 
