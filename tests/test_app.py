@@ -43,6 +43,19 @@ def widget_text(app: WorkbenchApp, selector: str) -> str:
     return app.screen.query_one(selector).render().plain
 
 
+def recorded_toasts(app: WorkbenchApp) -> list[tuple[str, str]]:
+    """Every toast the app shows from now on, (message, severity: '' when not given), in order."""
+    toasts: list[tuple[str, str]] = []
+    notify = app.notify
+
+    def record(message, *args, **kwargs):
+        toasts.append((str(message), kwargs.get("severity", "")))
+        return notify(message, *args, **kwargs)
+
+    app.notify = record  # type: ignore[method-assign]
+    return toasts
+
+
 async def workers_done(app: WorkbenchApp) -> None:
     """Every worker running now has finished. One that its exclusive successor cancelled meanwhile
     (the effort watch's poll, a reload) is done too, not a failure; a worker that raised still fails."""

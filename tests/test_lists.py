@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from conftest import BundleBuilder
-from test_app import build, screen_text, settle, table, workers_done
+from test_app import build, recorded_toasts, screen_text, settle, table, workers_done
 
 from screens.app import WorkbenchApp
 from screens.migration import MigrationScreen
@@ -70,14 +70,12 @@ async def test_the_app_judges_a_big_scope_in_worker_processes(bundle, tmp_path: 
     study.close()
     monkeypatch.setattr(batch, "default_workers", lambda: 2)  # a pool even on one core
     app = WorkbenchApp(tmp_path / "big.db")
-    toasts: list[str] = []
-    notify = app.notify
-    app.notify = lambda message, *args, **kwargs: (toasts.append(str(message)), notify(message, *args, **kwargs))[1]
+    toasts = recorded_toasts(app)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         await pilot.press("V")
-        await until(pilot, lambda: any(t.startswith(("Verified", "Verify failed")) for t in toasts), timeout=60)
-        assert f"Verified the whole study: {n} attempts, {n} with new verdicts" in toasts
+        await until(pilot, lambda: any(t.startswith(("Verified", "Verify failed")) for t, _ in toasts), timeout=60)
+        assert f"Verified the whole study: {n} attempts, {n} with new verdicts" in [t for t, _ in toasts]
     db = open_study(tmp_path / "big.db").db
     ids = [r[0] for r in db.execute("SELECT id FROM attempt WHERE source = 'agent'")]
     assert len(ids) == n and all(len(queries.verdicts(db, aid)) == 5 for aid in ids)
@@ -96,10 +94,7 @@ async def test_an_attempt_the_app_cannot_judge_is_named_in_a_warning_and_the_oth
     _break_log(study.db, broken[0])
     study.close()
     app = WorkbenchApp(unverified)
-    toasts: list[tuple[str, str]] = []
-    notify = app.notify
-    app.notify = lambda message, *args, **kwargs: (toasts.append((str(message), kwargs.get("severity", ""))),
-                                                   notify(message, *args, **kwargs))[1]
+    toasts = recorded_toasts(app)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         await pilot.press("V")
@@ -120,17 +115,15 @@ async def test_news_are_said_once_they_stop_coming_each_row_once(unverified: Pat
 
     monkeypatch.setattr(NewsToasts, "QUIET_S", 0.5)
     app = WorkbenchApp(unverified)
-    toasts: list[str] = []
-    notify = app.notify
-    app.notify = lambda message, *args, **kwargs: (toasts.append(str(message)), notify(message, *args, **kwargs))[1]
+    toasts = recorded_toasts(app)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         study = app.screen
         await pilot.press("V")
         await workers_done(app)
         await until(pilot, lambda: bool(study.fresh) and not study.news.pending)
-        news = [t for t in toasts if "new silent failure" in t or "new over-claim" in t]
-        assert any("Verified the whole study: 6 attempts, 6 with new verdicts" in t for t in toasts)
+        news = [t for t, _ in toasts if "new silent failure" in t or "new over-claim" in t]
+        assert any("Verified the whole study: 6 attempts, 6 with new verdicts" in t for t, _ in toasts)
         assert sorted(t.split(":")[0] for t in news) == sorted(study.fresh)  # each marked row said once
 
 
@@ -448,14 +441,7 @@ async def test_lists_follow_another_process_in_place(unverified: Path, tmp_path:
     from screens.study import StudyScreen
 
     app = WorkbenchApp(unverified)
-    toasts: list[str] = []  # every toast said, kept: a toast expires after 5 s, and a loaded machine is slower
-    notify = app.notify
-
-    def kept(message, *args, **kwargs):
-        toasts.append(str(message))
-        return notify(message, *args, **kwargs)
-
-    app.notify = kept
+    toasts = recorded_toasts(app)  # every toast said, kept: a toast expires after 5 s, and a loaded machine is slower
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         study = app.screen
@@ -464,7 +450,7 @@ async def test_lists_follow_another_process_in_place(unverified: Path, tmp_path:
         await asyncio.to_thread(workbench, "verify", str(unverified), "--migration", "bow-classifier")
         await until(pilot, lambda: column(app, "level")[0] == "L4" and "4 unverified" in screen_text(app))
         assert study.query_one("#migrations").cursor_row == 1  # the cursor stayed
-        await until(pilot, lambda: any(t.startswith("bow-classifier: new silent failure") for t in toasts))
+        await until(pilot, lambda: any(t.startswith("bow-classifier: new silent failure") for t, _ in toasts))
         assert "bow-classifier" in study.fresh and "4 unverified" in screen_text(app)
         await pilot.press("enter")
         await settle(pilot)
@@ -476,8 +462,8 @@ async def test_lists_follow_another_process_in_place(unverified: Path, tmp_path:
         await until(pilot, lambda: "0 unverified" in str(app.screen.query_one("#migration-header").render()))
         screen = app.screen
         assert screen.current().attempt.seq == 2  # the cursor stayed on its attempt
-        await until(pilot, lambda: any(t.startswith("mlp-classifier #3: new silent failure") for t in toasts))
-        assert any("#1: new over-claim" in t for t in toasts)
+        await until(pilot, lambda: any(t.startswith("mlp-classifier #3: new silent failure") for t, _ in toasts))
+        assert any("#1: new over-claim" in t for t, _ in toasts)
         assert {"#1", "#3"} <= {f"#{screen.summaries[k].attempt.seq}" for k in screen.fresh}
         assert "0 unverified" in str(screen.query_one("#migration-header").render())
         log = tmp_path / "ref.log"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from click.testing import CliRunner
-from test_app import settle
+from test_app import recorded_toasts, settle
 from test_effort_app import until
 
 from cli.main import main
@@ -99,10 +99,7 @@ async def test_the_apps_verify_says_so_too(demo_study, monkeypatch) -> None:
                                 settings={"warmup_steps": 1000}, source="reviewer", reviewer="ana")
     demo_study.close()
     app = WorkbenchApp(demo_study.path)
-    toasts: list[tuple[str, str]] = []
-    notify = app.notify
-    app.notify = lambda message, *args, **kwargs: (toasts.append((str(message), kwargs.get("severity", ""))),
-                                                   notify(message, *args, **kwargs))[1]
+    toasts = recorded_toasts(app)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         await pilot.press("V")
