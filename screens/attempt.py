@@ -257,7 +257,8 @@ class AttemptScreen(EffortActions, WorkbenchScreen):
         self.facts = message
         view = message.view
         self.summary = view.summary
-        self.query_one("#attempt-header", Static).update(render.attempt_heading(self.migration, view.summary))
+        rerun_of = next((run.seq for run in message.runs if run.id == view.summary.attempt.rerun_of), None)
+        self.query_one("#attempt-header", Static).update(render.attempt_heading(self.migration, view.summary, rerun_of))
         self.query_one("#overview-text", Static).update(
             render.attempt_overview(view.summary, view.verification, message.subject, view.judgement,
                                     message.environment))

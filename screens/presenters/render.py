@@ -403,12 +403,15 @@ def over_claim(summary: AttemptSummary) -> Text:
     return Text("")
 
 
-def attempt_heading(m: Migration, summary: AttemptSummary) -> Text:
-    """The attempt screen's first lines: migration, attempt, status, ladder, flags."""
+def attempt_heading(m: Migration, summary: AttemptSummary, rerun_of: int | None = None) -> Text:
+    """The attempt screen's first lines: migration, attempt (a re-run: `rerun of #1`, the seq of
+    the attempt it re-ran, once its runs are read), status, ladder, flags."""
     a = summary.attempt
     out = text(m.slug, "bold")
     out.append(f"  #{a.seq} ", style="bold")
     out.append_text(source(summary))
+    if rerun_of is not None:
+        out.append(f" of #{rerun_of}", style=tone("$text-secondary"))
     out.append_text(runs_mark(summary))
     out.append(" · ")
     out.append_text(attempt_status(summary))
