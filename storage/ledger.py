@@ -74,7 +74,12 @@ entry AS (
     FROM decision d WHERE :m IS NULL OR d.migration_id = :m
     UNION ALL
     SELECT 'override', o.id, o.at, o.reviewer, o.outcome, o.justification, a.migration_id, a.id,
-           NULL, NULL, NULL, json_object('level', v.level, 'automated', v.outcome)
+           NULL, NULL, NULL, json_object('level', v.level, 'automated', v.outcome, 'counts', EXISTS (
+               -- it, or its copy on a re-verified level (storage.records.carry_overrides), is the
+               -- latest override of a current verdict: else a later override or re-verification ended it
+               SELECT 1 FROM verdict_override c JOIN verdict cv ON cv.id = c.verdict_id AND cv.superseded_by IS NULL
+               WHERE (c.id = o.id OR c.carried_from = o.id)
+                 AND c.id = (SELECT MAX(x.id) FROM verdict_override x WHERE x.verdict_id = cv.id)))
     FROM verdict_override o JOIN verdict v ON v.id = o.verdict_id JOIN attempt a ON a.id = v.attempt_id
     WHERE (:m IS NULL OR a.migration_id = :m) AND o.carried_from IS NULL  -- a re-verification's copy: no new act
     UNION ALL

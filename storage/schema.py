@@ -746,6 +746,9 @@ def m020_override_carried(db: Database) -> None:
     re-verification (a new sibling, a new verifier version, --force) left every override on the
     superseded verdict, and no count read it any more."""
     db.execute("ALTER TABLE verdict_override ADD COLUMN carried_from INTEGER REFERENCES verdict_override(id)")
+    # the ledger asks of each override whether a copy of it counts
+    db.execute("CREATE INDEX idx_verdict_override_carried ON verdict_override (carried_from)"
+               " WHERE carried_from IS NOT NULL")
 
 
 def known() -> list[str]:

@@ -13,9 +13,10 @@ from test_effort_app import until
 from cli.main import main
 from domain.kinds import Outcome
 from screens.app import WorkbenchApp
+from screens.presenters.effort import ledger_entry
 from storage import queries, records, runs
 from storage.database import open_study
-from storage.ledger import ledger_counts
+from storage.ledger import ledger_counts, ledger_page
 from workbench.report.build import build_report
 
 BOW = "bow-classifier"  # #1 fails level 3 (recompilation): a reviewer passes it
@@ -59,8 +60,13 @@ def test_an_override_counts_on_through_a_reverification(demo_study) -> None:
         assert carried == [(None,), (original,), (original,)]
         assert (runs.counted_totals(db), verdict.effective) == before
         assert ledger_counts(db, None)["override"] == 1  # one act of ana's, however often carried
+        [entry] = ledger_page(db, None)
+        assert (entry.id, entry.detail["counts"]) == (original, 1)
         report = build_report(db)
         assert [(o.seq, o.level, o.outcome, o.effective) for o in report.overrides] == [(1, 3, "pass", True)]
+        later = records.add_verdict_override(db, verdict_id=verdict.id, outcome=Outcome.FAIL,
+                                             justification="the eval loop is not the cause", reviewer="ben")
+        assert {e.id: e.detail["counts"] for e in ledger_page(db, None)} == {original: 0, later: 1}
     finally:
         study.close()
 
@@ -87,6 +93,9 @@ def test_an_override_stops_counting_where_the_verifier_changed_and_verify_says_s
         assert [(o["seq"], o["level"], o["was"], o["now"]) for o in queries.overrides_left_behind(study.db, since)] == [
             (1, 3, "fail", "pass")]
         assert ledger_counts(study.db, None)["override"] == 1  # still in the record of what ana did
+        [entry] = ledger_page(study.db, None)
+        assert entry.detail["counts"] == 0
+        assert "(no longer counts)" in ledger_entry(entry).plain
     finally:
         study.close()
 

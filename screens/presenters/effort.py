@@ -167,6 +167,8 @@ def ledger_entry(entry: LedgerEntry, *, with_slug: bool = False) -> Text:
         out.append(f" {'' if with_slug else 'on '}#{entry.seq}")
     out.append(" by ")
     out.append_text(text(entry.reviewer))
+    if entry.kind == "override" and not entry.detail.get("counts", True):
+        out.append(" (no longer counts)", style="dim")  # a later override, or the verifier's outcome changed
     if entry.corrects is not None:
         out.append(f" (corrects #{entry.corrects})", style="dim")
     if entry.corrected_by is not None:
