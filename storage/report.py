@@ -93,15 +93,23 @@ def report_attempt_rows(db: Database, migration_ids: list[int], *, texts: bool =
 
 
 def report_override_rows(db: Database, migration_ids: list[int]) -> list[dict[str, Any]]:
-    """Every override of a current verdict of the migrations' attempts, oldest first. Read from the
-    overrides (CROSS JOIN keeps that order): a few hundred human records, where the planner chose to
-    go through every verdict of every attempt (0.2 s at 150,000 attempts)."""
+    """Every override a reviewer made on the migrations' attempts, oldest first, once each: a
+    re-verification's copy (storage.records.carry_overrides) stands for the act it carries, an act
+    left behind on a superseded verdict (the verifier's outcome changed under it) is read too.
+    `current_id` is the act's override on a current verdict (itself or its copy; None: left
+    behind), `verdict_id`, `level` and `automated` that verdict's (else the superseded one's).
+    Read from the overrides (CROSS JOIN keeps that order): a few hundred human records, where the
+    planner chose to go through every verdict of every attempt (0.2 s at 150,000 attempts)."""
     sql = f"""
-    SELECT o.id, o.verdict_id, o.outcome, o.justification, o.reviewer, o.at,
+    SELECT o.id, cur.id AS current_id, v.id AS verdict_id, o.outcome, o.justification, o.reviewer, o.at,
            v.attempt_id, v.level, v.outcome AS automated, a.migration_id, a.seq
-    FROM verdict_override o CROSS JOIN verdict v ON v.id = o.verdict_id
+    FROM verdict_override o
+    LEFT JOIN verdict_override cur ON cur.id = (
+        SELECT c.id FROM verdict_override c CROSS JOIN verdict cv ON cv.id = c.verdict_id
+        WHERE (c.id = o.id OR c.carried_from = o.id) AND cv.superseded_by IS NULL)
+    CROSS JOIN verdict v ON v.id = COALESCE(cur.verdict_id, o.verdict_id)
     CROSS JOIN attempt a ON a.id = v.attempt_id
-    WHERE v.superseded_by IS NULL AND a.migration_id {_IN_MIGRATIONS}
+    WHERE o.carried_from IS NULL AND a.migration_id {_IN_MIGRATIONS}
     ORDER BY o.id
     """
     return _rows(db, sql, {"migrations": json.dumps(migration_ids)})

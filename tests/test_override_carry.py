@@ -17,6 +17,7 @@ from screens.presenters.effort import ledger_entry
 from storage import queries, records, runs
 from storage.database import open_study
 from storage.ledger import ledger_counts, ledger_page
+from workbench.report import render
 from workbench.report.build import build_report
 
 BOW = "bow-classifier"  # #1 fails level 3 (recompilation): a reviewer passes it
@@ -63,10 +64,14 @@ def test_an_override_counts_on_through_a_reverification(demo_study) -> None:
         [entry] = ledger_page(db, None)
         assert (entry.id, entry.detail["counts"]) == (original, 1)
         report = build_report(db)
-        assert [(o.seq, o.level, o.outcome, o.effective) for o in report.overrides] == [(1, 3, "pass", True)]
+        # ana's act, once, by its own id (as the ledger names it), judging the current verdict
+        assert [(o.id, o.verdict_id, o.seq, o.level, o.outcome, o.effective) for o in report.overrides] == [
+            (original, verdict.id, 1, 3, "pass", True)]
         later = records.add_verdict_override(db, verdict_id=verdict.id, outcome=Outcome.FAIL,
                                              justification="the eval loop is not the cause", reviewer="ben")
         assert {e.id: e.detail["counts"] for e in ledger_page(db, None)} == {original: 0, later: 1}
+        assert [(o.id, o.outcome, o.effective) for o in build_report(db).overrides] == [
+            (original, "pass", False), (later, "fail", True)]
     finally:
         study.close()
 
@@ -96,6 +101,13 @@ def test_an_override_stops_counting_where_the_verifier_changed_and_verify_says_s
         [entry] = ledger_page(study.db, None)
         assert entry.detail["counts"] == 0
         assert "(no longer counts)" in ledger_entry(entry).plain
+        # and in the report: the verifier's outcome then, counted nowhere (the verifier's pass counts)
+        report = build_report(study.db)
+        assert [(o.id, o.seq, o.level, o.automated, o.outcome, o.effective) for o in report.overrides] == [
+            (entry.id, 1, 3, "fail", "unknown", False)]
+        bow = next(m for m in report.migrations if m.slug == BOW)
+        assert next(a for a in bow.attempt_facts if a.seq == 1).ladder[2] == "pass"
+        assert "| bow-classifier | 1 | 3 | fail | unknown | no |" in render(report, "md").decode()
     finally:
         study.close()
 

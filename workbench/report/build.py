@@ -109,11 +109,12 @@ def _build_report(db: Database, slugs: list[str] | tuple[str, ...] | None, *, ps
     override_rows = report_reads.report_override_rows(db, ids)
     agreement = agreement_of(db, ids)
     scrub = _scrub_for(study.reviewers, human, override_rows, pseudonymise, reviewers_of(agreement))
-    latest = {row["verdict_id"]: row["id"] for row in override_rows}  # oldest first: the last one counts
+    current = [row for row in override_rows if row["current_id"] is not None]  # on a current verdict
+    latest = {row["verdict_id"]: row["id"] for row in current}  # oldest first: the last one counts
     overrides = [_override_row(r, latest, scrub) for r in override_rows]
     texts = _attempt_texts(scrub) if attempt_texts else lambda row: ("", "", "")
     facts_by_migration, reference_of, reference_runs = _attempts(
-        report_reads.report_attempt_rows(db, ids, texts=attempt_texts), migrations, study.prices, override_rows, texts,
+        report_reads.report_attempt_rows(db, ids, texts=attempt_texts), migrations, study.prices, current, texts,
         runs.counted_ladders(db, ids))
     interventions, decisions, budget_changes, sessions = _human_records(human, scrub)
     llm_rows = report_reads.report_llm_rows(db, ids)
@@ -187,7 +188,7 @@ def _override_row(r: dict[str, Any], latest: dict[int, int], scrub: Scrub) -> Ov
         id=r["id"], verdict_id=r["verdict_id"], attempt_id=r["attempt_id"], migration_id=r["migration_id"],
         seq=r["seq"], level=r["level"], automated=r["automated"], outcome=r["outcome"],
         justification=scrub.text(r["justification"]), reviewer=scrub.reviewer(r["reviewer"]),
-        at=r["at"], effective=latest[r["verdict_id"]] == r["id"],
+        at=r["at"], effective=latest.get(r["verdict_id"]) == r["id"],
     )
 
 

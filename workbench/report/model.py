@@ -240,8 +240,12 @@ class BudgetChangeRow:
 
 @dataclass(frozen=True, slots=True)
 class OverrideRow:
+    """A reviewer's override, once however many re-verifications carried it."""
+
     id: int
+    """The reviewer's act (a re-verification's copy names it: `carried_from`)."""
     verdict_id: int
+    """The current verdict it judges; one left behind (no longer counting), the superseded one."""
     attempt_id: int
     migration_id: int
     seq: int

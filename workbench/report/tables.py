@@ -180,7 +180,9 @@ def overrides_table(report: StudyReport) -> Table:
     return Table("overrides", "Verdict overrides",
                  ["Migration", "Attempt", "Level", "Verifier", "Override", "Counts", "Reviewer", "Justification"],
                  rows, numeric=(1, 2), wrap=(6, 7),
-                 note="Counts: the latest override of its verdict, the one every count uses.")
+                 note="Counts: the latest override of its verdict, the one every count uses; no where a later"
+                      " override replaced it, or a re-verification changed the verifier's outcome under it"
+                      " (Verifier: its outcome then).")
 
 
 FORMULA = ("=", "+", "@", "\t", "\r")
