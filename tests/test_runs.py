@@ -240,7 +240,7 @@ async def test_the_attempt_screen_lists_its_runs_and_opens_one(demo_study) -> No
         await settle(pilot)
         shown = app.screen
         assert isinstance(shown, AttemptScreen) and shown.summary.attempt.id == new
-        assert f"#{new_seq} rerun of #1 · " in screen_text(app)  # its heading names the attempt it re-ran
+        assert f"#{new_seq} re-run of #1 · " in screen_text(app)  # its heading names the attempt it re-ran
         assert shown.anchor == crashed  # not a row of the list: it stands where its attempt does
         await pilot.press("right_square_bracket")
         await settle(pilot)

@@ -58,7 +58,7 @@ MIGRATION_STATUS = {
 SOURCE = {
     AttemptSource.REFERENCE: ("ref", "bold $text-primary"),
     AttemptSource.AGENT: ("agent", ""),
-    AttemptSource.RERUN: ("rerun", "$text-secondary"),
+    AttemptSource.RERUN: ("re-run", "$text-secondary"),
 }
 
 
@@ -404,7 +404,7 @@ def over_claim(summary: AttemptSummary) -> Text:
 
 
 def attempt_heading(m: Migration, summary: AttemptSummary, rerun_of: int | None = None) -> Text:
-    """The attempt screen's first lines: migration, attempt (a re-run: `rerun of #1`, the seq of
+    """The attempt screen's first lines: migration, attempt (a re-run: `re-run of #1`, the seq of
     the attempt it re-ran, once its runs are read), status, ladder, flags."""
     a = summary.attempt
     out = text(m.slug, "bold")
