@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/report.py [--attempts 15000] [--migrations 100] [--keep DB]
 
-Prints the time to open the database, to count (`build_report`) and to render each format, in
+Prints the time to open the database, to count (`build_for`: as the format needs) and to render each format, in
 a fresh process per measurement so no cache carries over, and beside them each format's floor in
 a design that reads a row per attempt (the rows read, and the format's per-attempt part written
 with nothing counted). The target: the report
@@ -116,10 +116,13 @@ study = open_study({db!r})
 study.db.execute("SELECT 1").fetchone()
 t1 = time.perf_counter()
 c1 = time.process_time()
-from workbench.report import ATTEMPT_TEXT_FORMATS, build_report, render
 import workbench.report as wr
-more = {{"loss_curves": {fmt!r} in wr.LOSS_FORMATS}} if hasattr(wr, "LOSS_FORMATS") else {{}}
-report = build_report(study.db, attempt_texts={fmt!r} in ATTEMPT_TEXT_FORMATS, **more)
+from workbench.report import build_report, render
+if hasattr(wr, "build_for"):
+    report = wr.build_for(study.db, {fmt!r})
+else:  # a tree from before build_for (--tree)
+    more = {{"loss_curves": {fmt!r} in wr.LOSS_FORMATS}} if hasattr(wr, "LOSS_FORMATS") else {{}}
+    report = build_report(study.db, attempt_texts={fmt!r} in wr.ATTEMPT_TEXT_FORMATS, **more)
 t2 = time.perf_counter()
 data = render(report, {fmt!r}) if {fmt!r} else b""
 t3 = time.perf_counter()

@@ -32,14 +32,13 @@ def report(db: Path, slugs: tuple[str, ...], fmt: str | None, output: Path | Non
     """
     from workbench import config
     from workbench.blind import closed_while_blind
-    from workbench.report import ATTEMPT_TEXT_FORMATS, LOSS_FORMATS, build_report, render
+    from workbench.report import build_for, render
 
     fmt = output_format(fmt, output)
 
     with study_at(db, write=False) as study:
         closed_while_blind(study.db, config.reviewer(), "workbench report")
-        data = render(build_report(study.db, list(slugs), pseudonymise=pseudonymise, final=final,
-                                   attempt_texts=fmt in ATTEMPT_TEXT_FORMATS, loss_curves=fmt in LOSS_FORMATS), fmt)
+        data = render(build_for(study.db, fmt, list(slugs), pseudonymise=pseudonymise, final=final), fmt)
     if output is not None:
         try:
             output.write_bytes(data)

@@ -87,13 +87,12 @@ class ExportScreen(ModalScreen[Path | None]):
     @work(thread=True, exclusive=True, exit_on_error=False, group="export")
     def write_report(self, fmt: str, path: Path, pseudonymise: bool) -> None:
         from workbench.blind import closed_while_blind
-        from workbench.report import ATTEMPT_TEXT_FORMATS, LOSS_FORMATS, build_report, render
+        from workbench.report import build_for, render
 
         try:
             with reading(self.db_path) as db:
                 closed_while_blind(db, config.reviewer(), "An export")
-                report = build_report(db, list(self.slugs), pseudonymise=pseudonymise,
-                                      attempt_texts=fmt in ATTEMPT_TEXT_FORMATS, loss_curves=fmt in LOSS_FORMATS)
+                report = build_for(db, fmt, list(self.slugs), pseudonymise=pseudonymise)
                 data = render(report, fmt)
             path.write_bytes(data)
         except WorkbenchError as exc:

@@ -43,11 +43,27 @@ ATTEMPT_COLUMNS = (
     "expected_level", "expected_source", "claim", "intended_kind", "intended_count", "observed_kind",
     "observed_count", "rerun_of", "verification_id", "wall_seconds", "cost_dollars", "time_ratio", "cost_ratio",
     "failure_id", "failure_cause", "failure_silent", "failure_note", "verdict_code", "last_step", "goal_value",
+    "n", "members",
 )
-"""The columns of `report_attempt_rows`' tuples, in order."""
+"""The columns of `report_attempt_rows`' and `report_attempt_groups`' tuples, in order: `n` how many
+attempts a row stands for, `members` their ids (a JSON array) where it stands for more than one."""
+
+LAST_STEP = "(SELECT MAX(p.step) FROM metric_point p WHERE p.attempt_id = {a}.id)"
+"""SQL: the highest step of any of the attempt `a`'s metric series (idx_metric_point_attempt_step)."""
+GOAL_VALUE = """(SELECT p.value FROM metric_point p WHERE p.attempt_id = {a}.id AND p.name = m.goal_metric
+                 ORDER BY p.step DESC LIMIT 1)"""
+"""SQL: the attempt `a`'s value of its migration `m`'s goal metric at that series' last step."""
 
 
-def report_attempt_rows(db: Database, migration_ids: list[int], *, texts: bool = True) -> list[tuple[Any, ...]]:
+_ALONE = ("a.source = 'reference' OR a.rerun_of IS NOT NULL OR v.wall_seconds IS NULL OR v.cost_dollars IS NULL"
+          " OR a.id IN (SELECT value FROM json_each(:singles))")
+"""SQL: the attempt `a` (its current verification `v`) stands alone in `report_attempt_groups`: a
+reference, a re-run, a run without the verifier's wall time and cost (priced from its own times), or
+one of the report's `singles`."""
+
+
+def report_attempt_rows(db: Database, migration_ids: list[int], *, texts: bool = True,
+                        only: list[int] | None = None) -> list[tuple[Any, ...]]:
     """Every attempt of the migrations (references too), with its current verification and
     failure (NULL when it has none), by migration and seq: tuples of `ATTEMPT_COLUMNS` (a dict per
     row was ~0.3 s of CPU at 150,000 attempts). `expected_level` is the effective one
@@ -64,7 +80,8 @@ def report_attempt_rows(db: Database, migration_ids: list[int], *, texts: bool =
     a row per verdict and a grouped pass over every metric point cost most of a report on 15,000
     attempts (issue 19). `texts` False reads NULL for argv, cwd, env, claim, failure_note,
     expected_source and failure_cause, and '' for status: what only a report's attempt rows show (a
-    report that shows none of them: reading them was ~0.3 s of CPU at 150,000 attempts)."""
+    report that shows none of them: reading them was ~0.3 s of CPU at 150,000 attempts). With
+    `only`, only the attempts of those ids."""
     argv, claim, note = ("a.argv, a.cwd, a.env", "a.claim", "f.note") if texts else ("NULL AS argv, NULL AS cwd,"
                                                                                     " NULL AS env", "NULL", "NULL")
     status, source, cause = (("a.status", expected_source_of("a"), "f.cause") if texts else ("''", "NULL", "NULL"))
@@ -78,18 +95,76 @@ def report_attempt_rows(db: Database, migration_ids: list[int], *, texts: bool =
            v.id AS verification_id, v.wall_seconds, v.cost_dollars, v.time_ratio, v.cost_ratio,
            f.id AS failure_id, {cause} AS failure_cause, f.silent AS failure_silent,
            {note} AS failure_note,
-           a.verdict_code,
-           (SELECT MAX(p.step) FROM metric_point p WHERE p.attempt_id = a.id) AS last_step,
-           (SELECT p.value FROM metric_point p WHERE p.attempt_id = a.id AND p.name = m.goal_metric
-            ORDER BY p.step DESC LIMIT 1) AS goal_value
+           a.verdict_code, {LAST_STEP.format(a="a")} AS last_step, {GOAL_VALUE.format(a="a")} AS goal_value,
+           1 AS n, NULL AS members
     FROM attempt a
     JOIN migration m ON m.id = a.migration_id
     LEFT JOIN verification v ON v.attempt_id = a.id AND v.superseded_by IS NULL
     LEFT JOIN failure f ON f.attempt_id = a.id AND f.superseded_by IS NULL
-    WHERE a.migration_id {_IN_MIGRATIONS}
+    WHERE a.migration_id {_IN_MIGRATIONS} {"" if only is None else "AND a.id IN (SELECT value FROM json_each(:only))"}
     ORDER BY a.migration_id, a.seq
     """
-    return db.execute(sql, {"migrations": json.dumps(migration_ids)}).fetchall()
+    return db.execute(sql, {"migrations": json.dumps(migration_ids), "only": json.dumps(only)}).fetchall()
+
+
+def report_attempt_groups(db: Database, migration_ids: list[int], singles: list[int]) -> list[tuple[Any, ...]]:
+    """`report_attempt_rows` without texts for a report that shows no attempt of its own (md, latex),
+    a row for each group of a migration's attempts that every count reads alike, made in one pass of
+    SQLite's where a tuple per attempt was most of such a report (issue 39: 150,000 attempts made
+    ~17,000 groups). A group's attempts share source, verdict code, effective expected level, whether
+    a failure is recorded, its silent flag, whether the exit code is 0, the intended kind and chip
+    count and the observed chip count, and each has a current verification with its wall time and
+    cost. Its row stands for them: `n` of them, `members` their ids, `id` and `seq` the earliest's,
+    `wall_seconds` and `cost_dollars` their sums, `goal_value` the best of their values in the goal's
+    direction (`report_goal_first` says whose), `source`, `exit_code`, the verification and failure
+    ids one of theirs, and what one run alone says (ratios, last step, times) NULL. An attempt that
+    stands alone (`_ALONE`: with `singles`, the report's attempts with re-runs, overrides or a
+    decision naming them) is its own row of `report_attempt_rows`. Rows by migration and earliest
+    seq, so a reference run (seq 0) comes first."""
+    signed = GOAL_VALUE.format(a="a")
+    best = f"MAX(CASE WHEN m.goal_direction = 'min' THEN -{signed} ELSE {signed} END)"  # one aggregate, twice
+    columns = {
+        "id": "MIN((a.seq << 32) | a.id) & 4294967295",  # the earliest attempt's (ids and seqs under 2**32)
+        "migration_id": "a.migration_id", "seq": "MIN(a.seq)", "source": "a.source", "argv": "NULL",
+        "cwd": "NULL", "env": "NULL", "status": "''", "exit_code": "a.exit_code", "started_at": "NULL",
+        "ended_at": "NULL", "expected_level": f"{expected_level_of('a')} AS effective_expected",
+        "expected_source": "NULL", "claim": "NULL",
+        "intended_kind": "a.intended_kind", "intended_count": "a.intended_count", "observed_kind": "NULL",
+        "observed_count": "a.observed_count", "rerun_of": "NULL", "verification_id": "v.id",
+        "wall_seconds": "SUM(v.wall_seconds)", "cost_dollars": "SUM(v.cost_dollars)", "time_ratio": "NULL",
+        "cost_ratio": "NULL", "failure_id": "f.id", "failure_cause": "NULL", "failure_silent": "f.silent",
+        "failure_note": "NULL", "verdict_code": "a.verdict_code", "last_step": "NULL",
+        "goal_value": f"CASE WHEN m.goal_direction = 'min' THEN -{best} ELSE {best} END", "n": "COUNT(*)",
+        "members": "json_group_array(a.id)",
+    }
+    if tuple(columns) != ATTEMPT_COLUMNS:
+        raise AssertionError("report_attempt_groups' columns are not ATTEMPT_COLUMNS")
+    params = {"migrations": json.dumps(migration_ids), "singles": json.dumps(singles)}
+    rows = db.execute(f"""
+    SELECT {", ".join(columns.values())}, CASE WHEN {_ALONE} THEN a.id END AS alone
+    FROM attempt a JOIN migration m ON m.id = a.migration_id
+    LEFT JOIN verification v ON v.attempt_id = a.id AND v.superseded_by IS NULL
+    LEFT JOIN failure f ON f.attempt_id = a.id AND f.superseded_by IS NULL
+    WHERE a.migration_id {_IN_MIGRATIONS}
+    GROUP BY a.migration_id, alone, a.source, a.verdict_code, effective_expected, f.id IS NULL, f.silent,
+             a.exit_code = 0, a.intended_kind, a.intended_count, a.observed_count
+    """, params).fetchall()
+    alone = [row[-1] for row in rows if row[-1] is not None]  # each its own group: read as it is
+    groups = [row[:-1] for row in rows if row[-1] is None]
+    return sorted(groups + report_attempt_rows(db, migration_ids, texts=False, only=alone),
+                  key=lambda row: (row[1], row[2]))  # (migration_id, seq)
+
+
+def report_goal_first(db: Database, attempt_ids: list[int], value: float) -> tuple[int, int]:
+    """(id, seq) of the earliest of the attempts (a group of `report_attempt_groups`) whose goal
+    value is `value`."""
+    row = db.execute(f"""
+        SELECT a.id, a.seq FROM attempt a JOIN migration m ON m.id = a.migration_id
+        WHERE a.id IN (SELECT value FROM json_each(:ids)) AND {GOAL_VALUE.format(a="a")} = :value
+        ORDER BY a.seq LIMIT 1""", {"ids": json.dumps(attempt_ids), "value": value}).fetchone()
+    if row is None:
+        raise LookupError(f"no attempt among {len(attempt_ids)} has the goal value {value!r}")
+    return row[0], row[1]
 
 
 def report_override_rows(db: Database, migration_ids: list[int]) -> list[dict[str, Any]]:

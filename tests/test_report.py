@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cli.main import main
 from storage import records
@@ -786,6 +788,18 @@ def test_intervals_against_values_worked_by_hand():
     low, high = bootstrap_median(values)
     assert bootstrap_median(values) == (low, high)  # seeded: the same data, the same interval
     assert 0.4 <= low < 0.9 < high <= 2.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(min_value=0.01, max_value=20.0), min_size=2, max_size=60),
+       st.integers(min_value=0, max_value=2**40))
+def test_the_bootstrap_draws_what_choices_draws(values, seed):
+    """The resamples' positions are drawn once for a number of values (the time and cost ratios share
+    them): the interval is still that of `random.Random(seed).choices`' resamples."""
+    from workbench.report.stats import bootstrap_median
+
+    assert list(bootstrap_median(values, resamples=200, seed=seed)) == _bootstrap_by_hand(
+        values, 200, seed, [2.5, 97.5])
 
 
 def _recompute_totals(doc: dict) -> None:

@@ -1,13 +1,14 @@
 """Counted human-effort reports: what a study cost and found, traceable to the records.
 
-`build_report(db, slugs)` counts from raw rows (docs/report.md defines each count);
-`render(report, fmt)` gives the bytes of one format: `md`, `html`, `csv` (a zip of one CSV per
+`build_report(db, slugs)` counts from raw rows (docs/report.md defines each count), `build_for(db,
+fmt, ...)` as much as one format shows; `render(report, fmt)` gives the bytes of one format: `md`, `html`, `csv` (a zip of one CSV per
 table), `json` or `latex`. Every free text is redacted (workbench/redact.py) on its way in.
 """
 
 from __future__ import annotations
 
 from workbench.report.build import build_report, gc_paused
+from workbench.report.final import ACCEPTED
 from workbench.report.model import StudyReport
 
 FORMATS = ("md", "html", "csv", "json", "latex")
@@ -18,7 +19,18 @@ which spares a JSON decode, a shell quoting, a redaction and a few strings per a
 LOSS_FORMATS = ("html",)
 """The formats that draw each migration's loss curves: a report for any other format is built
 without reading them (`build_report(..., loss_curves=False)`)."""
+PER_ATTEMPT_FORMATS = ("html", "csv", "json")
+"""The formats that show each attempt (a row, a bar in a chart): a report for any other format counts
+groups of attempts that every count reads alike (`build_report(..., per_attempt=False)`): the same
+counts from a row a group, where a row an attempt was most of a report of 150,000 attempts."""
 EXTENSIONS = {"md": ".md", "html": ".html", "csv": ".zip", "json": ".json", "latex": ".tex"}
+
+
+def build_for(db, fmt: str, slugs: list[str] | tuple[str, ...] | None = None, *, pseudonymise: bool = False,
+              final: str = ACCEPTED) -> StudyReport:
+    """The report built with what format `fmt` shows and no more (texts, loss curves, each attempt)."""
+    return build_report(db, slugs, pseudonymise=pseudonymise, final=final, attempt_texts=fmt in ATTEMPT_TEXT_FORMATS,
+                        loss_curves=fmt in LOSS_FORMATS, per_attempt=fmt in PER_ATTEMPT_FORMATS or final != ACCEPTED)
 
 
 def render(report: StudyReport, fmt: str) -> bytes:
@@ -29,6 +41,8 @@ def render(report: StudyReport, fmt: str) -> bytes:
 
 
 def _render(report: StudyReport, fmt: str) -> bytes:
+    if fmt in PER_ATTEMPT_FORMATS and not report.per_attempt:
+        raise ValueError(f"a {fmt} report shows each attempt: build it with per_attempt=True")
     if fmt in ATTEMPT_TEXT_FORMATS and not report.attempt_texts:
         raise ValueError(f"a {fmt} report shows the attempts' texts: build it with attempt_texts=True")
     if fmt in LOSS_FORMATS and not report.loss_curves:
@@ -56,4 +70,5 @@ def _render(report: StudyReport, fmt: str) -> bytes:
     raise ValueError(f"unknown report format {fmt!r} (known: {', '.join(FORMATS)})")
 
 
-__all__ = ["ATTEMPT_TEXT_FORMATS", "EXTENSIONS", "FORMATS", "LOSS_FORMATS", "StudyReport", "build_report", "render"]
+__all__ = ["ATTEMPT_TEXT_FORMATS", "EXTENSIONS", "FORMATS", "LOSS_FORMATS", "PER_ATTEMPT_FORMATS", "StudyReport",
+           "build_for", "build_report", "render"]

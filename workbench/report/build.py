@@ -18,6 +18,8 @@ from itertools import chain
 from operator import attrgetter
 from typing import Any
 
+import orjson
+
 from domain.errors import WorkbenchError
 from domain.ladder import LEVELS, effective_outcome, highest_level, over_claim
 from storage.report import ATTEMPT_COLUMNS, ladder_of
@@ -26,6 +28,7 @@ from workbench.report.agreement import agreement_of, reviewers_of, scrubbed
 from workbench.report.final import ACCEPTED, RULES, WHY_NONE, final_run, is_smoke
 from workbench.report.model import (
     AttemptFacts,
+    AttemptGroup,
     BudgetChangeRow,
     Count,
     DecisionRow,
@@ -52,22 +55,23 @@ LOSS_METRIC = "loss"
 (ID, MIGRATION_ID, SEQ, SOURCE, ARGV, CWD, ENV, STATUS, EXIT_CODE, STARTED_AT, ENDED_AT, EXPECTED_LEVEL,
  EXPECTED_SOURCE, CLAIM, INTENDED_KIND, INTENDED_COUNT, OBSERVED_KIND, OBSERVED_COUNT, RERUN_OF, VERIFICATION_ID,
  WALL_SECONDS, COST_DOLLARS, TIME_RATIO, COST_RATIO, FAILURE_ID, FAILURE_CAUSE, FAILURE_SILENT, FAILURE_NOTE,
- VERDICT_CODE, LAST_STEP, GOAL_VALUE) = map(ATTEMPT_COLUMNS.index, (
+ VERDICT_CODE, LAST_STEP, GOAL_VALUE, N, MEMBERS) = map(ATTEMPT_COLUMNS.index, (
     "id", "migration_id", "seq", "source", "argv", "cwd", "env", "status", "exit_code", "started_at", "ended_at",
     "expected_level", "expected_source", "claim", "intended_kind", "intended_count", "observed_kind",
     "observed_count", "rerun_of", "verification_id", "wall_seconds", "cost_dollars", "time_ratio", "cost_ratio",
-    "failure_id", "failure_cause", "failure_silent", "failure_note", "verdict_code", "last_step", "goal_value"))
+    "failure_id", "failure_cause", "failure_silent", "failure_note", "verdict_code", "last_step", "goal_value", "n",
+    "members"))
 """Where each column sits in an attempt row (a tuple of storage.report.ATTEMPT_COLUMNS), found by
 its name: a column gone from there fails this import."""
 
 
 def build_report(db: Database, slugs: list[str] | tuple[str, ...] | None = None, *,
                  pseudonymise: bool = False, final: str = ACCEPTED, attempt_texts: bool = True,
-                 loss_curves: bool = True) -> StudyReport:
+                 loss_curves: bool = True, per_attempt: bool = True) -> StudyReport:
     """The report (`_build_report`), the cycle collector paused while it is built (`gc_paused`)."""
     with gc_paused():
         return _build_report(db, slugs, pseudonymise=pseudonymise, final=final, attempt_texts=attempt_texts,
-                             loss_curves=loss_curves)
+                             loss_curves=loss_curves, per_attempt=per_attempt)
 
 
 @contextmanager
@@ -75,30 +79,40 @@ def gc_paused() -> Iterator[None]:
     """The cycle collector paused, as it was after: a report makes an object or more per attempt, none
     in a cycle, and the collections their numbers set off walked every one of them again and again
     (~0.3 s of CPU in building a report of 150,000 attempts, ~0.6 s in rendering its JSON; issue 39).
-    Process-wide, for the seconds it takes; garbage in cycles made meanwhile waits for the next
-    collection."""
+    Process-wide, for the seconds it takes. After it, what it made joins the oldest generation
+    unexamined (freezing and unfreezing moves every tracked object there): else the first collection
+    walked all of it at once (~50 ms after a report of 150,000 attempts). Garbage in cycles made
+    meanwhile waits for the next full collection."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        gc.freeze()
+        gc.unfreeze()
         if enabled:
             gc.enable()
 
 
 def _build_report(db: Database, slugs: list[str] | tuple[str, ...] | None, *, pseudonymise: bool, final: str,
-                  attempt_texts: bool, loss_curves: bool) -> StudyReport:
+                  attempt_texts: bool, loss_curves: bool, per_attempt: bool) -> StudyReport:
     """The report over the whole study, or over the migrations named by `slugs`; `final` names
     the final-run rule (workbench.report.final); `attempt_texts` False leaves each attempt's
     command, claim and failure note empty, its status '' and its expected level's source and
     failure's cause None: what only the attempt rows show (for the formats that show none of them:
     workbench.report.ATTEMPT_TEXT_FORMATS); `loss_curves` False reads no loss series (only html draws
-    them: workbench.report.LOSS_FORMATS; ~0.2 s of CPU at 150,000 attempts)."""
+    them: workbench.report.LOSS_FORMATS; ~0.2 s of CPU at 150,000 attempts); `per_attempt` False counts
+    groups of attempts that every count reads alike (storage.report.report_attempt_groups), for the
+    formats that show no attempt of their own (workbench.report.PER_ATTEMPT_FORMATS): the same counts,
+    its attempt facts `AttemptGroup`s. It needs `attempt_texts` False and the `accepted` final-run
+    rule (the last passing run is an attempt's own)."""
     from storage import queries, runs
     from storage import report as report_reads
 
     if final not in RULES:
         raise WorkbenchError(f"unknown final-run rule {final!r} (known: {', '.join(RULES)})")
+    if not per_attempt and (attempt_texts or final != ACCEPTED):
+        raise ValueError("a report counted in groups of attempts has no attempt texts and the accepted final run")
 
     study = queries.get_study(db)
     if study is None:
@@ -113,9 +127,15 @@ def _build_report(db: Database, slugs: list[str] | tuple[str, ...] | None, *, ps
     latest = {row["verdict_id"]: row["id"] for row in current}  # oldest first: the last one counts
     overrides = [_override_row(r, latest, scrub) for r in override_rows]
     texts = _attempt_texts(scrub) if attempt_texts else lambda row: ("", "", "")
-    facts_by_migration, reference_of, reference_runs = _attempts(
-        report_reads.report_attempt_rows(db, ids, texts=attempt_texts), migrations, study.prices, current, texts,
-        runs.counted_ladders(db, ids))
+    counted = runs.counted_ladders(db, ids)
+    if per_attempt:
+        rows = report_reads.report_attempt_rows(db, ids, texts=attempt_texts)
+    else:  # what sets an attempt apart from its like: its re-runs, overrides, a decision naming it
+        singles = {*counted, *(row["attempt_id"] for row in current),
+                   *(row["attempt_id"] for row in human["decision"] if row["attempt_id"] is not None)}
+        rows = report_reads.report_attempt_groups(db, ids, sorted(singles))
+    facts_by_migration, reference_of, reference_runs = _attempts(rows, migrations, study.prices, current, texts,
+                                                                 counted, per_attempt)
     interventions, decisions, budget_changes, sessions = _human_records(human, scrub)
     llm_rows = report_reads.report_llm_rows(db, ids)
     if llm_rows is None:
@@ -124,9 +144,12 @@ def _build_report(db: Database, slugs: list[str] | tuple[str, ...] | None, *, ps
     else:
         llm_source = f"the `llm_call` table ({len(llm_rows)} calls)"
     by_migration = _by_migration(interventions, decisions, budget_changes, sessions, llm_rows)
+    def goal_first(members: tuple[int, ...], value: float) -> tuple[int, int]:
+        return report_reads.report_goal_first(db, list(members), value)
+
     reports = [
         _migration_report(m, facts_by_migration.get(m.id, []), reference_of.get(m.id), by_migration,
-                          study.staff_hourly_rate, scrub, final, reference_runs.get(m.id, (None, None)))
+                          study.staff_hourly_rate, scrub, final, reference_runs.get(m.id, (None, None)), goal_first)
         for m in migrations
     ]
     if loss_curves:
@@ -150,6 +173,7 @@ def _build_report(db: Database, slugs: list[str] | tuple[str, ...] | None, *, ps
         agreement=scrubbed(agreement, scrub),
         attempt_texts=attempt_texts,
         loss_curves=loss_curves,
+        per_attempt=per_attempt,
     )
 
 
@@ -192,10 +216,11 @@ def _override_row(r: dict[str, Any], latest: dict[int, int], scrub: Scrub) -> Ov
     )
 
 
-def _attempts(rows, migrations, prices, override_rows, texts, counted):
+def _attempts(rows, migrations, prices, override_rows, texts, counted, per_attempt: bool = True):
     """Each migration's attempt facts, its reference run's id and (wall, cost). Rows come by migration and
     seq, so a migration's reference run (seq 0) comes before its attempts. `counted` is
-    storage.runs.counted_ladders: an agent attempt's outcomes over its runs, as every count reads them."""
+    storage.runs.counted_ladders: an agent attempt's outcomes over its runs, as every count reads them.
+    Rows of groups (`per_attempt` False) make `AttemptGroup`s."""
     from domain.costs import chip_cost, price_of
 
     facts_by_migration: dict[int, list[AttemptFacts]] = defaultdict(list)
@@ -220,8 +245,9 @@ def _attempts(rows, migrations, prices, override_rows, texts, counted):
         runs = decided.get(row[ID], ())
         measures = (last, is_smoke(last, ref_last), row[GOAL_VALUE], row[RERUN_OF], runs,
                     _failure_row(row, verdicts[1], decided, failures) if runs else row)
+        group = () if per_attempt else ((row[ID],) if row[N] == 1 else tuple(orjson.loads(row[MEMBERS])),)
         facts_by_migration[migration_id].append(
-            _attempt_facts(row, migration_by_id[migration_id], prices, verdicts, texts, costs, measures)
+            _attempt_facts(row, migration_by_id[migration_id], prices, verdicts, texts, costs, measures, group)
         )
     return facts_by_migration, reference_of, reference_runs
 
@@ -366,7 +392,8 @@ def _judged(auto: tuple[str | None, ...], eff: tuple[str | None, ...], verified:
             verified and eff[0] == "pass")
 
 
-def _attempt_facts(row, migration, prices, verdicts, texts, costs, measured) -> AttemptFacts:
+def _attempt_facts(row, migration, prices, verdicts, texts, costs, measured, group=()) -> AttemptFacts:
+    """An attempt's facts; with `group` (its members' ids, 1-tuple) an AttemptGroup's."""
     automated, effective = verdicts
     command, claim, failure_note = texts(row)
     chip_cost, price_of = costs
@@ -393,7 +420,7 @@ def _attempt_facts(row, migration, prices, verdicts, texts, costs, measured) -> 
         chip_hours = dollars / price
     else:
         chip_hours = None if wall is None else wall / 3600.0 * chips
-    return AttemptFacts(  # positionally, in _FACT_FIELDS' order: 36 keywords cost ~0.5 s at 150,000 attempts
+    return (AttemptGroup if group else AttemptFacts)(  # positionally, in _FACT_FIELDS' order (36 keywords: ~0.5 s)
         attempt_id,  # id
         row[MIGRATION_ID],  # migration_id
         row[SEQ],  # seq
@@ -430,13 +457,18 @@ def _attempt_facts(row, migration, prices, verdicts, texts, costs, measured) -> 
         dollars is None and price is None,  # unpriced
         measured[3],  # rerun_of
         measured[4],  # levels_from_reruns
+        *group,  # members
     )
 
 
 def _ids(items, pred=None, table: str = "attempt") -> Count:
-    """The ids of the items (those `pred` holds for). A flag is passed as `attrgetter`: a C call per
-    item, not a lambda's frame (150,000 attempts are filtered a dozen ways)."""
-    return Count(tuple([x.id for x in items] if pred is None else [x.id for x in items if pred(x)]), table)
+    """The ids of the items (those `pred` holds for); an AttemptGroup's are its members'. A flag is
+    passed as `attrgetter`: a C call per item, not a lambda's frame (150,000 attempts are filtered a
+    dozen ways)."""
+    chosen = items if pred is None else [x for x in items if pred(x)]
+    if chosen and type(chosen[0]) is AttemptGroup:  # a report's facts are all groups or none
+        return Count(tuple(chain.from_iterable([x.members for x in chosen])), table)
+    return Count(tuple([x.id for x in chosen]), table)
 
 
 RUN_MEASURES = ("wall_seconds", "chip_hours", "cost_dollars", "time_ratio", "cost_ratio", "goal_value")
@@ -462,8 +494,8 @@ def _measured_by_reruns(facts: list[AttemptFacts], reruns: list[AttemptFacts]) -
 
 
 def _migration_report(m, runs: list[AttemptFacts], reference_id: int | None, by_migration, rate: float,
-                      scrub: Scrub, rule: str, reference_run: tuple[float | None, float | None] = (None, None)
-                      ) -> MigrationReport:
+                      scrub: Scrub, rule: str, reference_run: tuple[float | None, float | None] = (None, None),
+                      goal_first=None) -> MigrationReport:
     """Outcome counts over the agent's attempts; compute over its attempts and the re-runs. The
     final run's time and cost ratios are its full-run wall and cost over the reference run's (the
     paper times full runs), else the verifier's stored ratios."""
@@ -536,7 +568,7 @@ def _migration_report(m, runs: list[AttemptFacts], reference_id: int | None, by_
         cost_ratio=_ratio(final.cost_dollars, reference_run[1], final.cost_ratio) if final else None,
         reference_attempt_id=reference_id,
         goal_metric=scrub.text(m.goal.metric),
-        goal=_goal_values(m.goal, scrub.text(m.goal.metric), reference_id, final, verified),
+        goal=_goal_values(m.goal, scrub.text(m.goal.metric), reference_id, final, verified, goal_first),
         final_why_none=chosen.why_none,
         attempt_facts=runs,
     )
@@ -554,17 +586,25 @@ def _confirms(rerun: AttemptFacts, by_id: dict[int, AttemptFacts]) -> bool:
 
 
 def _goal_values(goal, metric: str, reference_id: int | None, final: AttemptFacts | None,
-                 verified: list[AttemptFacts]) -> GoalValues:
+                 verified: list[AttemptFacts], goal_first=None) -> GoalValues:
+    """The goal, the final run's value and the best verified value in the goal's direction (ties: the
+    earliest attempt). A group's value is its best member's; which member (the earliest with that
+    value: `goal_first(members, value)` -> (id, seq)) is read only where it ties for the best."""
     sign = 1.0 if goal.direction.value == "max" else -1.0
-    valued = [(a.goal_value, a) for a in verified if a.goal_value is not None]
-    best = max(valued, key=lambda pair: (sign * pair[0], -pair[1].seq), default=(None, None))[1]
+    valued = [a for a in verified if a.goal_value is not None]
+    best_seq = best_id = best_value = None
+    if valued:
+        top = max(sign * a.goal_value for a in valued)
+        best_seq, best_id, best_value = min(
+            (a.seq, a.id, a.goal_value) if len(getattr(a, "members", ())) < 2
+            else (*goal_first(a.members, a.goal_value)[::-1], a.goal_value)
+            for a in valued if sign * a.goal_value == top)
     return GoalValues(
         metric=metric, direction=goal.direction.value,
         reference=None if math.isnan(goal.reference) else goal.reference, tolerance=goal.tolerance,
         reference_attempt_id=reference_id,
         final_value=final.goal_value if final else None, final_attempt_id=final.id if final else None,
-        best_value=best.goal_value if best else None, best_attempt_id=best.id if best else None,
-        best_seq=best.seq if best else None,
+        best_value=best_value, best_attempt_id=best_id, best_seq=best_seq,
     )
 
 

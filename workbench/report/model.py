@@ -164,6 +164,17 @@ class AttemptFacts:
         return self.verification_id is not None
 
 
+@dataclass(slots=True)
+class AttemptGroup(AttemptFacts):
+    """Attempts of one migration that every count reads alike, as a report that shows no attempt of
+    its own counts them (storage.report.report_attempt_groups; workbench.report.PER_ATTEMPT_FORMATS):
+    `id` and `seq` are the earliest one's, `wall_seconds`, `chip_hours` and `cost_dollars` their sums,
+    `goal_value` the best of theirs, and what only one run can say (ratios, last step) None."""
+
+    members: tuple[int, ...] = ()
+    """The attempts' ids: every count holds each of them."""
+
+
 @dataclass(frozen=True, slots=True)
 class GoalValues:
     """The goal a reader can check: the target, and the values that met it or not, each with the
@@ -442,3 +453,6 @@ class StudyReport:
     (workbench.report.render)."""
     loss_curves: bool = True
     """Each migration's `loss` was read; False: left empty, and html (which draws it) cannot be rendered."""
+    per_attempt: bool = True
+    """Each attempt has its facts; False: groups of alike attempts do (AttemptGroup), and only the
+    formats that show no attempt of their own can be rendered (workbench.report.render)."""
