@@ -48,6 +48,9 @@ ATTEMPT_COLUMNS = (
 """The columns of `report_attempt_rows`' and `report_attempt_groups`' tuples, in order: `n` how many
 attempts a row stands for, `members` their ids (a JSON array) where it stands for more than one."""
 
+FIXED = "CAST({} * 1048576 + 0.5 AS INTEGER)"
+"""SQL: a value in units of 2**-20, as workbench.report.build.fixed makes it: summed exactly."""
+
 LAST_STEP = "(SELECT MAX(p.step) FROM metric_point p WHERE p.attempt_id = {a}.id)"
 """SQL: the highest step of any of the attempt `a`'s metric series (idx_metric_point_attempt_step)."""
 GOAL_VALUE = """(SELECT p.value FROM metric_point p WHERE p.attempt_id = {a}.id AND p.name = m.goal_metric
@@ -115,7 +118,7 @@ def report_attempt_groups(db: Database, migration_ids: list[int], singles: list[
     a failure is recorded, its silent flag, whether the exit code is 0, the intended kind and chip
     count and the observed chip count, and each has a current verification with its wall time and
     cost. Its row stands for them: `n` of them, `members` their ids, `id` and `seq` the earliest's,
-    `wall_seconds` and `cost_dollars` their sums, `goal_value` the best of their values in the goal's
+    `wall_seconds` and `cost_dollars` their sums in units of 2**-20 (`FIXED`: exact in any order), `goal_value` the best of their values in the goal's
     direction (`report_goal_first` says whose), `source`, `exit_code`, the verification and failure
     ids one of theirs, and what one run alone says (ratios, last step, times) NULL. An attempt that
     stands alone (`_ALONE`: with `singles`, the report's attempts with re-runs, overrides or a
@@ -131,7 +134,8 @@ def report_attempt_groups(db: Database, migration_ids: list[int], singles: list[
         "expected_source": "NULL", "claim": "NULL",
         "intended_kind": "a.intended_kind", "intended_count": "a.intended_count", "observed_kind": "NULL",
         "observed_count": "a.observed_count", "rerun_of": "NULL", "verification_id": "v.id",
-        "wall_seconds": "SUM(v.wall_seconds)", "cost_dollars": "SUM(v.cost_dollars)", "time_ratio": "NULL",
+        "wall_seconds": f"SUM({FIXED.format('v.wall_seconds')})", "cost_dollars": f"SUM({FIXED.format('v.cost_dollars')})",
+        "time_ratio": "NULL",
         "cost_ratio": "NULL", "failure_id": "f.id", "failure_cause": "NULL", "failure_silent": "f.silent",
         "failure_note": "NULL", "verdict_code": "a.verdict_code", "last_step": "NULL",
         "goal_value": f"CASE WHEN m.goal_direction = 'min' THEN -{best} ELSE {best} END", "n": "COUNT(*)",

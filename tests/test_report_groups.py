@@ -144,3 +144,31 @@ def test_each_format_is_built_with_what_it_shows(study_path: Path) -> None:
             build_report(study.db, per_attempt=False)  # with the attempts' texts
     finally:
         study.close()
+
+
+def test_a_rerun_standing_in_for_its_attempt_is_summed_once(tmp_path: Path) -> None:
+    """An imported commit has no times of its own: its verified re-run's time and cost stand for it
+    (its row, its final-run figures), and the compute sums count that run once, as the re-run; they
+    counted it twice, as the attempt too."""
+    import orjson
+
+    path = tmp_path / "study.db"
+    bench_report.generate(path, 6, 1)  # a reference and 6 timed attempts
+    study = open_study(path)
+    db = study.db
+    with db.conn:
+        attempt = db.execute("INSERT INTO attempt (migration_id, seq, source, argv, cwd, env, status, commit_sha,"
+                             " intended_kind, intended_count) VALUES (1, 7, 'agent', '[\"python\"]', '.', '{}', 'ok',"
+                             " 'c1', 'tpu-v5e', 4)").lastrowid
+        run = rerun(db, attempt, ("pass", "pass", "pass", "pass", "pass"))
+    each, grouped = (build_report(db, attempt_texts=texts, per_attempt=texts) for texts in (True, False))
+    study.close()
+    [m] = each.migrations
+    facts = {a.id: a for a in m.attempt_facts}
+    assert facts[attempt].wall_seconds == facts[run].wall_seconds == 1800.0  # standing in for it
+    timed = [a.wall_seconds for a in m.attempt_facts if a.id != attempt and a.wall_seconds is not None]
+    assert m.wall_hours == pytest.approx(sum(timed) / 3600) and run in m.timed.ids and attempt not in m.timed.ids
+    assert m.compute.dollars == pytest.approx(sum(a.cost_dollars for a in m.attempt_facts if a.id != attempt))
+    same(each.migrations, grouped.migrations, "migrations")
+    sources = orjson.loads(render(each, "json"))["totals"]["sources"]
+    assert attempt not in sources["wall_hours"]["attempt_ids"] + sources["compute_cost_dollars"]["attempt_ids"]

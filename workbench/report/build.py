@@ -134,8 +134,8 @@ def _build_report(db: Database, slugs: list[str] | tuple[str, ...] | None, *, ps
         singles = {*counted, *(row["attempt_id"] for row in current),
                    *(row["attempt_id"] for row in human["decision"] if row["attempt_id"] is not None)}
         rows = report_reads.report_attempt_groups(db, ids, sorted(singles))
-    facts_by_migration, reference_of, reference_runs = _attempts(rows, migrations, study.prices, current, texts,
-                                                                 counted, per_attempt)
+    facts_by_migration, reference_of, reference_runs, compute = _attempts(
+        rows, migrations, study.prices, current, texts, counted, per_attempt)
     interventions, decisions, budget_changes, sessions = _human_records(human, scrub)
     llm_rows = report_reads.report_llm_rows(db, ids)
     if llm_rows is None:
@@ -149,7 +149,8 @@ def _build_report(db: Database, slugs: list[str] | tuple[str, ...] | None, *, ps
 
     reports = [
         _migration_report(m, facts_by_migration.get(m.id, []), reference_of.get(m.id), by_migration,
-                          study.staff_hourly_rate, scrub, final, reference_runs.get(m.id, (None, None)), goal_first)
+                          study.staff_hourly_rate, scrub, final, reference_runs.get(m.id, (None, None)), goal_first,
+                          compute.get(m.id, ComputeSums()))
         for m in migrations
     ]
     if loss_curves:
@@ -217,13 +218,14 @@ def _override_row(r: dict[str, Any], latest: dict[int, int], scrub: Scrub) -> Ov
 
 
 def _attempts(rows, migrations, prices, override_rows, texts, counted, per_attempt: bool = True):
-    """Each migration's attempt facts, its reference run's id and (wall, cost). Rows come by migration and
+    """Each migration's attempt facts, its reference run's id and (wall, cost), its ComputeSums. Rows come by migration and
     seq, so a migration's reference run (seq 0) comes before its attempts. `counted` is
     storage.runs.counted_ladders: an agent attempt's outcomes over its runs, as every count reads them.
     Rows of groups (`per_attempt` False) make `AttemptGroup`s."""
     from domain.costs import chip_cost, price_of
 
     facts_by_migration: dict[int, list[AttemptFacts]] = defaultdict(list)
+    compute: dict[int, ComputeSums] = defaultdict(ComputeSums)
     reference_of: dict[int, int] = {}
     reference_runs: dict[int, tuple[float | None, float | None]] = {}
     reference_last: dict[int, int | None] = {}  # the last step of the reference run reference_of names
@@ -246,10 +248,9 @@ def _attempts(rows, migrations, prices, override_rows, texts, counted, per_attem
         measures = (last, is_smoke(last, ref_last), row[GOAL_VALUE], row[RERUN_OF], runs,
                     _failure_row(row, verdicts[1], decided, failures) if runs else row)
         group = () if per_attempt else ((row[ID],) if row[N] == 1 else tuple(orjson.loads(row[MEMBERS])),)
-        facts_by_migration[migration_id].append(
-            _attempt_facts(row, migration_by_id[migration_id], prices, verdicts, texts, costs, measures, group)
-        )
-    return facts_by_migration, reference_of, reference_runs
+        facts_by_migration[migration_id].append(_attempt_facts(
+            row, migration_by_id[migration_id], prices, verdicts, texts, costs, measures, group, compute[migration_id]))
+    return facts_by_migration, reference_of, reference_runs, compute
 
 
 def _failure_row(row: tuple[Any, ...], effective: dict[int, tuple[str | None, ...]],
@@ -370,6 +371,53 @@ if _FACT_FIELDS != tuple(f.name for f in dataclasses.fields(AttemptFacts)):
 NO_VERDICTS: tuple[str | None, ...] = (None,) * len(LEVELS)
 
 
+FIXED = 1 << 20
+"""Compute sums count in units of 2**-20 (about a microsecond, a micro-dollar): a whole number of
+them is summed exactly in any order or grouping, so a report counted in groups of attempts gives
+the figures one counted per attempt gives (a float sum in another order moved a last digit shown)."""
+
+
+def fixed(value: float) -> int:
+    """`value` in FIXED units, as storage.report's group sums take it (`CAST(x * 1048576 + 0.5 AS INTEGER)`)."""
+    return int(value * 1048576.0 + 0.5)
+
+
+class ComputeSums:
+    """A migration's wall time, chip-hours and cost over its runs' own measures (a re-run standing in
+    for the attempt it re-ran adds nothing: it is summed as itself), each exactly in FIXED units;
+    chip-hours by what they come from, as an attempt's are: its cost over its kind's price, else its
+    wall time by its chips."""
+
+    __slots__ = ("wall", "dollars", "per_price", "per_chips")
+
+    def __init__(self) -> None:
+        self.wall = self.dollars = 0
+        self.per_price: dict[float, int] = defaultdict(int)  # price -> cost, FIXED
+        self.per_chips: dict[int, int] = defaultdict(int)  # chips -> wall seconds, FIXED
+
+    def add(self, wall: int | None, dollars: int | None, price: float | None, chips: int) -> None:
+        """A run's (or a group's) wall seconds and cost in FIXED units."""
+        if wall is not None:
+            self.wall += wall
+        if dollars is not None:
+            self.dollars += dollars
+            if price:
+                self.per_price[price] += dollars
+                return
+        if wall is not None:
+            self.per_chips[chips] += wall
+
+    def wall_hours(self) -> float:
+        return self.wall / FIXED / 3600.0
+
+    def cost(self) -> float:
+        return self.dollars / FIXED
+
+    def chip_hours(self) -> float:
+        return (sum(amount / FIXED / price for price, amount in sorted(self.per_price.items()))
+                + sum(amount / FIXED / 3600.0 * chips for chips, amount in sorted(self.per_chips.items())))
+
+
 @functools.cache
 def _ladder_summary(outcomes: tuple[str | None, ...]) -> tuple[int, bool]:
     """(highest level, any fail) of the outcomes of levels 1 to 5; a study has a few dozen
@@ -392,8 +440,10 @@ def _judged(auto: tuple[str | None, ...], eff: tuple[str | None, ...], verified:
             verified and eff[0] == "pass")
 
 
-def _attempt_facts(row, migration, prices, verdicts, texts, costs, measured, group=()) -> AttemptFacts:
-    """An attempt's facts; with `group` (its members' ids, 1-tuple) an AttemptGroup's."""
+def _attempt_facts(row, migration, prices, verdicts, texts, costs, measured, group, compute) -> AttemptFacts:
+    """An attempt's facts, its wall time and cost added to `compute`; with `group` (its members' ids,
+    a 1-tuple) an AttemptGroup's, whose row of storage.report_attempt_groups (`members` set) holds its
+    wall time and cost summed in FIXED units."""
     automated, effective = verdicts
     command, claim, failure_note = texts(row)
     chip_cost, price_of = costs
@@ -411,11 +461,16 @@ def _attempt_facts(row, migration, prices, verdicts, texts, costs, measured, gro
     kind = row[INTENDED_KIND] or migration.target.accelerator
     chips = row[OBSERVED_COUNT] or row[INTENDED_COUNT] or migration.target.chips
     wall, dollars = (row[WALL_SECONDS], row[COST_DOLLARS]) if verified else (None, None)
-    if wall is None or dollars is None:
-        computed_wall, computed = chip_cost(row[STARTED_AT], row[ENDED_AT], prices, kind, chips)
-        wall = computed_wall if wall is None else wall
-        dollars = computed if dollars is None else dollars
     price = price_of(kind)
+    if row[MEMBERS] is not None:  # a group's sums: in FIXED units, every member timed by the verifier
+        compute.add(wall, dollars, price, chips)
+        wall, dollars = wall / FIXED, dollars / FIXED
+    else:
+        if wall is None or dollars is None:
+            computed_wall, computed = chip_cost(row[STARTED_AT], row[ENDED_AT], prices, kind, chips)
+            wall = computed_wall if wall is None else wall
+            dollars = computed if dollars is None else dollars
+        compute.add(None if wall is None else fixed(wall), None if dollars is None else fixed(dollars), price, chips)
     if dollars is not None and price:
         chip_hours = dollars / price
     else:
@@ -495,16 +550,20 @@ def _measured_by_reruns(facts: list[AttemptFacts], reruns: list[AttemptFacts]) -
 
 def _migration_report(m, runs: list[AttemptFacts], reference_id: int | None, by_migration, rate: float,
                       scrub: Scrub, rule: str, reference_run: tuple[float | None, float | None] = (None, None),
-                      goal_first=None) -> MigrationReport:
-    """Outcome counts over the agent's attempts; compute over its attempts and the re-runs. The
-    final run's time and cost ratios are its full-run wall and cost over the reference run's (the
-    paper times full runs), else the verifier's stored ratios."""
+                      goal_first=None, compute: ComputeSums | None = None) -> MigrationReport:
+    """Outcome counts over the agent's attempts; compute over its attempts and the re-runs, each run's
+    own measures (`compute`). The final run's time and cost ratios are its full-run wall and cost
+    over the reference run's (the paper times full runs), else the verifier's stored ratios."""
     facts = [a for a in runs if not a.is_rerun]
     reruns = [a for a in runs if a.is_rerun]
     by_id = {a.id: a for a in facts} if reruns else {}
     verified = [a for a in facts if a.verified]
     best = max(verified, key=lambda a: (a.level, -a.seq), default=None)
     best_auto = max((a.level_automated or 0 for a in verified), default=None)  # verified: never None
+    compute = compute or ComputeSums()
+    priced, timed, chip_timed = (_ids(runs, lambda a: a.cost_dollars is not None),  # own measures: before
+                                 _ids(runs, lambda a: a.wall_seconds is not None),  # re-runs stand in
+                                 _ids(runs, lambda a: a.chip_hours is not None))
     _measured_by_reruns(facts, reruns)
     decisions = list(by_migration["decision"].get(m.id, []))
     chosen = final_run(rule, m.status.value, decisions, facts)
@@ -547,10 +606,11 @@ def _migration_report(m, runs: list[AttemptFacts], reference_id: int | None, by_
         review_seconds=review_seconds,
         decisions=decisions,
         budget_changes=list(by_migration["budget_change"].get(m.id, [])),
-        wall_hours=sum(a.wall_seconds or 0.0 for a in runs) / 3600.0,
-        chip_hours=sum(a.chip_hours or 0.0 for a in runs),
-        compute=Money(sum(a.cost_dollars or 0.0 for a in runs),
-                      _ids(runs, lambda a: a.cost_dollars is not None)),
+        wall_hours=compute.wall_hours(),
+        chip_hours=compute.chip_hours(),
+        compute=Money(compute.cost(), priced),
+        timed=timed,
+        chip_timed=chip_timed,
         llm=Money(sum(float(r["cost_usd"] or 0.0) for r in llm),
                   Count(tuple(r["id"] for r in llm), "llm_call")),
         staff_hours=staff_hours,

@@ -88,7 +88,6 @@ def _attempt(a: AttemptFacts) -> dict[str, Any]:
 def _sources(report: StudyReport) -> dict[str, dict[str, list[int]]]:
     """The records behind each total that is a sum rather than a count."""
     t = report.totals
-    attempts = [a for m in report.migrations for a in m.attempt_facts]
     interventions = list(t.interventions.ids)
     sessions = [i for m in report.migrations for i in m.review.ids]
     calls, compute = list(t.llm.sources.ids), list(t.compute.sources.ids)
@@ -99,8 +98,8 @@ def _sources(report: StudyReport) -> dict[str, dict[str, list[int]]]:
         "review_seconds": {"review_session_ids": sessions},
         "staff_hours": staff,
         "staff_cost_dollars": staff,
-        "wall_hours": {"attempt_ids": [a.id for a in attempts if a.wall_seconds is not None]},
-        "chip_hours": {"attempt_ids": [a.id for a in attempts if a.chip_hours is not None]},
+        "wall_hours": {"attempt_ids": [i for m in report.migrations for i in m.timed.ids]},
+        "chip_hours": {"attempt_ids": [i for m in report.migrations for i in m.chip_timed.ids]},
         "compute_cost_dollars": {"attempt_ids": compute},
         "llm_cost_dollars": {"llm_call_ids": calls},
         "total_cost_dollars": {"attempt_ids": compute, "llm_call_ids": calls, **staff},

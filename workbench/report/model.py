@@ -331,6 +331,11 @@ class MigrationReport:
     llm: Money
     staff_hours: float
     staff_cost: float
+    timed: Count
+    """The runs whose own wall time `wall_hours` sums (a re-run standing in for its attempt is summed
+    as itself)."""
+    chip_timed: Count
+    """The runs whose own chip-hours `chip_hours` sums."""
     untimed: Count
     unpriced: Count
     runs: Count
