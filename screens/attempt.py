@@ -86,11 +86,7 @@ class LazyPane(Pane):
 
 
 class RunsTable(NavTable):
-    """The attempt's runs, under the overview: the attempt itself and its re-runs."""
-
-    DEFAULT_CSS = """
-    RunsTable { height: auto; max-height: 12; }
-    """
+    """The attempt's runs, under the overview: the attempt itself and its re-runs (app.tcss sizes it)."""
 
     BINDINGS = [
         Binding("enter", "select_cursor", "Open run", id="attempt.open_run",

@@ -247,6 +247,25 @@ async def test_the_attempt_screen_lists_its_runs_and_opens_one(demo_study) -> No
         assert app.screen is shown and shown.summary.attempt.seq == 2  # ] steps on from #1
 
 
+async def test_the_runs_show_under_the_overview_on_a_short_terminal(demo_study) -> None:
+    """At 80x24 the overview fills the pane: the runs table scrolls with it, a row per run, where it
+    was left one line high (its header) under the overview's text."""
+    db = demo_study.db
+    crashed, good = attempt_id(db, MLP, 1), attempt_id(db, MLP, 4)
+    rerun(db, demo_study.path.parent, crashed, output_of=good)
+    demo_study.close()
+    app = WorkbenchApp(demo_study.path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("j", "enter", "j", "enter")  # mlp-classifier, #1
+        await settle(pilot)
+        await pilot.press("R")  # focuses the runs: the overview scrolls to them
+        await settle(pilot)
+        runs_table = app.screen.query_one(RunsTable)
+        assert runs_table.row_count == 2 and runs_table.size.height == 3  # its header and both runs
+        assert re.search(r"re-run +ok", screen_text(app)) and re.search(r"\n +1 +agent ", screen_text(app))
+
+
 def verdict_pane_text(screen: AttemptScreen) -> str:
     """Every option of the verdicts pane as plain text, however far it scrolls."""
     from screens.widgets.verdict_list import VerdictList
