@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from domain.models import Migration, Outcome
@@ -159,13 +160,13 @@ def report_attempt_groups(db: Database, migration_ids: list[int], singles: list[
                   key=lambda row: (row[1], row[2]))  # (migration_id, seq)
 
 
-def report_goal_first(db: Database, attempt_ids: list[int], value: float) -> tuple[int, int]:
+def report_goal_first(db: Database, attempt_ids: Sequence[int], value: float) -> tuple[int, int]:
     """(id, seq) of the earliest of the attempts (a group of `report_attempt_groups`) whose goal
     value is `value`."""
     row = db.execute(f"""
         SELECT a.id, a.seq FROM attempt a JOIN migration m ON m.id = a.migration_id
         WHERE a.id IN (SELECT value FROM json_each(:ids)) AND {GOAL_VALUE.format(a="a")} = :value
-        ORDER BY a.seq LIMIT 1""", {"ids": json.dumps(attempt_ids), "value": value}).fetchone()
+        ORDER BY a.seq LIMIT 1""", {"ids": json.dumps(list(attempt_ids)), "value": value}).fetchone()
     if row is None:
         raise LookupError(f"no attempt among {len(attempt_ids)} has the goal value {value!r}")
     return row[0], row[1]

@@ -128,25 +128,13 @@ def _build_report(db: Database, slugs: list[str] | tuple[str, ...] | None, *, ps
     overrides = [_override_row(r, latest, scrub) for r in override_rows]
     texts = _attempt_texts(scrub) if attempt_texts else lambda row: ("", "", "")
     counted = runs.counted_ladders(db, ids)
-    if per_attempt:
-        rows = report_reads.report_attempt_rows(db, ids, texts=attempt_texts)
-    else:  # what sets an attempt apart from its like: its re-runs, overrides, a decision naming it
-        singles = {*counted, *(row["attempt_id"] for row in current),
-                   *(row["attempt_id"] for row in human["decision"] if row["attempt_id"] is not None)}
-        rows = report_reads.report_attempt_groups(db, ids, sorted(singles))
     facts_by_migration, reference_of, reference_runs, compute = _attempts(
-        rows, migrations, study.prices, current, texts, counted, per_attempt)
+        _attempt_rows(db, ids, counted, current, human["decision"], texts=attempt_texts, per_attempt=per_attempt),
+        migrations, study.prices, current, texts, counted, per_attempt)
     interventions, decisions, budget_changes, sessions = _human_records(human, scrub)
-    llm_rows = report_reads.report_llm_rows(db, ids)
-    if llm_rows is None:
-        llm_source = "no `llm_call` table in this database: LLM cost reported as 0"
-        llm_rows = []
-    else:
-        llm_source = f"the `llm_call` table ({len(llm_rows)} calls)"
+    llm_rows, llm_source = _llm_calls(db, ids)
     by_migration = _by_migration(interventions, decisions, budget_changes, sessions, llm_rows)
-    def goal_first(members: tuple[int, ...], value: float) -> tuple[int, int]:
-        return report_reads.report_goal_first(db, list(members), value)
-
+    goal_first = functools.partial(report_reads.report_goal_first, db)
     reports = [
         _migration_report(m, facts_by_migration.get(m.id, []), reference_of.get(m.id), by_migration,
                           study.staff_hourly_rate, scrub, final, reference_runs.get(m.id, (None, None)), goal_first,
@@ -176,6 +164,30 @@ def _build_report(db: Database, slugs: list[str] | tuple[str, ...] | None, *, ps
         loss_curves=loss_curves,
         per_attempt=per_attempt,
     )
+
+
+def _attempt_rows(db: Database, ids: list[int], counted, current, decision_rows, *, texts: bool,
+                  per_attempt: bool) -> list[tuple[Any, ...]]:
+    """The rows the report counts: one per attempt, or (`per_attempt` False) one per group of alike
+    attempts, where what sets an attempt apart from its like (its re-runs, overrides, a decision
+    naming it) makes it a group of its own."""
+    from storage import report as report_reads
+
+    if per_attempt:
+        return report_reads.report_attempt_rows(db, ids, texts=texts)
+    singles = {*counted, *(row["attempt_id"] for row in current),
+               *(row["attempt_id"] for row in decision_rows if row["attempt_id"] is not None)}
+    return report_reads.report_attempt_groups(db, ids, sorted(singles))
+
+
+def _llm_calls(db: Database, ids: list[int]) -> tuple[list[dict[str, Any]], str]:
+    """The migrations' model calls, and where their cost comes from (a line every format shows)."""
+    from storage import report as report_reads
+
+    rows = report_reads.report_llm_rows(db, ids)
+    if rows is None:
+        return [], "no `llm_call` table in this database: LLM cost reported as 0"
+    return rows, f"the `llm_call` table ({len(rows)} calls)"
 
 
 def _select_migrations(db: Database, slugs: list[str] | tuple[str, ...] | None) -> list[Any]:
@@ -549,8 +561,8 @@ def _measured_by_reruns(facts: list[AttemptFacts], reruns: list[AttemptFacts]) -
 
 
 def _migration_report(m, runs: list[AttemptFacts], reference_id: int | None, by_migration, rate: float,
-                      scrub: Scrub, rule: str, reference_run: tuple[float | None, float | None] = (None, None),
-                      goal_first=None, compute: ComputeSums | None = None) -> MigrationReport:
+                      scrub: Scrub, rule: str, reference_run: tuple[float | None, float | None], goal_first,
+                      compute: ComputeSums) -> MigrationReport:
     """Outcome counts over the agent's attempts; compute over its attempts and the re-runs, each run's
     own measures (`compute`). The final run's time and cost ratios are its full-run wall and cost
     over the reference run's (the paper times full runs), else the verifier's stored ratios."""
@@ -560,7 +572,6 @@ def _migration_report(m, runs: list[AttemptFacts], reference_id: int | None, by_
     verified = [a for a in facts if a.verified]
     best = max(verified, key=lambda a: (a.level, -a.seq), default=None)
     best_auto = max((a.level_automated or 0 for a in verified), default=None)  # verified: never None
-    compute = compute or ComputeSums()
     priced, timed, chip_timed = (_ids(runs, lambda a: a.cost_dollars is not None),  # own measures: before
                                  _ids(runs, lambda a: a.wall_seconds is not None),  # re-runs stand in
                                  _ids(runs, lambda a: a.chip_hours is not None))
@@ -569,9 +580,6 @@ def _migration_report(m, runs: list[AttemptFacts], reference_id: int | None, by_
     chosen = final_run(rule, m.status.value, decisions, facts)
     final = chosen.attempt
     interventions = by_migration["intervention"].get(m.id, [])
-    kinds: dict[str, list[InterventionRow]] = defaultdict(list)
-    for i in interventions:
-        kinds[i.kind].append(i)
     minutes = sum(i.minutes for i in interventions)
     sessions = by_migration["review"].get(m.id, [])
     review_seconds = sum(s.active_seconds for s in sessions)
@@ -600,8 +608,7 @@ def _migration_report(m, runs: list[AttemptFacts], reference_id: int | None, by_
         goal_met_automated=best_auto is not None and best_auto >= GOAL_LEVEL,
         interventions=_ids(interventions, table="intervention"),
         intervention_minutes=minutes,
-        by_kind=[KindTotal(k, _ids(v, table="intervention"), sum(i.minutes for i in v))
-                 for k, v in sorted(kinds.items())],
+        by_kind=_by_kind(interventions),
         review=_ids(sessions, table="review_session"),
         review_seconds=review_seconds,
         decisions=decisions,
@@ -632,6 +639,13 @@ def _migration_report(m, runs: list[AttemptFacts], reference_id: int | None, by_
         final_why_none=chosen.why_none,
         attempt_facts=runs,
     )
+
+
+def _by_kind(interventions: list[InterventionRow]) -> list[KindTotal]:
+    kinds: dict[str, list[InterventionRow]] = defaultdict(list)
+    for i in interventions:
+        kinds[i.kind].append(i)
+    return [KindTotal(k, _ids(v, table="intervention"), sum(i.minutes for i in v)) for k, v in sorted(kinds.items())]
 
 
 def _ratio(mine: float | None, reference: float | None, stored: float | None) -> float | None:
