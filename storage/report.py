@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any
 
 from domain.models import Migration, Outcome
@@ -44,12 +45,12 @@ ATTEMPT_COLUMNS = (
     "expected_level", "expected_source", "claim", "intended_kind", "intended_count", "observed_kind",
     "observed_count", "rerun_of", "verification_id", "wall_seconds", "cost_dollars", "time_ratio", "cost_ratio",
     "failure_id", "failure_cause", "failure_silent", "failure_note", "verdict_code", "last_step", "goal_value",
-    "n", "members",
+    "members",
 )
-"""The columns of `report_attempt_rows`' and `report_attempt_groups`' tuples, in order: `n` how many
-attempts a row stands for, `members` their ids (a JSON array) where it stands for more than one."""
+"""The columns of `report_attempt_rows`' and `report_attempt_groups`' tuples, in order: `members` the
+ids of the attempts a group's row stands for (a JSON array; NULL in a row of one attempt)."""
 
-FIXED = "CAST({} * 1048576 + 0.5 AS INTEGER)"
+IN_FIXED_UNITS = "CAST({} * 1048576 + 0.5 AS INTEGER)"
 """SQL: a value in units of 2**-20, as workbench.report.build.fixed makes it: summed exactly."""
 
 LAST_STEP = "(SELECT MAX(p.step) FROM metric_point p WHERE p.attempt_id = {a}.id)"
@@ -100,7 +101,7 @@ def report_attempt_rows(db: Database, migration_ids: list[int], *, texts: bool =
            f.id AS failure_id, {cause} AS failure_cause, f.silent AS failure_silent,
            {note} AS failure_note,
            a.verdict_code, {LAST_STEP.format(a="a")} AS last_step, {GOAL_VALUE.format(a="a")} AS goal_value,
-           1 AS n, NULL AS members
+           NULL AS members
     FROM attempt a
     JOIN migration m ON m.id = a.migration_id
     LEFT JOIN verification v ON v.attempt_id = a.id AND v.superseded_by IS NULL
@@ -118,9 +119,9 @@ def report_attempt_groups(db: Database, migration_ids: list[int], singles: list[
     ~17,000 groups). A group's attempts share source, verdict code, effective expected level, whether
     a failure is recorded, its silent flag, whether the exit code is 0, the intended kind and chip
     count and the observed chip count, and each has a current verification with its wall time and
-    cost. Its row stands for them: `n` of them, `members` their ids, `id` and `seq` the earliest's,
-    `wall_seconds` and `cost_dollars` their sums in units of 2**-20 (`FIXED`: exact in any order), `goal_value` the best of their values in the goal's
-    direction (`report_goal_first` says whose), `source`, `exit_code`, the verification and failure
+    cost. Its row stands for them: `members` their ids, `id` and `seq` the earliest's, `wall_seconds`
+    and `cost_dollars` their sums in units of 2**-20 (`IN_FIXED_UNITS`: exact in any order),
+    `goal_value` the best of their values in the goal's direction (`report_goal_first` says whose), `source`, `exit_code`, the verification and failure
     ids one of theirs, and what one run alone says (ratios, last step, times) NULL. An attempt that
     stands alone (`_ALONE`: with `singles`, the report's attempts with re-runs, overrides or a
     decision naming them) is its own row of `report_attempt_rows`. Rows by migration and earliest
@@ -135,11 +136,10 @@ def report_attempt_groups(db: Database, migration_ids: list[int], singles: list[
         "expected_source": "NULL", "claim": "NULL",
         "intended_kind": "a.intended_kind", "intended_count": "a.intended_count", "observed_kind": "NULL",
         "observed_count": "a.observed_count", "rerun_of": "NULL", "verification_id": "v.id",
-        "wall_seconds": f"SUM({FIXED.format('v.wall_seconds')})", "cost_dollars": f"SUM({FIXED.format('v.cost_dollars')})",
-        "time_ratio": "NULL",
-        "cost_ratio": "NULL", "failure_id": "f.id", "failure_cause": "NULL", "failure_silent": "f.silent",
+        "wall_seconds": f"SUM({IN_FIXED_UNITS.format('v.wall_seconds')})",
+        "cost_dollars": f"SUM({IN_FIXED_UNITS.format('v.cost_dollars')})", "time_ratio": "NULL", "cost_ratio": "NULL", "failure_id": "f.id", "failure_cause": "NULL", "failure_silent": "f.silent",
         "failure_note": "NULL", "verdict_code": "a.verdict_code", "last_step": "NULL",
-        "goal_value": f"CASE WHEN m.goal_direction = 'min' THEN -{best} ELSE {best} END", "n": "COUNT(*)",
+        "goal_value": f"CASE WHEN m.goal_direction = 'min' THEN -{best} ELSE {best} END",
         "members": "json_group_array(a.id)",
     }
     if tuple(columns) != ATTEMPT_COLUMNS:
@@ -157,7 +157,7 @@ def report_attempt_groups(db: Database, migration_ids: list[int], singles: list[
     alone = [row[-1] for row in rows if row[-1] is not None]  # each its own group: read as it is
     groups = [row[:-1] for row in rows if row[-1] is None]
     return sorted(groups + report_attempt_rows(db, migration_ids, texts=False, only=alone),
-                  key=lambda row: (row[1], row[2]))  # (migration_id, seq)
+                  key=itemgetter(ATTEMPT_COLUMNS.index("migration_id"), ATTEMPT_COLUMNS.index("seq")))
 
 
 def report_goal_first(db: Database, attempt_ids: Sequence[int], value: float) -> tuple[int, int]:

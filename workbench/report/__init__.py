@@ -1,8 +1,8 @@
 """Counted human-effort reports: what a study cost and found, traceable to the records.
 
 `build_report(db, slugs)` counts from raw rows (docs/report.md defines each count), `build_for(db,
-fmt, ...)` as much as one format shows; `render(report, fmt)` gives the bytes of one format: `md`, `html`, `csv` (a zip of one CSV per
-table), `json` or `latex`. Every free text is redacted (workbench/redact.py) on its way in.
+fmt, ...)` as much as one format shows; `render(report, fmt)` gives the bytes of one format: `md`,
+`html`, `csv` (a zip of one CSV per table), `json` or `latex`. Every free text is redacted (workbench/redact.py) on its way in.
 """
 
 from __future__ import annotations

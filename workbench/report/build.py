@@ -55,11 +55,11 @@ LOSS_METRIC = "loss"
 (ID, MIGRATION_ID, SEQ, SOURCE, ARGV, CWD, ENV, STATUS, EXIT_CODE, STARTED_AT, ENDED_AT, EXPECTED_LEVEL,
  EXPECTED_SOURCE, CLAIM, INTENDED_KIND, INTENDED_COUNT, OBSERVED_KIND, OBSERVED_COUNT, RERUN_OF, VERIFICATION_ID,
  WALL_SECONDS, COST_DOLLARS, TIME_RATIO, COST_RATIO, FAILURE_ID, FAILURE_CAUSE, FAILURE_SILENT, FAILURE_NOTE,
- VERDICT_CODE, LAST_STEP, GOAL_VALUE, N, MEMBERS) = map(ATTEMPT_COLUMNS.index, (
+ VERDICT_CODE, LAST_STEP, GOAL_VALUE, MEMBERS) = map(ATTEMPT_COLUMNS.index, (
     "id", "migration_id", "seq", "source", "argv", "cwd", "env", "status", "exit_code", "started_at", "ended_at",
     "expected_level", "expected_source", "claim", "intended_kind", "intended_count", "observed_kind",
     "observed_count", "rerun_of", "verification_id", "wall_seconds", "cost_dollars", "time_ratio", "cost_ratio",
-    "failure_id", "failure_cause", "failure_silent", "failure_note", "verdict_code", "last_step", "goal_value", "n",
+    "failure_id", "failure_cause", "failure_silent", "failure_note", "verdict_code", "last_step", "goal_value",
     "members"))
 """Where each column sits in an attempt row (a tuple of storage.report.ATTEMPT_COLUMNS), found by
 its name: a column gone from there fails this import."""
@@ -229,9 +229,9 @@ def _override_row(r: dict[str, Any], latest: dict[int, int], scrub: Scrub) -> Ov
     )
 
 
-def _attempts(rows, migrations, prices, override_rows, texts, counted, per_attempt: bool = True):
-    """Each migration's attempt facts, its reference run's id and (wall, cost), its ComputeSums. Rows come by migration and
-    seq, so a migration's reference run (seq 0) comes before its attempts. `counted` is
+def _attempts(rows, migrations, prices, override_rows, texts, counted, per_attempt: bool):
+    """Each migration's attempt facts, its reference run's id and (wall, cost), its ComputeSums. Rows
+    come by migration and seq, so a migration's reference run (seq 0) comes before its attempts. `counted` is
     storage.runs.counted_ladders: an agent attempt's outcomes over its runs, as every count reads them.
     Rows of groups (`per_attempt` False) make `AttemptGroup`s."""
     from domain.costs import chip_cost, price_of
@@ -259,7 +259,7 @@ def _attempts(rows, migrations, prices, override_rows, texts, counted, per_attem
         runs = decided.get(row[ID], ())
         measures = (last, is_smoke(last, ref_last), row[GOAL_VALUE], row[RERUN_OF], runs,
                     _failure_row(row, verdicts[1], decided, failures) if runs else row)
-        group = () if per_attempt else ((row[ID],) if row[N] == 1 else tuple(orjson.loads(row[MEMBERS])),)
+        group = () if per_attempt else ((row[ID],) if row[MEMBERS] is None else tuple(orjson.loads(row[MEMBERS])),)
         facts_by_migration[migration_id].append(_attempt_facts(
             row, migration_by_id[migration_id], prices, verdicts, texts, costs, measures, group, compute[migration_id]))
     return facts_by_migration, reference_of, reference_runs, compute
@@ -390,8 +390,8 @@ the figures one counted per attempt gives (a float sum in another order moved a 
 
 
 def fixed(value: float) -> int:
-    """`value` in FIXED units, as storage.report's group sums take it (`CAST(x * 1048576 + 0.5 AS INTEGER)`)."""
-    return int(value * 1048576.0 + 0.5)
+    """`value` in FIXED units, as storage.report's group sums take it (storage.report.IN_FIXED_UNITS)."""
+    return int(value * FIXED + 0.5)
 
 
 class ComputeSums:
