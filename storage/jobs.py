@@ -187,6 +187,6 @@ def reference_steps(db: Database, migration_id: int) -> int | None:
     """The last step of the migration's latest reference run (its metric series): how many steps
     a re-run of the same project is expected to take, for the job's time estimate."""
     row = db.execute(
-        "SELECT MAX(p.step) FROM metric_point p WHERE p.attempt_id = (SELECT id FROM attempt"
+        "SELECT MAX(l.step) FROM metric_last l WHERE l.attempt_id = (SELECT id FROM attempt"
         " WHERE migration_id = ? AND source = 'reference' ORDER BY seq DESC LIMIT 1)", [migration_id]).fetchone()
     return row[0] if row and row[0] else None

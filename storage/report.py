@@ -53,18 +53,18 @@ ids of the attempts a group's row stands for (a JSON array; NULL in a row of one
 IN_FIXED_UNITS = "CAST({} * 1048576 + 0.5 AS INTEGER)"
 """SQL: a value in units of 2**-20, as workbench.report.build.fixed makes it: summed exactly."""
 
-LAST_STEP = "(SELECT MAX(p.step) FROM metric_point p WHERE p.attempt_id = {a}.id)"
-"""SQL: the highest step of any of the attempt `a`'s metric series (idx_metric_point_attempt_step)."""
-GOAL_VALUE = """(SELECT p.value FROM metric_point p WHERE p.attempt_id = {a}.id AND p.name = m.goal_metric
-                 ORDER BY p.step DESC LIMIT 1)"""
+LAST_STEP = "(SELECT MAX(l.step) FROM metric_last l WHERE l.attempt_id = {a}.id)"
+"""SQL: the highest step of any of the attempt `a`'s metric series (schema m021's `metric_last`)."""
+GOAL_VALUE = "(SELECT l.value FROM metric_last l WHERE l.attempt_id = {a}.id AND l.name = m.goal_metric)"
 """SQL: the attempt `a`'s value of its migration `m`'s goal metric at that series' last step."""
 
 
 _ALONE = ("a.source = 'reference' OR a.rerun_of IS NOT NULL OR v.wall_seconds IS NULL OR v.cost_dollars IS NULL"
-          " OR a.id IN (SELECT value FROM json_each(:singles))")
+          " OR a.id IN (SELECT attempt_id FROM claim_review) OR a.id IN (SELECT value FROM json_each(:singles))")
 """SQL: the attempt `a` (its current verification `v`) stands alone in `report_attempt_groups`: a
-reference, a re-run, a run without the verifier's wall time and cost (priced from its own times), or
-one of the report's `singles`."""
+reference, a re-run, a run without the verifier's wall time and cost (priced from its own times), one
+whose expected level a reviewer set (`expected_level_of`: a group reads the attempt's own), or one of
+the report's `singles`."""
 
 
 def report_attempt_rows(db: Database, migration_ids: list[int], *, texts: bool = True,
@@ -132,7 +132,7 @@ def report_attempt_groups(db: Database, migration_ids: list[int], singles: list[
         "id": "MIN((a.seq << 32) | a.id) & 4294967295",  # the earliest attempt's (ids and seqs under 2**32)
         "migration_id": "a.migration_id", "seq": "MIN(a.seq)", "source": "a.source", "argv": "NULL",
         "cwd": "NULL", "env": "NULL", "status": "''", "exit_code": "a.exit_code", "started_at": "NULL",
-        "ended_at": "NULL", "expected_level": f"{expected_level_of('a')} AS effective_expected",
+        "ended_at": "NULL", "expected_level": "a.expected_level",
         "expected_source": "NULL", "claim": "NULL",
         "intended_kind": "a.intended_kind", "intended_count": "a.intended_count", "observed_kind": "NULL",
         "observed_count": "a.observed_count", "rerun_of": "NULL", "verification_id": "v.id",
@@ -151,7 +151,7 @@ def report_attempt_groups(db: Database, migration_ids: list[int], singles: list[
     LEFT JOIN verification v ON v.attempt_id = a.id AND v.superseded_by IS NULL
     LEFT JOIN failure f ON f.attempt_id = a.id AND f.superseded_by IS NULL
     WHERE a.migration_id {_IN_MIGRATIONS}
-    GROUP BY a.migration_id, alone, a.source, a.verdict_code, effective_expected, f.id IS NULL, f.silent,
+    GROUP BY a.migration_id, alone, a.source, a.verdict_code, a.expected_level, f.id IS NULL, f.silent,
              a.exit_code = 0, a.intended_kind, a.intended_count, a.observed_count
     """, params).fetchall()
     alone = [row[-1] for row in rows if row[-1] is not None]  # each its own group: read as it is

@@ -49,7 +49,7 @@ def metric_names(db: Database, attempt_ids: list[int]) -> set[str]:
         return set()
     marks = ",".join("?" * len(attempt_ids))
     return {str(r[0]) for r in db.execute(
-        f"SELECT DISTINCT name FROM metric_point WHERE attempt_id IN ({marks})", attempt_ids).fetchall()}
+        f"SELECT DISTINCT name FROM metric_last WHERE attempt_id IN ({marks})", attempt_ids).fetchall()}
 
 
 class ChangeWatcher:

@@ -25,15 +25,18 @@ def codes_agree(db) -> list[tuple[int, int | None]]:
 
 
 def downgrade_to_m018(path: Path) -> None:
-    """The study as the workbench before m019 left it: no column, no triggers, m019 not applied."""
+    """The study as the workbench before m019 left it: no column, no triggers, m019 not applied (nor
+    m022, whose index holds the column)."""
     import sqlite3
 
     conn = sqlite3.connect(path)
     with conn:
         for name in ("insert", "delete", "update"):
             conn.execute(f"DROP TRIGGER verdict_code_{name}")
+        conn.execute("DROP INDEX idx_attempt_report")
         conn.execute("ALTER TABLE attempt DROP COLUMN verdict_code")
-        conn.execute(f"DELETE FROM {schema.MIGRATIONS_TABLE} WHERE name = 'm019_attempt_verdict_code'")
+        conn.execute(f"DELETE FROM {schema.MIGRATIONS_TABLE}"
+                     " WHERE name IN ('m019_attempt_verdict_code', 'm022_report_indexes')")
     conn.close()
 
 
@@ -52,10 +55,11 @@ def test_an_older_study_gets_its_codes_and_the_same_report(demo_source: Path, tm
     assert sum(code is not None for _, code in verified) >= 5  # the demo's verified attempts
     downgrade_to_m018(path)
 
-    upgraded = open_study(path)  # backs up, then applies m019
+    upgraded = open_study(path)  # backs up, then applies m019 and m022
     try:
         assert list(tmp_path.glob("demo.db.schema*.bak"))
-        assert [m.name for m in schema.migrations.applied(upgraded.db)][-1] == "m019_attempt_verdict_code"
+        assert [m.name for m in schema.migrations.applied(upgraded.db)][-2:] == ["m019_attempt_verdict_code",
+                                                                                  "m022_report_indexes"]
         assert codes_agree(upgraded.db) == verified
         assert {fmt: render(build_report(upgraded.db), fmt) for fmt in before} == before
     finally:
