@@ -669,10 +669,13 @@ def _goal_values(goal, metric: str, reference_id: int | None, final: AttemptFact
     best_seq = best_id = best_value = None
     if valued:
         top = max(sign * a.goal_value for a in valued)
-        best_seq, best_id, best_value = min(
-            (a.seq, a.id, a.goal_value) if len(getattr(a, "members", ())) < 2
-            else (*goal_first(a.members, a.goal_value)[::-1], a.goal_value)
-            for a in valued if sign * a.goal_value == top)
+        for a in sorted((a for a in valued if sign * a.goal_value == top), key=attrgetter("seq")):
+            if best_seq is not None and a.seq > best_seq:
+                break  # its earliest attempt comes after the best found: so do the rest's
+            seq, id_ = ((a.seq, a.id) if len(getattr(a, "members", ())) < 2
+                        else goal_first(a.members, a.goal_value)[::-1])
+            if best_seq is None or (seq, id_) < (best_seq, best_id):
+                best_seq, best_id, best_value = seq, id_, a.goal_value
     return GoalValues(
         metric=metric, direction=goal.direction.value,
         reference=None if math.isnan(goal.reference) else goal.reference, tolerance=goal.tolerance,
