@@ -160,13 +160,16 @@ def report_attempt_groups(db: Database, migration_ids: list[int], singles: list[
                   key=itemgetter(ATTEMPT_COLUMNS.index("migration_id"), ATTEMPT_COLUMNS.index("seq")))
 
 
-def report_goal_first(db: Database, attempt_ids: Sequence[int], value: float) -> tuple[int, int]:
-    """(id, seq) of the earliest of the attempts (a group of `report_attempt_groups`) whose goal
-    value is `value`."""
+def report_goal_first(db: Database, migration_id: int, attempt_ids: Sequence[int], value: float) -> tuple[int, int]:
+    """(id, seq) of the earliest of the migration's attempts among `attempt_ids` (members of groups of
+    `report_attempt_groups`) whose goal value is `value`: its attempts in seq order by
+    idx_attempt_report, up to the first (a wide attempt row read per id was ~4 us of it)."""
     row = db.execute(f"""
         SELECT a.id, a.seq FROM attempt a JOIN migration m ON m.id = a.migration_id
-        WHERE a.id IN (SELECT value FROM json_each(:ids)) AND {GOAL_VALUE.format(a="a")} = :value
-        ORDER BY a.seq LIMIT 1""", {"ids": json.dumps(list(attempt_ids)), "value": value}).fetchone()
+        WHERE a.migration_id = :migration AND a.id IN (SELECT value FROM json_each(:ids))
+              AND {GOAL_VALUE.format(a="a")} = :value
+        ORDER BY a.seq LIMIT 1""", {"migration": migration_id, "ids": json.dumps(list(attempt_ids)),
+                                    "value": value}).fetchone()
     if row is None:
         raise LookupError(f"no attempt among {len(attempt_ids)} has the goal value {value!r}")
     return row[0], row[1]

@@ -663,19 +663,20 @@ def _goal_values(goal, metric: str, reference_id: int | None, final: AttemptFact
                  verified: list[AttemptFacts], goal_first=None) -> GoalValues:
     """The goal, the final run's value and the best verified value in the goal's direction (ties: the
     earliest attempt). A group's value is its best member's; which member (the earliest with that
-    value: `goal_first(members, value)` -> (id, seq)) is read only where it ties for the best."""
+    value: `goal_first(migration_id, ids, value)` -> (id, seq)) is read only where a group ties for the best."""
     sign = 1.0 if goal.direction.value == "max" else -1.0
     valued = [a for a in verified if a.goal_value is not None]
     best_seq = best_id = best_value = None
     if valued:
         top = max(sign * a.goal_value for a in valued)
-        for a in sorted((a for a in valued if sign * a.goal_value == top), key=attrgetter("seq")):
-            if best_seq is not None and a.seq > best_seq:
-                break  # its earliest attempt comes after the best found: so do the rest's
-            seq, id_ = ((a.seq, a.id) if len(getattr(a, "members", ())) < 2
-                        else goal_first(a.members, a.goal_value)[::-1])
-            if best_seq is None or (seq, id_) < (best_seq, best_id):
-                best_seq, best_id, best_value = seq, id_, a.goal_value
+        ties = [a for a in valued if sign * a.goal_value == top]
+        best_value = ties[0].goal_value
+        if all(len(getattr(a, "members", ())) < 2 for a in ties):
+            best_seq, best_id = min((a.seq, a.id) for a in ties)
+        else:  # one lookup among every tied attempt
+            best_id, best_seq = goal_first(ties[0].migration_id,
+                                          [i for a in ties for i in getattr(a, "members", ()) or (a.id,)],
+                                          best_value)
     return GoalValues(
         metric=metric, direction=goal.direction.value,
         reference=None if math.isnan(goal.reference) else goal.reference, tolerance=goal.tolerance,
