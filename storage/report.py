@@ -45,18 +45,20 @@ ATTEMPT_COLUMNS = (
     "expected_level", "expected_source", "claim", "intended_kind", "intended_count", "observed_kind",
     "observed_count", "rerun_of", "verification_id", "wall_seconds", "cost_dollars", "time_ratio", "cost_ratio",
     "failure_id", "failure_cause", "failure_silent", "failure_note", "verdict_code", "last_step", "goal_value",
-    "members",
+    "members", "member_seqs",
 )
 """The columns of `report_attempt_rows`' and `report_attempt_groups`' tuples, in order: `members` the
-ids of the attempts a group's row stands for (a JSON array; NULL in a row of one attempt)."""
+ids of the attempts a group's row stands for and `member_seqs` their seqs, in the same order (JSON
+arrays; NULL in a row of one attempt)."""
 
 IN_FIXED_UNITS = "CAST({} * 1048576 + 0.5 AS INTEGER)"
 """SQL: a value in units of 2**-20, as workbench.report.build.fixed makes it: summed exactly."""
 
 LAST_STEP = "(SELECT MAX(l.step) FROM metric_last l WHERE l.attempt_id = {a}.id)"
 """SQL: the highest step of any of the attempt `a`'s metric series (schema m021's `metric_last`)."""
-GOAL_VALUE = "(SELECT l.value FROM metric_last l WHERE l.attempt_id = {a}.id AND l.name = m.goal_metric)"
-"""SQL: the attempt `a`'s value of its migration `m`'s goal metric at that series' last step."""
+GOAL_JOIN = "LEFT JOIN metric_last g ON g.attempt_id = a.id AND g.name = m.goal_metric"
+"""SQL: `g.value` the attempt `a`'s value of its migration `m`'s goal metric at that series' last
+step (a join: a correlated subquery per attempt was 0.07 s more at 150,000 attempts)."""
 
 
 _ALONE = ("a.source = 'reference' OR a.rerun_of IS NOT NULL OR v.wall_seconds IS NULL OR v.cost_dollars IS NULL"
@@ -100,10 +102,10 @@ def report_attempt_rows(db: Database, migration_ids: list[int], *, texts: bool =
            v.id AS verification_id, v.wall_seconds, v.cost_dollars, v.time_ratio, v.cost_ratio,
            f.id AS failure_id, {cause} AS failure_cause, f.silent AS failure_silent,
            {note} AS failure_note,
-           a.verdict_code, {LAST_STEP.format(a="a")} AS last_step, {GOAL_VALUE.format(a="a")} AS goal_value,
-           NULL AS members
+           a.verdict_code, {LAST_STEP.format(a="a")} AS last_step, g.value AS goal_value,
+           NULL AS members, NULL AS member_seqs
     FROM attempt a
-    JOIN migration m ON m.id = a.migration_id
+    JOIN migration m ON m.id = a.migration_id {GOAL_JOIN}
     LEFT JOIN verification v ON v.attempt_id = a.id AND v.superseded_by IS NULL
     LEFT JOIN failure f ON f.attempt_id = a.id AND f.superseded_by IS NULL
     WHERE a.migration_id {_IN_MIGRATIONS} {"" if only is None else "AND a.id IN (SELECT value FROM json_each(:only))"}
@@ -112,22 +114,24 @@ def report_attempt_rows(db: Database, migration_ids: list[int], *, texts: bool =
     return db.execute(sql, {"migrations": json.dumps(migration_ids), "only": json.dumps(only)}).fetchall()
 
 
-def report_attempt_groups(db: Database, migration_ids: list[int], singles: list[int]) -> list[tuple[Any, ...]]:
-    """`report_attempt_rows` without texts for a report that shows no attempt of its own (md, latex),
+def report_attempt_groups(db: Database, migration_ids: list[int], singles: list[int], *,
+                          seqs: bool) -> list[tuple[Any, ...]]:
+    """`report_attempt_rows` without texts for a report that shows no attempt's row (md, latex, html),
     a row for each group of a migration's attempts that every count reads alike, made in one pass of
     SQLite's where a tuple per attempt was most of such a report (issue 39: 150,000 attempts made
-    ~17,000 groups). A group's attempts share source, verdict code, effective expected level, whether
-    a failure is recorded, its silent flag, whether the exit code is 0, the intended kind and chip
+    ~17,000 groups). A group's attempts share source, verdict code, expected level, the silent flag
+    of their failure or having none (`attempt.failure_silent`), exit code, the intended kind and chip
     count and the observed chip count, and each has a current verification with its wall time and
-    cost. Its row stands for them: `members` their ids, `id` and `seq` the earliest's, `wall_seconds`
-    and `cost_dollars` their sums in units of 2**-20 (`IN_FIXED_UNITS`: exact in any order),
-    `goal_value` the best of their values in the goal's direction (`report_goal_first` says whose), `source`, `exit_code`, the verification and failure
-    ids one of theirs, and what one run alone says (ratios, last step, times) NULL. An attempt that
-    stands alone (`_ALONE`: with `singles`, the report's attempts with re-runs, overrides or a
-    decision naming them) is its own row of `report_attempt_rows`. Rows by migration and earliest
-    seq, so a reference run (seq 0) comes first."""
-    signed = GOAL_VALUE.format(a="a")
-    best = f"MAX(CASE WHEN m.goal_direction = 'min' THEN -{signed} ELSE {signed} END)"  # one aggregate, twice
+    cost: idx_attempt_report's columns in its order (schema m022), so SQLite groups them as it reads
+    the index, with no sort. Its row stands for them: `members` their ids (with `seqs`,
+    `member_seqs` theirs), `id` and `seq` the earliest's, `wall_seconds` and `cost_dollars` their
+    sums in units of 2**-20 (`IN_FIXED_UNITS`: exact in any order), `goal_value` the best of their
+    values in the goal's direction (`report_goal_first` says whose), `source`, `exit_code`, the
+    verification id one of theirs, and what one run alone says (ratios, last step, times, its
+    failure's id) NULL. An attempt that stands alone (`_ALONE`: with `singles`, the report's attempts
+    with re-runs, overrides or a decision naming them) is its own row of `report_attempt_rows`. Rows
+    by migration and earliest seq, so a reference run (seq 0) comes first."""
+    best = "MAX(CASE WHEN m.goal_direction = 'min' THEN -g.value ELSE g.value END)"  # one aggregate, twice
     columns = {
         "id": "MIN((a.seq << 32) | a.id) & 4294967295",  # the earliest attempt's (ids and seqs under 2**32)
         "migration_id": "a.migration_id", "seq": "MIN(a.seq)", "source": "a.source", "argv": "NULL",
@@ -137,25 +141,26 @@ def report_attempt_groups(db: Database, migration_ids: list[int], singles: list[
         "intended_kind": "a.intended_kind", "intended_count": "a.intended_count", "observed_kind": "NULL",
         "observed_count": "a.observed_count", "rerun_of": "NULL", "verification_id": "v.id",
         "wall_seconds": f"SUM({IN_FIXED_UNITS.format('v.wall_seconds')})",
-        "cost_dollars": f"SUM({IN_FIXED_UNITS.format('v.cost_dollars')})", "time_ratio": "NULL", "cost_ratio": "NULL", "failure_id": "f.id", "failure_cause": "NULL", "failure_silent": "f.silent",
+        "cost_dollars": f"SUM({IN_FIXED_UNITS.format('v.cost_dollars')})", "time_ratio": "NULL",
+        "cost_ratio": "NULL", "failure_id": "NULL", "failure_cause": "NULL", "failure_silent": "a.failure_silent",
         "failure_note": "NULL", "verdict_code": "a.verdict_code", "last_step": "NULL",
         "goal_value": f"CASE WHEN m.goal_direction = 'min' THEN -{best} ELSE {best} END",
-        "members": "json_group_array(a.id)",
+        "members": "json_group_array(a.id)",  # in one order with member_seqs: one pass
+        "member_seqs": "json_group_array(a.seq)" if seqs else "NULL",
     }
     if tuple(columns) != ATTEMPT_COLUMNS:
         raise AssertionError("report_attempt_groups' columns are not ATTEMPT_COLUMNS")
     params = {"migrations": json.dumps(migration_ids), "singles": json.dumps(singles)}
-    rows = db.execute(f"""
-    SELECT {", ".join(columns.values())}, CASE WHEN {_ALONE} THEN a.id END AS alone
-    FROM attempt a JOIN migration m ON m.id = a.migration_id
-    LEFT JOIN verification v ON v.attempt_id = a.id AND v.superseded_by IS NULL
-    LEFT JOIN failure f ON f.attempt_id = a.id AND f.superseded_by IS NULL
-    WHERE a.migration_id {_IN_MIGRATIONS}
-    GROUP BY a.migration_id, alone, a.source, a.verdict_code, a.expected_level, f.id IS NULL, f.silent,
-             a.exit_code = 0, a.intended_kind, a.intended_count, a.observed_count
-    """, params).fetchall()
-    alone = [row[-1] for row in rows if row[-1] is not None]  # each its own group: read as it is
-    groups = [row[:-1] for row in rows if row[-1] is None]
+    # INDEXED BY: the planner prefers the (migration, seq) index, and then sorts every attempt to group them
+    joins = """FROM attempt a INDEXED BY idx_attempt_report JOIN migration m ON m.id = a.migration_id
+    LEFT JOIN verification v ON v.attempt_id = a.id AND v.superseded_by IS NULL"""
+    groups = db.execute(f"""
+    SELECT {", ".join(columns.values())} {joins} {GOAL_JOIN}
+    WHERE a.migration_id {_IN_MIGRATIONS} AND NOT ({_ALONE})
+    GROUP BY a.migration_id, a.source, a.verdict_code, a.expected_level, a.failure_silent, a.exit_code,
+             a.intended_kind, a.intended_count, a.observed_count""", params).fetchall()
+    alone = [row[0] for row in db.execute(f"SELECT a.id {joins} WHERE a.migration_id {_IN_MIGRATIONS} AND ({_ALONE})",
+                                          params)]  # each its own group: read as it is
     return sorted(groups + report_attempt_rows(db, migration_ids, texts=False, only=alone),
                   key=itemgetter(ATTEMPT_COLUMNS.index("migration_id"), ATTEMPT_COLUMNS.index("seq")))
 
@@ -165,9 +170,8 @@ def report_goal_first(db: Database, migration_id: int, attempt_ids: Sequence[int
     `report_attempt_groups`) whose goal value is `value`: its attempts in seq order by
     idx_attempt_report, up to the first (a wide attempt row read per id was ~4 us of it)."""
     row = db.execute(f"""
-        SELECT a.id, a.seq FROM attempt a JOIN migration m ON m.id = a.migration_id
-        WHERE a.migration_id = :migration AND a.id IN (SELECT value FROM json_each(:ids))
-              AND {GOAL_VALUE.format(a="a")} = :value
+        SELECT a.id, a.seq FROM attempt a JOIN migration m ON m.id = a.migration_id {GOAL_JOIN}
+        WHERE a.migration_id = :migration AND a.id IN (SELECT value FROM json_each(:ids)) AND g.value = :value
         ORDER BY a.seq LIMIT 1""", {"migration": migration_id, "ids": json.dumps(list(attempt_ids)),
                                     "value": value}).fetchone()
     if row is None:

@@ -62,18 +62,18 @@ def test_a_report_without_loss_curves_is_the_same_in_every_format_that_draws_non
     and say the same; html refuses a report built so."""
     import pytest
 
-    from workbench.report import ATTEMPT_TEXT_FORMATS, FORMATS, LOSS_FORMATS
+    from workbench.report import ATTEMPT_TEXT_FORMATS, CHART_FORMATS, FORMATS
 
     db = demo_study.db
     for fmt in FORMATS:
         texts = fmt in ATTEMPT_TEXT_FORMATS
         full = build_report(db, attempt_texts=texts)
-        if fmt in LOSS_FORMATS:
+        if fmt in CHART_FORMATS:
             assert any(m.loss for m in full.migrations)
-            with pytest.raises(ValueError, match="loss_curves=True"):
-                render(build_report(db, attempt_texts=texts, loss_curves=False), fmt)
+            with pytest.raises(ValueError, match="charts=True"):
+                render(build_report(db, attempt_texts=texts, charts=False), fmt)
         else:
-            lean = build_report(db, attempt_texts=texts, loss_curves=False)
+            lean = build_report(db, attempt_texts=texts, charts=False)
             assert not any(m.loss for m in lean.migrations)
             assert render(lean, fmt) == render(full, fmt)
 

@@ -1,4 +1,4 @@
-"""A report that shows no attempt of its own (md, latex) counts groups of alike attempts
+"""A report that shows no attempt's row (md, latex, html) counts groups of alike attempts
 (storage.report.report_attempt_groups, issue 39): every count, sum, level, goal value and final
 run is what the report counted a row per attempt gives, on a generated study of real SQLite rows
 given what sets attempts apart (re-runs, overrides, claim reviews, decisions, unverified and
@@ -106,8 +106,8 @@ def same(a, b, where: str) -> None:
 def test_groups_count_what_a_row_per_attempt_counts(study_path: Path) -> None:
     study = open_study(study_path)
     try:
-        each = build_report(study.db, attempt_texts=False, loss_curves=False)
-        grouped = build_report(study.db, attempt_texts=False, loss_curves=False, per_attempt=False)
+        each = build_report(study.db, attempt_texts=False)
+        grouped = build_report(study.db, attempt_texts=False, per_attempt=False)
     finally:
         study.close()
     facts = [a for m in grouped.migrations for a in m.attempt_facts]
@@ -116,7 +116,7 @@ def test_groups_count_what_a_row_per_attempt_counts(study_path: Path) -> None:
     assert sum(len(a.members) for a in facts) == sum(len(m.attempt_facts) for m in each.migrations)
     same(each.totals, grouped.totals, "totals")
     same(each.migrations, grouped.migrations, "migrations")
-    for fmt in ("md", "latex"):
+    for fmt in ("md", "latex", "html"):  # html: a bar an attempt, drawn from its group
         assert render(grouped, fmt) == render(each, fmt)
     # what the study was made to hold, so the comparison above covers it
     assert each.totals.reruns.n and each.totals.decided_by_reruns.n and each.totals.untimed.n == 0
@@ -135,7 +135,7 @@ def test_each_format_is_built_with_what_it_shows(study_path: Path) -> None:
             assert report.per_attempt is (fmt in PER_ATTEMPT_FORMATS)
             assert render(report, fmt)
         grouped = build_for(study.db, "md")
-        for fmt in PER_ATTEMPT_FORMATS:  # a row or a bar per attempt: groups cannot give them
+        for fmt in PER_ATTEMPT_FORMATS:  # a row per attempt: groups cannot give them
             with pytest.raises(ValueError, match="per_attempt=True"):
                 render(grouped, fmt)
         # the last passing run is an attempt's own: that rule counts a row per attempt

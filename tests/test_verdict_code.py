@@ -26,7 +26,7 @@ def codes_agree(db) -> list[tuple[int, int | None]]:
 
 def downgrade_to_m018(path: Path) -> None:
     """The study as the workbench before m019 left it: no column, no triggers, m019 not applied (nor
-    m022, whose index holds the column)."""
+    m022, whose index holds the column: undone too)."""
     import sqlite3
 
     conn = sqlite3.connect(path)
@@ -34,9 +34,13 @@ def downgrade_to_m018(path: Path) -> None:
         for name in ("insert", "delete", "update"):
             conn.execute(f"DROP TRIGGER verdict_code_{name}")
         conn.execute("DROP INDEX idx_attempt_report")
+        for name in ("insert", "delete", "update"):
+            conn.execute(f"DROP TRIGGER failure_silent_{name}")
+        conn.execute("DROP INDEX idx_verification_report")
+        conn.execute("ALTER TABLE attempt DROP COLUMN failure_silent")
         conn.execute("ALTER TABLE attempt DROP COLUMN verdict_code")
         conn.execute(f"DELETE FROM {schema.MIGRATIONS_TABLE}"
-                     " WHERE name IN ('m019_attempt_verdict_code', 'm022_report_indexes')")
+                     " WHERE name IN ('m019_attempt_verdict_code', 'm022_report_groups')")
     conn.close()
 
 
@@ -59,7 +63,7 @@ def test_an_older_study_gets_its_codes_and_the_same_report(demo_source: Path, tm
     try:
         assert list(tmp_path.glob("demo.db.schema*.bak"))
         assert [m.name for m in schema.migrations.applied(upgraded.db)][-2:] == ["m019_attempt_verdict_code",
-                                                                                  "m022_report_indexes"]
+                                                                                  "m022_report_groups"]
         assert codes_agree(upgraded.db) == verified
         assert {fmt: render(build_report(upgraded.db), fmt) for fmt in before} == before
     finally:

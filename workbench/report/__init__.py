@@ -16,13 +16,15 @@ ATTEMPT_TEXT_FORMATS = ("csv", "json")
 """The formats that show each attempt's row (its command, claim, failure note, status, cause...): a
 report for any other format is built without those (`build_report(..., attempt_texts=False)`),
 which spares a JSON decode, a shell quoting, a redaction and a few strings per attempt."""
-LOSS_FORMATS = ("html",)
-"""The formats that draw each migration's loss curves: a report for any other format is built
-without reading them (`build_report(..., loss_curves=False)`)."""
-PER_ATTEMPT_FORMATS = ("html", "csv", "json")
-"""The formats that show each attempt (a row, a bar in a chart): a report for any other format counts
-groups of attempts that every count reads alike (`build_report(..., per_attempt=False)`): the same
-counts from a row a group, where a row an attempt was most of a report of 150,000 attempts."""
+CHART_FORMATS = ("html",)
+"""The formats that draw each migration's charts (its loss curves, a bar at each attempt's seq): a
+report for any other format is built without reading the curves or a group's seqs
+(`build_report(..., charts=False)`)."""
+PER_ATTEMPT_FORMATS = ("csv", "json")
+"""The formats that show each attempt's row: a report for any other format counts groups of attempts
+that every count reads alike (`build_report(..., per_attempt=False)`): the same counts from a row a
+group, where a row an attempt was most of a report of 150,000 attempts. The HTML report's bar for
+each attempt is its group's, drawn at each member's seq."""
 EXTENSIONS = {"md": ".md", "html": ".html", "csv": ".zip", "json": ".json", "latex": ".tex"}
 
 
@@ -30,7 +32,7 @@ def build_for(db, fmt: str, slugs: list[str] | tuple[str, ...] | None = None, *,
               final: str = ACCEPTED) -> StudyReport:
     """The report built with what format `fmt` shows and no more (texts, loss curves, each attempt)."""
     return build_report(db, slugs, pseudonymise=pseudonymise, final=final, attempt_texts=fmt in ATTEMPT_TEXT_FORMATS,
-                        loss_curves=fmt in LOSS_FORMATS, per_attempt=fmt in PER_ATTEMPT_FORMATS or final != ACCEPTED)
+                        charts=fmt in CHART_FORMATS, per_attempt=fmt in PER_ATTEMPT_FORMATS or final != ACCEPTED)
 
 
 def render(report: StudyReport, fmt: str) -> bytes:
@@ -42,11 +44,11 @@ def render(report: StudyReport, fmt: str) -> bytes:
 
 def _render(report: StudyReport, fmt: str) -> bytes:
     if fmt in PER_ATTEMPT_FORMATS and not report.per_attempt:
-        raise ValueError(f"a {fmt} report shows each attempt: build it with per_attempt=True")
+        raise ValueError(f"a {fmt} report shows each attempt's row: build it with per_attempt=True")
     if fmt in ATTEMPT_TEXT_FORMATS and not report.attempt_texts:
         raise ValueError(f"a {fmt} report shows the attempts' texts: build it with attempt_texts=True")
-    if fmt in LOSS_FORMATS and not report.loss_curves:
-        raise ValueError(f"a {fmt} report draws the loss curves: build it with loss_curves=True")
+    if fmt in CHART_FORMATS and not report.charts:
+        raise ValueError(f"a {fmt} report draws charts: build it with charts=True")
     if fmt == "md":
         from workbench.report.markdown import render_markdown
 
@@ -70,5 +72,5 @@ def _render(report: StudyReport, fmt: str) -> bytes:
     raise ValueError(f"unknown report format {fmt!r} (known: {', '.join(FORMATS)})")
 
 
-__all__ = ["ATTEMPT_TEXT_FORMATS", "EXTENSIONS", "FORMATS", "LOSS_FORMATS", "PER_ATTEMPT_FORMATS", "StudyReport",
+__all__ = ["ATTEMPT_TEXT_FORMATS", "EXTENSIONS", "FORMATS", "CHART_FORMATS", "PER_ATTEMPT_FORMATS", "StudyReport",
            "build_for", "build_report", "render"]

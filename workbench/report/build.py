@@ -55,23 +55,23 @@ LOSS_METRIC = "loss"
 (ID, MIGRATION_ID, SEQ, SOURCE, ARGV, CWD, ENV, STATUS, EXIT_CODE, STARTED_AT, ENDED_AT, EXPECTED_LEVEL,
  EXPECTED_SOURCE, CLAIM, INTENDED_KIND, INTENDED_COUNT, OBSERVED_KIND, OBSERVED_COUNT, RERUN_OF, VERIFICATION_ID,
  WALL_SECONDS, COST_DOLLARS, TIME_RATIO, COST_RATIO, FAILURE_ID, FAILURE_CAUSE, FAILURE_SILENT, FAILURE_NOTE,
- VERDICT_CODE, LAST_STEP, GOAL_VALUE, MEMBERS) = map(ATTEMPT_COLUMNS.index, (
+ VERDICT_CODE, LAST_STEP, GOAL_VALUE, MEMBERS, MEMBER_SEQS) = map(ATTEMPT_COLUMNS.index, (
     "id", "migration_id", "seq", "source", "argv", "cwd", "env", "status", "exit_code", "started_at", "ended_at",
     "expected_level", "expected_source", "claim", "intended_kind", "intended_count", "observed_kind",
     "observed_count", "rerun_of", "verification_id", "wall_seconds", "cost_dollars", "time_ratio", "cost_ratio",
     "failure_id", "failure_cause", "failure_silent", "failure_note", "verdict_code", "last_step", "goal_value",
-    "members"))
+    "members", "member_seqs"))
 """Where each column sits in an attempt row (a tuple of storage.report.ATTEMPT_COLUMNS), found by
 its name: a column gone from there fails this import."""
 
 
 def build_report(db: Database, slugs: list[str] | tuple[str, ...] | None = None, *,
                  pseudonymise: bool = False, final: str = ACCEPTED, attempt_texts: bool = True,
-                 loss_curves: bool = True, per_attempt: bool = True) -> StudyReport:
+                 charts: bool = True, per_attempt: bool = True) -> StudyReport:
     """The report (`_build_report`), the cycle collector paused while it is built (`gc_paused`)."""
     with gc_paused():
         return _build_report(db, slugs, pseudonymise=pseudonymise, final=final, attempt_texts=attempt_texts,
-                             loss_curves=loss_curves, per_attempt=per_attempt)
+                             charts=charts, per_attempt=per_attempt)
 
 
 @contextmanager
@@ -95,13 +95,13 @@ def gc_paused() -> Iterator[None]:
 
 
 def _build_report(db: Database, slugs: list[str] | tuple[str, ...] | None, *, pseudonymise: bool, final: str,
-                  attempt_texts: bool, loss_curves: bool, per_attempt: bool) -> StudyReport:
+                  attempt_texts: bool, charts: bool, per_attempt: bool) -> StudyReport:
     """The report over the whole study, or over the migrations named by `slugs`; `final` names
     the final-run rule (workbench.report.final); `attempt_texts` False leaves each attempt's
     command, claim and failure note empty, its status '' and its expected level's source and
     failure's cause None: what only the attempt rows show (for the formats that show none of them:
-    workbench.report.ATTEMPT_TEXT_FORMATS); `loss_curves` False reads no loss series (only html draws
-    them: workbench.report.LOSS_FORMATS; ~0.2 s of CPU at 150,000 attempts); `per_attempt` False counts
+    workbench.report.ATTEMPT_TEXT_FORMATS); `charts` False reads no loss series nor a group's seqs
+    (only html draws them: workbench.report.CHART_FORMATS; ~0.2 s of CPU at 150,000 attempts); `per_attempt` False counts
     groups of attempts that every count reads alike (storage.report.report_attempt_groups), for the
     formats that show no attempt of their own (workbench.report.PER_ATTEMPT_FORMATS): the same counts,
     its attempt facts `AttemptGroup`s. It needs `attempt_texts` False and the `accepted` final-run
@@ -129,7 +129,8 @@ def _build_report(db: Database, slugs: list[str] | tuple[str, ...] | None, *, ps
     texts = _attempt_texts(scrub) if attempt_texts else lambda row: ("", "", "")
     counted = runs.counted_ladders(db, ids)
     facts_by_migration, reference_of, reference_runs, compute = _attempts(
-        _attempt_rows(db, ids, counted, current, human["decision"], texts=attempt_texts, per_attempt=per_attempt),
+        _attempt_rows(db, ids, counted, current, human["decision"], texts=attempt_texts, per_attempt=per_attempt,
+                      seqs=charts),
         migrations, study.prices, current, texts, counted, per_attempt)
     interventions, decisions, budget_changes, sessions = _human_records(human, scrub)
     llm_rows, llm_source = _llm_calls(db, ids)
@@ -141,7 +142,7 @@ def _build_report(db: Database, slugs: list[str] | tuple[str, ...] | None, *, ps
                           compute.get(m.id, ComputeSums()))
         for m in migrations
     ]
-    if loss_curves:
+    if charts:
         _add_loss_curves(db, reports)
     _add_explanations(db, reports, scrub)
     return StudyReport(
@@ -161,13 +162,13 @@ def _build_report(db: Database, slugs: list[str] | tuple[str, ...] | None, *, ps
         selected=tuple(sorted(set(slugs or ()))),
         agreement=scrubbed(agreement, scrub),
         attempt_texts=attempt_texts,
-        loss_curves=loss_curves,
+        charts=charts,
         per_attempt=per_attempt,
     )
 
 
 def _attempt_rows(db: Database, ids: list[int], counted, current, decision_rows, *, texts: bool,
-                  per_attempt: bool) -> list[tuple[Any, ...]]:
+                  per_attempt: bool, seqs: bool) -> list[tuple[Any, ...]]:
     """The rows the report counts: one per attempt, or (`per_attempt` False) one per group of alike
     attempts, where what sets an attempt apart from its like (its re-runs, overrides, a decision
     naming it) makes it a group of its own."""
@@ -177,7 +178,7 @@ def _attempt_rows(db: Database, ids: list[int], counted, current, decision_rows,
         return report_reads.report_attempt_rows(db, ids, texts=texts)
     singles = {*counted, *(row["attempt_id"] for row in current),
                *(row["attempt_id"] for row in decision_rows if row["attempt_id"] is not None)}
-    return report_reads.report_attempt_groups(db, ids, sorted(singles))
+    return report_reads.report_attempt_groups(db, ids, sorted(singles), seqs=seqs)
 
 
 def _llm_calls(db: Database, ids: list[int]) -> tuple[list[dict[str, Any]], str]:
@@ -259,7 +260,8 @@ def _attempts(rows, migrations, prices, override_rows, texts, counted, per_attem
         runs = decided.get(row[ID], ())
         measures = (last, is_smoke(last, ref_last), row[GOAL_VALUE], row[RERUN_OF], runs,
                     _failure_row(row, verdicts[1], decided, failures) if runs else row)
-        group = () if per_attempt else ((row[ID],) if row[MEMBERS] is None else tuple(orjson.loads(row[MEMBERS])),)
+        group = () if per_attempt else (((row[ID],), (row[SEQ],)) if row[MEMBERS] is None else (
+            tuple(orjson.loads(row[MEMBERS])), tuple(orjson.loads(row[MEMBER_SEQS] or "[]"))))
         facts_by_migration[migration_id].append(_attempt_facts(
             row, migration_by_id[migration_id], prices, verdicts, texts, costs, measures, group, compute[migration_id]))
     return facts_by_migration, reference_of, reference_runs, compute
@@ -453,8 +455,8 @@ def _judged(auto: tuple[str | None, ...], eff: tuple[str | None, ...], verified:
 
 
 def _attempt_facts(row, migration, prices, verdicts, texts, costs, measured, group, compute) -> AttemptFacts:
-    """An attempt's facts, its wall time and cost added to `compute`; with `group` (its members' ids,
-    a 1-tuple) an AttemptGroup's, whose row of storage.report_attempt_groups (`members` set) holds its
+    """An attempt's facts, its wall time and cost added to `compute`; with `group` (its members' ids
+    and seqs) an AttemptGroup's, whose row of storage.report_attempt_groups (`members` set) holds its
     wall time and cost summed in FIXED units."""
     automated, effective = verdicts
     command, claim, failure_note = texts(row)
@@ -463,9 +465,10 @@ def _attempt_facts(row, migration, prices, verdicts, texts, costs, measured, gro
     verified = row[VERIFICATION_ID] is not None or bool(measured[4])  # or a re-run of it is
     eff = effective.get(attempt_id, NO_VERDICTS)
     # "Raised no error": the verifier's silent flag on its failure; an attempt it did not fail
-    # raised none when it exited 0 (a traceback or fatal line would have failed level 1).
+    # raised none when it exited 0 (a traceback or fatal line would have failed level 1). A failure's silent
+    # flag is never NULL: NULL says it has none (a group of attempts knows no failure id).
     failure = measured[5]
-    no_error = bool(failure[FAILURE_SILENT]) if failure[FAILURE_ID] is not None else failure[EXIT_CODE] == 0
+    no_error = bool(failure[FAILURE_SILENT]) if failure[FAILURE_SILENT] is not None else failure[EXIT_CODE] == 0
     expected = row[EXPECTED_LEVEL]
     (level_eff, level_auto, failed_eff, failed_auto, silent, silent_auto, claimed_over, claimed_over_auto,
      passes_level1) = _judged(automated.get(attempt_id, NO_VERDICTS), eff, verified, expected, no_error)
@@ -524,7 +527,7 @@ def _attempt_facts(row, migration, prices, verdicts, texts, costs, measured, gro
         dollars is None and price is None,  # unpriced
         measured[3],  # rerun_of
         measured[4],  # levels_from_reruns
-        *group,  # members
+        *group,  # members, member_seqs
     )
 
 

@@ -173,6 +173,9 @@ class AttemptGroup(AttemptFacts):
 
     members: tuple[int, ...] = ()
     """The attempts' ids: every count holds each of them."""
+    member_seqs: tuple[int, ...] = ()
+    """Their seqs, in the same order (the HTML report draws a bar at each); empty in a report
+    built without charts."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -456,8 +459,9 @@ class StudyReport:
     """The attempts carry their command, claim, failure note, status, expected source and cause;
     False: those are empty (or None), and only the formats that show none of them can be rendered
     (workbench.report.render)."""
-    loss_curves: bool = True
-    """Each migration's `loss` was read; False: left empty, and html (which draws it) cannot be rendered."""
+    charts: bool = True
+    """Each migration's `loss` was read, and each group's `member_seqs`; False: left empty, and html
+    (which draws them) cannot be rendered."""
     per_attempt: bool = True
     """Each attempt has its facts; False: groups of alike attempts do (AttemptGroup), and only the
     formats that show no attempt of their own can be rendered (workbench.report.render)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from html import escape
+from operator import itemgetter
 
 from workbench.report.model import MigrationReport
 
@@ -23,8 +24,10 @@ def _frame(title: str, body: list[str], x_label: str, y_ticks: list[tuple[float,
 
 
 def ladder_chart(m: MigrationReport) -> str:
-    """Each attempt's highest verified level as a bar; a tick where its agent expected more."""
-    attempts = [a for a in m.attempt_facts if a.verified and not a.is_rerun]
+    """Each attempt's highest verified level as a bar; a tick where its agent expected more. A group's
+    attempts (workbench.report.model.AttemptGroup) each get its bar, at their seqs."""
+    attempts = sorted(((seq, a) for a in m.attempt_facts if a.verified and not a.is_rerun
+                       for seq in getattr(a, "member_seqs", ()) or (a.seq,)), key=itemgetter(0))
     title = f"{m.slug}: highest verified level per attempt"
     plot_h = H - TOP - BOTTOM
     y_of = lambda level: H - BOTTOM - plot_h * level / 5  # noqa: E731
@@ -36,7 +39,7 @@ def ladder_chart(m: MigrationReport) -> str:
     bar_width = f"{max(width * 0.7, 0.5):.1f}"
     body = []
     shapes: dict[tuple[int, str, int | None], tuple[str, str, str, str | None]] = {}
-    for i, a in enumerate(attempts):
+    for i, (seq, a) in enumerate(attempts):
         x = LEFT + i * width
         level = a.level or 0
         kind = "silent" if a.silent else "failed" if a.failed else "ok"
@@ -44,13 +47,13 @@ def ladder_chart(m: MigrationReport) -> str:
         if shape is None:  # a bar's height, its title's tail and its dash: a few dozen shapes a study
             shape = shapes[level, kind, a.expected_level] = _bar_shape(level, kind, a.expected_level, y_of)
         top, tail, label, ey = shape
-        body.append(f'<rect x="{x + width * 0.15:.1f}" y="{top}" width="{bar_width}"{tail}{a.seq}{label}')
+        body.append(f'<rect x="{x + width * 0.15:.1f}" y="{top}" width="{bar_width}"{tail}{seq}{label}')
         if ey is not None:
             body.append(f'<line x1="{x:.1f}" y1="{ey}" x2="{x + width:.1f}" y2="{ey}" class="expected"/>')
     if len(attempts) <= 40:
-        for i, a in enumerate(attempts):
+        for i, (seq, _) in enumerate(attempts):
             body.append(f'<text x="{LEFT + (i + 0.5) * width:.1f}" y="{H - BOTTOM + 12}" text-anchor="middle"'
-                        f' class="small">{a.seq}</text>')
+                        f' class="small">{seq}</text>')
     return _frame(title, body, "attempt (bar: level reached; dash: level the agent expected)", ticks)
 
 

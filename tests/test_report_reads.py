@@ -1,7 +1,7 @@
-"""Each attempt's last point of each series (schema m021's `metric_last`, issue 39): kept by
-triggers on `metric_point` through any writer's inserts, replacements, updates and deletes, filled
-for a study from before it, and the report's count of groups reads it and its own covering indexes
-(m022) without touching a wide row."""
+"""What the report's count of groups reads (issue 39), kept by triggers whichever writer changes
+the rows under it and filled for a study from before it: each attempt's last point of each series
+(schema m021's `metric_last`) and its current failure's silent flag (m022's
+`attempt.failure_silent`); and the count reads them from indexes alone, grouping as it reads."""
 
 from __future__ import annotations
 
@@ -68,17 +68,40 @@ def test_an_older_study_gets_its_last_points(tmp_path: Path) -> None:
 
 
 def test_the_count_of_groups_reads_indexes_only(demo_study) -> None:
-    """Each table of the grouped read through an index that holds every column it takes: a plan
-    that reads attempt, verification or failure rows (their commands, claims, the verifier's inputs)
-    was most of the report at 150,000 attempts."""
+    """Each table of the grouped read through an index that holds every column it takes, in the
+    order it groups them: a plan that read attempt, verification or failure rows (their commands,
+    claims, the verifier's inputs) and sorted the attempts was most of the report at 150,000."""
     db = demo_study.db
     statements: list[str] = []
     db.conn.set_trace_callback(statements.append)
-    report_attempt_groups(db, [m.id for m in report_migrations(db)], [])
+    report_attempt_groups(db, [m.id for m in report_migrations(db)], [], seqs=True)
     db.conn.set_trace_callback(None)
     grouped = next(s for s in statements if "GROUP BY" in s)
     plan = [row[3] for row in db.execute(f"EXPLAIN QUERY PLAN {grouped}").fetchall()]
-    for table, index in (("a", "idx_attempt_report"), ("v", "idx_verification_report"), ("f", "idx_failure_report")):
+    for table, index in (("a", "idx_attempt_report"), ("v", "idx_verification_report")):
         assert any(step.startswith(f"SEARCH {table} USING COVERING INDEX {index} ") for step in plan), plan
-    assert not any("metric_point" in step for step in plan), plan
+    assert not any("TEMP B-TREE" in step or "metric_point" in step or "failure" in step for step in plan), plan
+
+
+FAILURE_SILENT = "SELECT id, failure_silent FROM attempt ORDER BY id"
+COMPUTED = (f"SELECT id, {schema.FAILURE_SILENT.format(a='attempt.id')} FROM attempt ORDER BY id")
+
+
+def test_every_way_of_writing_failures_keeps_the_attempts_flag(demo_study) -> None:
+    db = demo_study.db
+    assert db.execute(FAILURE_SILENT).fetchall() == db.execute(COMPUTED).fetchall()  # as built
+    assert db.execute("SELECT count(*) FROM attempt WHERE failure_silent IS NOT NULL").fetchone()[0] >= 2
+    db.conn.execute("PRAGMA foreign_keys = OFF")  # a hand edit of the study
+    first, second = (r[0] for r in db.execute("SELECT id FROM attempt WHERE id NOT IN (SELECT attempt_id FROM failure)"
+                                              " ORDER BY id LIMIT 2"))
+    for sql, args in (
+        ("INSERT INTO failure (attempt_id, cause, silent) VALUES (?, 'crash', 1)", [first]),
+        ("UPDATE failure SET silent = 0 WHERE attempt_id = ? AND superseded_by IS NULL", [first]),
+        ("UPDATE failure SET attempt_id = ? WHERE attempt_id = ? AND superseded_by IS NULL", [second, first]),
+        ("UPDATE failure SET superseded_by = -1 WHERE attempt_id = ?", [second]),
+        ("UPDATE failure SET superseded_by = NULL WHERE attempt_id = ?", [second]),
+        ("DELETE FROM failure WHERE attempt_id = ?", [second]),
+    ):
+        db.execute(sql, args)
+        assert db.execute(FAILURE_SILENT).fetchall() == db.execute(COMPUTED).fetchall(), sql
 
