@@ -120,7 +120,7 @@ def report_attempt_groups(db: Database, migration_ids: list[int], singles: list[
     a row for each group of a migration's attempts that every count reads alike, made in one pass of
     SQLite's where a tuple per attempt was most of such a report (issue 39: 150,000 attempts made
     ~17,000 groups). A group's attempts share source, verdict code, expected level, the silent flag
-    of their failure or having none (`attempt.failure_silent`), exit code, the intended kind and chip
+    of their failure or having none (`attempt.own_failure_silent`), exit code, the intended kind and chip
     count and the observed chip count, and each has a current verification with its wall time and
     cost: idx_attempt_report's columns in its order (schema m022), so SQLite groups them as it reads
     the index, with no sort. Its row stands for them: `members` their ids (with `seqs`,
@@ -142,7 +142,7 @@ def report_attempt_groups(db: Database, migration_ids: list[int], singles: list[
         "observed_count": "a.observed_count", "rerun_of": "NULL", "verification_id": "v.id",
         "wall_seconds": f"SUM({IN_FIXED_UNITS.format('v.wall_seconds')})",
         "cost_dollars": f"SUM({IN_FIXED_UNITS.format('v.cost_dollars')})", "time_ratio": "NULL",
-        "cost_ratio": "NULL", "failure_id": "NULL", "failure_cause": "NULL", "failure_silent": "a.failure_silent",
+        "cost_ratio": "NULL", "failure_id": "NULL", "failure_cause": "NULL", "failure_silent": "a.own_failure_silent",
         "failure_note": "NULL", "verdict_code": "a.verdict_code", "last_step": "NULL",
         "goal_value": f"CASE WHEN m.goal_direction = 'min' THEN -{best} ELSE {best} END",
         "members": "json_group_array(a.id)",  # in one order with member_seqs: one pass
@@ -157,7 +157,7 @@ def report_attempt_groups(db: Database, migration_ids: list[int], singles: list[
     groups = db.execute(f"""
     SELECT {", ".join(columns.values())} {joins} {GOAL_JOIN}
     WHERE a.migration_id {_IN_MIGRATIONS} AND NOT ({_ALONE})
-    GROUP BY a.migration_id, a.source, a.verdict_code, a.expected_level, a.failure_silent, a.exit_code,
+    GROUP BY a.migration_id, a.source, a.verdict_code, a.expected_level, a.own_failure_silent, a.exit_code,
              a.intended_kind, a.intended_count, a.observed_count""", params).fetchall()
     alone = [row[0] for row in db.execute(f"SELECT a.id {joins} WHERE a.migration_id {_IN_MIGRATIONS} AND ({_ALONE})",
                                           params)]  # each its own group: read as it is

@@ -786,30 +786,35 @@ def m021_metric_last(db: Database) -> None:
         END""")
 
 
-FAILURE_SILENT = "(SELECT f.silent FROM failure f WHERE f.attempt_id = {a} AND f.superseded_by IS NULL)"
+OWN_FAILURE_SILENT = "(SELECT f.silent FROM failure f WHERE f.attempt_id = {a} AND f.superseded_by IS NULL)"
 """SQL: the silent flag of attempt id `{a}`'s current failure (m022); NULL without one."""
+
+ATTEMPT_SUMMARIES = ("verdict_code", "own_failure_silent")
+"""The attempt row's columns that triggers keep from the verifier's records (m019, m022): not the
+attempt's own fields, so nothing a verdict depends on (storage.verify_inputs.attempt_record)."""
 
 
 @migrations()
 def m022_report_groups(db: Database) -> None:
     """What the report's count of groups (storage.report.report_attempt_groups, issue 39) reads, held
     so that SQLite groups the attempts as it reads them from one index and reads no wide row:
-    `failure_silent` on the attempt row (FAILURE_SILENT, kept by triggers on `failure` like m019's
+    `own_failure_silent` on the attempt row (OWN_FAILURE_SILENT: its own failure, where a report
+    row or the app may show a re-run's; kept by triggers on `failure` like m019's
     verdict code), an index on the columns a group shares in the order the count groups them (its
     sort of 150,000 rows was 0.2 s), and one holding the verification columns every report takes
     (reading those rows, behind the verifier's inputs of ~2 kB in overflow pages, was 0.2 s in the
     count of groups and 0.5 s in a report of a row per attempt). Each index entry ends with its
     row's id."""
-    db.execute("ALTER TABLE attempt ADD COLUMN failure_silent INTEGER")
-    db.execute(f"UPDATE attempt SET failure_silent = {FAILURE_SILENT.format(a='attempt.id')}"
+    db.execute("ALTER TABLE attempt ADD COLUMN own_failure_silent INTEGER")
+    db.execute(f"UPDATE attempt SET own_failure_silent = {OWN_FAILURE_SILENT.format(a='attempt.id')}"
                " WHERE id IN (SELECT attempt_id FROM failure WHERE superseded_by IS NULL)")
     for name, event, ids in (("insert", "INSERT", ("NEW",)), ("delete", "DELETE", ("OLD",)),
                              ("update", "UPDATE OF silent, attempt_id, superseded_by", ("NEW", "OLD"))):
-        sets = " ".join(f"UPDATE attempt SET failure_silent = {FAILURE_SILENT.format(a=f'{row}.attempt_id')}"
+        sets = " ".join(f"UPDATE attempt SET own_failure_silent = {OWN_FAILURE_SILENT.format(a=f'{row}.attempt_id')}"
                         f" WHERE id = {row}.attempt_id;" for row in ids)
-        db.execute(f"CREATE TRIGGER failure_silent_{name} AFTER {event} ON failure BEGIN {sets} END")
+        db.execute(f"CREATE TRIGGER own_failure_silent_{name} AFTER {event} ON failure BEGIN {sets} END")
     db.execute("CREATE INDEX idx_attempt_report ON attempt (migration_id, source, verdict_code, expected_level,"
-               " failure_silent, exit_code, intended_kind, intended_count, observed_count, seq, rerun_of)")
+               " own_failure_silent, exit_code, intended_kind, intended_count, observed_count, seq, rerun_of)")
     # superseded_by a column, not a partial index's WHERE: SQLite reads the row for a term the WHERE implies
     db.execute("CREATE INDEX idx_verification_report ON verification (attempt_id, superseded_by, wall_seconds,"
                " cost_dollars, time_ratio, cost_ratio)")

@@ -15,6 +15,7 @@ from domain.models import Attempt, AttemptSource
 from domain.noise import SEED
 from storage.converters import attempt_from_row, point_rows
 from storage.records import select_rows
+from storage.schema import ATTEMPT_SUMMARIES
 from storage.sqlite import Database
 
 
@@ -67,12 +68,12 @@ def log_info(db: Database, log_id: int) -> LogInfo | None:
 
 
 def attempt_record(db: Database, attempt_id: int) -> dict[str, Any]:
-    """The attempt's row as stored, less its id and its verdict code (m019: the verdicts' own
-    summary, written by verifying it): every field a verdict depends on."""
+    """The attempt's row as stored, less its id and the summaries of its verification that triggers
+    keep on it (schema.ATTEMPT_SUMMARIES: written by verifying it): every field a verdict depends on."""
     rows = select_rows(db, "SELECT * FROM attempt WHERE id = ?", [attempt_id])
     if not rows:
         return {}
-    return {k: v for k, v in rows[0].items() if k not in ("id", "verdict_code")}
+    return {k: v for k, v in rows[0].items() if k != "id" and k not in ATTEMPT_SUMMARIES}
 
 
 def reference_attempt(db: Database, migration_id: int) -> Attempt | None:

@@ -1,7 +1,7 @@
 """What the report's count of groups reads (issue 39), kept by triggers whichever writer changes
 the rows under it and filled for a study from before it: each attempt's last point of each series
 (schema m021's `metric_last`) and its current failure's silent flag (m022's
-`attempt.failure_silent`); and the count reads them from indexes alone, grouping as it reads."""
+`attempt.own_failure_silent`); and the count reads them from indexes alone, grouping as it reads."""
 
 from __future__ import annotations
 
@@ -83,14 +83,14 @@ def test_the_count_of_groups_reads_indexes_only(demo_study) -> None:
     assert not any("TEMP B-TREE" in step or "metric_point" in step or "failure" in step for step in plan), plan
 
 
-FAILURE_SILENT = "SELECT id, failure_silent FROM attempt ORDER BY id"
-COMPUTED = (f"SELECT id, {schema.FAILURE_SILENT.format(a='attempt.id')} FROM attempt ORDER BY id")
+FAILURE_SILENT = "SELECT id, own_failure_silent FROM attempt ORDER BY id"
+COMPUTED = (f"SELECT id, {schema.OWN_FAILURE_SILENT.format(a='attempt.id')} FROM attempt ORDER BY id")
 
 
 def test_every_way_of_writing_failures_keeps_the_attempts_flag(demo_study) -> None:
     db = demo_study.db
     assert db.execute(FAILURE_SILENT).fetchall() == db.execute(COMPUTED).fetchall()  # as built
-    assert db.execute("SELECT count(*) FROM attempt WHERE failure_silent IS NOT NULL").fetchone()[0] >= 2
+    assert db.execute("SELECT count(*) FROM attempt WHERE own_failure_silent IS NOT NULL").fetchone()[0] >= 2
     db.conn.execute("PRAGMA foreign_keys = OFF")  # a hand edit of the study
     first, second = (r[0] for r in db.execute("SELECT id FROM attempt WHERE id NOT IN (SELECT attempt_id FROM failure)"
                                               " ORDER BY id LIMIT 2"))

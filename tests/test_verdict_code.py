@@ -35,9 +35,9 @@ def downgrade_to_m018(path: Path) -> None:
             conn.execute(f"DROP TRIGGER verdict_code_{name}")
         conn.execute("DROP INDEX idx_attempt_report")
         for name in ("insert", "delete", "update"):
-            conn.execute(f"DROP TRIGGER failure_silent_{name}")
+            conn.execute(f"DROP TRIGGER own_failure_silent_{name}")
         conn.execute("DROP INDEX idx_verification_report")
-        conn.execute("ALTER TABLE attempt DROP COLUMN failure_silent")
+        conn.execute("ALTER TABLE attempt DROP COLUMN own_failure_silent")
         conn.execute("ALTER TABLE attempt DROP COLUMN verdict_code")
         conn.execute(f"DELETE FROM {schema.MIGRATIONS_TABLE}"
                      " WHERE name IN ('m019_attempt_verdict_code', 'm022_report_groups')")
