@@ -728,14 +728,21 @@ def m019_attempt_verdict_code(db: Database) -> None:
     writer of a verdict keeps it right: the report read it per attempt with a subquery over its
     verdicts, ~0.3 s of CPU at 150,000 attempts (issue 39). Filled here for an existing study.
     Overrides are not in it: readers apply them (storage.report.report_override_rows)."""
-    db.execute("ALTER TABLE attempt ADD COLUMN verdict_code INTEGER")
-    db.execute(f"UPDATE attempt SET verdict_code = {VERDICT_CODE.format(a='attempt.id')}"
-               " WHERE id IN (SELECT attempt_id FROM verdict WHERE superseded_by IS NULL)")
+    _attempt_summary(db, "verdict_code", VERDICT_CODE, "verdict", "outcome, level, attempt_id, superseded_by")
+
+
+def _attempt_summary(db: Database, column: str, value: str, table: str, columns: str) -> None:
+    """An attempt column `column` holding SQL `value` (of attempt id `{a}`) over its current rows of
+    `table`: added, filled, and kept by triggers on an insert, a delete and a change of `columns`.
+    m019 and m022 run it: what it writes must not change (applied migrations)."""
+    db.execute(f"ALTER TABLE attempt ADD COLUMN {column} INTEGER")
+    db.execute(f"UPDATE attempt SET {column} = {value.format(a='attempt.id')}"
+               f" WHERE id IN (SELECT attempt_id FROM {table} WHERE superseded_by IS NULL)")
     for name, event, ids in (("insert", "INSERT", ("NEW",)), ("delete", "DELETE", ("OLD",)),
-                             ("update", "UPDATE OF outcome, level, attempt_id, superseded_by", ("NEW", "OLD"))):
-        sets = " ".join(f"UPDATE attempt SET verdict_code = {VERDICT_CODE.format(a=f'{row}.attempt_id')}"
+                             ("update", f"UPDATE OF {columns}", ("NEW", "OLD"))):
+        sets = " ".join(f"UPDATE attempt SET {column} = {value.format(a=f'{row}.attempt_id')}"
                         f" WHERE id = {row}.attempt_id;" for row in ids)
-        db.execute(f"CREATE TRIGGER verdict_code_{name} AFTER {event} ON verdict BEGIN {sets} END")
+        db.execute(f"CREATE TRIGGER {column}_{name} AFTER {event} ON {table} BEGIN {sets} END")
 
 
 @migrations()
@@ -805,14 +812,7 @@ def m022_report_groups(db: Database) -> None:
     (reading those rows, behind the verifier's inputs of ~2 kB in overflow pages, was 0.2 s in the
     count of groups and 0.5 s in a report of a row per attempt). Each index entry ends with its
     row's id."""
-    db.execute("ALTER TABLE attempt ADD COLUMN own_failure_silent INTEGER")
-    db.execute(f"UPDATE attempt SET own_failure_silent = {OWN_FAILURE_SILENT.format(a='attempt.id')}"
-               " WHERE id IN (SELECT attempt_id FROM failure WHERE superseded_by IS NULL)")
-    for name, event, ids in (("insert", "INSERT", ("NEW",)), ("delete", "DELETE", ("OLD",)),
-                             ("update", "UPDATE OF silent, attempt_id, superseded_by", ("NEW", "OLD"))):
-        sets = " ".join(f"UPDATE attempt SET own_failure_silent = {OWN_FAILURE_SILENT.format(a=f'{row}.attempt_id')}"
-                        f" WHERE id = {row}.attempt_id;" for row in ids)
-        db.execute(f"CREATE TRIGGER own_failure_silent_{name} AFTER {event} ON failure BEGIN {sets} END")
+    _attempt_summary(db, "own_failure_silent", OWN_FAILURE_SILENT, "failure", "silent, attempt_id, superseded_by")
     db.execute("CREATE INDEX idx_attempt_report ON attempt (migration_id, source, verdict_code, expected_level,"
                " own_failure_silent, exit_code, intended_kind, intended_count, observed_count, seq, rerun_of)")
     # superseded_by a column, not a partial index's WHERE: SQLite reads the row for a term the WHERE implies
