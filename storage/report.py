@@ -83,7 +83,7 @@ def report_attempt_rows(db: Database, migration_ids: list[int], *, texts: bool =
     reference run, or a run without the verifier's wall time and cost (else NULL: two strings
     per attempt, ~0.1 s at 150,000 attempts).
 
-    One row per attempt, every part an indexed lookup (the last step: idx_metric_point_attempt_step):
+    One row per attempt, every part an indexed lookup (the last step and goal value: `metric_last`):
     a row per verdict and a grouped pass over every metric point cost most of a report on 15,000
     attempts (issue 19). `texts` False reads NULL for argv, cwd, env, claim, failure_note,
     expected_source and failure_cause, and '' for status: what only a report's attempt rows show (a
