@@ -103,7 +103,7 @@ def _build_report(db: Database, slugs: list[str] | tuple[str, ...] | None, *, ps
     workbench.report.ATTEMPT_TEXT_FORMATS); `charts` False reads no loss series nor a group's seqs
     (only html draws them: workbench.report.CHART_FORMATS; ~0.2 s of CPU at 150,000 attempts); `per_attempt` False counts
     groups of attempts that every count reads alike (storage.report.report_attempt_groups), for the
-    formats that show no attempt of their own (workbench.report.PER_ATTEMPT_FORMATS): the same counts,
+    formats that show no attempt's row (not workbench.report.PER_ATTEMPT_FORMATS): the same counts,
     its attempt facts `AttemptGroup`s. It needs `attempt_texts` False and the `accepted` final-run
     rule (the last passing run is an attempt's own)."""
     from storage import queries, runs
@@ -663,7 +663,7 @@ def _confirms(rerun: AttemptFacts, by_id: dict[int, AttemptFacts]) -> bool:
 
 
 def _goal_values(goal, metric: str, reference_id: int | None, final: AttemptFacts | None,
-                 verified: list[AttemptFacts], goal_first=None) -> GoalValues:
+                 verified: list[AttemptFacts], goal_first) -> GoalValues:
     """The goal, the final run's value and the best verified value in the goal's direction (ties: the
     earliest attempt). A group's value is its best member's; which member (the earliest with that
     value: `goal_first(migration_id, ids, value)` -> (id, seq)) is read only where a group ties for the best."""

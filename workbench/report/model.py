@@ -166,8 +166,8 @@ class AttemptFacts:
 
 @dataclass(slots=True)
 class AttemptGroup(AttemptFacts):
-    """Attempts of one migration that every count reads alike, as a report that shows no attempt of
-    its own counts them (storage.report.report_attempt_groups; workbench.report.PER_ATTEMPT_FORMATS):
+    """Attempts of one migration that every count reads alike, as a report that shows no attempt's
+    row counts them (storage.report.report_attempt_groups; workbench.report.PER_ATTEMPT_FORMATS):
     `id` and `seq` are the earliest one's, `wall_seconds`, `chip_hours` and `cost_dollars` their sums,
     `goal_value` the best of theirs, and what only one run can say (ratios, last step) None."""
 
@@ -464,4 +464,4 @@ class StudyReport:
     (which draws them) cannot be rendered."""
     per_attempt: bool = True
     """Each attempt has its facts; False: groups of alike attempts do (AttemptGroup), and only the
-    formats that show no attempt of their own can be rendered (workbench.report.render)."""
+    formats that show no attempt's row can be rendered (workbench.report.render)."""
